@@ -1,0 +1,129 @@
+import * as nodeFs from "node:fs";
+
+/**
+ * The file-system seam (SQLite's `aSyscall[]` idea): every drydock package that touches the disk does it
+ * through a `FileOps`, so tests can fail any single call (`failNthCall`) and the power-loss model can keep
+ * unsynced writes volatile. Only synchronous calls: critical sections are short, and a sync call cannot be
+ * interleaved by another task of this process between a check and the write that depends on it.
+ */
+export type FileOps = Pick<
+  typeof nodeFs,
+  | "openSync"
+  | "closeSync"
+  | "writeSync"
+  | "readSync"
+  | "fsyncSync"
+  | "fstatSync"
+  | "readFileSync"
+  | "writeFileSync"
+  | "linkSync"
+  | "unlinkSync"
+  | "renameSync"
+  | "statSync"
+  | "lstatSync"
+  | "mkdirSync"
+  | "readdirSync"
+  | "rmdirSync"
+  | "rmSync"
+  | "chmodSync"
+  | "symlinkSync"
+  | "readlinkSync"
+  | "realpathSync"
+  | "ftruncateSync"
+  | "existsSync"
+>;
+
+export type FileOpName = keyof FileOps;
+
+/** The real file system. */
+export const nodeFileOps: FileOps = {
+  openSync: nodeFs.openSync,
+  closeSync: nodeFs.closeSync,
+  writeSync: nodeFs.writeSync,
+  readSync: nodeFs.readSync,
+  fsyncSync: nodeFs.fsyncSync,
+  fstatSync: nodeFs.fstatSync,
+  readFileSync: nodeFs.readFileSync,
+  writeFileSync: nodeFs.writeFileSync,
+  linkSync: nodeFs.linkSync,
+  unlinkSync: nodeFs.unlinkSync,
+  renameSync: nodeFs.renameSync,
+  statSync: nodeFs.statSync,
+  lstatSync: nodeFs.lstatSync,
+  mkdirSync: nodeFs.mkdirSync,
+  readdirSync: nodeFs.readdirSync,
+  rmdirSync: nodeFs.rmdirSync,
+  rmSync: nodeFs.rmSync,
+  chmodSync: nodeFs.chmodSync,
+  symlinkSync: nodeFs.symlinkSync,
+  readlinkSync: nodeFs.readlinkSync,
+  realpathSync: nodeFs.realpathSync,
+  ftruncateSync: nodeFs.ftruncateSync,
+  existsSync: nodeFs.existsSync,
+};
+
+/** Calls that only look (never change the disk); `failNthCall` can be told to skip them. */
+const READ_ONLY: ReadonlySet<FileOpName> = new Set<FileOpName>([
+  "readFileSync",
+  "readSync",
+  "statSync",
+  "lstatSync",
+  "fstatSync",
+  "readdirSync",
+  "readlinkSync",
+  "realpathSync",
+  "existsSync",
+]);
+
+export interface FailNthOptions {
+  /** 1-based index of the call to fail, counted over the calls that `count` selects. */
+  n: number;
+  /** errno code of the injected failure, e.g. "EIO", "ENOSPC", "EEXIST", "EPERM", "EXDEV", "ENOTSUP". */
+  code: string;
+  /** Which calls count toward `n` (default: every call). `"mutating"` skips pure reads. */
+  count?: "all" | "mutating" | ((name: FileOpName, args: unknown[]) => boolean);
+}
+
+export interface FaultyFileOps {
+  ops: FileOps;
+  /** How many counted calls were made so far. */
+  calls(): number;
+  /** Whether the fault fired (the Nth counted call happened). */
+  fired(): boolean;
+}
+
+/**
+ * Wraps `ops` so that the Nth counted call throws an errno-shaped error instead of running. Drives the
+ * "fail call N for N = 1 .. until the operation completes" loop of QUALITY.md §4.
+ */
+export function failNthCall(ops: FileOps, options: FailNthOptions): FaultyFileOps {
+  let counted = 0;
+  let fired = false;
+  const select = options.count ?? "all";
+  const wrapped = {} as Record<FileOpName, unknown>;
+  for (const name of Object.keys(ops) as FileOpName[]) {
+    const real = ops[name] as (...args: unknown[]) => unknown;
+    wrapped[name] = (...args: unknown[]) => {
+      const counts =
+        select === "all" ? true : select === "mutating" ? !READ_ONLY.has(name) : select(name, args);
+      if (counts) {
+        counted += 1;
+        if (counted === options.n) {
+          fired = true;
+          throw errnoError(options.code, name, args[0]);
+        }
+      }
+      return real(...args);
+    };
+  }
+  return { ops: wrapped as unknown as FileOps, calls: () => counted, fired: () => fired };
+}
+
+export function errnoError(code: string, syscall: string, path?: unknown): NodeJS.ErrnoException {
+  const where = typeof path === "string" ? ` '${path}'` : "";
+  const error = new Error(`${code}: injected failure, ${syscall}${where}`) as NodeJS.ErrnoException;
+  error.code = code;
+  error.syscall = syscall;
+  if (typeof path === "string") error.path = path;
+  return error;
+}
