@@ -1,9 +1,9 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: ["src/index.ts"],
+  entry: { index: "src/index.ts", simulator: "src/simulator/index.ts", bin: "src/bin.ts" },
   format: ["esm"],
-  dts: true,
+  dts: { entry: { index: "src/index.ts", simulator: "src/simulator/index.ts" } },
   clean: true,
   sourcemap: true,
   target: "node20",

@@ -1,0 +1,250 @@
+import { z } from "zod";
+
+/**
+ * One set of schemas for the boat.dev API v1 (`BOAT_DEV_API.md`), shared by the client and the simulator
+ * so the two cannot drift. Response objects are parsed leniently (unknown fields are dropped, never
+ * rejected): a provider may add fields (`reason`, `expectedBy`, …) without breaking us. Requests the
+ * simulator receives are parsed strictly, because an unknown field there is a caller bug.
+ */
+
+/** A Boat id: `bx_` + 8 characters of an alphabet without look-alikes (0, 1, i, l, o). */
+export const BOAT_ID = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
+/** A deletion operation id: `bdop_` + 32 lowercase hex. */
+export const OPERATION_ID = /^bdop_[a-f0-9]{32}$/;
+/** Idempotency keys are UUID v4, as the provider requires. */
+export const IDEMPOTENCY_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/** boat.dev keeps an idempotency key for 24 hours; after that the same key creates a new Boat. */
+export const KEY_RETENTION_MS = 24 * 60 * 60 * 1000;
+export const MAX_LIST_LIMIT = 200;
+export const MAX_CURSOR_LENGTH = 4096;
+
+export const boatIdSchema = z.string().regex(BOAT_ID, "not a Boat id");
+export const operationIdSchema = z.string().regex(OPERATION_ID, "not a deletion operation id");
+export const idempotencyKeySchema = z.string().regex(IDEMPOTENCY_KEY, "not a UUID v4");
+/** 1–100 characters, no CR/LF/NUL (names end up in headers and log lines). */
+export const boatNameSchema = z
+  .string()
+  .min(1)
+  .max(100)
+  .refine((name) => !/[\r\n\0]/.test(name), "name contains CR, LF or NUL");
+const timestampSchema = z.iso.datetime({ offset: true });
+
+export const sandboxStateSchema = z.enum(["provisioning", "running", "stopped", "error"]);
+export const sandboxSchema = z.object({
+  id: boatIdSchema,
+  /** null until the Boat is renamed: a fresh Boat is unnamed. */
+  name: boatNameSchema.nullable(),
+  state: sandboxStateSchema,
+  createdAt: timestampSchema,
+  ttlSeconds: z.number().int().positive(),
+});
+
+export const deletionStatusSchema = z.enum(["pending", "processing", "blocked", "completed"]);
+export const deletionOperationSchema = z.object({
+  id: operationIdSchema,
+  /** Receipts are bound to their target: only a "sandbox" operation on the Boat we deleted counts. */
+  kind: z.literal("sandbox"),
+  targetId: boatIdSchema,
+  status: deletionStatusSchema,
+  /** Absent while the provider has nothing finer than `status` to say. */
+  stage: z.string().min(1).max(100).optional(),
+  requestedAt: timestampSchema,
+  /** Absent until the operation reaches a final status. */
+  completedAt: timestampSchema.optional(),
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Requests
+
+export const createSandboxBodySchema = z.strictObject({
+  ttlSeconds: z
+    .number()
+    .int()
+    .positive()
+    .max(7 * 24 * 60 * 60),
+  noEnv: z.boolean(),
+});
+export const renameSandboxBodySchema = z.strictObject({ name: boatNameSchema });
+export const listSandboxesQuerySchema = z.strictObject({
+  limit: z.number().int().min(1).max(MAX_LIST_LIMIT).optional(),
+  cursor: z.string().min(1).max(MAX_CURSOR_LENGTH).optional(),
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Responses
+
+export const createSandboxResponseSchema = z.object({
+  ok: z.literal(true),
+  type: z.literal("sandbox.created"),
+  sandbox: sandboxSchema,
+});
+export const sandboxResponseSchema = z.object({ ok: z.literal(true), sandbox: sandboxSchema });
+export const listSandboxesResponseSchema = z.object({
+  ok: z.literal(true),
+  sandboxes: z.array(sandboxSchema).max(MAX_LIST_LIMIT),
+  pageInfo: z.object({
+    /** null on the last page. */
+    nextCursor: z.string().min(1).max(MAX_CURSOR_LENGTH).nullable(),
+  }),
+});
+export const deletionResponseSchema = z.object({
+  ok: z.literal(true),
+  type: z.literal("deletion.operation"),
+  operation: deletionOperationSchema,
+});
+export const operationResponseSchema = z.object({
+  ok: z.literal(true),
+  operation: deletionOperationSchema,
+});
+export const errorEnvelopeSchema = z.object({
+  ok: z.literal(false),
+  error: z.object({
+    code: z.string().min(1).max(200),
+    message: z.string().max(10_000),
+    status: z.number().int().min(100).max(599),
+    details: z.record(z.string(), z.unknown()).optional(),
+  }),
+  /** The provider always sends one; a proxy's error page may not, so absence is tolerated. */
+  requestId: z.string().min(1).max(200).optional(),
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Simulator controls (`/_sim/...`): not part of the provider.
+
+export const FAULT_ACTIONS = [
+  "fail-before",
+  "fail-after",
+  "drop-after",
+  "drop-before",
+  "delay",
+  "in-progress",
+  "rate-limit",
+  "block-deletion",
+] as const;
+export const faultActionSchema = z.enum(FAULT_ACTIONS);
+export const faultRuleSchema = z.strictObject({
+  action: faultActionSchema,
+  /** Any method when absent. */
+  method: z.string().min(1).max(10).optional(),
+  /** A regex on the path after `/api/v1` (no query); any path when absent. */
+  path: z
+    .string()
+    .min(1)
+    .max(500)
+    .refine((source) => {
+      try {
+        new RegExp(source);
+        return true;
+      } catch {
+        return false;
+      }
+    }, "not a valid regular expression")
+    .optional(),
+  times: z.number().int().min(1).max(10_000).default(1),
+  status: z.number().int().min(400).max(599).optional(),
+  code: z.string().min(1).max(100).optional(),
+  ms: z.number().int().min(0).max(60_000).optional(),
+  retryAfterS: z.number().int().min(0).max(86_400).optional(),
+});
+export const faultsBodySchema = z.strictObject({ rules: z.array(faultRuleSchema).min(1).max(100) });
+export const clockBodySchema = z.strictObject({
+  advanceMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(365 * 24 * 60 * 60 * 1000),
+});
+export const simSandboxPatchSchema = z.strictObject({
+  /** A busy Boat answers DELETE with 409 sandbox_busy. */
+  busy: z.boolean().optional(),
+  state: sandboxStateSchema.optional(),
+});
+export const simStatsSchema = z.object({
+  /** Boats that came into existence: the billing truth. */
+  createsCommitted: z.number().int().min(0),
+  /** Authenticated POST /sandboxes requests received, whatever their outcome. */
+  createRequests: z.number().int().min(0),
+  /** Deletion operations started (a repeated DELETE answered with the running operation is not counted). */
+  deletesAccepted: z.number().int().min(0),
+  /** Authenticated DELETE /sandboxes/{id} requests received, whatever their outcome. */
+  deleteRequests: z.number().int().min(0),
+  /** Boats that exist now (created and not yet completely deleted). */
+  live: z.number().int().min(0),
+  /** Live Boats per current name; unnamed Boats are counted in `unnamed`. */
+  perName: z.record(z.string(), z.number().int().min(1)),
+  unnamed: z.number().int().min(0),
+});
+export const simHistoryEventSchema = z.object({
+  at: z.number().int(),
+  event: z.enum(["created", "renamed", "deletion_requested", "deletion_blocked", "deleted", "patched"]),
+  name: z.string().nullable().optional(),
+  operationId: operationIdSchema.optional(),
+});
+export const simSandboxRecordSchema = z.object({
+  id: boatIdSchema,
+  name: boatNameSchema.nullable(),
+  state: sandboxStateSchema,
+  createdAt: z.number().int(),
+  ttlSeconds: z.number().int().positive(),
+  busy: z.boolean(),
+  /** SHA-256 of the idempotency key that created it (never the key): lets tests group Boats by key. */
+  keyHash: z.string().regex(/^[a-f0-9]{64}$/),
+  /** null while the Boat exists. */
+  deletedAt: z.number().int().nullable(),
+  history: z.array(simHistoryEventSchema),
+});
+export const simOperationRecordSchema = z.object({
+  id: operationIdSchema,
+  targetId: boatIdSchema,
+  status: deletionStatusSchema,
+  requestedAt: z.number().int(),
+  completedAt: z.number().int().nullable(),
+  polls: z.number().int().min(0),
+  /** Whether this operation ends `blocked` instead of `completed`. */
+  endsBlocked: z.boolean(),
+});
+/**
+ * A remembered idempotency key. Only its SHA-256 is kept (the key is a secret of the caller); the
+ * fingerprint is the canonical JSON of the body it was first used with.
+ */
+export const simKeyRecordSchema = z.object({
+  keyHash: z.string().regex(/^[a-f0-9]{64}$/),
+  fingerprint: z.string().max(10_000),
+  firstSeenAt: z.number().int(),
+  boatId: boatIdSchema,
+});
+/** The simulator's state file (`stateFile`): everything committed, so a restart continues seamlessly. */
+export const simStateFileSchema = z.object({
+  version: z.literal(1),
+  clockOffsetMs: z.number().int().min(0),
+  counters: z.object({
+    createsCommitted: z.number().int().min(0),
+    createRequests: z.number().int().min(0),
+    deletesAccepted: z.number().int().min(0),
+    deleteRequests: z.number().int().min(0),
+  }),
+  sandboxes: z.array(simSandboxRecordSchema),
+  operations: z.array(simOperationRecordSchema),
+  keys: z.array(simKeyRecordSchema),
+});
+
+export type Sandbox = z.infer<typeof sandboxSchema>;
+export type SandboxState = z.infer<typeof sandboxStateSchema>;
+export type DeletionOperation = z.infer<typeof deletionOperationSchema>;
+export type DeletionStatus = z.infer<typeof deletionStatusSchema>;
+export type CreateSandboxBody = z.infer<typeof createSandboxBodySchema>;
+export type RenameSandboxBody = z.infer<typeof renameSandboxBodySchema>;
+export type ListSandboxesQuery = z.infer<typeof listSandboxesQuerySchema>;
+export type CreateSandboxResponse = z.infer<typeof createSandboxResponseSchema>;
+export type SandboxResponse = z.infer<typeof sandboxResponseSchema>;
+export type ListSandboxesResponse = z.infer<typeof listSandboxesResponseSchema>;
+export type DeletionResponse = z.infer<typeof deletionResponseSchema>;
+export type OperationResponse = z.infer<typeof operationResponseSchema>;
+export type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
+export type FaultAction = z.infer<typeof faultActionSchema>;
+export type FaultRule = z.input<typeof faultRuleSchema>;
+export type SimStats = z.infer<typeof simStatsSchema>;
+export type SimSandboxRecord = z.infer<typeof simSandboxRecordSchema>;
+export type SimOperationRecord = z.infer<typeof simOperationRecordSchema>;
+export type SimKeyRecord = z.infer<typeof simKeyRecordSchema>;
+export type SimStateFile = z.infer<typeof simStateFileSchema>;
