@@ -1,1 +1,17 @@
-export {};
+// @drydock/json-journal — atomic durable file writes, and a locked, schema-checked JSON document.
+
+// Atomic writes
+export type { SweepStaleTempsOptions, WriteFileAtomicOptions } from "./atomic.js";
+export { sweepStaleTemps, writeFileAtomic, writeFileAtomicAsync } from "./atomic.js";
+
+// Errors
+export {
+  isJsonJournalError,
+  JSON_JOURNAL_ERROR_STATUS,
+  JsonJournalError,
+  type JsonJournalErrorCode,
+  type JsonJournalErrorStatus,
+} from "./errors.js";
+
+// Journal
+export { defaultLockFile, type JsonJournal, type JsonJournalOptions, openJsonJournal } from "./journal.js";

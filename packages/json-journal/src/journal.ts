@@ -1,0 +1,336 @@
+import * as nodeFs from "node:fs";
+import { basename, dirname } from "node:path";
+import {
+  type FileOps,
+  isLockError,
+  type LockError,
+  type LockHandle,
+  type LockOptions,
+  nodeFileOps,
+  withLock,
+} from "@drydock/file-lock";
+import type { z } from "zod";
+import { sweepStaleTemps, writeFileAtomic } from "./atomic.js";
+import { errnoCode, JsonJournalError } from "./errors.js";
+
+export interface JsonJournalOptions<T> {
+  /** The document, e.g. `<dataDir>/box-create-requests.json`. Its directory is created (0700) when missing. */
+  file: string;
+  /** Cross-process lock guarding the document. Default: `file` with `.json` replaced by `.lock`. */
+  lockFile?: string;
+  /** zod schema of the whole document; its output type is the document type. */
+  schema: z.ZodType<T>;
+  /** The document when the file does not exist (a value, cloned per call, or a factory). */
+  empty: T | (() => T);
+  /** Cross-record invariants the schema cannot express: `null` when they hold, else a short detail. */
+  check?: (doc: T) => string | null;
+  /**
+   * Builds the error thrown when the document cannot be used: `detail` is `"unreadable"`, `"invalid"`,
+   * `"unavailable"` (could not be saved), a lock detail (e.g. `"locked by another drydock process"`), or
+   * the detail returned by `check`. `cause` is the underlying error, when there is one.
+   */
+  stateError: (detail: string, cause?: unknown) => Error;
+  /** Passed to file-lock's `withLock` (wait, retry, label, liveness, fs of the lock...). */
+  lock?: LockOptions;
+  /** File-system seam for the document and its directory (the lock uses `lock.fs`). */
+  fs?: FileOps;
+  /** fsync the new document and its directory before `update` returns (default true). */
+  durable?: boolean;
+  /** Permission bits of the document (default 0o600). */
+  mode?: number;
+  /** A larger file is refused as `"unreadable"` without being read (default 64 MiB). */
+  maxBytes?: number;
+  /** Wall clock in ms (default Date.now); decides when a file is old enough for the unchanged-file cache. */
+  now?: () => number;
+}
+
+export interface JsonJournal<T> {
+  /** The current document, validated (a private copy: mutating it changes nothing). */
+  read(): Promise<T>;
+  /**
+   * Runs `fn` on a private copy of the current document while holding the lock. When `fn` returns
+   * `next`, it is validated (schema + check, on the exact JSON that will be stored) and written
+   * atomically before the lock is released; then `result` is returned. `fn` must be synchronous; if it
+   * throws, nothing is written and its error propagates.
+   */
+  update<R>(fn: (doc: T) => { next?: T; result: R }): Promise<R>;
+}
+
+const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Timestamp granularity we refuse to bet on. File times come from a coarse clock (one kernel tick, up to
+ * 10 ms on Linux; one or two *seconds* on ext3, HFS+, FAT, some network file systems), so an in-place
+ * rewrite of the same size within one tick keeps inode, size, mtime and ctime. A stat taken while the
+ * file's ctime is that recent proves nothing ("racy git"), so such a read is not cached; once the file
+ * is older than this window, any later change must carry a later ctime and is seen.
+ */
+const RACY_WINDOW_NS = 2_000_000_000n;
+
+interface FileIdentity {
+  dev: bigint;
+  ino: bigint;
+  size: bigint;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+}
+
+function identityOf(stats: nodeFs.BigIntStats): FileIdentity {
+  return { dev: stats.dev, ino: stats.ino, size: stats.size, mtimeNs: stats.mtimeNs, ctimeNs: stats.ctimeNs };
+}
+
+function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
+  return (
+    a.dev === b.dev &&
+    a.ino === b.ino &&
+    a.size === b.size &&
+    a.mtimeNs === b.mtimeNs &&
+    a.ctimeNs === b.ctimeNs
+  );
+}
+
+/** Marks errors raised inside the critical section, so they are never mistaken for the lock's own. */
+class Inner {
+  constructor(readonly error: unknown) {}
+}
+
+function invalidArgument(message: string): JsonJournalError {
+  return new JsonJournalError({ code: "INVALID_ARGUMENT", message });
+}
+
+export function defaultLockFile(file: string): string {
+  return file.endsWith(".json") ? `${file.slice(0, -".json".length)}.lock` : `${file}.lock`;
+}
+
+/**
+ * A JSON document shared by processes on one machine. Every call takes the lock and re-validates what
+ * is on disk (or proves it unchanged since this journal last validated it), so two processes always
+ * agree; a document that cannot be read or fails its schema or `check` is never overwritten.
+ */
+export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<T> {
+  const { file, schema, check, stateError } = options;
+  if (typeof file !== "string" || file === "" || file.includes("\0") || basename(file) === "") {
+    throw invalidArgument("openJsonJournal needs `file`, the path of the JSON document.");
+  }
+  const lockFile = options.lockFile ?? defaultLockFile(file);
+  if (typeof lockFile !== "string" || lockFile === "" || lockFile.includes("\0") || lockFile === file) {
+    throw invalidArgument("openJsonJournal's `lockFile` must be a path other than the document's.");
+  }
+  if (typeof schema?.safeParse !== "function") throw invalidArgument("openJsonJournal needs a zod `schema`.");
+  if (typeof stateError !== "function") {
+    throw invalidArgument("openJsonJournal needs a `stateError` function.");
+  }
+  if (check !== undefined && typeof check !== "function") {
+    throw invalidArgument("openJsonJournal's `check` must be a function.");
+  }
+  const fs = options.fs ?? nodeFileOps;
+  const durable = options.durable ?? true;
+  const mode = options.mode ?? 0o600;
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
+    throw invalidArgument("openJsonJournal's `mode` must be permission bits between 0 and 0o7777.");
+  }
+  if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+    throw invalidArgument("openJsonJournal's `maxBytes` must be a positive integer.");
+  }
+  const now = options.now ?? Date.now;
+  const label = options.lock?.label ?? "drydock";
+  const dirs = [...new Set([dirname(file), dirname(lockFile)])];
+
+  // The last document this journal validated, with the identity of the file it came from. Only set when
+  // the read was not racy (see RACY_WINDOW_NS). Never handed out: callers get clones.
+  let cache: { identity: FileIdentity; doc: T } | null = null;
+  let swept = false;
+
+  function emptyDoc(): T {
+    const empty = options.empty;
+    return typeof empty === "function" ? (empty as () => T)() : structuredClone(empty);
+  }
+
+  /** Schema, then cross-record invariants; returns the schema's output or the detail of the failure. */
+  function validate(raw: unknown): { ok: true; doc: T } | { ok: false; detail: string; cause: unknown } {
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) return { ok: false, detail: "invalid", cause: parsed.error };
+    const detail = check ? check(parsed.data) : null;
+    if (detail === null) return { ok: true, doc: parsed.data };
+    // A check that answers with something other than a detail still means "the invariants do not hold".
+    return { ok: false, detail: typeof detail === "string" && detail ? detail : "invalid", cause: undefined };
+  }
+
+  function readFresh(): T {
+    let fd: number;
+    try {
+      // O_NONBLOCK: a FIFO planted at the path must not hang the process; it is refused below.
+      fd = fs.openSync(file, nodeFs.constants.O_RDONLY | nodeFs.constants.O_NONBLOCK);
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") return emptyDoc();
+      throw stateError("unreadable", error);
+    }
+    let stats: nodeFs.BigIntStats;
+    let bytes: Buffer;
+    try {
+      // fstat of the descriptor we read from: the identity we cache is that of these exact bytes.
+      stats = fs.fstatSync(fd, { bigint: true });
+      if (!stats.isFile()) throw new Error("not a regular file");
+      if (stats.size > BigInt(maxBytes)) throw new Error(`larger than ${maxBytes} bytes`);
+      bytes = fs.readFileSync(fd);
+    } catch (error) {
+      throw stateError("unreadable", error);
+    } finally {
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // A read-only descriptor: nothing of ours is lost if its close fails.
+      }
+    }
+    let raw: unknown;
+    try {
+      // fatal: bytes that are not UTF-8 would otherwise become U+FFFD and be rewritten as such.
+      raw = JSON.parse(new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes));
+    } catch (error) {
+      // The seeds call a file that does not parse (truncated, corrupt) "unreadable", and one that
+      // parses but breaks the format "invalid"; drydock keeps those words.
+      throw stateError("unreadable", error);
+    }
+    const result = validate(raw);
+    if (!result.ok) throw stateError(result.detail, result.cause);
+    const ageNs = BigInt(Math.floor(now())) * 1_000_000n - stats.ctimeNs;
+    cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: result.doc } : null;
+    return cache ? structuredClone(result.doc) : result.doc;
+  }
+
+  function load(): T {
+    if (cache) {
+      let stats: nodeFs.BigIntStats | undefined;
+      try {
+        stats = fs.statSync(file, { bigint: true, throwIfNoEntry: false });
+      } catch (error) {
+        cache = null;
+        throw stateError("unreadable", error);
+      }
+      if (stats && sameIdentity(cache.identity, identityOf(stats))) return structuredClone(cache.doc);
+      cache = null;
+    }
+    return readFresh();
+  }
+
+  function sweepOnce(): void {
+    if (swept) return;
+    swept = true;
+    try {
+      const isProcessAlive = options.lock?.isProcessAlive;
+      sweepStaleTemps(dirname(file), {
+        name: basename(file),
+        fs,
+        ...(isProcessAlive ? { isProcessAlive } : {}),
+      });
+    } catch {
+      // Hygiene only: a temp left by a dead writer is never read, and the next journal opened retries.
+    }
+  }
+
+  function save(handle: LockHandle, next: T): void {
+    let text: string;
+    let stored: unknown;
+    try {
+      text = `${JSON.stringify(next, null, 2)}\n`;
+      // Validate what will be on disk, not the object: JSON drops undefined, turns NaN into null, etc.
+      stored = JSON.parse(text);
+    } catch (error) {
+      throw invalidNext("it cannot be stored as JSON", error);
+    }
+    const result = validate(stored);
+    if (!result.ok) throw invalidNext(result.detail, result.cause);
+    // A lock that was taken from us (reaped as dead, replaced by hand) must not let this write through.
+    handle.assertOwned();
+    cache = null;
+    try {
+      writeFileAtomic(file, text, { mode, durable, fs });
+    } catch (error) {
+      throw stateError("unavailable", error);
+    }
+  }
+
+  function invalidNext(detail: string, cause: unknown): JsonJournalError {
+    return new JsonJournalError({
+      code: "INVALID_NEXT_DOCUMENT",
+      message:
+        `Refused to save ${file}: the new document is ${detail === "invalid" ? "invalid" : `invalid (${detail})`}. ` +
+        "Nothing was written and the previous document is intact; this is a bug in the caller.",
+      cause,
+    });
+  }
+
+  function lockDetail(error: LockError): string {
+    switch (error.code) {
+      case "LOCK_TIMEOUT":
+        return `locked by another ${label} process`;
+      case "LOCK_INVALID":
+        return "lock is invalid";
+      case "LOCK_UNREADABLE":
+        return "lock is unreadable";
+      case "LOCK_OWNER_UNVERIFIABLE":
+        return "lock owner could not be verified";
+      case "LOCK_OWNER_DEAD":
+        return "locked by a process that is no longer running";
+      case "LOCK_OWNERSHIP_LOST":
+        return "lock ownership changed unexpectedly";
+      case "LOCK_REAPER_EXHAUSTED":
+        return "stale lock could not be recovered after repeated interrupted attempts";
+      case "LOCK_UNSUPPORTED_FS":
+        return "lock is unsupported on this file system";
+      default:
+        return "lock is unavailable";
+    }
+  }
+
+  async function locked<R>(section: (handle: LockHandle) => R): Promise<R> {
+    try {
+      for (const dir of dirs) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    } catch (error) {
+      throw stateError("unavailable", error);
+    }
+    try {
+      return await withLock(
+        lockFile,
+        (handle) => {
+          try {
+            sweepOnce();
+            return section(handle);
+          } catch (error) {
+            throw new Inner(error);
+          }
+        },
+        { ...options.lock, label },
+      );
+    } catch (error) {
+      if (error instanceof Inner) throw error.error;
+      // The lock's own failures become the journal's state error (the seeds' wording: "…recovery state
+      // is locked by another … process"), keeping the LockError as the cause. An abort is the caller's
+      // own request, not a state problem, so it propagates as the LockError it is.
+      if (isLockError(error) && error.code !== "LOCK_ABORTED") throw stateError(lockDetail(error), error);
+      throw error;
+    }
+  }
+
+  return {
+    read: () => locked(() => load()),
+    update<R>(fn: (doc: T) => { next?: T; result: R }): Promise<R> {
+      if (typeof fn !== "function") return Promise.reject(invalidArgument("update needs a function."));
+      return locked<R>((handle) => {
+        const outcome = fn(load());
+        if (typeof outcome !== "object" || outcome === null) {
+          throw invalidArgument("update's fn must return { next?, result }.");
+        }
+        if (typeof (outcome as { then?: unknown }).then === "function") {
+          // The document would be written after the lock is released, or an await would stretch the
+          // critical section across the event loop: both are refused.
+          (outcome as unknown as Promise<unknown>).then(undefined, () => undefined);
+          throw invalidArgument("update's fn must be synchronous; nothing was written.");
+        }
+        if (outcome.next !== undefined) save(handle, outcome.next);
+        return outcome.result;
+      });
+    },
+  };
+}
