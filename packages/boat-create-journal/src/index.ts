@@ -1,1 +1,38 @@
-export {};
+// @drydock/boat-create-journal: the idempotency-key journal for boat.dev creates — at most one Boat per bot.
+
+// Errors
+export {
+  isJournalStateError,
+  JOURNAL_ERROR_STATUS,
+  type JournalErrorCode,
+  JournalStateError,
+} from "./errors.js";
+// Journal
+export {
+  type BoatCreateJournal,
+  CREATE_JOURNAL_FILE,
+  CREATE_JOURNAL_LOCK_FILE,
+  type OpenBoatCreateJournalOptions,
+  openBoatCreateJournal,
+} from "./journal.js";
+
+// File format, limits and ids
+export {
+  BOAT_ID,
+  BOT_ID,
+  type BoatCreateAttempt,
+  type BoatCreateJournalFile,
+  BoatCreateJournalFileSchema,
+  type BoatCreateRecoveryEntry,
+  BoatCreateRecoveryEntrySchema,
+  type BoatCreateRequest,
+  BoatCreateRequestFieldsSchema,
+  BoatCreateRequestSchema,
+  BoatIdSchema,
+  BotIdSchema,
+  IDEMPOTENCY_KEY,
+  KEY_RETENTION_MS,
+  MAX_REQUEST_BODY_LENGTH,
+  MAX_REQUESTS,
+  RequestBodySchema,
+} from "./schema.js";

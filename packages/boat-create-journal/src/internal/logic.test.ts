@@ -1,0 +1,212 @@
+import { describe, expect, it } from "vitest";
+import { isJournalStateError } from "../errors.js";
+import {
+  type BoatCreateJournalFile,
+  type BoatCreateRequest,
+  KEY_RETENTION_MS,
+  MAX_REQUESTS,
+} from "../schema.js";
+import { checkCreateJournal } from "./check.js";
+import {
+  adoptStep,
+  beginStep,
+  discardStep,
+  rememberStep,
+  resolveStep,
+  retireStep,
+  snapshotOf,
+} from "./logic.js";
+
+const T0 = 1_767_000_000_000;
+let keyCounter = 0;
+const key = () => `00000000-0000-4000-8000-${(++keyCounter).toString(16).padStart(12, "0")}`;
+const ctx = (now = T0) => ({ now, newKey: key });
+const doc = (requests: BoatCreateRequest[] = []): BoatCreateJournalFile => ({ version: 1, requests });
+const BODY = '{"ttlSeconds":28800,"noEnv":true}';
+
+function refusal(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    if (isJournalStateError(error) && error.code === "BOAT_CREATE_PAUSED") return error.detail;
+    throw error;
+  }
+  throw new Error("expected a refusal");
+}
+
+function row(over: Partial<BoatCreateRequest> = {}): BoatCreateRequest {
+  return { botId: "bot-1", requestBody: BODY, idempotencyKey: key(), createdAt: T0, ...over };
+}
+
+describe("beginStep", () => {
+  it("mints and journals a key before the request leaves, with startedNow true", () => {
+    const step = beginStep(doc(), "bot-1", BODY, ctx());
+    expect(step.result.startedNow).toBe(true);
+    expect(step.next?.requests).toEqual([step.result.request]);
+    expect(step.result.request).toMatchObject({ botId: "bot-1", requestBody: BODY, createdAt: T0 });
+    expect(step.result.request.boxId).toBeUndefined();
+  });
+
+  it("reuses a pending key for the same body without writing, with startedNow false", () => {
+    const pending = row();
+    const step = beginStep(doc([pending]), "bot-1", BODY, ctx(T0 + 1_000));
+    expect(step).toEqual({ result: { request: pending, startedNow: false } });
+  });
+
+  it("refuses a changed body while an earlier key for the bot is unreconciled", () => {
+    expect(refusal(() => beginStep(doc([row()]), "bot-1", '{"ttlSeconds":7200}', ctx()))).toBe(
+      "waiting for an earlier cloud computer request to be reconciled",
+    );
+  });
+
+  it("lets a remembered Boat win over a changed body and over an expired window", () => {
+    const known = row({ boxId: "bx_abcdefgh" });
+    const step = beginStep(doc([known]), "bot-1", "other body", ctx(T0 + 10 * KEY_RETENTION_MS));
+    expect(step).toEqual({ result: { request: known, startedNow: false } });
+  });
+
+  it("reuses a pending key 1 ms before the 24-hour window closes", () => {
+    const step = beginStep(doc([row()]), "bot-1", BODY, ctx(T0 + KEY_RETENTION_MS - 1));
+    expect(step.result.startedNow).toBe(false);
+    expect(step.next).toBeUndefined();
+  });
+
+  it("refuses a pending key exactly at and after 24 hours, minting no new key", () => {
+    for (const age of [KEY_RETENTION_MS, KEY_RETENTION_MS + 1]) {
+      expect(refusal(() => beginStep(doc([row()]), "bot-1", BODY, ctx(T0 + age)))).toBe(
+        "older than boat.dev's 24-hour retry window",
+      );
+    }
+  });
+
+  it("refuses a new key when the journal holds MAX_REQUESTS rows, but still answers known bots", () => {
+    const rows = Array.from({ length: MAX_REQUESTS }, (_, i) => row({ botId: `b${i}` }));
+    expect(refusal(() => beginStep(doc(rows), "new-bot", BODY, ctx()))).toBe("full");
+    expect(beginStep(doc(rows), "b7", BODY, ctx()).result.startedNow).toBe(false);
+  });
+});
+
+describe("rememberStep", () => {
+  it("stores the Boat id and drops the bot's other rows, keeping other bots", () => {
+    const mine = row();
+    const stale = row({ requestBody: "older body" });
+    const other = row({ botId: "bot-2" });
+    const step = rememberStep(doc([stale, mine, other]), mine, "bx_abcdefgh");
+    expect(step.result).toEqual({ ...mine, boxId: "bx_abcdefgh" });
+    expect(step.next?.requests).toEqual([other, { ...mine, boxId: "bx_abcdefgh" }]);
+  });
+
+  it("refuses a row that is gone or that remembers a different Boat", () => {
+    const mine = row();
+    expect(refusal(() => rememberStep(doc([]), mine, "bx_abcdefgh"))).toBe("out of date");
+    const known = { ...mine, boxId: "bx_abcdefgh" };
+    expect(refusal(() => rememberStep(doc([known]), mine, "bx_zzzzzzzz"))).toBe("out of date");
+    expect(rememberStep(doc([known]), mine, "bx_abcdefgh").result).toEqual(known);
+  });
+
+  it("refuses a request whose key or body differs from the journaled row", () => {
+    const mine = row();
+    expect(refusal(() => rememberStep(doc([mine]), { ...mine, idempotencyKey: key() }, "bx_abcdefgh"))).toBe(
+      "out of date",
+    );
+    expect(refusal(() => rememberStep(doc([mine]), { ...mine, requestBody: "x" }, "bx_abcdefgh"))).toBe(
+      "out of date",
+    );
+  });
+});
+
+describe("resolveStep", () => {
+  it("marks only the exact remembered row resolved", () => {
+    const known = row({ boxId: "bx_abcdefgh" });
+    const other = row({ botId: "bot-2" });
+    const step = resolveStep(doc([known, other]), known);
+    expect(step.result).toEqual({ ...known, resolved: true });
+    expect(step.next?.requests).toEqual([{ ...known, resolved: true }, other]);
+  });
+
+  it("refuses a key-only row and a row whose Boat id changed", () => {
+    const pending = row();
+    expect(refusal(() => resolveStep(doc([pending]), pending))).toBe("out of date");
+    const known = row({ boxId: "bx_abcdefgh" });
+    expect(refusal(() => resolveStep(doc([known]), { ...known, boxId: "bx_zzzzzzzz" }))).toBe("out of date");
+  });
+});
+
+describe("adoptStep", () => {
+  it("replaces every row of the bot with one resolved synthetic row", () => {
+    const step = adoptStep(doc([row(), row({ botId: "bot-2" })]), "bot-1", "bx_abcdefgh", ctx());
+    const adopted = step.next?.requests.at(-1);
+    expect(step.next?.requests).toHaveLength(2);
+    expect(adopted).toMatchObject({
+      botId: "bot-1",
+      requestBody: '{"adopted":"legacy-name","boxId":"bx_abcdefgh"}',
+      boxId: "bx_abcdefgh",
+      resolved: true,
+      createdAt: T0,
+    });
+  });
+
+  it("is a no-op when the Boat is already the bot's single resolved row", () => {
+    const known = row({ boxId: "bx_abcdefgh", resolved: true });
+    expect(adoptStep(doc([known]), "bot-1", "bx_abcdefgh", ctx())).toEqual({ result: undefined });
+  });
+
+  it("resolves the bot's own remembered row in place of a synthetic one", () => {
+    const known = row({ boxId: "bx_abcdefgh" });
+    const step = adoptStep(doc([known]), "bot-1", "bx_abcdefgh", ctx());
+    expect(step.next?.requests).toEqual([{ ...known, resolved: true }]);
+  });
+
+  it("refuses a Boat remembered for another bot", () => {
+    const theirs = row({ botId: "bot-2", boxId: "bx_abcdefgh" });
+    expect(refusal(() => adoptStep(doc([theirs]), "bot-1", "bx_abcdefgh", ctx()))).toBe(
+      "conflicted with another bot's remembered cloud computer",
+    );
+  });
+});
+
+describe("retireStep and discardStep", () => {
+  it("retire removes rows of that Boat and writes nothing when none match", () => {
+    const known = row({ boxId: "bx_abcdefgh" });
+    expect(retireStep(doc([known]), "bx_abcdefgh").next?.requests).toEqual([]);
+    expect(retireStep(doc([known]), "bx_zzzzzzzz")).toEqual({ result: undefined });
+  });
+
+  it("discard removes by key only and writes nothing for an unknown key", () => {
+    const mine = row();
+    expect(discardStep(doc([mine]), mine).next?.requests).toEqual([]);
+    expect(discardStep(doc([mine]), { ...mine, idempotencyKey: key() })).toEqual({ result: undefined });
+  });
+});
+
+describe("snapshotOf", () => {
+  it("never contains keys or request bodies, and reports the age", () => {
+    const rows = [row(), row({ botId: "bot-2", boxId: "bx_abcdefgh", resolved: true })];
+    const snapshot = snapshotOf(doc(rows), T0 + 5);
+    expect(snapshot).toEqual([
+      { botId: "bot-1", resolved: false, createdAt: T0, ageMs: 5 },
+      { botId: "bot-2", boxId: "bx_abcdefgh", resolved: true, createdAt: T0, ageMs: 5 },
+    ]);
+    const text = JSON.stringify(snapshot);
+    for (const r of rows) {
+      expect(text).not.toContain(r.idempotencyKey);
+      expect(text).not.toContain("ttlSeconds");
+    }
+  });
+});
+
+describe("checkCreateJournal", () => {
+  it("accepts distinct rows and refuses duplicate identities, keys or two Boats for one bot", () => {
+    const a = row();
+    expect(checkCreateJournal(doc([a, row({ botId: "bot-2" })]))).toBeNull();
+    expect(checkCreateJournal(doc([a, row()]))).toBe("invalid");
+    expect(
+      checkCreateJournal(doc([a, { ...row({ botId: "bot-2" }), idempotencyKey: a.idempotencyKey }])),
+    ).toBe("invalid");
+    expect(
+      checkCreateJournal(
+        doc([row({ boxId: "bx_abcdefgh" }), row({ requestBody: "b2", boxId: "bx_zzzzzzzz" })]),
+      ),
+    ).toBe("invalid");
+  });
+});

@@ -1,0 +1,156 @@
+import { createPaused } from "../errors.js";
+import {
+  type BoatCreateAttempt,
+  type BoatCreateJournalFile,
+  type BoatCreateRecoveryEntry,
+  type BoatCreateRequest,
+  KEY_RETENTION_MS,
+  MAX_REQUESTS,
+} from "../schema.js";
+
+/**
+ * The journal's decisions as pure functions of (document, arguments, clock): each returns the next document
+ * (only when something must be written) and the caller's result, or throws the seed's refusal. Arguments are
+ * already validated by the caller. Nothing here touches a file, so every rule is testable on its own and
+ * the file layer only adds locking, reading and the atomic write.
+ */
+
+export interface Step<R> {
+  next?: BoatCreateJournalFile;
+  result: R;
+}
+
+export interface CreateContext {
+  /** Milliseconds since the epoch, read once per call. */
+  now: number;
+  /** Mints a fresh idempotency key (UUID v4). */
+  newKey: () => string;
+}
+
+const copy = (request: BoatCreateRequest): BoatCreateRequest => ({ ...request });
+const file = (requests: BoatCreateRequest[]): BoatCreateJournalFile => ({ version: 1, requests });
+
+/** The exact row a caller holds: same bot, same body, same key. */
+function sameAttempt(a: BoatCreateRequest, b: BoatCreateRequest): boolean {
+  return a.botId === b.botId && a.requestBody === b.requestBody && a.idempotencyKey === b.idempotencyKey;
+}
+
+/** Recorded before the request leaves the process; a known Boat wins over a changed body, never a second create. */
+export function beginStep(
+  doc: BoatCreateJournalFile,
+  botId: string,
+  requestBody: string,
+  ctx: CreateContext,
+): Step<BoatCreateAttempt> {
+  const known = doc.requests.find((request) => request.botId === botId && request.boxId !== undefined);
+  if (known) return { result: { request: copy(known), startedNow: false } };
+
+  const pending = doc.requests.find((request) => request.botId === botId);
+  if (pending) {
+    if (pending.requestBody !== requestBody) {
+      // The earlier key may own a Boat; a new key for a new body could bill a second one.
+      throw createPaused("waiting for an earlier cloud computer request to be reconciled");
+    }
+    if (ctx.now - pending.createdAt >= KEY_RETENTION_MS) {
+      // Past boat.dev's 24-hour idempotency window, neither this key nor a new one is safe: a retry may
+      // create a second billable Boat. Only a person can reconcile it.
+      throw createPaused("older than boat.dev's 24-hour retry window");
+    }
+    return { result: { request: copy(pending), startedNow: false } };
+  }
+
+  if (doc.requests.length >= MAX_REQUESTS) throw createPaused("full");
+  const request: BoatCreateRequest = {
+    botId,
+    requestBody,
+    idempotencyKey: ctx.newKey(),
+    createdAt: ctx.now,
+  };
+  // Crash window: once this write is durable the key exists before boat.dev ever sees it, so any retry
+  // after a crash reuses it; without the write a lost response could not be retried safely.
+  return { next: file([...doc.requests, request]), result: { request: copy(request), startedNow: true } };
+}
+
+/** Persist the returned identity before the caller renames it; the bot's other rows are dropped. */
+export function rememberStep(
+  doc: BoatCreateJournalFile,
+  request: BoatCreateRequest,
+  boxId: string,
+): Step<BoatCreateRequest> {
+  const current = doc.requests.find((candidate) => sameAttempt(candidate, request));
+  if (!current || (current.boxId !== undefined && current.boxId !== boxId)) {
+    throw createPaused("out of date");
+  }
+  const completed: BoatCreateRequest = { ...current, boxId };
+  const others = doc.requests.filter((candidate) => candidate.botId !== request.botId);
+  return { next: file([...others, completed]), result: copy(completed) };
+}
+
+/** Only after the deterministic rename succeeded: the row becomes the durable bot → Boat ownership record. */
+export function resolveStep(doc: BoatCreateJournalFile, request: BoatCreateRequest): Step<BoatCreateRequest> {
+  const current = doc.requests.find(
+    (candidate) => sameAttempt(candidate, request) && candidate.boxId === request.boxId,
+  );
+  if (current?.boxId === undefined) throw createPaused("out of date");
+  const resolved: BoatCreateRequest = { ...current, resolved: true };
+  const next = doc.requests.map((candidate) =>
+    candidate.idempotencyKey === current.idempotencyKey ? resolved : candidate,
+  );
+  return { next: file(next), result: copy(resolved) };
+}
+
+/** Sanitised: provider request bodies and idempotency keys never cross this boundary. */
+export function snapshotOf(doc: BoatCreateJournalFile, now: number): BoatCreateRecoveryEntry[] {
+  return doc.requests.map((request) => ({
+    botId: request.botId,
+    ...(request.boxId !== undefined ? { boxId: request.boxId } : {}),
+    resolved: request.resolved === true,
+    createdAt: request.createdAt,
+    ageMs: Math.max(0, now - request.createdAt),
+  }));
+}
+
+/** Never steals an identity remembered for another bot; fails closed on a cross-bot conflict. */
+export function adoptStep(
+  doc: BoatCreateJournalFile,
+  botId: string,
+  boxId: string,
+  ctx: CreateContext,
+): Step<undefined> {
+  const sameBoat = doc.requests.find((request) => request.boxId === boxId);
+  if (sameBoat && sameBoat.botId !== botId) {
+    throw createPaused("conflicted with another bot's remembered cloud computer");
+  }
+  const retained = doc.requests.filter((request) => request.botId !== botId);
+  if (retained.length >= MAX_REQUESTS) throw createPaused("full");
+  const ownRows = doc.requests.length - retained.length;
+  if (ownRows === 1 && sameBoat?.resolved === true) return { result: undefined };
+  const adopted: BoatCreateRequest = sameBoat
+    ? { ...sameBoat, resolved: true }
+    : {
+        botId,
+        // Synthetic but unique per Boat, so the (bot, body) identity invariant still holds.
+        requestBody: JSON.stringify({ adopted: "legacy-name", boxId }),
+        idempotencyKey: ctx.newKey(),
+        createdAt: ctx.now,
+        boxId,
+        resolved: true,
+      };
+  return { next: file([...retained, adopted]), result: undefined };
+}
+
+/** Only for a Boat the provider confirmed deleted, never after a failed or ambiguous deletion. */
+export function retireStep(doc: BoatCreateJournalFile, boxId: string): Step<undefined> {
+  const next = doc.requests.filter((request) => request.boxId !== boxId);
+  return next.length === doc.requests.length
+    ? { result: undefined }
+    : { next: file(next), result: undefined };
+}
+
+/** Only when the request provably created nothing (a definitive client refusal). */
+export function discardStep(doc: BoatCreateJournalFile, request: BoatCreateRequest): Step<undefined> {
+  const next = doc.requests.filter((candidate) => candidate.idempotencyKey !== request.idempotencyKey);
+  return next.length === doc.requests.length
+    ? { result: undefined }
+    : { next: file(next), result: undefined };
+}

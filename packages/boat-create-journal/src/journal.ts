@@ -1,0 +1,141 @@
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import type { FileOps, LockOptions } from "@drydock/file-lock";
+import { openJsonJournal } from "@drydock/json-journal";
+import { createPaused, invalidArgument, isJournalStateError } from "./errors.js";
+import { assertBoatId, assertBotId, assertRequestBody, parseRequest } from "./internal/args.js";
+import { checkCreateJournal } from "./internal/check.js";
+import { toStateError } from "./internal/failures.js";
+import {
+  adoptStep,
+  beginStep,
+  type CreateContext,
+  discardStep,
+  rememberStep,
+  resolveStep,
+  retireStep,
+  type Step,
+  snapshotOf,
+} from "./internal/logic.js";
+import {
+  type BoatCreateAttempt,
+  type BoatCreateJournalFile,
+  BoatCreateJournalFileSchema,
+  type BoatCreateRecoveryEntry,
+  type BoatCreateRequest,
+} from "./schema.js";
+
+export const CREATE_JOURNAL_FILE = "box-create-requests.json";
+export const CREATE_JOURNAL_LOCK_FILE = "box-create-requests.lock";
+
+export interface OpenBoatCreateJournalOptions {
+  /** Directory holding the journal (created 0700 on first write). */
+  dataDir: string;
+  /** Wall clock, ms since the epoch (default Date.now). Stamps new keys and decides the 24-hour window. */
+  now?: () => number;
+  /** Passed to the journal's file lock (wait, label, liveness probe, ...). */
+  lock?: LockOptions;
+  /** File system seam (default the real one), used for the journal and its lock. */
+  fs?: FileOps;
+  /** Mints idempotency keys (default crypto.randomUUID). Must return lower-case UUID v4 strings. */
+  newKey?: () => string;
+}
+
+export interface BoatCreateJournal {
+  /** Recorded before the request leaves the process; a known Boat wins over a changed body, never a second create. */
+  beginBoatCreate(botId: string, requestBody: string): Promise<BoatCreateAttempt>;
+  /** Persist the Boat id boat.dev returned, before renaming it. */
+  rememberCreatedBoat(request: BoatCreateRequest, boxId: string): Promise<BoatCreateRequest>;
+  /** Only after the deterministic rename succeeded. */
+  resolveBoatCreate(request: BoatCreateRequest): Promise<BoatCreateRequest>;
+  /** Sanitised rows: never a key or a request body. */
+  boatCreateRecoverySnapshot(): Promise<BoatCreateRecoveryEntry[]>;
+  /** Record a Boat found by its deterministic (legacy) name as the bot's resolved Boat. */
+  adoptResolvedBoat(botId: string, boxId: string): Promise<void>;
+  /** Only for a Boat the provider confirmed deleted. */
+  retireDeletedBoatCreate(boxId: string): Promise<void>;
+  /** Only when the request provably created nothing. */
+  discardBoatCreate(request: BoatCreateRequest): Promise<void>;
+}
+
+/**
+ * Opens the create journal of `dataDir`. Nothing is read or created until the first call; every call takes
+ * the cross-process lock, re-reads (or proves unchanged) the file, validates it whole, decides, writes
+ * atomically if needed and releases. Two processes on one data directory always agree.
+ */
+export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): BoatCreateJournal {
+  if (typeof options?.dataDir !== "string" || options.dataDir.length === 0) {
+    throw invalidArgument("openBoatCreateJournal needs a dataDir (a non-empty path)");
+  }
+  const now = options.now ?? Date.now;
+  const newKey = options.newKey ?? randomUUID;
+  const fs = options.fs;
+  const journal = openJsonJournal<BoatCreateJournalFile>({
+    file: join(options.dataDir, CREATE_JOURNAL_FILE),
+    lockFile: join(options.dataDir, CREATE_JOURNAL_LOCK_FILE),
+    schema: BoatCreateJournalFileSchema,
+    empty: () => ({ version: 1, requests: [] }),
+    check: checkCreateJournal,
+    stateError: createPaused,
+    lock: { label: "drydock", ...options.lock, ...(fs ? { fs: options.lock?.fs ?? fs } : {}) },
+    ...(fs ? { fs } : {}),
+  });
+
+  /** The clock is read once per call, inside the lock, so the decision and the stamp agree. */
+  const context = (): CreateContext => ({ now: readClock(now), newKey });
+
+  async function update<R>(step: (doc: BoatCreateJournalFile) => Step<R>): Promise<R> {
+    try {
+      return await journal.update(step);
+    } catch (error) {
+      throw toStateError(error, isJournalStateError, createPaused);
+    }
+  }
+
+  return {
+    async beginBoatCreate(botId, requestBody) {
+      assertBotId(botId, "invalid bot id for cloud computer creation");
+      assertRequestBody(requestBody);
+      return update((doc) => beginStep(doc, botId, requestBody, context()));
+    },
+    async rememberCreatedBoat(request, boxId) {
+      assertBoatId(boxId, "boat.dev returned an invalid cloud computer id");
+      const held = parseRequest(request);
+      return update((doc) => rememberStep(doc, held, boxId));
+    },
+    async resolveBoatCreate(request) {
+      const held = parseRequest(request);
+      return update((doc) => resolveStep(doc, held));
+    },
+    async boatCreateRecoverySnapshot() {
+      try {
+        const doc = await journal.read();
+        return snapshotOf(doc, readClock(now));
+      } catch (error) {
+        throw toStateError(error, isJournalStateError, createPaused);
+      }
+    },
+    async adoptResolvedBoat(botId, boxId) {
+      assertBotId(botId, "invalid bot id for cloud computer ownership");
+      assertBoatId(boxId, "invalid cloud computer id for ownership");
+      return update((doc) => adoptStep(doc, botId, boxId, context()));
+    },
+    async retireDeletedBoatCreate(boxId) {
+      assertBoatId(boxId, "invalid deleted cloud computer id");
+      return update((doc) => retireStep(doc, boxId));
+    },
+    async discardBoatCreate(request) {
+      const held = parseRequest(request);
+      return update((doc) => discardStep(doc, held));
+    },
+  };
+}
+
+/** A clock that reads zero, negative or non-finite would stamp rows the journal itself refuses to load. */
+function readClock(now: () => number): number {
+  const value = now();
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw createPaused("unavailable", new RangeError("the journal clock returned an invalid time"));
+  }
+  return value;
+}

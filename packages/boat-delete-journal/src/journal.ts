@@ -1,0 +1,139 @@
+import { join } from "node:path";
+import type { FileOps, LockOptions } from "@drydock/file-lock";
+import { openJsonJournal } from "@drydock/json-journal";
+import { deletePaused, invalidArgument, isJournalStateError } from "./errors.js";
+import { assertBoatId, assertBotId, parseIdentity, parseOperation } from "./internal/args.js";
+import { checkDeleteJournal } from "./internal/check.js";
+import { toStateError } from "./internal/failures.js";
+import {
+  acceptStep,
+  blockStep,
+  getOf,
+  hasPendingForBot,
+  prepareStep,
+  retireStep,
+  type Step,
+  snapshotOf,
+} from "./internal/logic.js";
+import {
+  type BoatDeleteJournalFile,
+  BoatDeleteJournalFileSchema,
+  type BoatDeletionIdentity,
+  type BoatDeletionRecord,
+} from "./schema.js";
+
+export const DELETE_JOURNAL_FILE = "box-delete-requests.json";
+export const DELETE_JOURNAL_LOCK_FILE = "box-delete-requests.lock";
+
+export interface OpenBoatDeleteJournalOptions {
+  /** Directory holding the journal (created 0700 on first use). */
+  dataDir: string;
+  /** Wall clock, ms since the epoch (default Date.now). Stamps requestedAt / updatedAt. */
+  now?: () => number;
+  /** Passed to the journal's file lock (wait, label, liveness probe, ...). */
+  lock?: LockOptions;
+  /** File system seam (default the real one), used for the journal and, unless `lock.fs` is set, its lock. */
+  fs?: FileOps;
+}
+
+export interface BoatDeleteJournal {
+  /** Write the immutable target before DELETE is sent; in-flight work wins, a blocked fence is retried. */
+  prepareBoatDeletion(identity: BoatDeletionIdentity): Promise<BoatDeletionRecord>;
+  /** Bind boat.dev's receipt (pending, processing or completed) to the fence; statuses only move forward. */
+  markBoatDeletionAccepted(boxId: string, operation: unknown): Promise<BoatDeletionRecord>;
+  /** Keep the fence but mark it blocked, with or without a (blocked) receipt. */
+  markBoatDeletionBlocked(boxId: string, operation?: unknown): Promise<BoatDeletionRecord>;
+  /** Copies of every fence. */
+  boatDeletionSnapshot(): Promise<BoatDeletionRecord[]>;
+  getBoatDeletion(boxId: string): Promise<BoatDeletionRecord | null>;
+  /** Whether any fence (whatever its phase) belongs to the bot. */
+  hasPendingBoatDeletionForBot(botId: string): Promise<boolean>;
+  /** Only after a direct absence or a completed target-bound operation proves the Boat is gone. Idempotent. */
+  retireBoatDeletion(boxId: string): Promise<void>;
+}
+
+/**
+ * Opens the delete journal of `dataDir`. Nothing is read or written until the first call; every call takes
+ * the cross-process lock, re-reads (or proves unchanged) the file, validates it whole, decides, writes
+ * atomically if needed and releases.
+ */
+export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): BoatDeleteJournal {
+  if (typeof options?.dataDir !== "string" || options.dataDir.length === 0) {
+    throw invalidArgument("openBoatDeleteJournal needs a dataDir (a non-empty path)");
+  }
+  const now = options.now ?? Date.now;
+  const fs = options.fs;
+  const lockFs = options.lock?.fs ?? fs;
+  const journal = openJsonJournal<BoatDeleteJournalFile>({
+    file: join(options.dataDir, DELETE_JOURNAL_FILE),
+    lockFile: join(options.dataDir, DELETE_JOURNAL_LOCK_FILE),
+    schema: BoatDeleteJournalFileSchema,
+    empty: () => ({ version: 1, records: [] }),
+    check: checkDeleteJournal,
+    stateError: deletePaused,
+    lock: { label: "drydock", ...options.lock, ...(lockFs ? { fs: lockFs } : {}) },
+    ...(fs ? { fs } : {}),
+  });
+
+  async function update<R>(step: (doc: BoatDeleteJournalFile, now: number) => Step<R>): Promise<R> {
+    try {
+      // The clock is read inside the lock, so stamps follow the order in which writers held it.
+      return await journal.update((doc) => step(doc, readClock(now)));
+    } catch (error) {
+      throw toStateError(error, isJournalStateError, deletePaused);
+    }
+  }
+
+  async function read<R>(view: (doc: BoatDeleteJournalFile) => R): Promise<R> {
+    try {
+      return view(await journal.read());
+    } catch (error) {
+      throw toStateError(error, isJournalStateError, deletePaused);
+    }
+  }
+
+  return {
+    async prepareBoatDeletion(identity) {
+      const target = parseIdentity(identity);
+      return update((doc, at) => prepareStep(doc, target, at));
+    },
+    async markBoatDeletionAccepted(boxId, value) {
+      assertBoatId(boxId, "invalid cloud computer id for deletion");
+      const operation = parseOperation(boxId, value);
+      if (operation.status === "blocked") {
+        throw invalidArgument("blocked cloud computer deletion must use markBoatDeletionBlocked");
+      }
+      return update((doc, at) => acceptStep(doc, boxId, operation, at));
+    },
+    async markBoatDeletionBlocked(boxId, value) {
+      assertBoatId(boxId, "invalid cloud computer id for deletion");
+      // Bare (no receipt) when DELETE itself was refused; a receipt must say blocked.
+      const operation = value === undefined ? null : parseOperation(boxId, value, "blocked");
+      return update((doc, at) => blockStep(doc, boxId, operation, at));
+    },
+    async boatDeletionSnapshot() {
+      return read((doc) => snapshotOf(doc));
+    },
+    async getBoatDeletion(boxId) {
+      assertBoatId(boxId, "invalid cloud computer id for deletion");
+      return read((doc) => getOf(doc, boxId));
+    },
+    async hasPendingBoatDeletionForBot(botId) {
+      assertBotId(botId, "invalid bot id for cloud computer deletion");
+      return read((doc) => hasPendingForBot(doc, botId));
+    },
+    async retireBoatDeletion(boxId) {
+      assertBoatId(boxId, "invalid deleted cloud computer id");
+      return update((doc) => retireStep(doc, boxId));
+    },
+  };
+}
+
+/** Stamps must be positive safe integers, or the journal would write a file it refuses to load. */
+function readClock(now: () => number): number {
+  const value = now();
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw deletePaused("unavailable", new RangeError("the journal clock returned an invalid time"));
+  }
+  return value;
+}
