@@ -1,0 +1,106 @@
+/**
+ * Every failure of a lifecycle call, with the HTTP status the bot server answers with. The default status
+ * of each code lives in this one table, so a code without a status does not compile. A few codes carry
+ * the provider's own status instead of the default (`provider_refused` passes boat.dev's 4xx through,
+ * `provider_unavailable` is 502 when boat.dev answered with a 5xx and 503 when no answer arrived).
+ */
+export const LIFECYCLE_ERROR_STATUS = {
+  /** A bad argument (bot id, Boat id, confirmation name). Nothing was sent, nothing was written. */
+  invalid_argument: 400,
+  /** The bot's Boat is being deleted; provisioning waits until the deletion is proven finished. */
+  computer_deleting: 409,
+  /**
+   * The bot's previous Boat was just proven deleted. One click never deletes and silently recreates:
+   * the caller must retry deliberately to create a new Boat.
+   */
+  previous_deletion_finished: 409,
+  /** Another lifecycle call for the same bot is running in this process. */
+  bot_busy: 409,
+  /** A journal refused: its recovery state is unreadable, invalid, locked, full or needs a person. */
+  recovery_paused: 503,
+  /** boat.dev did not answer (lost response, timeout, 5xx): the outcome is unknown and was kept. */
+  provider_unavailable: 503,
+  /** boat.dev refused the request with a 4xx; the status is boat.dev's own. */
+  provider_refused: 400,
+  /** boat.dev is still working on the same idempotent create; retry in a moment with the same key. */
+  create_in_progress: 409,
+  /** A deletion operation was accepted but is blocked at boat.dev; the fence stays until a retry. */
+  deletion_blocked: 409,
+  /** `confirmName` no longer equals the Boat's current name. */
+  confirmation_mismatch: 409,
+  /** boat.dev may or may not have accepted a DELETE; the fence was kept for reconciliation. */
+  deletion_unconfirmed: 503,
+  /** boat.dev answered a DELETE with a receipt that is not bound to the Boat; the fence was kept. */
+  invalid_receipt: 503,
+  /** A remembered Boat carries a name that is neither its deterministic name nor unnamed. */
+  name_mismatch: 503,
+  /** Two Boats claim one bot, or a listed id is malformed: a person must repair it in boat.dev. */
+  inventory_conflict: 503,
+  /** The Boat (or deletion record) does not exist, or is not one of this installation's. */
+  not_found: 404,
+  /** Provisioning created a Boat, failed afterwards, and its cleanup is not yet proven. */
+  cleanup_unconfirmed: 503,
+  /** The caller's AbortSignal fired; anything already sent stays journaled. */
+  cancelled: 409,
+} as const;
+
+export type LifecycleErrorCode = keyof typeof LIFECYCLE_ERROR_STATUS;
+
+const MARKER = Symbol.for("@drydock/boat-lifecycle/LifecycleError");
+
+export interface LifecycleErrorInit {
+  code: LifecycleErrorCode;
+  message: string;
+  /** Overrides the table's status where the provider's own status is the truth (see the table). */
+  status?: number;
+  /** The Boat concerned, when one is known (never a key, body or token). */
+  boxId?: string;
+  cause?: unknown;
+}
+
+export class LifecycleError extends Error {
+  override readonly name = "LifecycleError";
+  readonly code: LifecycleErrorCode;
+  readonly status: number;
+  readonly boxId: string | undefined;
+  readonly [MARKER] = true;
+
+  constructor(init: LifecycleErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.code = init.code;
+    this.status = init.status ?? LIFECYCLE_ERROR_STATUS[init.code];
+    this.boxId = init.boxId;
+  }
+}
+
+/** True for a `LifecycleError`, even one thrown by a second copy of this package. */
+export function isLifecycleError(value: unknown): value is LifecycleError {
+  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+}
+
+/** The seeds' wording, in one place so tests and docs can quote it. */
+export const LIFECYCLE_MESSAGES = {
+  computerDeleting:
+    "this cloud computer is being deleted — wait for it to finish, or retry Delete if it needs attention",
+  previousDeletionFinished: "the previous cloud computer deletion finished — retry to create a new computer",
+  botBusy: "this bot's cloud computer is busy with another request — wait for it to finish, then retry",
+  confirmationMismatch: "cloud computer confirmation no longer matches — refresh and try again",
+  deleteUnconfirmed:
+    "Could not confirm whether boat.dev accepted the delete. The computer was kept fenced; retry Delete to reconcile it",
+  createUnconfirmed:
+    "Could not confirm whether boat.dev created the cloud computer. Its request was kept, so retrying reuses it and cannot create a second computer",
+  createInProgress:
+    "boat.dev is still creating this bot's cloud computer — wait a moment, then retry (the same request is reused)",
+  nameMismatch:
+    "A cloud computer being deleted no longer has its remembered name — repair it in boat.dev before continuing",
+  listUnavailable:
+    "boat.dev's list of cloud computers is unavailable, so nothing was created — retry in a moment",
+  invalidReceipt: (boxId: string) =>
+    `boat.dev returned an invalid deletion receipt for ${boxId}; its deletion fence was kept`,
+  deletionBlocked: (boxId: string) =>
+    `boat.dev accepted deletion of ${boxId}, but the deletion operation is blocked — check boat.dev and retry`,
+  cleanupPending: (original: string, boxId: string) =>
+    `${original}. boat.dev accepted deletion of the new computer, but it is still pending; its recovery record was kept, along with its deletion fence. Check box ${boxId} in boat.dev.`,
+  cleanupFailed: (original: string, why: string, boxId: string) =>
+    `${original}. The new computer's deletion was not confirmed: ${why}. Check box ${boxId} in boat.dev.`,
+} as const;

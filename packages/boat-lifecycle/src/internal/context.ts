@@ -1,0 +1,197 @@
+import type { BoatCreateJournal } from "@drydock/boat-create-journal";
+import { isJournalStateError as isCreateJournalError } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
+import type { BoatClient } from "@drydock/boat-provider";
+import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
+import type { CrashHook } from "../crash.js";
+import { isLifecycleError, LifecycleError } from "../errors.js";
+
+/** The provider calls the lifecycle makes; a `createBoatClient(...)` result satisfies it. */
+export type LifecycleClient = Pick<
+  BoatClient,
+  | "createSandbox"
+  | "getSandbox"
+  | "renameSandbox"
+  | "listAllSandboxes"
+  | "deleteSandbox"
+  | "getDeletionOperation"
+>;
+/** The create-journal calls the lifecycle makes; an `openBoatCreateJournal(...)` result satisfies it. */
+export type LifecycleCreateJournal = Pick<
+  BoatCreateJournal,
+  | "beginBoatCreate"
+  | "rememberCreatedBoat"
+  | "resolveBoatCreate"
+  | "boatCreateRecoverySnapshot"
+  | "adoptResolvedBoat"
+  | "retireDeletedBoatCreate"
+  | "discardBoatCreate"
+>;
+/** The delete-journal calls the lifecycle makes; an `openBoatDeleteJournal(...)` result satisfies it. */
+export type LifecycleDeleteJournal = Pick<
+  BoatDeleteJournal,
+  | "prepareBoatDeletion"
+  | "markBoatDeletionAccepted"
+  | "markBoatDeletionBlocked"
+  | "boatDeletionSnapshot"
+  | "getBoatDeletion"
+  | "hasPendingBoatDeletionForBot"
+  | "retireBoatDeletion"
+>;
+
+/** Structured log lines: ids and outcomes only, never keys, bodies or tokens. */
+export interface LifecycleLogger {
+  info?(message: string, fields?: Record<string, unknown>): void;
+  warn?(message: string, fields?: Record<string, unknown>): void;
+}
+
+export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
+
+export interface Context {
+  client: LifecycleClient;
+  createJournal: LifecycleCreateJournal;
+  deleteJournal: LifecycleDeleteJournal;
+  environmentId: string;
+  now: () => number;
+  sleep: Sleep;
+  logger: LifecycleLogger;
+  crash: CrashHook;
+  scopedName(botId: string): string;
+  legacyName(botId: string): string;
+}
+
+/** setTimeout-based wait that honours an AbortSignal and leaves no timer behind. */
+export const realSleep: Sleep = (ms, signal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(cancelledError());
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelledError());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+
+export function cancelledError(cause?: unknown): LifecycleError {
+  return new LifecycleError({
+    code: "cancelled",
+    message:
+      "The request was cancelled. Anything already sent to boat.dev stays recorded; retry to reconcile it.",
+    cause,
+  });
+}
+
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) throw cancelledError();
+}
+
+/**
+ * Runs a journal call and turns its refusal into `recovery_paused`, keeping the journal's own message:
+ * that message tells the operator what to check ("Check boat.dev for an unnamed Boat …").
+ */
+export async function journal<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    throw fromJournalError(error);
+  }
+}
+
+export function fromJournalError(error: unknown): unknown {
+  if (isLifecycleError(error)) return error;
+  if (isCreateJournalError(error) || isDeleteJournalError(error)) {
+    return new LifecycleError({
+      code: error.code === "INVALID_ARGUMENT" ? "invalid_argument" : "recovery_paused",
+      message: error.message,
+      cause: error,
+    });
+  }
+  return error;
+}
+
+/** How a provider failure is handled: every branch of the flows switches on this, nothing else. */
+export type ProviderFailure =
+  /** 404/410 on an immutable id: proof that the Boat (or operation) does not exist. */
+  | { kind: "absent"; status: number; message: string }
+  /** boat.dev answered with an error (or an answer the client could not accept: status 502). */
+  | {
+      kind: "api";
+      status: number;
+      code: string;
+      message: string;
+      retryAfterMs: number | undefined;
+    }
+  /** No answer. `committed` is false only when the request provably never left. */
+  | { kind: "transport"; committed: boolean; aborted: boolean; message: string };
+
+/** Classifies a thrown provider error; anything that is not one is rethrown unchanged (a bug). */
+export function classifyProviderError(error: unknown): ProviderFailure {
+  if (isBoatTransportError(error)) {
+    return {
+      kind: "transport",
+      committed: error.phase !== "connect",
+      aborted: error.aborted,
+      message: error.message,
+    };
+  }
+  if (isBoatApiError(error)) {
+    if (error.status === 404 || error.status === 410) {
+      return { kind: "absent", status: error.status, message: error.message };
+    }
+    return {
+      kind: "api",
+      status: error.status,
+      code: String(error.code),
+      message: error.message,
+      retryAfterMs: error.retryAfterMs,
+    };
+  }
+  throw error;
+}
+
+/** The generic mapping for a provider failure of a read or rename: 4xx refused, 5xx/none unavailable. */
+export function providerError(what: string, failure: ProviderFailure, boxId?: string): LifecycleError {
+  const base = { ...(boxId === undefined ? {} : { boxId }) };
+  switch (failure.kind) {
+    case "transport":
+      if (failure.aborted) return cancelledError();
+      return new LifecycleError({
+        ...base,
+        code: "provider_unavailable",
+        status: 503,
+        message: `${what}: boat.dev did not answer (${failure.message}) — retry in a moment`,
+      });
+    case "absent":
+      return new LifecycleError({
+        ...base,
+        code: "not_found",
+        message: `${what}: boat.dev has no such cloud computer`,
+      });
+    case "api":
+      if (failure.status >= 500) {
+        return new LifecycleError({
+          ...base,
+          code: "provider_unavailable",
+          status: 502,
+          message: `${what}: ${failure.message}`,
+        });
+      }
+      return new LifecycleError({
+        ...base,
+        code: "provider_refused",
+        status: failure.status,
+        message: `${what}: ${failure.message}`,
+      });
+  }
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

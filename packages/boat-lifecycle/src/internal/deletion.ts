@@ -1,0 +1,262 @@
+import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
+import { LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
+import type { DeletionOutcome } from "../schema.js";
+import { OPERATION_ID } from "../schema.js";
+import { type Context, classifyProviderError, journal } from "./context.js";
+import { DELETE_POLL_SCHEDULE_MS } from "./retry.js";
+
+export interface DeletionTarget {
+  boxId: string;
+  name: string;
+  ownerBotId: string | null;
+}
+
+/** The fields of a provider operation the lifecycle relies on. */
+interface OperationView {
+  id: string;
+  kind: string;
+  targetId: string;
+  status: string;
+}
+
+const STATUS_RANK: Record<string, number> = { pending: 0, processing: 1, completed: 2 };
+
+/**
+ * A receipt counts only when it is bound to this exact target (and, when polling, to the recorded
+ * operation): another Boat's operation must never complete or block this fence.
+ */
+function isBound(op: OperationView, boxId: string, expectedId?: string): boolean {
+  return (
+    OPERATION_ID.test(op.id) &&
+    op.kind === "sandbox" &&
+    op.targetId === boxId &&
+    (expectedId === undefined || op.id === expectedId) &&
+    ["pending", "processing", "blocked", "completed"].includes(op.status)
+  );
+}
+
+/**
+ * Proof of absence arrived (a completed target-bound operation, or a direct 404/410 on the immutable
+ * id). The create row goes first: if the process dies between the two writes the deletion fence still
+ * stands, and the next reconcile proves absence again and finishes. The other order could leave a create
+ * row without its fence, and a later provision would trust a Boat that is gone or going.
+ */
+export async function finishDeletion(ctx: Context, boxId: string): Promise<void> {
+  await journal(() => ctx.createJournal.retireDeletedBoatCreate(boxId));
+  // Crash window: the ownership row is gone but the fence stands; recovery re-proves absence and retires it.
+  ctx.crash.point("delete.after-retire-create");
+  await journal(() => ctx.deleteJournal.retireBoatDeletion(boxId));
+  // Crash window: both records are retired; nothing is left to recover.
+  ctx.crash.point("delete.after-retire-deletion");
+  ctx.logger.info?.("boat deletion confirmed", { boxId });
+}
+
+async function markBlocked(ctx: Context, boxId: string, op?: OperationView): Promise<void> {
+  await journal(() => ctx.deleteJournal.markBoatDeletionBlocked(boxId, op));
+  // Crash window: the fence is blocked; only an explicit retry re-prepares it and sends DELETE again.
+  ctx.crash.point("delete.after-blocked");
+  ctx.logger.warn?.("boat deletion blocked", { boxId, operationId: op?.id });
+}
+
+/**
+ * After polling: the direct read of the immutable id is the last proof available. Unavailable ⇒ the
+ * fallback outcome stands (never proof); 404/410 ⇒ finished; a Boat renamed since the fence was written is
+ * not ours to delete blindly.
+ */
+async function directCheck(
+  ctx: Context,
+  target: DeletionTarget,
+  fallback: "pending" | "blocked",
+): Promise<DeletionOutcome> {
+  let name: string | null;
+  try {
+    name = (await ctx.client.getSandbox(target.boxId)).name;
+  } catch (error) {
+    const failure = classifyProviderError(error);
+    if (failure.kind === "absent") {
+      await finishDeletion(ctx, target.boxId);
+      return "confirmed";
+    }
+    return fallback;
+  }
+  // An unnamed Boat is one provisioning created and failed to name; its fence holds the desired name.
+  if (name !== null && name !== target.name) {
+    throw new LifecycleError({
+      code: "name_mismatch",
+      boxId: target.boxId,
+      message: LIFECYCLE_MESSAGES.nameMismatch,
+    });
+  }
+  return fallback;
+}
+
+/** Journals an accepted receipt only when it moves the status forward (the journal ignores stale ones too). */
+async function markAccepted(ctx: Context, boxId: string, op: OperationView): Promise<void> {
+  await journal(() => ctx.deleteJournal.markBoatDeletionAccepted(boxId, op));
+}
+
+/** Polls a journaled operation on the fixed schedule until it completes, blocks or stops answering. */
+async function followOperation(
+  ctx: Context,
+  target: DeletionTarget,
+  first: OperationView,
+): Promise<DeletionOutcome> {
+  let status = first.status;
+  for (const delay of DELETE_POLL_SCHEDULE_MS) {
+    await ctx.sleep(delay);
+    let polled: OperationView;
+    try {
+      polled = await ctx.client.getDeletionOperation(first.id, { targetId: target.boxId });
+    } catch (error) {
+      classifyProviderError(error);
+      break; // a poll that fails is never proof either way; the direct read decides
+    }
+    if (!isBound(polled, target.boxId, first.id)) break;
+    if (polled.status === "blocked") {
+      await markBlocked(ctx, target.boxId, polled);
+      return directCheck(ctx, target, "blocked");
+    }
+    if (polled.status === "completed") {
+      await markAccepted(ctx, target.boxId, polled);
+      await finishDeletion(ctx, target.boxId);
+      return "confirmed";
+    }
+    if ((STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[status] ?? 0)) {
+      await markAccepted(ctx, target.boxId, polled);
+      status = polled.status;
+    }
+  }
+  return directCheck(ctx, target, "pending");
+}
+
+/**
+ * boat.dev answered the DELETE with something that is not a receipt bound to this Boat. The Boat may be
+ * going or not: only a direct 404/410 proves anything, otherwise the fence stays (prepared, so an
+ * explicit retry sends DELETE again — which boat.dev answers with the running operation, if any).
+ */
+async function invalidReceipt(ctx: Context, target: DeletionTarget): Promise<never | DeletionOutcome> {
+  try {
+    await ctx.client.getSandbox(target.boxId);
+  } catch (error) {
+    if (classifyProviderError(error).kind === "absent") {
+      await finishDeletion(ctx, target.boxId);
+      return "confirmed";
+    }
+  }
+  throw new LifecycleError({
+    code: "invalid_receipt",
+    boxId: target.boxId,
+    message: LIFECYCLE_MESSAGES.invalidReceipt(target.boxId),
+  });
+}
+
+/**
+ * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller has already decided that this
+ * DELETE is wanted and is not blind: no accepted operation is pending for the target.
+ */
+export async function requestDeletion(ctx: Context, target: DeletionTarget): Promise<DeletionOutcome> {
+  await journal(() => ctx.deleteJournal.prepareBoatDeletion(target));
+  // Crash window: the fence is durable but DELETE may not have left. Recovery never sends DELETE on its
+  // own; provisioning for the bot (or an explicit retry) re-sends it, which boat.dev answers idempotently.
+  ctx.crash.point("delete.after-prepare");
+
+  let op: OperationView;
+  try {
+    op = await ctx.client.deleteSandbox(target.boxId);
+  } catch (error) {
+    const failure = classifyProviderError(error);
+    if (failure.kind === "absent") {
+      await finishDeletion(ctx, target.boxId);
+      return "confirmed";
+    }
+    if (failure.kind === "transport") {
+      if (!failure.committed) {
+        throw new LifecycleError({
+          code: "provider_unavailable",
+          status: 503,
+          boxId: target.boxId,
+          message: `boat.dev could not be reached, so the delete was not sent. The computer was kept fenced; retry Delete to reconcile it`,
+        });
+      }
+      throw new LifecycleError({
+        code: "deletion_unconfirmed",
+        boxId: target.boxId,
+        message: LIFECYCLE_MESSAGES.deleteUnconfirmed,
+        cause: error,
+      });
+    }
+    if (failure.kind === "api" && failure.code === "invalid_response") {
+      return invalidReceipt(ctx, target);
+    }
+    // The provider's own status and words. A 5xx or 429 may follow a committed delete or a busy
+    // provider: the fence stays prepared (ambiguous). Any other 4xx is a refusal: blocked until retried.
+    if (failure.status >= 500 || failure.status === 429 || failure.status === 408) {
+      throw new LifecycleError({
+        code: failure.status >= 500 ? "provider_unavailable" : "provider_refused",
+        status: failure.status >= 500 ? 502 : failure.status,
+        boxId: target.boxId,
+        message: `boat delete failed: ${failure.message}. The computer was kept fenced; retry Delete to reconcile it`,
+      });
+    }
+    await markBlocked(ctx, target.boxId);
+    throw new LifecycleError({
+      code: "provider_refused",
+      status: failure.status,
+      boxId: target.boxId,
+      message: `boat delete failed: ${failure.message}`,
+    });
+  }
+  // Crash window: boat.dev accepted the DELETE but its receipt is not journaled; the fence is prepared,
+  // so a later retry sends DELETE again and boat.dev answers with the same running operation.
+  ctx.crash.point("delete.after-delete-response");
+
+  if (!isBound(op, target.boxId)) return invalidReceipt(ctx, target);
+  if (op.status === "blocked") {
+    await markBlocked(ctx, target.boxId, op);
+    return directCheck(ctx, target, "blocked");
+  }
+  await markAccepted(ctx, target.boxId, op);
+  // Crash window: the receipt is journaled. From here on a second DELETE would be blind: recovery only
+  // polls this operation and reads the Boat.
+  ctx.crash.point("delete.after-accepted");
+  ctx.logger.info?.("boat deletion accepted", { boxId: target.boxId, operationId: op.id });
+  if (op.status === "completed") {
+    await finishDeletion(ctx, target.boxId);
+    return "confirmed";
+  }
+  return followOperation(ctx, target, op);
+}
+
+/**
+ * One reconcile of a journaled fence, without sending DELETE: one poll of its operation (if any), then the
+ * direct read. A prepared fence can only be confirmed by a direct 404/410.
+ */
+export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord): Promise<DeletionOutcome> {
+  const target: DeletionTarget = { boxId: record.boxId, name: record.name, ownerBotId: record.ownerBotId };
+  let blocked = record.phase === "blocked";
+  if (record.operationId !== undefined) {
+    let polled: OperationView | undefined;
+    try {
+      polled = await ctx.client.getDeletionOperation(record.operationId, { targetId: record.boxId });
+    } catch (error) {
+      classifyProviderError(error); // unknown or unavailable operation: not proof, the direct read decides
+    }
+    if (polled !== undefined && isBound(polled, record.boxId, record.operationId)) {
+      if (polled.status === "completed") {
+        if (record.phase === "accepted") await markAccepted(ctx, record.boxId, polled);
+        await finishDeletion(ctx, record.boxId);
+        return "confirmed";
+      }
+      if (polled.status === "blocked") {
+        if (record.phase !== "blocked") await markBlocked(ctx, record.boxId, polled);
+        blocked = true;
+      } else if (
+        record.phase === "accepted" &&
+        (STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[record.status ?? "pending"] ?? 0)
+      ) {
+        await markAccepted(ctx, record.boxId, polled);
+      }
+    }
+  }
+  return directCheck(ctx, target, blocked ? "blocked" : "pending");
+}

@@ -1,0 +1,311 @@
+import { type CrashHook, noCrash } from "./crash.js";
+import { LIFECYCLE_MESSAGES, LifecycleError } from "./errors.js";
+import {
+  type Context,
+  classifyProviderError,
+  journal,
+  type LifecycleClient,
+  type LifecycleCreateJournal,
+  type LifecycleDeleteJournal,
+  type LifecycleLogger,
+  messageOf,
+  providerError,
+  realSleep,
+  type Sleep,
+} from "./internal/context.js";
+import { finishDeletion, reconcileRecord, requestDeletion } from "./internal/deletion.js";
+import { buildInventory } from "./internal/inventory.js";
+import {
+  assertNotFenced,
+  createAndName,
+  finishPriorDeletion,
+  locate,
+  type ProvisionResult,
+} from "./internal/provision.js";
+import { legacyBoatName, scopedBoatName } from "./names.js";
+import {
+  BOAT_ID,
+  BOT_ID,
+  type Boat,
+  boatNameSchema,
+  type DeletionOutcome,
+  type InventoryItem,
+  type RecoveryReport,
+} from "./schema.js";
+
+/** boat.dev keeps an Idempotency-Key for 24 hours; past that a retry could bill a second Boat. */
+export const CREATE_KEY_RETENTION_MS = 24 * 60 * 60 * 1_000;
+
+export interface BoatLifecycleOptions {
+  client: LifecycleClient;
+  createJournal: LifecycleCreateJournal;
+  deleteJournal: LifecycleDeleteJournal;
+  /** This installation's id (`<dataDir>/environment-id`); scopes every Boat name. */
+  environmentId: string;
+  now?: () => number;
+  /** Every wait (create backoff, deletion polls) goes through it, so tests can make them instant. */
+  sleep?: Sleep;
+  logger?: LifecycleLogger;
+  /** Test-only crash hook (see `LIFECYCLE_CRASH_POINTS`); production passes nothing. */
+  crash?: CrashHook;
+  /**
+   * Bot ids this installation knows (its registry). Only used by `inventory()` to attribute legacy
+   * (pre-scope) names that no journal remembers; the journals' bots are always known.
+   */
+  knownBotIds?: () => readonly string[] | Promise<readonly string[]>;
+}
+
+export interface DeleteBoatInput {
+  boxId: string;
+  /** Must equal the Boat's current name, read fresh from boat.dev: the person saw what they delete. */
+  confirmName: string;
+  /** The bot that owns the Boat; null only to retry an existing ownerless fence. */
+  ownerBotId: string | null;
+}
+
+export interface BoatLifecycle {
+  boatNameFor(botId: string): string;
+  /** The pre-scope name a Boat of this bot may still carry (recognised and adopted, never created). */
+  legacyBoatNameFor(botId: string): string;
+  provision(botId: string, options?: { signal?: AbortSignal }): Promise<ProvisionResult>;
+  findBoat(botId: string): Promise<Boat | null>;
+  deleteBoat(input: DeleteBoatInput): Promise<{ ok: true; pending?: true }>;
+  reconcileDeletion(boxId: string): Promise<DeletionOutcome>;
+  inventory(): Promise<InventoryItem[]>;
+  recoverAtStartup(): Promise<RecoveryReport>;
+}
+
+function invalid(message: string): LifecycleError {
+  return new LifecycleError({ code: "invalid_argument", message });
+}
+
+function assertBotId(botId: unknown): asserts botId is string {
+  if (typeof botId !== "string" || !BOT_ID.test(botId)) {
+    throw invalid("invalid bot id: use 1–120 letters, digits, '_' or '-'");
+  }
+}
+
+function assertBoxId(boxId: unknown): asserts boxId is string {
+  if (typeof boxId !== "string" || !BOAT_ID.test(boxId)) {
+    throw invalid("invalid cloud computer id: expected bx_ followed by 8 characters");
+  }
+}
+
+export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycle {
+  const { environmentId } = options;
+  if (typeof environmentId !== "string" || environmentId.length === 0 || environmentId.length > 200) {
+    throw invalid("environmentId must be a non-empty string (the installation's environment id)");
+  }
+  const ctx: Context = {
+    client: options.client,
+    createJournal: options.createJournal,
+    deleteJournal: options.deleteJournal,
+    environmentId,
+    now: options.now ?? Date.now,
+    sleep: options.sleep ?? realSleep,
+    logger: options.logger ?? {},
+    crash: options.crash ?? noCrash,
+    scopedName: (botId) => scopedBoatName(environmentId, botId),
+    legacyName: legacyBoatName,
+  };
+
+  // One lifecycle call per bot at a time in this process. Across processes the journals serialise the
+  // durable steps and boat.dev's idempotency key makes concurrent creates converge on one Boat; this
+  // mutex only gives the server its immediate 409 instead of two interleaved flows for one bot.
+  const busy = new Set<string>();
+  async function exclusive<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    if (busy.has(key)) throw new LifecycleError({ code: "bot_busy", message: LIFECYCLE_MESSAGES.botBusy });
+    busy.add(key);
+    try {
+      return await fn();
+    } finally {
+      busy.delete(key);
+    }
+  }
+
+  async function provision(botId: string, opts: { signal?: AbortSignal } = {}): Promise<ProvisionResult> {
+    assertBotId(botId);
+    return exclusive(`bot:${botId}`, async () => {
+      await finishPriorDeletion(ctx, botId);
+      const found = await locate(ctx, botId, opts.signal);
+      if (found?.resolved && found.boat.name !== null) {
+        return { boxId: found.boat.boxId, name: found.boat.name, createdThisAttempt: false };
+      }
+      // Re-check the fence right before the key is journaled: a Delete may have started meanwhile.
+      await assertNotFenced(ctx, botId);
+      return createAndName(ctx, botId, opts.signal);
+    });
+  }
+
+  async function findBoat(botId: string): Promise<Boat | null> {
+    assertBotId(botId);
+    await assertNotFenced(ctx, botId);
+    const found = await locate(ctx, botId);
+    return found === null ? null : found.boat;
+  }
+
+  async function deleteBoat(input: DeleteBoatInput): Promise<{ ok: true; pending?: true }> {
+    const { boxId, confirmName, ownerBotId } = input ?? ({} as DeleteBoatInput);
+    assertBoxId(boxId);
+    if (!boatNameSchema.safeParse(confirmName).success) {
+      throw invalid("confirmName must be the cloud computer's name (1–100 characters, no line breaks)");
+    }
+    if (ownerBotId !== null) assertBotId(ownerBotId);
+    return exclusive(ownerBotId === null ? `box:${boxId}` : `bot:${ownerBotId}`, async () => {
+      const existing = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+      if (existing !== null) {
+        if (existing.ownerBotId !== ownerBotId) {
+          throw new LifecycleError({
+            code: "confirmation_mismatch",
+            boxId,
+            message: LIFECYCLE_MESSAGES.confirmationMismatch,
+          });
+        }
+        const outcome = await reconcileRecord(ctx, existing);
+        if (outcome === "confirmed") return { ok: true };
+        const current = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+        // An accepted operation is still running at boat.dev: a second DELETE would be blind.
+        if (current?.phase === "accepted") return { ok: true, pending: true };
+      }
+
+      const remembered =
+        ownerBotId !== null &&
+        (await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())).some(
+          (row) => row.botId === ownerBotId && row.boxId === boxId,
+        );
+      const notOurs = () =>
+        new LifecycleError({
+          code: "not_found",
+          boxId,
+          message:
+            "That cloud computer does not belong to this bot in this drydock installation, so nothing was deleted — refresh and try again",
+        });
+
+      // Fresh revalidation against boat.dev: the person confirms the name the Boat carries now.
+      let fresh: { id: string; name: string | null };
+      try {
+        fresh = await ctx.client.getSandbox(boxId);
+      } catch (error) {
+        const failure = classifyProviderError(error);
+        if (failure.kind === "absent") {
+          // Proven gone: the delete is idempotent. A retry after a crash that finished the deletion
+          // (records already retired) must answer ok, so an absent id is ok even when nothing here knows it.
+          await finishDeletion(ctx, boxId);
+          return { ok: true };
+        }
+        throw providerError("Could not read the cloud computer before deleting it", failure, boxId);
+      }
+      const ownName =
+        ownerBotId !== null &&
+        fresh.name !== null &&
+        (fresh.name === ctx.scopedName(ownerBotId) || fresh.name === ctx.legacyName(ownerBotId));
+      if (!remembered && !ownName && existing === null) throw notOurs();
+      const currentName =
+        fresh.name ?? existing?.name ?? (ownerBotId === null ? null : ctx.scopedName(ownerBotId));
+      if (currentName === null || confirmName !== currentName) {
+        throw new LifecycleError({
+          code: "confirmation_mismatch",
+          boxId,
+          message: LIFECYCLE_MESSAGES.confirmationMismatch,
+        });
+      }
+      const outcome = await requestDeletion(ctx, { boxId, name: currentName, ownerBotId });
+      if (outcome === "confirmed") return { ok: true };
+      if (outcome === "pending") return { ok: true, pending: true };
+      throw new LifecycleError({
+        code: "deletion_blocked",
+        boxId,
+        message: LIFECYCLE_MESSAGES.deletionBlocked(boxId),
+      });
+    });
+  }
+
+  async function reconcileDeletion(boxId: string): Promise<DeletionOutcome> {
+    assertBoxId(boxId);
+    const record = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+    if (record === null) {
+      throw new LifecycleError({
+        code: "not_found",
+        boxId,
+        message: `No deletion of ${boxId} is being reconciled`,
+      });
+    }
+    return reconcileRecord(ctx, record);
+  }
+
+  async function inventory(): Promise<InventoryItem[]> {
+    const known = options.knownBotIds === undefined ? [] : await options.knownBotIds();
+    return buildInventory(ctx, known);
+  }
+
+  /**
+   * Startup reconciliation. It polls every deletion fence once (retiring the ones proven finished) and
+   * reports unresolved creates with their age against boat.dev's 24-hour key window. It never creates,
+   * never renames and never sends DELETE: those need a caller's intent (provision, Delete).
+   */
+  async function recoverAtStartup(): Promise<RecoveryReport> {
+    const report: RecoveryReport = { deletions: [], unresolvedCreates: [], journalErrors: [] };
+    try {
+      const records = await journal(() => ctx.deleteJournal.boatDeletionSnapshot());
+      for (const record of records) {
+        try {
+          const outcome = await reconcileRecord(ctx, record);
+          report.deletions.push({
+            boxId: record.boxId,
+            ownerBotId: record.ownerBotId,
+            phaseBefore: record.phase,
+            outcome,
+          });
+        } catch (error) {
+          report.deletions.push({
+            boxId: record.boxId,
+            ownerBotId: record.ownerBotId,
+            phaseBefore: record.phase,
+            outcome: "error",
+            error: messageOf(error),
+          });
+        }
+      }
+    } catch (error) {
+      report.journalErrors.push(messageOf(error));
+    }
+    try {
+      const now = ctx.now();
+      for (const row of await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())) {
+        if (row.resolved) continue;
+        const ageMs = Math.max(0, now - row.createdAt);
+        report.unresolvedCreates.push({
+          botId: row.botId,
+          ...(row.boxId === undefined ? {} : { boxId: row.boxId }),
+          ageMs,
+          retryWindowLeftMs: Math.max(0, CREATE_KEY_RETENTION_MS - ageMs),
+          expired: ageMs >= CREATE_KEY_RETENTION_MS,
+        });
+      }
+    } catch (error) {
+      report.journalErrors.push(messageOf(error));
+    }
+    ctx.logger.info?.("boat recovery at startup", {
+      deletions: report.deletions.length,
+      unresolvedCreates: report.unresolvedCreates.length,
+    });
+    return report;
+  }
+
+  return {
+    boatNameFor: (botId) => {
+      assertBotId(botId);
+      return ctx.scopedName(botId);
+    },
+    legacyBoatNameFor: (botId) => {
+      assertBotId(botId);
+      return ctx.legacyName(botId);
+    },
+    provision,
+    findBoat,
+    deleteBoat,
+    reconcileDeletion,
+    inventory,
+    recoverAtStartup,
+  };
+}

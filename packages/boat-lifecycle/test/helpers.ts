@@ -1,0 +1,261 @@
+import * as nodeFs from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
+import {
+  type BoatSimulator,
+  type BoatSimulatorOptions,
+  type FaultRule,
+  type SimStats,
+  startBoatSimulator,
+} from "@drydock/boat-provider/simulator";
+import { type BoatLifecycle, type CrashHook, createBoatLifecycle } from "../src/index.js";
+
+export const ENV_ID = "0b6a1c52-7f8e-4d3a-9c21-5e4f3a2b1c0d";
+
+/** One HTTP request as it left the client (the wire, observed through the client's fetch seam). */
+export interface WireRequest {
+  method: string;
+  path: string;
+  idempotencyKey: string | null;
+  confirmDelete: string | null;
+  body: unknown;
+}
+
+type Tamper = (request: WireRequest, response: Response) => Promise<Response> | Response;
+
+export interface Harness {
+  sim: BoatSimulator;
+  dataDir: string;
+  client: BoatClient;
+  lifecycle: BoatLifecycle;
+  /** Every request the lifecycle's client sent, in order. */
+  wire: WireRequest[];
+  /** Every wait the lifecycle asked for (instant in tests). */
+  sleeps: number[];
+  /** Journal clock; advance it to age create keys. */
+  clock: { offsetMs: number };
+  faults(...rules: FaultRule[]): Promise<void>;
+  clearFaults(): Promise<void>;
+  stats(): SimStats;
+  /** A fresh lifecycle with freshly opened journals over the same data dir: a process restart. */
+  restart(options?: { crash?: CrashHook; knownBotIds?: () => readonly string[] }): BoatLifecycle;
+  /** Rewrites the next answers matching a predicate (malformed provider answers). */
+  tamper(fn: Tamper | null): void;
+  createFile(): { version: number; requests: Array<Record<string, unknown>> } | null;
+  deleteFile(): { version: number; records: Array<Record<string, unknown>> } | null;
+  /** A second client on the same provider, for acting behind the lifecycle's back. */
+  outside: BoatClient;
+  close(): Promise<void>;
+}
+
+/**
+ * The journals' file-system seam, built from node:fs, with one switch: while `failRenameTo` names a
+ * journal file, the atomic rename that would publish it fails with EIO (once), as a full or failing disk
+ * would. Nothing is written half-way: the journal keeps its previous bytes.
+ */
+export function faultyFs() {
+  const state: { failRenameTo: string | null; failures: number } = { failRenameTo: null, failures: 0 };
+  const ops = {
+    openSync: nodeFs.openSync,
+    closeSync: nodeFs.closeSync,
+    writeSync: nodeFs.writeSync,
+    readSync: nodeFs.readSync,
+    fsyncSync: nodeFs.fsyncSync,
+    fstatSync: nodeFs.fstatSync,
+    readFileSync: nodeFs.readFileSync,
+    writeFileSync: nodeFs.writeFileSync,
+    linkSync: nodeFs.linkSync,
+    unlinkSync: nodeFs.unlinkSync,
+    renameSync: (from: nodeFs.PathLike, to: nodeFs.PathLike) => {
+      if (state.failRenameTo !== null && String(to).endsWith(state.failRenameTo)) {
+        state.failRenameTo = null;
+        state.failures += 1;
+        throw Object.assign(new Error("EIO: i/o error, rename"), {
+          code: "EIO",
+          errno: -5,
+          syscall: "rename",
+        });
+      }
+      nodeFs.renameSync(from, to);
+    },
+    statSync: nodeFs.statSync,
+    lstatSync: nodeFs.lstatSync,
+    mkdirSync: nodeFs.mkdirSync,
+    readdirSync: nodeFs.readdirSync,
+    rmdirSync: nodeFs.rmdirSync,
+    rmSync: nodeFs.rmSync,
+    chmodSync: nodeFs.chmodSync,
+    symlinkSync: nodeFs.symlinkSync,
+    readlinkSync: nodeFs.readlinkSync,
+    realpathSync: nodeFs.realpathSync,
+    ftruncateSync: nodeFs.ftruncateSync,
+    existsSync: nodeFs.existsSync,
+  };
+  return { ops, state };
+}
+
+export interface HarnessOptions {
+  /** File-system seam for both journals (see `faultyFs`). */
+  fs?: ReturnType<typeof faultyFs>["ops"];
+  sim?: BoatSimulatorOptions;
+  timeoutMs?: number;
+  knownBotIds?: () => readonly string[];
+  /** Real waits instead of instant ones (for tests where the provider must make progress meanwhile). */
+  realSleep?: boolean;
+}
+
+function readJson<T>(path: string): T | null {
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as T;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw error;
+  }
+}
+
+export async function harness(options: HarnessOptions = {}): Promise<Harness> {
+  const sim = await startBoatSimulator({ provisionMs: 0, ...options.sim });
+  const dataDir = mkdtempSync(join(tmpdir(), "drydock-lifecycle-"));
+  const wire: WireRequest[] = [];
+  const sleeps: number[] = [];
+  const clock = { offsetMs: 0 };
+  let tamper: Tamper | null = null;
+
+  const observed = async (input: string, init: RequestInit): Promise<Response> => {
+    const url = new URL(input);
+    const headers = new Headers(init.headers);
+    const request: WireRequest = {
+      method: init.method ?? "GET",
+      path: url.pathname.replace(/^\/api\/v1/, "") + url.search,
+      idempotencyKey: headers.get("idempotency-key"),
+      confirmDelete: headers.get("x-boat-confirm-delete"),
+      body: typeof init.body === "string" ? JSON.parse(init.body) : null,
+    };
+    wire.push(request);
+    const response = await fetch(input, init);
+    return tamper === null ? response : tamper(request, response);
+  };
+  const client = createBoatClient({
+    baseUrl: sim.apiUrl,
+    token: sim.token,
+    fetch: observed,
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+  });
+  const outside = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+  const journalNow = () => Date.now() + clock.offsetMs;
+  const sleep = options.realSleep
+    ? (ms: number) =>
+        new Promise<void>((resolve) => {
+          sleeps.push(ms);
+          setTimeout(resolve, ms);
+        })
+    : async (ms: number) => {
+        sleeps.push(ms);
+      };
+
+  const make = (extra: { crash?: CrashHook; knownBotIds?: () => readonly string[] } = {}) =>
+    createBoatLifecycle({
+      client,
+      createJournal: openBoatCreateJournal({
+        dataDir,
+        now: journalNow,
+        ...(options.fs === undefined ? {} : { fs: options.fs }),
+      }),
+      deleteJournal: openBoatDeleteJournal({
+        dataDir,
+        now: journalNow,
+        ...(options.fs === undefined ? {} : { fs: options.fs }),
+      }),
+      environmentId: ENV_ID,
+      now: journalNow,
+      sleep,
+      ...(extra.crash === undefined ? {} : { crash: extra.crash }),
+      ...((extra.knownBotIds ?? options.knownBotIds) === undefined
+        ? {}
+        : { knownBotIds: extra.knownBotIds ?? options.knownBotIds }),
+    });
+
+  const control = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${sim.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    if (!response.ok)
+      throw new Error(`simulator control ${method} ${path}: ${response.status} ${await response.text()}`);
+    return response.json() as Promise<unknown>;
+  };
+
+  const h: Harness = {
+    sim,
+    dataDir,
+    client,
+    lifecycle: make(),
+    wire,
+    sleeps,
+    clock,
+    async faults(...rules) {
+      await control("POST", "/_sim/faults", { rules });
+    },
+    async clearFaults() {
+      await control("DELETE", "/_sim/faults");
+    },
+    stats: () => sim.stats(),
+    restart(extra) {
+      h.lifecycle = make(extra);
+      return h.lifecycle;
+    },
+    tamper(fn) {
+      tamper = fn;
+    },
+    createFile: () => readJson(join(dataDir, "box-create-requests.json")),
+    deleteFile: () => readJson(join(dataDir, "box-delete-requests.json")),
+    outside,
+    async close() {
+      await sim.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+  return h;
+}
+
+/** Marks a Boat busy (DELETE answers 409 sandbox_busy) through the simulator's control API. */
+export async function setBusy(h: Harness, boxId: string, busy: boolean): Promise<void> {
+  const response = await fetch(`${h.sim.url}/_sim/sandboxes/${boxId}`, {
+    method: "PATCH",
+    headers: { authorization: `Bearer ${h.sim.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ busy }),
+  });
+  if (!response.ok) throw new Error(`could not mark ${boxId} busy`);
+}
+
+/** Creates a Boat behind the lifecycle's back (another tool, an older installation) and names it. */
+export async function createOutside(h: Harness, name: string | null): Promise<string> {
+  const { sandbox } = await h.outside.createSandbox(
+    { ttlSeconds: 28_800, noEnv: true },
+    { idempotencyKey: crypto.randomUUID() },
+  );
+  if (name !== null) await h.outside.renameSandbox(sandbox.id, name);
+  return sandbox.id;
+}
+
+export const posts = (h: Harness) => h.wire.filter((r) => r.method === "POST" && r.path === "/sandboxes");
+export const deletes = (h: Harness) => h.wire.filter((r) => r.method === "DELETE");
+export const patches = (h: Harness) => h.wire.filter((r) => r.method === "PATCH");
+export const polls = (h: Harness) => h.wire.filter((r) => r.path.startsWith("/deletion-operations/"));
+
+/** Expects a rejection with a LifecycleError of this code (and returns it for further checks). */
+export async function rejection(
+  promise: Promise<unknown>,
+): Promise<{ code: string; status: number; message: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as { code: string; status: number; message: string };
+  }
+  throw new Error("expected the call to fail");
+}
