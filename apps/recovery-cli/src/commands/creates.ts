@@ -1,0 +1,80 @@
+import { scopedBoatName } from "@drydock/boat-lifecycle";
+import { CREATE_WINDOW_MS } from "@drydock/recovery-controller";
+import type { CommandContext } from "../context.js";
+import { isCliError } from "../errors.js";
+import { duration, type Rendered, table } from "../render.js";
+import { boatAction, journals } from "./boats.js";
+
+export interface CreateRow {
+  botId: string;
+  boxId: string | null;
+  resolved: boolean;
+  createdAt: string;
+  ageMs: number;
+  /** 0 once past boat.dev's 24 h window; only meaningful for an unresolved row. */
+  windowLeftMs: number;
+  expired: boolean;
+  /** The bot's deterministic Boat name, when the environment id is known. */
+  expectedName: string | null;
+}
+
+export async function collectCreates(
+  ctx: CommandContext,
+): Promise<{ rows: CreateRow[]; environmentIdMissing: boolean }> {
+  const snapshot = await journals(ctx).createJournal.boatCreateRecoverySnapshot();
+  let environmentId: string | null = null;
+  try {
+    environmentId = ctx.environmentId();
+  } catch (error) {
+    if (!isCliError(error)) throw error;
+  }
+  const rows = snapshot.map((row) => {
+    const windowLeftMs = Math.max(0, CREATE_WINDOW_MS - row.ageMs);
+    return {
+      botId: row.botId,
+      boxId: row.boxId ?? null,
+      resolved: row.resolved,
+      createdAt: new Date(row.createdAt).toISOString(),
+      ageMs: row.ageMs,
+      windowLeftMs,
+      expired: !row.resolved && windowLeftMs === 0,
+      expectedName: environmentId === null ? null : scopedBoatName(environmentId, row.botId),
+    };
+  });
+  return { rows, environmentIdMissing: environmentId === null };
+}
+
+export async function createsList(ctx: CommandContext): Promise<Rendered> {
+  const { rows, environmentIdMissing } = await collectCreates(ctx);
+  const note = environmentIdMissing
+    ? "note: <dataDir>/environment-id is missing, so Boat names cannot be shown.\n"
+    : "";
+  const human =
+    rows.length === 0
+      ? `The create journal is empty.\n${note}`
+      : table(
+          ["bot", "box", "resolved", "age", "24 h window", "name"],
+          rows.map((row) => [
+            row.botId,
+            row.boxId,
+            row.resolved ? "yes" : "no",
+            duration(row.ageMs),
+            row.resolved ? "-" : row.expired ? ctx.c.red("expired") : `${duration(row.windowLeftMs)} left`,
+            row.expectedName,
+          ]),
+          ctx.tty,
+        ) + note;
+  return { data: { creates: rows, environmentIdMissing }, human };
+}
+
+export function createsAdopt(ctx: CommandContext, botId: string, boxId: string): Promise<Rendered> {
+  return boatAction(ctx, "adopt", { botId, boxId }, (recovery, expectedState) =>
+    recovery.adopt(botId, boxId, expectedState === undefined ? {} : { expectedState }),
+  );
+}
+
+export function createsRetire(ctx: CommandContext, botId: string): Promise<Rendered> {
+  return boatAction(ctx, "retireCreate", { botId }, (recovery, expectedState) =>
+    recovery.retireCreate(botId, expectedState === undefined ? {} : { expectedState }),
+  );
+}

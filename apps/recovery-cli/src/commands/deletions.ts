@@ -1,0 +1,63 @@
+import type { CommandContext } from "../context.js";
+import { duration, type Rendered, table } from "../render.js";
+import { boatAction, journals } from "./boats.js";
+
+export interface DeletionRow {
+  boxId: string;
+  name: string;
+  ownerBotId: string | null;
+  phase: "prepared" | "accepted" | "blocked";
+  status: string | null;
+  /** The provider operation id (not secret: it is boat.dev's receipt id). */
+  operationId: string | null;
+  requestedAt: string;
+  ageMs: number;
+}
+
+export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow[]> {
+  const records = await journals(ctx).deleteJournal.boatDeletionSnapshot();
+  const now = ctx.now();
+  return records.map((record) => ({
+    boxId: record.boxId,
+    name: record.name,
+    ownerBotId: record.ownerBotId,
+    phase: record.phase,
+    status: record.status ?? null,
+    operationId: record.operationId ?? null,
+    requestedAt: new Date(record.requestedAt).toISOString(),
+    ageMs: Math.max(0, now - record.requestedAt),
+  }));
+}
+
+export async function deletionsList(ctx: CommandContext): Promise<Rendered> {
+  const rows = await collectDeletions(ctx);
+  const human =
+    rows.length === 0
+      ? "No deletion fences.\n"
+      : table(
+          ["box", "name", "bot", "phase", "status", "age", "next"],
+          rows.map((row) => [
+            row.boxId,
+            row.name,
+            row.ownerBotId,
+            row.phase,
+            row.status,
+            duration(row.ageMs),
+            row.phase === "blocked" ? "retry" : "reconcile",
+          ]),
+          ctx.tty,
+        );
+  return { data: { deletions: rows }, human };
+}
+
+export function deletionsReconcile(ctx: CommandContext, boxId: string): Promise<Rendered> {
+  return boatAction(ctx, "reconcileDeletion", { boxId }, (recovery, expectedState) =>
+    recovery.reconcileDeletion(boxId, expectedState === undefined ? {} : { expectedState }),
+  );
+}
+
+export function deletionsRetry(ctx: CommandContext, boxId: string): Promise<Rendered> {
+  return boatAction(ctx, "retryDeletion", { boxId }, (recovery, expectedState) =>
+    recovery.retryDeletion(boxId, expectedState === undefined ? {} : { expectedState }),
+  );
+}

@@ -1,0 +1,176 @@
+import { existsSync, readdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import { collectLockGarbage, inspectLock } from "@drydock/file-lock";
+import { ownerMayBeAlive } from "@drydock/recovery-controller";
+import { ownerDigest, type WorkspaceLockOwner } from "@drydock/restore-saga";
+import type { CommandContext } from "../context.js";
+import { type Rendered, table } from "../render.js";
+
+export interface LockRow {
+  /** Relative to the data directory. */
+  path: string;
+  kind: "workspace" | "workspace-registry" | "journal" | "saga-state" | "other";
+  present: boolean;
+  pid: number | null;
+  createdAt: string | null;
+  alive: boolean | null;
+  /** Digest of the owner (never its token). */
+  ownerDigest: string | null;
+  /** The restore holding a workspace lock. */
+  transactionId: string | null;
+  /** Election records and candidates beside the lock (what `locks gc` may remove). */
+  leftovers: number;
+  problem: string | null;
+}
+
+const LOCK_NAME = /\.lock$/;
+const LEFTOVER = /^(.*\.lock)\.(?:reap-|candidate-)/;
+
+function lockDirs(dataDir: string): string[] {
+  const dirs = [dataDir, join(dataDir, "locks")];
+  const sagas = join(dataDir, "restore-sagas");
+  try {
+    for (const shard of readdirSync(sagas).sort()) {
+      if (shard.startsWith("workspace-")) dirs.push(join(sagas, shard, ".locks"));
+    }
+  } catch {
+    // no sagas yet
+  }
+  return dirs;
+}
+
+function kindOf(dataDir: string, path: string): LockRow["kind"] {
+  const rel = relative(dataDir, path);
+  if (/^locks\/ws-[0-9a-f]{64}\.lock$/.test(rel)) return "workspace";
+  if (rel === "locks/registry.lock") return "workspace-registry";
+  if (rel.startsWith("restore-sagas/")) return "saga-state";
+  if (!rel.includes("/")) return "journal";
+  return "other";
+}
+
+/** Every lock path (present, or absent but with leftovers beside it) under the data directory. */
+export function lockPaths(dataDir: string): { path: string; leftovers: string[] }[] {
+  const out = new Map<string, string[]>();
+  for (const dir of lockDirs(dataDir)) {
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort();
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (LOCK_NAME.test(name)) {
+        const path = join(dir, name);
+        if (!out.has(path)) out.set(path, []);
+        continue;
+      }
+      const leftover = LEFTOVER.exec(name);
+      if (leftover?.[1]) {
+        const path = join(dir, leftover[1]);
+        out.set(path, [...(out.get(path) ?? []), join(dir, name)]);
+      }
+    }
+  }
+  return [...out.entries()].map(([path, leftovers]) => ({ path, leftovers }));
+}
+
+export function collectLocks(ctx: CommandContext): LockRow[] {
+  return lockPaths(ctx.dataDir).map(({ path, leftovers }) => {
+    const base = {
+      path: relative(ctx.dataDir, path),
+      kind: kindOf(ctx.dataDir, path),
+      leftovers: leftovers.length,
+    };
+    try {
+      const owner = existsSync(path) ? inspectLock(path) : null;
+      if (owner === null) {
+        return {
+          ...base,
+          present: false,
+          pid: null,
+          createdAt: null,
+          alive: null,
+          ownerDigest: null,
+          transactionId: null,
+          problem: null,
+        };
+      }
+      const payload = (owner as { payload?: { transactionId?: unknown } }).payload;
+      return {
+        ...base,
+        present: true,
+        pid: owner.pid,
+        createdAt: new Date(owner.createdAt).toISOString(),
+        alive: ownerMayBeAlive(owner),
+        ownerDigest: ownerDigest(owner as unknown as WorkspaceLockOwner),
+        transactionId: typeof payload?.transactionId === "string" ? payload.transactionId : null,
+        problem: null,
+      };
+    } catch (error) {
+      return {
+        ...base,
+        present: true,
+        pid: null,
+        createdAt: null,
+        alive: null,
+        ownerDigest: null,
+        transactionId: null,
+        problem: error instanceof Error ? error.message : String(error),
+      };
+    }
+  });
+}
+
+export async function locksList(ctx: CommandContext): Promise<Rendered> {
+  const rows = collectLocks(ctx);
+  const human =
+    rows.length === 0
+      ? "No lock files.\n"
+      : table(
+          ["lock", "kind", "pid", "owner", "since", "restore", "leftovers"],
+          rows.map((row) => [
+            row.path,
+            row.kind,
+            row.pid,
+            row.problem
+              ? `unreadable: ${row.problem}`
+              : !row.present
+                ? "absent"
+                : row.alive
+                  ? "running"
+                  : "dead",
+            row.createdAt,
+            row.transactionId,
+            row.leftovers,
+          ]),
+          ctx.tty,
+        );
+  return { data: { locks: rows }, human };
+}
+
+/**
+ * Removes election records whose lock moved on and candidates of dead processes (file-lock decides which
+ * are garbage; lock files themselves are never touched). Without --yes: what could be removed.
+ */
+export async function locksGc(ctx: CommandContext): Promise<Rendered> {
+  const paths = lockPaths(ctx.dataDir);
+  const leftovers = paths.flatMap((entry) => entry.leftovers.map((file) => relative(ctx.dataDir, file)));
+  if (!ctx.yes) {
+    const command = `${ctx.commandPrefix} locks gc --yes`;
+    return {
+      data: { ok: true, preview: true, changed: false, candidates: leftovers, command },
+      human:
+        leftovers.length === 0
+          ? "Preview: no election records or candidates beside any lock. Nothing was changed.\n"
+          : `Preview: ${leftovers.length} leftover file(s) beside locks; those that are provably garbage would be removed:\n${leftovers.map((file) => `  ${file}\n`).join("")}Nothing was changed. To apply it, run:\n  ${command}\n`,
+    };
+  }
+  const removed: string[] = [];
+  for (const { path } of paths) {
+    for (const file of collectLockGarbage(path).removed) removed.push(relative(ctx.dataDir, file));
+  }
+  return {
+    data: { ok: true, removed, kept: leftovers.filter((file) => !removed.includes(file)) },
+    human: `Removed ${removed.length} garbage file(s).\n${removed.map((file) => `  ${file}\n`).join("")}`,
+  };
+}

@@ -1,0 +1,260 @@
+import type { RestoreActionName, RestorePreview } from "@drydock/recovery-controller";
+import type { CommandContext } from "../context.js";
+import { CliError } from "../errors.js";
+import { type Rendered, table } from "../render.js";
+import { allPending, controllerFor, findSaga, workspaces } from "./workspaces.js";
+
+const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
+
+/** The exact command that applies `action` against the previewed fence. */
+export function restoreCommand(
+  ctx: CommandContext,
+  action: RestoreActionName,
+  preview: RestorePreview,
+): string {
+  const { fence } = preview;
+  return [
+    ctx.commandPrefix,
+    "restores",
+    action,
+    preview.saga.operationId,
+    "--expected-seq",
+    String(fence.expectedSeq),
+    "--expected-hash",
+    fence.expectedHash,
+    "--expected-owner-digest",
+    fence.expectedOwnerDigest ?? "none",
+    "--yes",
+  ].join(" ");
+}
+
+function nextAction(preview: RestorePreview): RestoreActionName | null {
+  return ACTIONS.find((action) => preview.actions[action].eligible) ?? null;
+}
+
+export interface RestoreListItem {
+  botId: string;
+  operationId: string;
+  phase: string;
+  basePhase: string | null;
+  seq: number;
+  updatedAt: string | null;
+  ownerAlive: boolean | null;
+  /** The eligible action, or null when none is (a running restore, or one that needs inspection). */
+  next: RestoreActionName | null;
+  command: string | null;
+  problem: string | null;
+}
+
+export async function collectRestores(ctx: CommandContext): Promise<RestoreListItem[]> {
+  const items: RestoreListItem[] = [];
+  for (const workspace of workspaces(ctx)) {
+    const pending = await allPending(workspace.store);
+    const controller = controllerFor(ctx, workspace);
+    const ids = new Set<string>();
+    for (const item of pending.items) ids.add(item.operationId);
+    // Terminal-but-unarchived sagas are diagnostics for listPending, yet an operator must release them.
+    for (const diagnostic of pending.diagnostics) ids.add(diagnostic.operationId);
+    for (const operationId of [...ids].sort()) {
+      const listed = pending.items.find((item) => item.operationId === operationId);
+      try {
+        const preview = await controller.preview(operationId);
+        const next = nextAction(preview);
+        items.push({
+          botId: workspace.botId,
+          operationId,
+          phase: preview.saga.phase,
+          basePhase: preview.saga.basePhase,
+          seq: preview.saga.seq,
+          updatedAt: listed?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
+          ownerAlive: preview.owner?.alive ?? null,
+          next,
+          command: next === null ? null : restoreCommand(ctx, next, preview),
+          problem: null,
+        });
+      } catch (error) {
+        items.push({
+          botId: workspace.botId,
+          operationId,
+          phase: listed?.phase ?? "unknown",
+          basePhase: listed?.basePhase ?? null,
+          seq: listed?.seq ?? 0,
+          updatedAt: listed?.updatedAt ?? null,
+          ownerAlive: null,
+          next: null,
+          command: null,
+          problem: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+  }
+  return items;
+}
+
+export async function restoresList(ctx: CommandContext): Promise<Rendered> {
+  const items = await collectRestores(ctx);
+  const human =
+    items.length === 0
+      ? "No active restore sagas.\n"
+      : table(
+          ["bot", "operation", "phase", "base", "seq", "owner", "next"],
+          items.map((item) => [
+            item.botId,
+            item.operationId,
+            item.phase,
+            item.basePhase,
+            item.seq,
+            item.ownerAlive === null ? "none" : item.ownerAlive ? "running" : "dead",
+            item.problem ? `inspect: ${item.problem}` : (item.next ?? (item.ownerAlive ? "wait" : "-")),
+          ]),
+          ctx.tty,
+        ) +
+        items
+          .filter((item) => item.command)
+          .map((item) => `→ ${item.command}\n`)
+          .join("");
+  return { data: { restores: items }, human };
+}
+
+export async function restoresShow(ctx: CommandContext, operationId: string): Promise<Rendered> {
+  const workspace = findSaga(ctx, operationId);
+  const preview = await controllerFor(ctx, workspace).preview(operationId);
+  const commands = Object.fromEntries(
+    ACTIONS.map((action) => [
+      action,
+      preview.actions[action].eligible ? restoreCommand(ctx, action, preview) : null,
+    ]),
+  );
+  const { c } = ctx;
+  const lines = [
+    `${c.bold(`Restore ${operationId}`)} (bot ${workspace.botId}, ${workspace.root})`,
+    `phase ${preview.saga.phase} (base ${preview.saga.basePhase ?? "-"}), seq ${preview.saga.seq}${preview.saga.archived ? ", archived" : ""}${preview.saga.terminal ? ", finished" : ""}`,
+    `chain: verified (${preview.saga.events.length} events, head ${preview.saga.headHash})`,
+    preview.owner === null
+      ? "workspace lock: none"
+      : `workspace lock: pid ${preview.owner.pid} ${preview.owner.alive ? c.yellow("running") : c.red("dead")}, owner ${preview.owner.digest}`,
+    "",
+    table(
+      ["seq", "phase", "at"],
+      preview.saga.events.map((event) => [event.seq, event.phase, event.timestamp ?? null]),
+      ctx.tty,
+    ).trimEnd(),
+    "",
+    `fence: --expected-seq ${preview.fence.expectedSeq} --expected-hash ${preview.fence.expectedHash} --expected-owner-digest ${preview.fence.expectedOwnerDigest ?? "none"}`,
+    "",
+    ...ACTIONS.map((action) =>
+      preview.actions[action].eligible
+        ? `${c.green(action)}: eligible\n  → ${commands[action]}`
+        : `${action}: not eligible (${preview.actions[action].blockers.join("; ")})`,
+    ),
+  ];
+  return {
+    data: {
+      restore: { ...preview, botId: workspace.botId, workspaceRoot: workspace.root, chain: "verified" },
+      commands,
+    },
+    human: `${lines.join("\n")}\n`,
+  };
+}
+
+function parseFence(ctx: CommandContext): {
+  expectedSeq: number;
+  expectedHash: string;
+  expectedOwnerDigest: string | null;
+} {
+  const { expectedSeq, expectedHash, expectedOwnerDigest } = ctx.options;
+  if (expectedSeq === undefined || expectedHash === undefined || expectedOwnerDigest === undefined) {
+    throw new CliError(
+      "USAGE",
+      "Applying a restore action needs the fence printed by `drydock restores show`: --expected-seq, --expected-hash and --expected-owner-digest (sha256:… or none).",
+    );
+  }
+  const seq = Number(expectedSeq);
+  if (!/^[1-9][0-9]{0,15}$/.test(expectedSeq) || !Number.isSafeInteger(seq)) {
+    throw new CliError("USAGE", "--expected-seq must be a positive integer.");
+  }
+  if (!/^sha256:[0-9a-f]{64}$/.test(expectedHash)) {
+    throw new CliError("USAGE", "--expected-hash must be sha256: followed by 64 hex digits.");
+  }
+  if (expectedOwnerDigest !== "none" && !/^sha256:[0-9a-f]{64}$/.test(expectedOwnerDigest)) {
+    throw new CliError("USAGE", "--expected-owner-digest must be sha256:… or none.");
+  }
+  return {
+    expectedSeq: seq,
+    expectedHash,
+    expectedOwnerDigest: expectedOwnerDigest === "none" ? null : expectedOwnerDigest,
+  };
+}
+
+/**
+ * abort | release | rollback. Without --yes: the preview and the exact command, nothing changed. With it:
+ * the fence flags (usage error if missing) → a fresh preview → the flags must equal the fresh fence
+ * (FENCE_MISMATCH, exit 4) → the action must be eligible (exit 5) → the controller, which re-checks
+ * everything under the lock.
+ */
+export async function restoresAction(
+  ctx: CommandContext,
+  action: RestoreActionName,
+  operationId: string,
+): Promise<Rendered> {
+  const fence = ctx.yes ? parseFence(ctx) : null;
+  const workspace = findSaga(ctx, operationId);
+  const controller = controllerFor(ctx, workspace);
+  const preview = await controller.preview(operationId);
+  const verdict = preview.actions[action];
+
+  if (fence === null) {
+    const command = verdict.eligible ? restoreCommand(ctx, action, preview) : null;
+    const human = verdict.eligible
+      ? `Preview: ${action} restore ${operationId} (phase ${preview.saga.phase}, seq ${preview.saga.seq}). Nothing was changed.\nTo apply it, run:\n  ${command}\n`
+      : `Preview: ${action} is not possible for restore ${operationId} now: ${verdict.blockers.join("; ")}. Nothing was changed.\n`;
+    return {
+      data: {
+        ok: true,
+        preview: true,
+        changed: false,
+        action,
+        operationId,
+        eligible: verdict.eligible,
+        blockers: verdict.blockers,
+        fence: preview.fence,
+        command,
+      },
+      human,
+    };
+  }
+
+  const fresh = preview.fence;
+  if (
+    fresh.expectedSeq !== fence.expectedSeq ||
+    fresh.expectedHash !== fence.expectedHash ||
+    fresh.expectedOwnerDigest !== fence.expectedOwnerDigest
+  ) {
+    throw new CliError(
+      "FENCE_MISMATCH",
+      `Restore ${operationId} is no longer in the state you previewed (now seq ${fresh.expectedSeq}); nothing was changed. Run \`drydock restores show ${operationId}\` again.`,
+    );
+  }
+  if (!verdict.eligible) {
+    throw new CliError(
+      "ACTION_NOT_ELIGIBLE",
+      `${action} is not possible for restore ${operationId}: ${verdict.blockers.join("; ")}. Nothing was changed.`,
+    );
+  }
+  const result =
+    action === "abort"
+      ? await controller.abort(operationId, {
+          ...fence,
+          ...(ctx.options.reason ? { reason: ctx.options.reason } : {}),
+        })
+      : action === "release"
+        ? await controller.release(operationId, fence)
+        : await controller.rollback(operationId, fence);
+  const warning = result.warning
+    ? `\nwarning: the saga is settled but not archived yet (${result.warning.code}); \`drydock restores release ${operationId}\` files it later.`
+    : "";
+  return {
+    data: result,
+    human: `${action}: restore ${operationId} is ${result.phase} (seq ${result.seq})${result.archived ? ", archived" : ""}.${warning}\n`,
+  };
+}

@@ -1,0 +1,180 @@
+import { existsSync } from "node:fs";
+import type { PlanItem } from "@drydock/recovery-controller";
+import type { CommandContext } from "../context.js";
+import { CliError, EXIT_CODES } from "../errors.js";
+import type { Rendered } from "../render.js";
+import { boatRecovery } from "./boats.js";
+import { collectCreates } from "./creates.js";
+import { collectDeletions } from "./deletions.js";
+import { collectLocks } from "./locks.js";
+import { collectRestores } from "./restores.js";
+
+export interface Finding {
+  area: "restore" | "create" | "deletion" | "boat" | "lock" | "journal" | "provider";
+  /** true: a person must act; false: informational (work in progress). */
+  attention: boolean;
+  subject: string;
+  message: string;
+  /** The command that acts on it, or null. */
+  command: string | null;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Everything that needs attention, one line each with the command to act on it, and a one-line verdict.
+ * Exit 0 even when attention is needed (the verdict says so); non-zero only when it could not look (the
+ * data directory is missing, or boat.dev was configured but could not be reached).
+ */
+export async function status(ctx: CommandContext): Promise<Rendered> {
+  if (!existsSync(ctx.dataDir)) {
+    throw new CliError(
+      "NOT_FOUND",
+      `The data directory ${ctx.dataDir} does not exist; pass --data-dir (or DRYDOCK_DATA_DIR).`,
+    );
+  }
+  const findings: Finding[] = [];
+  let providerChecked = false;
+  let couldNotLook: string | null = null;
+
+  for (const item of await collectRestores(ctx)) {
+    if (item.problem) {
+      findings.push({
+        area: "restore",
+        attention: true,
+        subject: item.operationId,
+        message: item.problem,
+        command: null,
+      });
+    } else if (item.ownerAlive) {
+      findings.push({
+        area: "restore",
+        attention: false,
+        subject: item.operationId,
+        message: `running (${item.phase})`,
+        command: null,
+      });
+    } else {
+      findings.push({
+        area: "restore",
+        attention: true,
+        subject: item.operationId,
+        message: `stopped at ${item.phase} (base ${item.basePhase ?? "-"})${item.next ? `: ${item.next} it` : ": inspect it"}`,
+        command: item.command ?? `${ctx.commandPrefix} restores show ${item.operationId}`,
+      });
+    }
+  }
+
+  let planItems: PlanItem[] | null = null;
+  if (ctx.providerConfigured) {
+    try {
+      const plan = await boatRecovery(ctx).plan();
+      providerChecked = plan.providerListed;
+      if (!plan.providerListed) couldNotLook = `boat.dev could not be listed: ${plan.providerError}`;
+      planItems = plan.items;
+    } catch (error) {
+      if (error instanceof CliError && error.code !== "ENVIRONMENT_ID_MISSING") throw error;
+      findings.push({
+        area: "boat",
+        attention: true,
+        subject: "boats",
+        message: messageOf(error),
+        command: null,
+      });
+    }
+  }
+  if (planItems !== null) {
+    for (const item of planItems) {
+      const inProgress =
+        item.kind === "create_in_window" ||
+        (item.kind === "deletion_fence" &&
+          item.facts.fencePhase === "accepted" &&
+          item.facts.fenceStatus !== "completed");
+      findings.push({
+        area:
+          item.kind === "deletion_fence" ? "deletion" : item.kind.startsWith("create") ? "create" : "boat",
+        attention: !inProgress,
+        subject: item.boxId ?? item.botId ?? item.kind,
+        message: item.summary,
+        command: item.action.command,
+      });
+    }
+  } else {
+    try {
+      const { rows } = await collectCreates(ctx);
+      for (const row of rows.filter((candidate) => !candidate.resolved)) {
+        findings.push({
+          area: "create",
+          attention: true,
+          subject: row.botId,
+          message: row.expired
+            ? "create request past boat.dev's 24-hour window without a recorded Boat: creation is paused for this bot"
+            : row.boxId
+              ? `Boat ${row.boxId} remembered but not resolved`
+              : "create request in flight (the server's retry reuses its key)",
+          command: `${ctx.commandPrefix} reconcile --provider-url <url> --provider-token <token>`,
+        });
+      }
+    } catch (error) {
+      findings.push({
+        area: "journal",
+        attention: true,
+        subject: "create journal",
+        message: messageOf(error),
+        command: null,
+      });
+    }
+    try {
+      for (const row of await collectDeletions(ctx)) {
+        findings.push({
+          area: "deletion",
+          attention: row.phase !== "accepted",
+          subject: row.boxId,
+          message: `deletion fence ${row.phase}${row.status ? `/${row.status}` : ""} (${row.name})`,
+          command: `${ctx.commandPrefix} deletions ${row.phase === "blocked" ? "retry" : "reconcile"} ${row.boxId}`,
+        });
+      }
+    } catch (error) {
+      findings.push({
+        area: "journal",
+        attention: true,
+        subject: "delete journal",
+        message: messageOf(error),
+        command: null,
+      });
+    }
+  }
+
+  for (const lock of collectLocks(ctx)) {
+    if (lock.problem) {
+      findings.push({
+        area: "lock",
+        attention: true,
+        subject: lock.path,
+        message: lock.problem,
+        command: null,
+      });
+    }
+  }
+
+  const attention = findings.filter((finding) => finding.attention).length;
+  let verdict: string;
+  if (couldNotLook) verdict = `INCOMPLETE: ${couldNotLook}; ${attention} item(s) need attention locally.`;
+  else if (attention === 0) verdict = "OK: nothing needs attention.";
+  else verdict = `ATTENTION: ${attention} item(s) need a person; run the command shown beside each.`;
+  if (!ctx.providerConfigured && !couldNotLook) verdict += " (boat.dev not checked: no --provider-url)";
+
+  const { c } = ctx;
+  const lines = findings.map((finding) => {
+    const mark = finding.attention ? c.yellow("!") : c.dim("·");
+    return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${finding.command ? `\n    → ${finding.command}` : ""}`;
+  });
+  const colored = couldNotLook ? c.red(verdict) : attention === 0 ? c.green(verdict) : c.yellow(verdict);
+  return {
+    data: { findings, attention, providerChecked, verdict },
+    human: `${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
+    exitCode: couldNotLook ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
+  };
+}

@@ -1,0 +1,29 @@
+// @drydock/recovery-cli: the `drydock` operator tool as a library (the binary is src/main.ts). Commands
+// are plain functions of a CommandContext that return data; `main` parses, renders and maps errors to exit
+// codes, with injected streams.
+
+export { type CreateRow, createsAdopt, createsList, createsRetire } from "./commands/creates.js";
+export { type DeletionRow, deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
+export { type LockRow, locksGc, locksList } from "./commands/locks.js";
+export { reconcilePlan } from "./commands/reconcile.js";
+export {
+  type RestoreListItem,
+  restoreCommand,
+  restoresAction,
+  restoresList,
+  restoresShow,
+} from "./commands/restores.js";
+export { type Finding, status } from "./commands/status.js";
+export { type CommandContext, createContext, type GlobalOptions } from "./context.js";
+export {
+  CLI_ERROR_EXIT,
+  CliError,
+  type CliErrorCode,
+  classifyError,
+  EXIT_CODES,
+  type ExitCode,
+  isCliError,
+} from "./errors.js";
+export { type BufferIo, bufferIo, type CliIo } from "./io.js";
+export { type MainOptions, main } from "./program.js";
+export { type Rendered, shellQuote } from "./render.js";

@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// The `drydock` binary: the process's streams and environment go in, an exit code comes out. Everything
+// else lives in main() so tests run the same code with buffers.
+import { main } from "./program.js";
+
+const token = process.env.BOAT_API_TOKEN;
+const argvToken = (() => {
+  const index = process.argv.indexOf("--provider-token");
+  return index >= 0 ? process.argv[index + 1] : undefined;
+})();
+const secrets = [token, argvToken].filter(
+  (value): value is string => typeof value === "string" && value.length >= 8,
+);
+
+/** Belt and braces: the bearer token is never echoed, even inside an error message from a dependency. */
+function redact(text: string): string {
+  let out = text;
+  for (const secret of secrets) out = out.split(secret).join("[redacted]");
+  return out;
+}
+
+const exitCode = await main(process.argv.slice(2), {
+  io: {
+    stdout: { write: (chunk: string) => process.stdout.write(redact(chunk)) },
+    stderr: { write: (chunk: string) => process.stderr.write(redact(chunk)) },
+    stdoutIsTTY: process.stdout.isTTY === true,
+  },
+  env: process.env,
+});
+process.exitCode = exitCode;

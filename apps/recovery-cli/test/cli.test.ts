@@ -1,0 +1,502 @@
+import { randomUUID } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
+import { createBoatClient } from "@drydock/boat-provider";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import {
+  inspectWorkspaceLock,
+  openCheckpointStore,
+  openSagaStore,
+  workspaceLockPath,
+} from "@drydock/restore-saga";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type Built,
+  buildBinaries,
+  type RunResult,
+  runProcess,
+  snapshotTree,
+  tempRoot,
+  transcript,
+  writeTree,
+} from "./harness.js";
+
+let bins: Built;
+let sim: BoatSimulator;
+let root: string;
+/** Every secret any fixture wrote: lock tokens, idempotency keys, the provider token. */
+const secrets = new Set<string>();
+
+beforeAll(async () => {
+  root = tempRoot();
+  bins = await buildBinaries(join(root, "bin"));
+  sim = await startBoatSimulator({ provisionMs: 0, deletionPolls: 1 });
+  secrets.add(sim.token);
+  // The killed processes are independent: run them at once so the suite stays inside its time budget.
+  await Promise.all([
+    killedRestore(D.completed(), "op-completed", "restore.after-completed"),
+    killedRestore(D.mutation(), "op-mutation", "restore.after-entry-applied"),
+    killedRestore(D.locked(), "op-locked", "restore.after-locked"),
+    killedProvision(D.provision(), "bot-remembered", "provision.after-remember"),
+    killedProvision(D.keyOnly(), "bot-keyonly", "provision.after-create-response"),
+    killedDeletion(D.deletion()),
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await sim?.close();
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<RunResult> {
+  const result = await runProcess(bins.cli, args, env);
+  transcript.push(result.stdout, result.stderr);
+  return result;
+}
+
+/** Runs the command line the CLI printed, exactly as printed (it never contains a token). */
+function argsOf(command: string): string[] {
+  const parts = command.split(" ");
+  expect(parts[0]).toBe("drydock");
+  return parts.slice(1);
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: parsed CLI output; every field used is asserted by the test.
+type Parsed = Record<string, any>;
+
+function jsonOut(result: RunResult): Parsed {
+  return JSON.parse(result.stdout) as Parsed;
+}
+
+function jsonErr(result: RunResult): {
+  ok: false;
+  error: { code: string; message: string };
+  exitCode: number;
+} {
+  return JSON.parse(result.stderr.trim().split("\n").at(-1)!);
+}
+
+interface DataDir {
+  dataDir: string;
+  workspace: string;
+}
+
+function dataDir(name: string): DataDir {
+  const dir = join(root, name);
+  const workspace = join(dir, "workspaces", "bot1");
+  mkdirSync(workspace, { recursive: true });
+  return { dataDir: dir, workspace };
+}
+
+/** One data directory per scenario, created on first use (in beforeAll) and shared with its test. */
+const made = new Map<string, DataDir>();
+const at = (name: string) => () => {
+  if (!made.has(name)) made.set(name, dataDir(name));
+  return made.get(name)!;
+};
+const D = {
+  completed: at("completed"),
+  mutation: at("mutation"),
+  locked: at("locked"),
+  provision: at("provision"),
+  keyOnly: at("key-only"),
+  deletion: at("deletion"),
+};
+const environmentIds = new Map<string, string>();
+const deletedBoat: { boxId: string; name: string } = { boxId: "", name: "" };
+
+async function killedProvision(d: DataDir, botId: string, point: string): Promise<void> {
+  const environmentId = withEnvironmentId(d);
+  environmentIds.set(d.dataDir, environmentId);
+  await killedChild(
+    {
+      DRYDOCK_FLOW: "provision",
+      DRYDOCK_DATA_DIR: d.dataDir,
+      DRYDOCK_SIM_API_URL: sim.apiUrl,
+      DRYDOCK_SIM_TOKEN: sim.token,
+      DRYDOCK_ENV_ID: environmentId,
+      DRYDOCK_BOT_ID: botId,
+    },
+    point,
+  );
+  harvestSecrets(d.dataDir);
+}
+
+async function killedDeletion(d: DataDir): Promise<void> {
+  const environmentId = withEnvironmentId(d);
+  const lifecycle = createBoatLifecycle({
+    client: createBoatClient({ baseUrl: sim.apiUrl, token: sim.token }),
+    createJournal: openBoatCreateJournal({ dataDir: d.dataDir }),
+    deleteJournal: openBoatDeleteJournal({ dataDir: d.dataDir }),
+    environmentId,
+    sleep: async () => {},
+  });
+  const boat = await lifecycle.provision("bot-deleted");
+  Object.assign(deletedBoat, { boxId: boat.boxId, name: boat.name });
+  await killedChild(
+    {
+      DRYDOCK_FLOW: "delete",
+      DRYDOCK_DATA_DIR: d.dataDir,
+      DRYDOCK_SIM_API_URL: sim.apiUrl,
+      DRYDOCK_SIM_TOKEN: sim.token,
+      DRYDOCK_ENV_ID: environmentId,
+      DRYDOCK_BOT_ID: "bot-deleted",
+      DRYDOCK_BOX_ID: boat.boxId,
+      DRYDOCK_CONFIRM_NAME: boat.name,
+    },
+    "delete.after-prepare",
+  );
+  harvestSecrets(d.dataDir);
+}
+
+/** Remembers every token and key on disk so the final scan can look for them in all output. */
+function harvestSecrets(dir: string): void {
+  const walk = (path: string): void => {
+    for (const name of readdirSync(path, { withFileTypes: true })) {
+      const full = join(path, name.name);
+      if (name.isDirectory()) walk(full);
+      else if (/\.lock$|box-create-requests\.json$/.test(name.name)) {
+        const text = readFileSync(full, "utf8");
+        for (const match of text.matchAll(/"(?:token|idempotencyKey)"\s*:\s*"([^"]+)"/g))
+          secrets.add(match[1]!);
+      }
+    }
+  };
+  walk(dir);
+}
+
+async function killedChild(env: Record<string, string>, point: string): Promise<void> {
+  const result = await runProcess(bins.child, [], { ...env, DRYDOCK_CRASH_POINT: point });
+  expect(result.stdout).toContain(`crash ${point}`);
+  expect(result.signal).toBe("SIGKILL");
+}
+
+async function killedRestore(d: DataDir, operationId: string, point: string): Promise<string> {
+  const checkpoints = openCheckpointStore({ dataDir: d.dataDir });
+  writeTree(d.workspace, { "a.txt": "checkpointed a", "dir/b.txt": "checkpointed b" });
+  const { checkpointId } = await checkpoints.createCheckpoint(d.workspace);
+  writeTree(d.workspace, { "a.txt": "edited a", "dir/b.txt": "edited b", "new.txt": "added after" });
+  await killedChild(
+    {
+      DRYDOCK_FLOW: "restore",
+      DRYDOCK_DATA_DIR: d.dataDir,
+      DRYDOCK_WORKSPACE: d.workspace,
+      DRYDOCK_CHECKPOINT_ID: checkpointId,
+      DRYDOCK_OPERATION_ID: operationId,
+    },
+    point,
+  );
+  harvestSecrets(d.dataDir);
+  return checkpointId;
+}
+
+const store = (d: DataDir) =>
+  openSagaStore({ stateDir: join(d.dataDir, "restore-sagas"), workspaceRoot: d.workspace });
+const lockOwner = (d: DataDir) => inspectWorkspaceLock({ dataDir: d.dataDir, workspaceRoot: d.workspace });
+
+function providerEnv(): Record<string, string> {
+  return { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token };
+}
+
+function withEnvironmentId(d: DataDir): string {
+  const id = randomUUID();
+  writeFileSync(join(d.dataDir, "environment-id"), `${id}\n`);
+  return id;
+}
+
+async function closedPortUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}/api/v1`;
+}
+
+describe("drydock against data left by killed processes", () => {
+  it("a restore killed after completion: show prints the fence, release without --yes changes nothing, the printed command releases", async () => {
+    const d = D.completed();
+    expect(lockOwner(d)).not.toBeNull();
+
+    const shown = await cli(["restores", "show", "op-completed", "--data-dir", d.dataDir, "--json"]);
+    expect(shown.code).toBe(0);
+    const show = jsonOut(shown);
+    expect(show.restore.saga.phase).toBe("completed");
+    expect(show.restore.fence.expectedOwnerDigest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(show.commands.release).toContain(`--expected-seq ${show.restore.fence.expectedSeq}`);
+    expect(show.commands.abort).toBeNull();
+
+    const before = snapshotTree(d.dataDir);
+    const preview = await cli(["restores", "release", "op-completed", "--data-dir", d.dataDir]);
+    expect(preview.code).toBe(0);
+    expect(preview.stdout).toContain(show.commands.release);
+    expect(snapshotTree(d.dataDir)).toEqual(before);
+
+    const applied = await cli(argsOf(show.commands.release));
+    expect(applied.code).toBe(0);
+    expect(applied.stdout).toContain("completed");
+    expect(lockOwner(d)).toBeNull();
+    expect((await store(d).loadArchived("op-completed")).phase).toBe("completed");
+  });
+
+  it("a restore killed mid-mutation: a stale fence exits 4, abort is refused with 5, both change nothing; the printed rollback restores the workspace", async () => {
+    const d = D.mutation();
+    const shown = jsonOut(await cli(["restores", "show", "op-mutation", "--data-dir", d.dataDir, "--json"]));
+    expect(shown.restore.saga.basePhase).toBe("mutation_started");
+    expect(shown.commands.rollback).not.toBeNull();
+    const fence = shown.restore.fence;
+    const before = snapshotTree(d.dataDir);
+
+    const [stale, refused] = await Promise.all([
+      cli([
+        ...argsOf(shown.commands.rollback).map((arg) =>
+          arg === String(fence.expectedSeq) ? String(fence.expectedSeq - 1) : arg,
+        ),
+        "--json",
+      ]),
+      cli([...argsOf(shown.commands.rollback.replace(" rollback ", " abort "))]),
+    ]);
+    expect(stale.code).toBe(4);
+    expect(jsonErr(stale)).toMatchObject({ ok: false, error: { code: "FENCE_MISMATCH" }, exitCode: 4 });
+    expect(refused.code).toBe(5);
+    expect(refused.stderr).toContain("abort is not possible");
+    expect(snapshotTree(d.dataDir)).toEqual(before);
+
+    const applied = await cli([...argsOf(shown.commands.rollback), "--json"]);
+    expect(applied.code).toBe(0);
+    expect(jsonOut(applied)).toMatchObject({
+      ok: true,
+      action: "rollback",
+      phase: "rolled_back",
+      archived: true,
+    });
+    expect(snapshotTree(d.workspace)).toEqual({
+      "a.txt": "edited a",
+      "dir/": "",
+      "dir/b.txt": "edited b",
+      "new.txt": "added after",
+    });
+    expect(lockOwner(d)).toBeNull();
+  });
+
+  it("a restore killed after taking its lock: abort needs --yes and the fence; the printed abort settles it", async () => {
+    const d = D.locked();
+    const shown = jsonOut(await cli(["restores", "show", "op-locked", "--data-dir", d.dataDir, "--json"]));
+    expect(shown.restore.actions.abort.eligible).toBe(true);
+    const before = snapshotTree(d.dataDir);
+
+    const [noYes, noFence, missing, listed, locks, gc] = await Promise.all([
+      cli(["restores", "abort", "op-locked", "--data-dir", d.dataDir, "--reason", "test", "--json"]),
+      cli(["restores", "abort", "op-locked", "--data-dir", d.dataDir, "--yes", "--json"]),
+      cli(["restores", "show", "op-nope", "--data-dir", d.dataDir, "--json"]),
+      cli(["restores", "list", "--data-dir", d.dataDir, "--json"]),
+      cli(["locks", "list", "--data-dir", d.dataDir, "--json"]),
+      cli(["locks", "gc", "--data-dir", d.dataDir, "--json"]),
+    ]);
+    expect(jsonOut(listed).restores).toEqual([
+      expect.objectContaining({
+        operationId: "op-locked",
+        phase: "locked",
+        next: "abort",
+        command: shown.commands.abort,
+      }),
+    ]);
+    const workspaceLock = jsonOut(locks).locks.find((row: { kind: string }) => row.kind === "workspace");
+    expect(workspaceLock).toMatchObject({
+      present: true,
+      alive: false,
+      transactionId: "op-locked",
+      ownerDigest: shown.restore.fence.expectedOwnerDigest,
+    });
+    expect(jsonOut(gc)).toMatchObject({ preview: true, changed: false });
+    expect(noYes.code).toBe(0);
+    expect(jsonOut(noYes)).toMatchObject({
+      preview: true,
+      changed: false,
+      eligible: true,
+      command: shown.commands.abort,
+    });
+    expect(missing.code).toBe(3);
+    expect(jsonErr(missing).error.code).toBe("NOT_FOUND");
+    expect(noFence.code).toBe(2);
+    expect(jsonErr(noFence).error.code).toBe("USAGE");
+    expect(snapshotTree(d.dataDir)).toEqual(before);
+
+    const applied = await cli([...argsOf(shown.commands.abort), "--reason", "operator test"]);
+    expect(applied.code).toBe(0);
+    const archived = await store(d).loadArchived("op-locked");
+    expect(archived.events.map((event) => event.phase)).toEqual([
+      "created",
+      "locked",
+      "recovery_required",
+      "recovery_started",
+      "aborted",
+    ]);
+    expect(snapshotTree(d.workspace)["a.txt"]).toBe("edited a");
+
+    // A corrupt workspace lock is a failure (exit 1) and is left byte-for-byte as it is.
+    const lockPath = workspaceLockPath(d.dataDir, realpathSync(d.workspace));
+    writeFileSync(lockPath, "{ not json");
+    const corrupt = await cli(["restores", "show", "op-locked", "--data-dir", d.dataDir]);
+    expect(corrupt.code).toBe(1);
+    expect(readFileSync(lockPath, "utf8")).toBe("{ not json");
+    rmSync(lockPath);
+  });
+
+  it("a provision killed after remembering its Boat: reconcile plans adopt; a Boat changed since the plan exits 4; the new plan's command adopts", async () => {
+    const d = D.provision();
+    const environmentId = environmentIds.get(d.dataDir)!;
+    const [listedRun, planRun] = await Promise.all([
+      cli(["creates", "list", "--data-dir", d.dataDir, "--json"]),
+      cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()),
+    ]);
+    const listed = jsonOut(listedRun);
+    const row = listed.creates.find((candidate: { botId: string }) => candidate.botId === "bot-remembered");
+    expect(row).toMatchObject({
+      resolved: false,
+      expired: false,
+      expectedName: scopedBoatName(environmentId, "bot-remembered"),
+    });
+    const boxId = row.boxId as string;
+    expect(boxId).toMatch(/^bx_/);
+
+    const plan = jsonOut(planRun);
+    const item = plan.plan.items.find((candidate: { boxId: string }) => candidate.boxId === boxId);
+    expect(item).toMatchObject({ kind: "create_unresolved", action: { name: "adopt" } });
+    const journal = join(d.dataDir, "box-create-requests.json");
+    const journalBefore = readFileSync(journal, "utf8");
+
+    const preview = await cli(
+      ["creates", "adopt", "bot-remembered", boxId, "--data-dir", d.dataDir],
+      providerEnv(),
+    );
+    expect(preview.code).toBe(0);
+    expect(preview.stdout).toContain(item.action.command);
+    expect(readFileSync(journal, "utf8")).toBe(journalBefore);
+
+    // Someone names the Boat in boat.dev meanwhile: the planned state is gone.
+    await createBoatClient({ baseUrl: sim.apiUrl, token: sim.token }).renameSandbox(
+      boxId,
+      scopedBoatName(environmentId, "bot-remembered"),
+    );
+    const [stale, replannedRun] = await Promise.all([
+      cli([...argsOf(item.action.command), "--json"], providerEnv()),
+      cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()),
+    ]);
+    expect(stale.code).toBe(4);
+    expect(jsonErr(stale).error.code).toBe("STATE_CHANGED");
+    expect(readFileSync(journal, "utf8")).toBe(journalBefore);
+
+    const replanned = jsonOut(replannedRun);
+    const fresh = replanned.plan.items.find((candidate: { boxId: string }) => candidate.boxId === boxId);
+    expect(fresh.stateDigest).not.toBe(item.stateDigest);
+    const adopted = await cli([...argsOf(fresh.action.command), "--json"], providerEnv());
+    expect(adopted.code).toBe(0);
+    expect(jsonOut(adopted)).toMatchObject({ ok: true, action: "adopt", botId: "bot-remembered", boxId });
+    const snapshot = await openBoatCreateJournal({ dataDir: d.dataDir }).boatCreateRecoverySnapshot();
+    expect(snapshot).toEqual([expect.objectContaining({ botId: "bot-remembered", boxId, resolved: true })]);
+  });
+
+  it("a provision killed before its answer was journaled: status reports it and exits 0; retiring is refused (5); an unreachable provider exits 6", async () => {
+    const d = D.keyOnly();
+    const journal = join(d.dataDir, "box-create-requests.json");
+    const before = readFileSync(journal, "utf8");
+    const closed = await closedPortUrl();
+    secrets.add("tok-closed-port-0123456789");
+    const [status, retire, down, statusDown] = await Promise.all([
+      cli(["status", "--data-dir", d.dataDir]),
+      cli(["creates", "retire", "bot-keyonly", "--data-dir", d.dataDir, "--yes", "--json"], providerEnv()),
+      cli([
+        "creates",
+        "adopt",
+        "bot-keyonly",
+        "bx_22222222",
+        "--data-dir",
+        d.dataDir,
+        "--yes",
+        "--provider-url",
+        closed,
+        "--provider-token",
+        "tok-closed-port-0123456789",
+        "--json",
+      ]),
+      cli(["status", "--data-dir", d.dataDir, "--json"], { BOAT_API_URL: closed, BOAT_API_TOKEN: sim.token }),
+    ]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain("bot-keyonly");
+    expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
+
+    expect(retire.code).toBe(5);
+    expect(jsonErr(retire).error.code).toBe("ACTION_NOT_ALLOWED");
+    expect(down.code).toBe(6);
+    expect(jsonErr(down).error.code).toBe("transport_connect_failed");
+    expect(readFileSync(journal, "utf8")).toBe(before);
+    expect(statusDown.code).toBe(6);
+    expect(jsonOut(statusDown).verdict).toMatch(/^INCOMPLETE/);
+  });
+
+  it("a deletion killed after its fence: the plan's retry command re-sends DELETE and the fence is settled", async () => {
+    const d = D.deletion();
+    const boat = deletedBoat;
+    const [fencesRun, planRun] = await Promise.all([
+      cli(["deletions", "list", "--data-dir", d.dataDir, "--json"]),
+      cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()),
+    ]);
+    const fences = jsonOut(fencesRun);
+    expect(fences.deletions).toEqual([expect.objectContaining({ boxId: boat.boxId, phase: "prepared" })]);
+    const plan = jsonOut(planRun);
+    const item = plan.plan.items.find((candidate: { kind: string }) => candidate.kind === "deletion_fence");
+    expect(item.action.name).toBe("retryDeletion");
+
+    const applied = await cli([...argsOf(item.action.command), "--json"], providerEnv());
+    expect(applied.code).toBe(0);
+    expect(jsonOut(applied)).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
+    const after = await openBoatDeleteJournal({ dataDir: d.dataDir }).boatDeletionSnapshot();
+    expect(after.every((record) => record.phase === "accepted")).toBe(true);
+    if (after.length > 0) {
+      // boat.dev accepted the DELETE but had not finished when the retry stopped polling: one reconcile.
+      const reconciled = await cli(
+        ["deletions", "reconcile", boat.boxId, "--data-dir", d.dataDir, "--yes", "--json"],
+        providerEnv(),
+      );
+      expect(reconciled.code).toBe(0);
+    }
+    expect(await openBoatDeleteJournal({ dataDir: d.dataDir }).boatDeletionSnapshot()).toEqual([]);
+    expect(await openBoatCreateJournal({ dataDir: d.dataDir }).boatCreateRecoverySnapshot()).toEqual([]);
+  });
+
+  it("usage errors exit 2 with the JSON error on stderr", async () => {
+    const [unknown, badSeq] = await Promise.all([
+      cli(["restores", "frobnicate", "--json"]),
+      cli([
+        "restores",
+        "abort",
+        "op-x",
+        "--expected-seq",
+        "x",
+        "--expected-hash",
+        "h",
+        "--expected-owner-digest",
+        "none",
+        "--yes",
+        "--data-dir",
+        root,
+      ]),
+    ]);
+    expect(unknown.code).toBe(2);
+    expect(jsonErr(unknown)).toMatchObject({ ok: false, error: { code: "USAGE" }, exitCode: 2 });
+    expect(unknown.stdout).toBe("");
+    expect(badSeq.code).toBe(2);
+  });
+
+  it("never prints an idempotency key, a bearer token or a lock token", () => {
+    expect(transcript.length).toBeGreaterThan(20);
+    expect(secrets.size).toBeGreaterThan(3);
+    const everything = transcript.join("\n");
+    for (const secret of secrets)
+      expect(everything.includes(secret), `secret leaked: ${secret.slice(0, 4)}…`).toBe(false);
+  });
+});

@@ -1,0 +1,125 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "tsup";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const APP_DIR = join(here, "..");
+
+export interface Built {
+  cli: string;
+  child: string;
+}
+
+/**
+ * Bundles src/main.ts and the crash child from SOURCES (the @drydock/source condition, so no package needs
+ * a prior build) into one file each. Spawning node on a bundle costs a fraction of a tsx start-up, which
+ * keeps this suite inside its time budget on a loaded machine; it is the same code `drydock` runs.
+ */
+export async function buildBinaries(outDir: string): Promise<Built> {
+  await build({
+    entry: { drydock: join(APP_DIR, "src", "main.ts"), child: join(here, "fixtures", "crash-child.ts") },
+    outDir,
+    format: ["esm"],
+    platform: "node",
+    target: "node20",
+    noExternal: [/.*/],
+    splitting: false,
+    dts: false,
+    sourcemap: false,
+    clean: true,
+    silent: true,
+    // CommonJS dependencies (commander, cli-table3) call require(); give the ESM bundle a real one.
+    banner: {
+      js: "import { createRequire as __drydockRequire } from 'node:module'; const require = __drydockRequire(import.meta.url);",
+    },
+    esbuildOptions(options) {
+      options.conditions = ["@drydock/source", "import", "node"];
+    },
+  });
+  return { cli: join(outDir, "drydock.js"), child: join(outDir, "child.js") };
+}
+
+export interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Every CLI output of the suite, for the secret scan at its end. */
+export const transcript: string[] = [];
+
+/** Runs a process in its own group; the group is SIGKILLed afterwards whatever happened (hang guard 60 s). */
+export async function runProcess(
+  file: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<RunResult> {
+  const child = spawn(process.execPath, [file, ...args], {
+    cwd: APP_DIR,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString("utf8");
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString("utf8");
+  });
+  const timer = setTimeout(() => {
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {}
+  }, 60_000);
+  try {
+    return await new Promise<RunResult>((resolve, reject) => {
+      child.on("error", reject);
+      child.on("exit", (code, signal) => setImmediate(() => resolve({ code, signal, stdout, stderr })));
+    });
+  } finally {
+    clearTimeout(timer);
+    try {
+      process.kill(-child.pid!, "SIGKILL");
+    } catch {}
+  }
+}
+
+export function tempRoot(): string {
+  return mkdtempSync(join(tmpdir(), "drydock-cli-"));
+}
+
+export function writeTree(root: string, files: Record<string, string>): void {
+  for (const [rel, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), content);
+  }
+}
+
+/** Every file under `root` (relative path → bytes), for "nothing changed" assertions. */
+export function snapshotTree(root: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string, prefix: string): void => {
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort();
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const full = join(dir, name);
+      const rel = prefix ? `${prefix}/${name}` : name;
+      if (statSync(full).isDirectory()) {
+        out[`${rel}/`] = "";
+        walk(full, rel);
+      } else out[rel] = readFileSync(full, "latin1");
+    }
+  };
+  walk(root, "");
+  return out;
+}

@@ -1,0 +1,87 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BoatApiError, BoatTransportError } from "@drydock/boat-provider";
+import { RecoveryError } from "@drydock/recovery-controller";
+import { SagaError } from "@drydock/restore-saga";
+import { afterEach, describe, expect, it } from "vitest";
+import { bufferIo, CliError, classifyError, EXIT_CODES, main } from "../src/index.js";
+
+const ANSI = /\u001b\[/;
+let dir: string | undefined;
+afterEach(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+function dataDir(): string {
+  dir = mkdtempSync(join(tmpdir(), "drydock-main-"));
+  mkdirSync(join(dir, "workspaces"), { recursive: true });
+  return dir;
+}
+
+describe("main (in-process, injected streams)", () => {
+  it("maps every error family to its exit code in one place", () => {
+    expect(classifyError(new CliError("USAGE", "x")).exitCode).toBe(EXIT_CODES.USAGE);
+    expect(classifyError(new RecoveryError({ code: "SAGA_CONFLICT", message: "x" })).exitCode).toBe(4);
+    expect(classifyError(new RecoveryError({ code: "STATE_CHANGED", message: "x" })).exitCode).toBe(4);
+    expect(classifyError(new RecoveryError({ code: "ACTION_NOT_ALLOWED", message: "x" })).exitCode).toBe(5);
+    expect(
+      classifyError(
+        new RecoveryError({ code: "OWNER_CONFLICT", message: "x", details: { ownerAlive: true } }),
+      ).exitCode,
+    ).toBe(5);
+    expect(classifyError(new RecoveryError({ code: "OWNER_CONFLICT", message: "x" })).exitCode).toBe(4);
+    expect(classifyError(new SagaError({ code: "NOT_FOUND", message: "x" })).exitCode).toBe(3);
+    expect(classifyError(new SagaError({ code: "RECOVERY_REQUIRED", message: "x" })).exitCode).toBe(5);
+    expect(classifyError(new SagaError({ code: "WRITE_FAILED", message: "x" })).exitCode).toBe(1);
+    expect(
+      classifyError(new BoatTransportError({ phase: "connect", timedOut: false, request: "GET /x" }))
+        .exitCode,
+    ).toBe(6);
+    expect(
+      classifyError(new BoatApiError({ status: 503, code: "service_unavailable", message: "x" })).exitCode,
+    ).toBe(6);
+    expect(classifyError(new BoatApiError({ status: 404, code: "not_found", message: "x" })).exitCode).toBe(
+      3,
+    );
+    expect(classifyError(new Error("boom"))).toEqual({ exitCode: 1, code: "CLI_FAILED" });
+  });
+
+  it("colours the verdict only on a TTY and never under NO_COLOR or --no-color", async () => {
+    const root = dataDir();
+    const tty = bufferIo({ tty: true });
+    expect(await main(["status", "--data-dir", root], { io: tty, env: {} })).toBe(0);
+    expect(tty.out()).toMatch(ANSI);
+    expect(tty.out().trim().split("\n").at(-1)).toContain("OK: nothing needs attention.");
+
+    for (const [args, env] of [
+      [["status", "--data-dir", root], { NO_COLOR: "1" }],
+      [["status", "--data-dir", root, "--no-color"], {}],
+    ] as const) {
+      const io = bufferIo({ tty: true });
+      expect(await main(args, { io, env })).toBe(0);
+      expect(io.out()).not.toMatch(ANSI);
+    }
+    const pipe = bufferIo({ tty: false });
+    expect(await main(["status", "--data-dir", root], { io: pipe, env: {} })).toBe(0);
+    expect(pipe.out()).not.toMatch(ANSI);
+  });
+
+  it("prints one JSON document on stdout with --json and the error envelope on stderr", async () => {
+    const root = dataDir();
+    const ok = bufferIo();
+    expect(await main(["locks", "list", "--json"], { io: ok, env: { DRYDOCK_DATA_DIR: root } })).toBe(0);
+    expect(JSON.parse(ok.out())).toEqual({ locks: [] });
+    expect(ok.err()).toBe("");
+
+    const failed = bufferIo();
+    expect(await main(["reconcile", "--json"], { io: failed, env: { DRYDOCK_DATA_DIR: root } })).toBe(3);
+    expect(failed.out()).toBe("");
+    expect(JSON.parse(failed.err())).toMatchObject({
+      ok: false,
+      error: { code: "ENVIRONMENT_ID_MISSING" },
+      exitCode: 3,
+    });
+  });
+});

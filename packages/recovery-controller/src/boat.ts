@@ -1,0 +1,636 @@
+import { classifyName } from "@drydock/boat-lifecycle";
+import { isBoatApiError } from "@drydock/boat-provider";
+import { recoveryError } from "./errors.js";
+import { digestOf } from "./internal/digest.js";
+import {
+  BOAT_ID_PATTERN,
+  BOT_ID_PATTERN,
+  type BoatObservation,
+  type BoatPlan,
+  CREATE_WINDOW_MS,
+  type PlanItem,
+} from "./schema.js";
+
+/** The create-journal calls used here; an `openBoatCreateJournal(...)` result satisfies it. */
+export interface RecoveryCreateJournal {
+  boatCreateRecoverySnapshot(): Promise<
+    readonly {
+      botId: string;
+      boxId?: string | undefined;
+      resolved: boolean;
+      createdAt: number;
+      ageMs: number;
+    }[]
+  >;
+  adoptResolvedBoat(botId: string, boxId: string): Promise<void>;
+  retireDeletedBoatCreate(boxId: string): Promise<void>;
+}
+
+export interface RecoveryDeletionRecord {
+  boxId: string;
+  name: string;
+  ownerBotId: string | null;
+  phase: "prepared" | "accepted" | "blocked";
+  requestedAt: number;
+  updatedAt: number;
+  operationId?: string | undefined;
+  status?: "pending" | "processing" | "blocked" | "completed" | undefined;
+}
+
+/** The delete-journal calls used here; an `openBoatDeleteJournal(...)` result satisfies it. */
+export interface RecoveryDeleteJournal {
+  boatDeletionSnapshot(): Promise<readonly RecoveryDeletionRecord[]>;
+  getBoatDeletion(boxId: string): Promise<RecoveryDeletionRecord | null>;
+}
+
+/** The lifecycle calls used here; a `createBoatLifecycle(...)` result satisfies it. */
+export interface RecoveryLifecycle {
+  boatNameFor(botId: string): string;
+  legacyBoatNameFor(botId: string): string;
+  reconcileDeletion(boxId: string): Promise<"confirmed" | "pending" | "blocked">;
+  deleteBoat(input: { boxId: string; confirmName: string; ownerBotId: string | null }): Promise<{
+    ok: true;
+    pending?: true;
+  }>;
+}
+
+/** The provider calls used here; a `createBoatClient(...)` result satisfies it. */
+export interface RecoveryClient {
+  getSandbox(id: string): Promise<{ id: string; name: string | null; state: string }>;
+  renameSandbox(id: string, name: string): Promise<{ id: string; name: string | null; state: string }>;
+  listAllSandboxes(): Promise<readonly { id: string; name: string | null; state: string }[]>;
+}
+
+export interface BoatRecoveryOptions {
+  lifecycle: RecoveryLifecycle;
+  createJournal: RecoveryCreateJournal;
+  deleteJournal: RecoveryDeleteJournal;
+  client: RecoveryClient;
+  /** This installation's id: tells its Boat names from other installations'. */
+  environmentId: string;
+  now?: () => number;
+  /** Start of every printed command, e.g. `drydock --data-dir /srv/drydock`. Default `drydock`. */
+  commandPrefix?: string;
+}
+
+export interface BoatActionOptions {
+  /** The `stateDigest` of the plan item the operator saw; omitted = re-check the rules only. */
+  expectedState?: string;
+}
+
+export type BoatActionResult =
+  | {
+      ok: true;
+      action: "adopt";
+      botId: string;
+      boxId: string;
+      name: string;
+      renamed: boolean;
+      alreadyAdopted: boolean;
+    }
+  | { ok: true; action: "retireCreate"; botId: string; boxId: string; proof: number }
+  | { ok: true; action: "reconcileDeletion"; boxId: string; outcome: "confirmed" | "pending" | "blocked" }
+  | { ok: true; action: "retryDeletion"; boxId: string; pending: boolean };
+
+export interface BoatRecovery {
+  plan(): Promise<BoatPlan>;
+  adopt(botId: string, boxId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
+  retireCreate(botId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
+  reconcileDeletion(boxId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
+  retryDeletion(boxId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
+}
+
+type CreateRow = Awaited<ReturnType<RecoveryCreateJournal["boatCreateRecoverySnapshot"]>>[number];
+
+const ITEM_DOMAIN = "drydock-recovery-plan-item-v1";
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * Boat recovery: a read-only plan of everything that needs a person, and four actions that each re-read
+ * the exact facts they depend on (journal rows, fence, a direct GET of the Boat) and refuse when those
+ * moved since the plan (STATE_CHANGED) or when the rules no longer allow the action.
+ *
+ * Proof of absence is only ever a direct 404/410 for the Boat's own id: the provider's list is eventually
+ * consistent, so a Boat missing from it proves nothing.
+ */
+export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
+  const { lifecycle, createJournal, deleteJournal, client, environmentId } = options;
+  const now = options.now ?? Date.now;
+  const prefix = options.commandPrefix ?? "drydock";
+
+  async function observe(boxId: string): Promise<BoatObservation> {
+    try {
+      const boat = await client.getSandbox(boxId);
+      return { kind: "present", name: boat.name, state: boat.state };
+    } catch (error) {
+      if (isBoatApiError(error) && (error.status === 404 || error.status === 410)) {
+        return { kind: "absent", status: error.status };
+      }
+      return { kind: "unknown", reason: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  function ownsName(botId: string, name: string | null): boolean {
+    return (
+      name !== null && (name === lifecycle.boatNameFor(botId) || name === lifecycle.legacyBoatNameFor(botId))
+    );
+  }
+
+  function command(...parts: string[]): string {
+    return [prefix, ...parts].join(" ");
+  }
+
+  function providerFact(observation: BoatObservation): unknown {
+    // The digest covers what an action depends on: existence and name, not the ever-changing run state.
+    if (observation.kind === "present") return { exists: true, name: observation.name };
+    if (observation.kind === "absent") return { exists: false };
+    return { exists: "unknown" };
+  }
+
+  function fenceFacts(record: RecoveryDeletionRecord): unknown {
+    return {
+      boxId: record.boxId,
+      name: record.name,
+      ownerBotId: record.ownerBotId,
+      phase: record.phase,
+      status: record.status,
+      operationId: record.operationId,
+      updatedAt: record.updatedAt,
+    };
+  }
+
+  /** The plan item for one create row, from freshly observed facts (also used by the actions). */
+  function createItem(row: CreateRow, observation: BoatObservation, at: number): PlanItem | null {
+    const ageMs = Math.max(0, at - row.createdAt);
+    const windowLeftMs = Math.max(0, CREATE_WINDOW_MS - ageMs);
+    const digest = digestOf(ITEM_DOMAIN, {
+      kind: "create",
+      row: { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt },
+      // Past the window the key can no longer be retried: that flip changes what is safe.
+      expired: windowLeftMs === 0,
+      provider: providerFact(observation),
+    });
+    const base = { botId: row.botId, boxId: row.boxId ?? null, stateDigest: digest };
+    const name = observation.kind === "present" ? observation.name : null;
+    const facts = { resolved: row.resolved, ageMs, windowLeftMs, provider: observation };
+
+    if (row.boxId === undefined) {
+      if (windowLeftMs > 0) {
+        return {
+          ...base,
+          kind: "create_in_window",
+          name: null,
+          summary: `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key.`,
+          facts,
+          action: {
+            name: null,
+            command: null,
+            advice: `Retry provisioning through the server (POST /v1/bots/${row.botId}/computer) within the window: it reuses the same key and cannot create a second Boat.`,
+          },
+        };
+      }
+      return {
+        ...base,
+        kind: "create_expired",
+        name: null,
+        summary: `Bot ${row.botId} has a create request older than boat.dev's 24-hour retry window whose Boat id was never recorded; creation for this bot is paused.`,
+        facts,
+        action: {
+          name: null,
+          command: null,
+          advice: `Look in boat.dev for an unnamed Boat created around ${new Date(row.createdAt).toISOString()}. If you find it, rename it to ${lifecycle.boatNameFor(row.botId)} and run \`${command("creates", "adopt", row.botId, "<boxId>")}\`.`,
+        },
+      };
+    }
+
+    if (observation.kind === "absent" && !row.resolved) {
+      return {
+        ...base,
+        kind: "create_boat_gone",
+        name: null,
+        summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} does not exist at boat.dev (${observation.status}).`,
+        facts,
+        action: {
+          name: "retireCreate",
+          command: command("creates", "retire", row.botId, "--expected-state", digest, "--yes"),
+          advice: "Retire the create record; boat.dev proved the Boat absent, so nothing can be orphaned.",
+        },
+      };
+    }
+    if (observation.kind === "absent") {
+      return {
+        ...base,
+        kind: "create_boat_gone",
+        name: null,
+        summary: `Bot ${row.botId} owns Boat ${row.boxId}, which boat.dev says no longer exists (${observation.status}).`,
+        facts,
+        action: {
+          name: "retireCreate",
+          command: command("creates", "retire", row.botId, "--expected-state", digest, "--yes"),
+          advice: "Retire the ownership record; the next provision creates a new Boat.",
+        },
+      };
+    }
+    if (row.resolved) return null;
+
+    if (observation.kind !== "present") {
+      return {
+        ...base,
+        kind: "create_unresolved",
+        name: null,
+        summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} is not resolved and boat.dev could not be asked about it.`,
+        facts,
+        action: {
+          name: null,
+          command: null,
+          advice: "Retry when boat.dev is reachable (`drydock reconcile`).",
+        },
+      };
+    }
+    if (name === null || ownsName(row.botId, name)) {
+      return {
+        ...base,
+        kind: "create_unresolved",
+        name,
+        summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
+        facts,
+        action: {
+          name: "adopt",
+          command: command("creates", "adopt", row.botId, row.boxId, "--expected-state", digest, "--yes"),
+          advice:
+            name === null
+              ? `Adopt it: drydock names it ${lifecycle.boatNameFor(row.botId)} and records it as the bot's Boat.`
+              : "Adopt it: record it as the bot's Boat.",
+        },
+      };
+    }
+    return {
+      ...base,
+      kind: "create_unresolved",
+      name,
+      summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} carries a name that is not the bot's (${name}).`,
+      facts,
+      action: {
+        name: null,
+        command: null,
+        advice: `Check the Boat in boat.dev: rename it to ${lifecycle.boatNameFor(row.botId)} if it is this bot's, then run \`drydock reconcile\` again.`,
+      },
+    };
+  }
+
+  function fenceItem(record: RecoveryDeletionRecord, observation: BoatObservation): PlanItem {
+    const digest = digestOf(ITEM_DOMAIN, { kind: "deletion", fence: fenceFacts(record) });
+    const retry = command("deletions", "retry", record.boxId, "--expected-state", digest, "--yes");
+    const reconcile = command("deletions", "reconcile", record.boxId, "--expected-state", digest, "--yes");
+    let action: PlanItem["action"];
+    if (observation.kind === "absent" || record.phase === "accepted") {
+      action = {
+        name: "reconcileDeletion",
+        command: reconcile,
+        advice:
+          observation.kind === "absent"
+            ? "boat.dev says the Boat is gone: reconcile to finish the deletion and lift the fence."
+            : "boat.dev accepted the deletion: reconcile polls it once and finishes the fence when it completes (never a second DELETE).",
+      };
+    } else if (observation.kind === "present") {
+      action = {
+        name: "retryDeletion",
+        command: retry,
+        advice:
+          record.phase === "blocked"
+            ? "boat.dev blocked the deletion: fix the cause in boat.dev, then retry it."
+            : "The DELETE was never confirmed: retry it (the fence stays until boat.dev proves the Boat gone).",
+      };
+    } else {
+      action = {
+        name: null,
+        command: null,
+        advice: "boat.dev could not be asked; retry when it is reachable.",
+      };
+    }
+    return {
+      kind: "deletion_fence",
+      botId: record.ownerBotId,
+      boxId: record.boxId,
+      name: record.name,
+      summary: `Boat ${record.boxId} (${record.name}) is fenced for deletion: ${record.phase}${record.status ? `/${record.status}` : ""}.`,
+      facts: {
+        fencePhase: record.phase,
+        ...(record.status ? { fenceStatus: record.status } : {}),
+        provider: observation,
+      },
+      action,
+      stateDigest: digest,
+    };
+  }
+
+  function unknownBoatItem(
+    boat: { id: string; name: string | null; state: string },
+    kind: "unknown_boat" | "unnamed_boat",
+    claimant: string | null,
+  ): PlanItem {
+    const observation: BoatObservation = { kind: "present", name: boat.name, state: boat.state };
+    const digest = digestOf(ITEM_DOMAIN, {
+      kind,
+      boxId: boat.id,
+      claimant,
+      provider: providerFact(observation),
+    });
+    const adoptable = claimant !== null;
+    return {
+      kind,
+      botId: claimant,
+      boxId: boat.id,
+      name: boat.name,
+      summary:
+        kind === "unknown_boat"
+          ? `Boat ${boat.id} carries this installation's name ${boat.name} but no journal knows it.`
+          : `Boat ${boat.id} is unnamed while a create request without a recorded Boat id exists; it may be that request's Boat.`,
+      facts: { provider: observation },
+      action: adoptable
+        ? {
+            name: "adopt",
+            command: command("creates", "adopt", claimant, boat.id, "--expected-state", digest, "--yes"),
+            advice: `Its name is bot ${claimant}'s deterministic name: adopt it as that bot's Boat.`,
+          }
+        : {
+            name: null,
+            command: null,
+            advice:
+              kind === "unknown_boat"
+                ? "Find the bot it belongs to and run `drydock creates adopt <botId> <boxId>`, or delete it in boat.dev if no bot needs it."
+                : "If it is the request's Boat, rename it to the bot's deterministic name in boat.dev and adopt it; otherwise leave it.",
+          },
+      stateDigest: digest,
+    };
+  }
+
+  async function plan(): Promise<BoatPlan> {
+    const at = now();
+    const rows = await createJournal.boatCreateRecoverySnapshot();
+    const fences = await deleteJournal.boatDeletionSnapshot();
+    const fencedIds = new Set(fences.map((record) => record.boxId));
+    const items: PlanItem[] = [];
+    for (const record of fences) items.push(fenceItem(record, await observe(record.boxId)));
+    for (const row of rows) {
+      if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
+      const observation =
+        row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observe(row.boxId);
+      const item = createItem(row, observation, at);
+      if (item) items.push(item);
+    }
+
+    let listed: readonly { id: string; name: string | null; state: string }[] = [];
+    let providerError: string | null = null;
+    try {
+      listed = await client.listAllSandboxes();
+    } catch (error) {
+      providerError = error instanceof Error ? error.message : String(error);
+    }
+    const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
+    const keyOnly = rows.filter((row) => row.boxId === undefined);
+    for (const boat of listed) {
+      if (known.has(boat.id)) continue;
+      const claimant = keyOnly.find((row) => ownsName(row.botId, boat.name))?.botId ?? null;
+      if (boat.name !== null && (claimant !== null || classifyName(environmentId, boat.name) === "scoped")) {
+        items.push(unknownBoatItem(boat, "unknown_boat", claimant));
+      } else if (boat.name === null && keyOnly.length > 0) {
+        items.push(unknownBoatItem(boat, "unnamed_boat", null));
+      }
+    }
+    return { items, providerListed: providerError === null, providerError };
+  }
+
+  function assertBotId(botId: unknown): asserts botId is string {
+    if (typeof botId !== "string" || !BOT_ID_PATTERN.test(botId)) {
+      throw recoveryError("INVALID_ARGUMENT", "The bot id must be 1-120 letters, digits, '_' or '-'.");
+    }
+  }
+  function assertBoxId(boxId: unknown): asserts boxId is string {
+    if (typeof boxId !== "string" || !BOAT_ID_PATTERN.test(boxId)) {
+      throw recoveryError("INVALID_ARGUMENT", "The Boat id must be bx_ followed by 8 characters.");
+    }
+  }
+  function checkExpected(
+    expected: string | undefined,
+    actual: string,
+    details: Record<string, string>,
+  ): void {
+    if (expected === undefined) return;
+    if (!DIGEST.test(expected)) {
+      throw recoveryError(
+        "INVALID_ARGUMENT",
+        "--expected-state must be the sha256:… digest printed by the preview.",
+      );
+    }
+    if (expected !== actual) {
+      throw recoveryError(
+        "STATE_CHANGED",
+        "The journal or boat.dev changed since the plan was made; nothing was changed. Run `drydock reconcile` (or the command's preview) again.",
+        { ...details, expectedState: expected, actualState: actual },
+      );
+    }
+  }
+  /** A provider failure that is not proof either way is passed through (the CLI maps it to exit 6). */
+  async function observeOrThrow(boxId: string): Promise<BoatObservation> {
+    try {
+      const boat = await client.getSandbox(boxId);
+      return { kind: "present", name: boat.name, state: boat.state };
+    } catch (error) {
+      if (isBoatApiError(error) && (error.status === 404 || error.status === 410)) {
+        return { kind: "absent", status: error.status };
+      }
+      throw error;
+    }
+  }
+
+  async function adopt(
+    botId: string,
+    boxId: string,
+    opts: BoatActionOptions = {},
+  ): Promise<BoatActionResult> {
+    assertBotId(botId);
+    assertBoxId(boxId);
+    const rows = await createJournal.boatCreateRecoverySnapshot();
+    const fences = await deleteJournal.boatDeletionSnapshot();
+    const observation = await observeOrThrow(boxId);
+    const row = rows.find((candidate) => candidate.botId === botId);
+    const other = rows.find((candidate) => candidate.boxId === boxId && candidate.botId !== botId);
+    const ids = { botId, boxId };
+
+    // The digest the plan showed for this pair: the create row's item, or the unknown-Boat item.
+    const item =
+      row !== undefined && row.boxId === boxId
+        ? createItem(row, observation, now())
+        : observation.kind === "present"
+          ? unknownBoatItem(
+              { id: boxId, name: observation.name, state: observation.state },
+              observation.name !== null ? "unknown_boat" : "unnamed_boat",
+              row !== undefined && row.boxId === undefined && ownsName(botId, observation.name)
+                ? botId
+                : null,
+            )
+          : null;
+    if (item) checkExpected(opts.expectedState, item.stateDigest, ids);
+
+    if (other) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Boat ${boxId} is remembered for bot ${other.botId}; it cannot be adopted by ${botId}.`,
+        ids,
+      );
+    }
+    if (fences.some((record) => record.boxId === boxId || record.ownerBotId === botId)) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `A deletion fence stands for Boat ${boxId} or bot ${botId}; settle it first (\`drydock deletions list\`).`,
+        ids,
+      );
+    }
+    if (observation.kind === "absent") {
+      throw recoveryError(
+        "NOT_FOUND",
+        `boat.dev has no Boat ${boxId} (${observation.status}); nothing to adopt.`,
+        ids,
+      );
+    }
+    if (observation.kind !== "present")
+      throw new Error("unreachable: observeOrThrow returns present or absent");
+    if (row?.resolved && row.boxId === boxId) {
+      return {
+        ok: true,
+        action: "adopt",
+        botId,
+        boxId,
+        name: observation.name ?? "",
+        renamed: false,
+        alreadyAdopted: true,
+      };
+    }
+    if (row?.boxId !== undefined && row.boxId !== boxId) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Bot ${botId} already has Boat ${row.boxId} recorded; adopting ${boxId} would orphan it. Settle that one first.`,
+        ids,
+      );
+    }
+    if (row !== undefined && row.boxId === undefined && now() - row.createdAt < CREATE_WINDOW_MS) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Bot ${botId} has a create request still inside boat.dev's 24-hour window; retrying provisioning reuses its key and settles it. Adopting now could orphan that key's Boat.`,
+        ids,
+      );
+    }
+    const remembered = row?.boxId === boxId;
+    let name = observation.name;
+    let renamed = false;
+    if (!ownsName(botId, name)) {
+      // An unnamed Boat is only this bot's when the journal remembers its id for this bot: boat.dev
+      // answered that bot's create with it. Anything else could be another bot's or another installation's.
+      if (!(name === null && remembered)) {
+        throw recoveryError(
+          "ACTION_NOT_ALLOWED",
+          `Boat ${boxId} is named ${name === null ? "nothing" : name}, not bot ${botId}'s name ${lifecycle.boatNameFor(botId)}; only a Boat with the bot's deterministic name (or its remembered, unnamed Boat) can be adopted.`,
+          ids,
+        );
+      }
+      const target = lifecycle.boatNameFor(botId);
+      const after = await client.renameSandbox(boxId, target);
+      name = after.name;
+      renamed = true;
+    }
+    await createJournal.adoptResolvedBoat(botId, boxId);
+    return { ok: true, action: "adopt", botId, boxId, name: name ?? "", renamed, alreadyAdopted: false };
+  }
+
+  async function retireCreate(botId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
+    assertBotId(botId);
+    const rows = await createJournal.boatCreateRecoverySnapshot();
+    const row = rows.find((candidate) => candidate.botId === botId);
+    if (!row)
+      throw recoveryError("NOT_FOUND", `The create journal has no record for bot ${botId}.`, { botId });
+    const boxId = row.boxId;
+    if (boxId === undefined) {
+      checkExpected(opts.expectedState, createItem(row, { kind: "not_checked" }, now())!.stateDigest, {
+        botId,
+      });
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Bot ${botId}'s create request has no recorded Boat id, so boat.dev cannot prove that no Boat exists for it. Look for an unnamed Boat in boat.dev (see \`drydock creates list\`).`,
+        { botId },
+      );
+    }
+    const fence = await deleteJournal.getBoatDeletion(boxId);
+    const observation = await observeOrThrow(boxId);
+    const item = createItem(row, observation, now());
+    if (item) checkExpected(opts.expectedState, item.stateDigest, { botId, boxId });
+    if (fence) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Boat ${boxId} has a deletion fence; the deletion retires the create record itself (\`drydock deletions reconcile ${boxId}\`).`,
+        { botId, boxId },
+      );
+    }
+    if (observation.kind !== "absent") {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Boat ${boxId} still exists at boat.dev; retiring its record would orphan it. Adopt it or delete it instead.`,
+        { botId, boxId },
+      );
+    }
+    await createJournal.retireDeletedBoatCreate(boxId);
+    return { ok: true, action: "retireCreate", botId, boxId, proof: observation.status };
+  }
+
+  async function fenceFor(boxId: string, opts: BoatActionOptions): Promise<RecoveryDeletionRecord> {
+    assertBoxId(boxId);
+    const record = await deleteJournal.getBoatDeletion(boxId);
+    if (!record) {
+      if (opts.expectedState !== undefined) {
+        throw recoveryError(
+          "STATE_CHANGED",
+          `The deletion fence for ${boxId} is gone since the plan; nothing was changed.`,
+          {
+            boxId,
+          },
+        );
+      }
+      throw recoveryError("NOT_FOUND", `No deletion fence stands for Boat ${boxId}.`, { boxId });
+    }
+    checkExpected(
+      opts.expectedState,
+      digestOf(ITEM_DOMAIN, { kind: "deletion", fence: fenceFacts(record) }),
+      {
+        boxId,
+      },
+    );
+    return record;
+  }
+
+  async function reconcileDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
+    await fenceFor(boxId, opts);
+    const outcome = await lifecycle.reconcileDeletion(boxId);
+    return { ok: true, action: "reconcileDeletion", boxId, outcome };
+  }
+
+  async function retryDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
+    const record = await fenceFor(boxId, opts);
+    if (record.phase === "accepted") {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `boat.dev accepted the deletion of ${boxId} (${record.status ?? "pending"}); a second DELETE would be blind. Reconcile it instead: \`drydock deletions reconcile ${boxId}\`.`,
+        { boxId },
+      );
+    }
+    // The fence's recorded name is the confirmation: the lifecycle re-reads the Boat and refuses if it was
+    // renamed since (the person would be deleting something they did not see).
+    const result = await lifecycle.deleteBoat({
+      boxId,
+      confirmName: record.name,
+      ownerBotId: record.ownerBotId,
+    });
+    return { ok: true, action: "retryDeletion", boxId, pending: result.pending === true };
+  }
+
+  return { plan, adopt, retireCreate, reconcileDeletion, retryDeletion };
+}

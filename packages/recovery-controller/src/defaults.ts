@@ -1,0 +1,62 @@
+import { join } from "node:path";
+import {
+  inspectWorkspaceLock,
+  openSagaStore,
+  ownerDigest,
+  rollbackFromSafetyCheckpoint,
+  type WorkspaceLease,
+  type WorkspaceLockOwner,
+  withWorkspaceRecoveryLock,
+} from "@drydock/restore-saga";
+import type { RecoveryRollback, RecoverySagaStore, RecoveryWorkspaceLock, WorkspaceOwner } from "./ports.js";
+
+/** Where the CLI and server keep restore sagas: `<dataDir>/restore-sagas`. */
+export function sagaStateDir(dataDir: string): string {
+  return join(dataDir, "restore-sagas");
+}
+
+/** The real store, workspace lock and rollback for one workspace of a drydock data directory. */
+export function defaultRestorePorts(options: {
+  dataDir: string;
+  workspaceRoot: string;
+  isProcessAlive?: (pid: number) => boolean;
+}): {
+  store: RecoverySagaStore;
+  lock: RecoveryWorkspaceLock;
+  rollback: RecoveryRollback;
+} {
+  const { dataDir, workspaceRoot } = options;
+  const probe = options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {};
+  const store = openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot });
+  const lock: RecoveryWorkspaceLock = {
+    async inspect() {
+      return inspectWorkspaceLock({ dataDir, workspaceRoot, ...probe });
+    },
+    ownerDigest: (owner: WorkspaceOwner) => ownerDigest(owner as WorkspaceLockOwner),
+    withRecovery(operationId, expectedOwner, fn) {
+      return withWorkspaceRecoveryLock(
+        {
+          dataDir,
+          workspaceRoot,
+          transactionId: operationId,
+          expectedOwner: expectedOwner as WorkspaceLockOwner,
+          ...probe,
+        },
+        (lease) => fn(lease),
+      );
+    },
+  };
+  const rollback: RecoveryRollback = {
+    run: ({ operationId, fence, lease, recoveryRequestId }) =>
+      rollbackFromSafetyCheckpoint({
+        dataDir,
+        workspaceRoot,
+        operationId,
+        fence,
+        // The lease handed to the callback of withRecovery is restore-saga's own WorkspaceLease.
+        lease: lease as unknown as WorkspaceLease,
+        recoveryRequestId,
+      }),
+  };
+  return { store, lock, rollback };
+}

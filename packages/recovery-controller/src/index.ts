@@ -1,0 +1,74 @@
+// @drydock/recovery-controller: fenced operator actions. Restore recovery settles an interrupted checkpoint
+// restore only against the exact saga head and lock owner an operator previewed; Boat recovery plans
+// everything about Boats that needs a person and performs the one safe action for each.
+
+// Boat recovery
+export {
+  type BoatActionOptions,
+  type BoatActionResult,
+  type BoatRecovery,
+  type BoatRecoveryOptions,
+  createBoatRecovery,
+  type RecoveryClient,
+  type RecoveryCreateJournal,
+  type RecoveryDeleteJournal,
+  type RecoveryDeletionRecord,
+  type RecoveryLifecycle,
+} from "./boat.js";
+export { defaultRestorePorts, sagaStateDir } from "./defaults.js";
+// Errors
+export {
+  isRecoveryError,
+  RECOVERY_ERROR_STATUS,
+  RecoveryError,
+  type RecoveryErrorCode,
+  type RecoveryErrorDetails,
+} from "./errors.js";
+export { validateFence } from "./internal/fence.js";
+export { type OwnerClaim, ownerMayBeAlive } from "./internal/liveness.js";
+export type {
+  ArchiveView,
+  RecoveryLease,
+  RecoveryRollback,
+  RecoverySagaStore,
+  RecoveryWorkspaceLock,
+  SagaEventView,
+  SagaView,
+  WorkspaceOwner,
+} from "./ports.js";
+// Restore recovery
+export {
+  type AbortInput,
+  createRestoreRecoveryController,
+  type RecoveryFailureDiagnostics,
+  type RestoreRecoveryController,
+  type RestoreRecoveryControllerOptions,
+} from "./restore.js";
+
+// Schemas
+export {
+  type ActionVerdict,
+  ActionVerdictSchema,
+  type ArchiveWarning,
+  ArchiveWarningSchema,
+  type BoatActionName,
+  BoatActionNameSchema,
+  type BoatObservation,
+  BoatObservationSchema,
+  type BoatPlan,
+  BoatPlanSchema,
+  CREATE_WINDOW_MS,
+  DIGEST_PATTERN,
+  type PlanItem,
+  type PlanItemKind,
+  PlanItemKindSchema,
+  PlanItemSchema,
+  type RestoreActionName,
+  RestoreActionNameSchema,
+  type RestoreActionResult,
+  RestoreActionResultSchema,
+  type RestoreFence,
+  RestoreFenceSchema,
+  type RestorePreview,
+  RestorePreviewSchema,
+} from "./schema.js";

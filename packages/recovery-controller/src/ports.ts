@@ -1,0 +1,101 @@
+/**
+ * What the restore recovery controller needs from @drydock/restore-saga, as narrow interfaces. The default
+ * implementations wrap the real saga store, workspace lock and rollback helper (see `defaults.ts`); tests
+ * wrap those to inject a failure at an exact step.
+ */
+
+export interface SagaEventView {
+  readonly seq: number;
+  readonly phase: string;
+  readonly timestamp: string;
+  readonly prevHash: string | null;
+  readonly hash: string;
+  readonly evidence: Readonly<Record<string, unknown>>;
+}
+
+export interface SagaView {
+  readonly operationId: string;
+  readonly seq: number;
+  readonly headHash: string;
+  readonly phase: string;
+  readonly basePhase: string | null;
+  readonly terminal: boolean;
+  readonly events: readonly SagaEventView[];
+  readonly archived?: boolean;
+}
+
+export interface ArchiveView {
+  readonly alreadyArchived: boolean;
+  readonly phase: string;
+  readonly seq: number;
+  readonly headHash: string;
+}
+
+export interface RecoverySagaStore {
+  /** NOT_FOUND (a SagaError) when no active saga exists, even if it is archived. */
+  load(operationId: string): Promise<SagaView>;
+  loadArchived(operationId: string): Promise<SagaView>;
+  advance(
+    operationId: string,
+    input: { expectedSeq: number; expectedHash: string; phase: string; evidence: Record<string, unknown> },
+  ): Promise<SagaView>;
+  /** Idempotent: an already archived saga with the exact fence answers `alreadyArchived: true`. */
+  archiveTerminal(
+    operationId: string,
+    fence: { expectedSeq: number; expectedHash: string },
+  ): Promise<ArchiveView>;
+}
+
+/** A workspace lock owner as it is on disk. Its token is secret: only its digest leaves this package. */
+export interface WorkspaceOwner {
+  readonly pid: number;
+  readonly token: string;
+  readonly host?: string | undefined;
+  readonly bootId?: string | undefined;
+  readonly startTime?: number | undefined;
+  readonly payload: {
+    readonly transactionId: string;
+    readonly workspaceRoot: string;
+    readonly purpose: string;
+  };
+}
+
+/** The lock held while recovering: the taken-over owner, now this process. */
+export interface RecoveryLease {
+  readonly owner: WorkspaceOwner;
+  readonly ownerDigest: string;
+  readonly workspaceRoot: string;
+  /** Throws if the lock file no longer holds this lease's owner. */
+  assertOwned(): void;
+  /**
+   * Keeps the lock on disk after the callback fails, so only another fenced recovery can settle the saga.
+   * Always throws; the callback must let that error propagate.
+   */
+  retainForRecovery(reason: string): never;
+}
+
+export interface RecoveryWorkspaceLock {
+  /** Read-only: the owner of this workspace's lock when it belongs to `operationId`, null when unlocked. */
+  inspect(operationId: string): Promise<WorkspaceOwner | null>;
+  ownerDigest(owner: WorkspaceOwner): string;
+  /** Takes over `expectedOwner` (must be exactly on disk and dead), runs `fn`, releases unless retained. */
+  withRecovery<T>(
+    operationId: string,
+    expectedOwner: WorkspaceOwner,
+    fn: (lease: RecoveryLease) => Promise<T>,
+  ): Promise<T>;
+}
+
+/**
+ * Rolls a restore stopped after `mutation_started` back to its safety checkpoint under the caller's lease,
+ * journaling recovery_required → recovery_started → rollback_prepared → rollback_started →
+ * workspace_rolled_back → rolled_back. Fails with the saga left where it stopped.
+ */
+export interface RecoveryRollback {
+  run(input: {
+    operationId: string;
+    fence: { expectedSeq: number; expectedHash: string };
+    lease: RecoveryLease;
+    recoveryRequestId: string;
+  }): Promise<SagaView>;
+}

@@ -1,0 +1,160 @@
+import { z } from "zod";
+
+/** `sha256:` + 64 lower-case hex: saga hashes and owner digests. */
+export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+export const OPERATION_ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/;
+
+export const DigestSchema = z.string().regex(DIGEST_PATTERN);
+export const OperationIdSchema = z.string().regex(OPERATION_ID_PATTERN);
+
+/**
+ * The exact state an operator previewed. `expectedOwnerDigest: null` is an explicit claim that no workspace
+ * lock owner exists; `undefined` is refused, so "I forgot the owner" can never read as "there is none".
+ */
+export const RestoreFenceSchema = z.strictObject({
+  expectedSeq: z.int().min(1).max(Number.MAX_SAFE_INTEGER),
+  expectedHash: DigestSchema,
+  expectedOwnerDigest: DigestSchema.nullable(),
+});
+export type RestoreFence = z.infer<typeof RestoreFenceSchema>;
+
+export const ActionVerdictSchema = z.object({
+  eligible: z.boolean(),
+  /** Why the action is refused now; empty when eligible. */
+  blockers: z.array(z.string()),
+});
+export type ActionVerdict = z.infer<typeof ActionVerdictSchema>;
+
+export const RestoreActionNameSchema = z.enum(["abort", "release", "rollback"]);
+export type RestoreActionName = z.infer<typeof RestoreActionNameSchema>;
+
+/** What `preview(id)` returns: everything the operator needs, and nothing secret (no lock token). */
+export const RestorePreviewSchema = z.object({
+  saga: z.object({
+    operationId: OperationIdSchema,
+    phase: z.string(),
+    /** The last phase that is not `recovery_required`/`recovery_started`. */
+    basePhase: z.string().nullable(),
+    seq: z.int(),
+    headHash: DigestSchema,
+    terminal: z.boolean(),
+    /** true when the saga is no longer active but its archive replays at this head. */
+    archived: z.boolean(),
+    events: z.array(z.object({ seq: z.int(), phase: z.string(), timestamp: z.string().optional() })),
+  }),
+  owner: z
+    .object({
+      digest: DigestSchema,
+      pid: z.int(),
+      /** Liveness of the owner's pid as this process sees it (alive means: do not take over). */
+      alive: z.boolean(),
+      transactionId: z.string(),
+    })
+    .nullable(),
+  fence: RestoreFenceSchema,
+  actions: z.object({
+    abort: ActionVerdictSchema,
+    release: ActionVerdictSchema,
+    rollback: ActionVerdictSchema,
+  }),
+});
+export type RestorePreview = z.infer<typeof RestorePreviewSchema>;
+
+export const ArchiveWarningSchema = z.object({
+  code: z.string().max(128),
+  message: z.string().max(512),
+  commitState: z.string().nullable(),
+});
+export type ArchiveWarning = z.infer<typeof ArchiveWarningSchema>;
+
+export const RestoreActionResultSchema = z.object({
+  ok: z.literal(true),
+  action: RestoreActionNameSchema,
+  operationId: OperationIdSchema,
+  phase: z.string(),
+  seq: z.int(),
+  headHash: DigestSchema,
+  /** true when a failure inside the lock turned out to have settled the saga anyway. */
+  reconciledFromError: z.boolean(),
+  archived: z.boolean(),
+  alreadyArchived: z.boolean(),
+  /** A failed archive never fails the action: the saga is settled, only its filing is pending. */
+  warning: ArchiveWarningSchema.nullable(),
+});
+export type RestoreActionResult = z.infer<typeof RestoreActionResultSchema>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Boat recovery plan
+
+export const BOAT_ID_PATTERN = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
+export const BOT_ID_PATTERN = /^[A-Za-z0-9_-]{1,120}$/;
+/** boat.dev's idempotency window: a create key older than this may create a second Boat if reused. */
+export const CREATE_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+export const BoatActionNameSchema = z.enum(["adopt", "reconcileDeletion", "retryDeletion", "retireCreate"]);
+export type BoatActionName = z.infer<typeof BoatActionNameSchema>;
+
+export const PlanItemKindSchema = z.enum([
+  /** A create key without a Boat id, inside the 24 h window: the server's retry with the same key settles it. */
+  "create_in_window",
+  /** A create key without a Boat id, past the window: only a person can look for an unnamed Boat. */
+  "create_expired",
+  /** A Boat id remembered for a bot but not resolved (not yet renamed and recorded as owned). */
+  "create_unresolved",
+  /** A journal row whose Boat boat.dev says (directly, 404/410) does not exist. */
+  "create_boat_gone",
+  /** A deletion fence: the Boat may still exist; nothing may reuse or forget it. */
+  "deletion_fence",
+  /** A Boat carrying this installation's name that no journal knows. */
+  "unknown_boat",
+  /** An unnamed Boat while a create key without a Boat id exists: it may be that key's Boat. */
+  "unnamed_boat",
+]);
+export type PlanItemKind = z.infer<typeof PlanItemKindSchema>;
+
+/** What boat.dev said about one Boat id, read directly (GET), not from the eventually consistent list. */
+export const BoatObservationSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("present"), name: z.string().nullable(), state: z.string() }),
+  z.object({ kind: z.literal("absent"), status: z.int() }),
+  z.object({ kind: z.literal("unknown"), reason: z.string() }),
+  z.object({ kind: z.literal("not_checked") }),
+]);
+export type BoatObservation = z.infer<typeof BoatObservationSchema>;
+
+export const PlanItemSchema = z.object({
+  kind: PlanItemKindSchema,
+  botId: z.string().nullable(),
+  boxId: z.string().nullable(),
+  /** Name boat.dev reports (or the fence recorded); null when unnamed or unknown. */
+  name: z.string().nullable(),
+  /** One plain sentence: what this is and why it needs a person. */
+  summary: z.string(),
+  facts: z.object({
+    resolved: z.boolean().optional(),
+    ageMs: z.number().optional(),
+    /** Time left in the 24 h window; 0 once past it. */
+    windowLeftMs: z.number().optional(),
+    fencePhase: z.enum(["prepared", "accepted", "blocked"]).optional(),
+    fenceStatus: z.enum(["pending", "processing", "blocked", "completed"]).optional(),
+    provider: BoatObservationSchema,
+  }),
+  /** The one safe next step: an action this package can perform, or null when only waiting or a person can. */
+  action: z.object({
+    name: BoatActionNameSchema.nullable(),
+    /** The exact command to paste (with --expected-state and --yes), or null. */
+    command: z.string().nullable(),
+    /** Plain language: what the step does, or what to do by hand. */
+    advice: z.string(),
+  }),
+  /** Digest of the facts the action depends on; the action refuses (STATE_CHANGED) if they moved. */
+  stateDigest: z.string(),
+});
+export type PlanItem = z.infer<typeof PlanItemSchema>;
+
+export const BoatPlanSchema = z.object({
+  items: z.array(PlanItemSchema),
+  /** false when boat.dev could not be listed: unknown Boats were not looked for. */
+  providerListed: z.boolean(),
+  providerError: z.string().nullable(),
+});
+export type BoatPlan = z.infer<typeof BoatPlanSchema>;
