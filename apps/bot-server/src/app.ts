@@ -1,0 +1,554 @@
+import { timingSafeEqual } from "node:crypto";
+import { accessSync, existsSync, constants as fsConstants, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { BoatCreateJournal } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
+import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
+import type { BoatClient } from "@drydock/boat-provider";
+import type { CrashHook, Phase, SagaState } from "@drydock/restore-saga";
+import { openCheckpointStore, openSagaStore, restoreCheckpoint } from "@drydock/restore-saga";
+import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
+import {
+  hasZodFastifySchemaValidationErrors,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from "fastify-type-provider-zod";
+import { z } from "zod";
+import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
+import { HttpProblem, toHttpError } from "./http-errors.js";
+import type { Metrics } from "./metrics.js";
+import { workspaceFiles } from "./workspace-files.js";
+
+export interface RecoverySource {
+  /** Everything that needs a person, redacted: the same data as `drydock status`. */
+  plan(): Promise<{ items: unknown[] }>;
+}
+
+export interface ServerDeps {
+  dataDir: string;
+  token: string;
+  maxFileBytes: number;
+  bots: BotRegistry;
+  lifecycle: BoatLifecycle;
+  createJournal: BoatCreateJournal;
+  deleteJournal: BoatDeleteJournal;
+  client: BoatClient;
+  metrics: Metrics;
+  /** Boat recovery plan (recovery-controller); restores are listed by the server itself. */
+  recovery: RecoverySource;
+  /** What recoverAtStartup found, once it has run. */
+  startupReport: () => RecoveryReport | null;
+  logger: FastifyServerOptions["logger"];
+  /** Tests only: restore crash points (see @drydock/restore-saga RESTORE_CRASH_POINTS). */
+  restoreCrash?: CrashHook;
+}
+
+const BotIdParam = z.object({ botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'") });
+const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
+const OPERATION_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+const CreateBotBody = z
+  .object({
+    name: z.string().trim().min(1, "must not be empty").max(200),
+    botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'").optional(),
+  })
+  .strict();
+
+const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
+
+/** Redaction is structural: responses are built from these fields only, never by spreading internal records. */
+function botView(bot: Bot) {
+  return { botId: bot.botId, name: bot.name, createdAt: new Date(bot.createdAt).toISOString() };
+}
+
+function sagaView(state: SagaState) {
+  return {
+    operationId: state.operationId,
+    phase: state.phase,
+    basePhase: state.basePhase,
+    seq: state.seq,
+    headHash: state.headHash,
+    terminal: state.terminal,
+    archived: state.archived,
+    events: state.events.map((e) => ({ seq: e.seq, phase: e.phase, timestamp: e.timestamp })),
+  };
+}
+
+function randomBotId(): string {
+  return `bot_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+}
+
+function tokenMatches(expected: string, header: string | undefined): boolean {
+  if (!header?.startsWith("Bearer ")) return false;
+  const given = Buffer.from(header.slice(7));
+  const want = Buffer.from(expected);
+  // Constant-time compare so the token cannot be guessed byte by byte from response timing.
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: deps.logger,
+    bodyLimit: deps.maxFileBytes,
+    // Never log bodies, headers or query strings: they may carry tokens, keys or user files.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    // Fastify's default (100) would refuse legitimate nested file paths with its own 414 shape; params are
+    // bounded by our zod schemas instead (file paths ≤ 1024 characters), which answer 400 naming the field.
+    maxParamLength: 4096,
+    // Requests Node's HTTP parser rejects (bad bytes in the path, broken headers) get the same JSON error
+    // shape as every other refusal, instead of Fastify's default text.
+    clientErrorHandler: (error, socket) => {
+      if (!socket.writable) return;
+      const body = JSON.stringify({
+        ok: false,
+        error: {
+          code: "bad_request",
+          message: `Malformed HTTP request (${(error as NodeJS.ErrnoException).code ?? "parse error"}).`,
+        },
+      });
+      socket.end(
+        `HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    },
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  app.addContentTypeParser("application/octet-stream", { parseAs: "buffer" }, (_req, body, done) =>
+    done(null, body),
+  );
+
+  const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
+  const checkpoints = openCheckpointStore({ dataDir: deps.dataDir });
+  const sagaStore = (botId: string) =>
+    openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
+
+  // One lifecycle operation per bot at a time, in this process. Two processes are still safe (the journals
+  // serialize them); this only turns an overlapping click into a clear 409 instead of a queue.
+  const busy = new Set<string>();
+  async function exclusive<T>(botId: string, fn: () => Promise<T>): Promise<T> {
+    if (busy.has(botId)) {
+      throw new HttpProblem(
+        409,
+        "bot_busy",
+        "Another operation on this bot is still running; retry when it finishes.",
+      );
+    }
+    busy.add(botId);
+    try {
+      return await fn();
+    } finally {
+      busy.delete(botId);
+    }
+  }
+
+  async function requireBot(botId: string): Promise<Bot> {
+    const bot = await deps.bots.get(botId);
+    if (!bot) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
+    return bot;
+  }
+
+  app.addHook("onRequest", async (request, reply) => {
+    if (request.routeOptions.url === "/healthz") return;
+    if (!tokenMatches(deps.token, request.headers.authorization)) {
+      await reply
+        .code(401)
+        .header("www-authenticate", "Bearer")
+        .send({ ok: false, error: { code: "unauthorized", message: "Send Authorization: Bearer <token>." } });
+    }
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    const status = reply.statusCode;
+    deps.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
+    deps.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
+  });
+
+  app.setNotFoundHandler(async (request, reply) => {
+    await reply.code(404).send({
+      ok: false,
+      error: { code: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}.` },
+    });
+  });
+
+  app.setErrorHandler(async (error, request, reply) => {
+    if (hasZodFastifySchemaValidationErrors(error)) {
+      const where = (error as { validationContext?: string }).validationContext ?? "request";
+      const first = error.validation[0];
+      const field = `${where}${first?.instancePath ? first.instancePath.replaceAll("/", ".") : ""}`;
+      return reply.code(400).send({
+        ok: false,
+        error: {
+          code: "invalid_request",
+          message: `${field}: ${first?.message ?? "invalid"}`,
+          details: { field },
+        },
+      });
+    }
+    const fastifyStatus = (error as { statusCode?: number }).statusCode;
+    if (typeof fastifyStatus === "number" && fastifyStatus >= 400 && fastifyStatus < 500) {
+      // Fastify's own refusals: bad JSON, body too large, unsupported media type.
+      const code =
+        fastifyStatus === 413
+          ? "payload_too_large"
+          : fastifyStatus === 415
+            ? "unsupported_media_type"
+            : "invalid_request";
+      return reply
+        .code(fastifyStatus)
+        .send({ ok: false, error: { code, message: (error as Error).message } });
+    }
+    const mapped = toHttpError(error);
+    if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
+    if (mapped.status === 409 || mapped.status === 429 || mapped.status === 503) {
+      deps.metrics.refusals.inc({ status: String(mapped.status), code: mapped.body.error.code });
+    }
+    return reply.code(mapped.status).send(mapped.body);
+  });
+
+  // --- health -------------------------------------------------------------------------------------------
+  app.get("/healthz", async () => ({ ok: true }));
+
+  app.get("/readyz", async (_request, reply) => {
+    const checks: Record<string, { ok: boolean; message?: string }> = {};
+    try {
+      accessSync(deps.dataDir, fsConstants.W_OK);
+      checks.dataDir = { ok: true };
+    } catch (error) {
+      checks.dataDir = { ok: false, message: (error as Error).message };
+    }
+    for (const [name, read] of [
+      ["createJournal", () => deps.createJournal.boatCreateRecoverySnapshot()],
+      ["deleteJournal", () => deps.deleteJournal.boatDeletionSnapshot()],
+      ["bots", () => deps.bots.list()],
+    ] as const) {
+      try {
+        await read();
+        checks[name] = { ok: true };
+      } catch (error) {
+        checks[name] = { ok: false, message: (error as Error).message };
+      }
+    }
+    try {
+      await deps.client.listSandboxes({ limit: 1 });
+      checks.provider = { ok: true };
+    } catch (error) {
+      checks.provider = { ok: false, message: (error as Error).message };
+    }
+    const ok = Object.values(checks).every((c) => c.ok);
+    return reply.code(ok ? 200 : 503).send({ ok, checks });
+  });
+
+  app.get("/metrics", async (_request, reply) => {
+    return reply
+      .header("content-type", deps.metrics.registry.contentType)
+      .send(await deps.metrics.registry.metrics());
+  });
+
+  // --- bots ---------------------------------------------------------------------------------------------
+  app.post("/v1/bots", { schema: { body: CreateBotBody } }, async (request, reply) => {
+    const bot = await deps.bots.create({
+      botId: request.body.botId ?? randomBotId(),
+      name: request.body.name,
+    });
+    mkdirSync(workspaceRoot(bot.botId), { recursive: true, mode: 0o700 });
+    return reply.code(201).send({ ok: true, bot: botView(bot) });
+  });
+
+  app.get("/v1/bots", async () => {
+    const [bots, journals] = await Promise.all([deps.bots.list(), readJournals()]);
+    return {
+      ok: true,
+      bots: bots.map((b) => ({ ...botView(b), computer: computerView(b.botId, journals) })),
+    };
+  });
+
+  app.get("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
+    const bot = await requireBot(request.params.botId);
+    return { ok: true, bot: { ...botView(bot), computer: computerView(bot.botId, await readJournals()) } };
+  });
+
+  app.delete("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    return exclusive(botId, async () => {
+      const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
+        (r) => r.botId === botId,
+      );
+      if (creates.some((r) => !r.resolved)) {
+        throw new HttpProblem(
+          409,
+          "create_unresolved",
+          "Finish reconciling this bot's pending cloud computer creation before deleting it — check boat.dev, then retry the computer setup.",
+        );
+      }
+      if (await deps.deleteJournal.hasPendingBoatDeletionForBot(botId)) {
+        for (const record of (await deps.deleteJournal.boatDeletionSnapshot()).filter(
+          (r) => r.ownerBotId === botId,
+        )) {
+          const outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
+          if (outcome !== "confirmed") {
+            throw new HttpProblem(
+              409,
+              "deletion_pending",
+              "The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment.",
+            );
+          }
+        }
+      }
+      // Each remembered Boat must be provably gone before the bot goes: a bot deleted first would leave a
+      // billable Boat nobody owns.
+      for (const row of (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
+        (r) => r.botId === botId,
+      )) {
+        if (!row.boxId) continue;
+        const boat = await deps.lifecycle.findBoat(botId);
+        if (!boat) continue;
+        const result = await deps.lifecycle.deleteBoat({
+          boxId: boat.boxId,
+          confirmName: boat.name ?? "",
+          ownerBotId: botId,
+        });
+        if (result.pending) {
+          throw new HttpProblem(
+            409,
+            "deletion_pending",
+            "The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment.",
+          );
+        }
+      }
+      await deps.bots.remove(botId);
+      return { ok: true };
+    });
+  });
+
+  // --- the bot's computer ---------------------------------------------------------------------------------
+  type ComputerStatus = "none" | "provisioning" | "ready" | "deleting" | "needs_attention";
+  type ComputerView = { status: ComputerStatus; boxId?: string; name?: string; problem?: string };
+  type Journals = {
+    creates: Awaited<ReturnType<BoatCreateJournal["boatCreateRecoverySnapshot"]>>;
+    deletions: Awaited<ReturnType<BoatDeleteJournal["boatDeletionSnapshot"]>>;
+  };
+  /** Both journals read once per request, however many bots the answer covers. */
+  async function readJournals(): Promise<Journals> {
+    const [creates, deletions] = await Promise.all([
+      deps.createJournal.boatCreateRecoverySnapshot(),
+      deps.deleteJournal.boatDeletionSnapshot(),
+    ]);
+    return { creates, deletions };
+  }
+
+  /** The computer's state from durable knowledge only (no provider call), so listing bots stays cheap. */
+  function computerView(botId: string, journals: Journals): ComputerView {
+    const deletions = journals.deletions.filter((r) => r.ownerBotId === botId);
+    const blocked = deletions.find((r) => r.phase === "blocked");
+    if (blocked) {
+      return {
+        status: "needs_attention",
+        boxId: blocked.boxId,
+        name: blocked.name,
+        problem: "boat.dev could not delete this computer; check boat.dev, then retry Delete.",
+      };
+    }
+    const deleting = deletions[0];
+    if (deleting) return { status: "deleting", boxId: deleting.boxId, name: deleting.name };
+    const row = journals.creates.find((r) => r.botId === botId);
+    if (!row) return { status: "none" };
+    if (row.resolved && row.boxId)
+      return { status: "ready", boxId: row.boxId, name: deps.lifecycle.boatNameFor(botId) };
+    if (busy.has(botId)) return { status: "provisioning", ...(row.boxId ? { boxId: row.boxId } : {}) };
+    const expired = row.ageMs > 24 * 60 * 60 * 1000;
+    return {
+      status: "needs_attention",
+      ...(row.boxId ? { boxId: row.boxId } : {}),
+      problem: expired
+        ? "An earlier computer creation is older than boat.dev's 24-hour retry window; check boat.dev for an unnamed Boat (see drydock status)."
+        : "An earlier computer creation was interrupted; POST the computer again to finish it with the same request.",
+    };
+  }
+
+  app.get("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request) => {
+    await requireBot(request.params.botId);
+    return { ok: true, computer: computerView(request.params.botId, await readJournals()) };
+  });
+
+  app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    const result = await exclusive(botId, () => deps.lifecycle.provision(botId));
+    return reply.code(result.createdThisAttempt ? 201 : 200).send({
+      ok: true,
+      computer: {
+        status: "ready",
+        boxId: result.boxId,
+        name: result.name,
+        createdThisAttempt: result.createdThisAttempt,
+      },
+    });
+  });
+
+  app.delete(
+    "/v1/bots/:botId/computer",
+    { schema: { params: BotIdParam, body: DeleteComputerBody } },
+    async (request, reply) => {
+      const { botId } = request.params;
+      await requireBot(botId);
+      const result = await exclusive(botId, async () => {
+        const deletion = (await deps.deleteJournal.boatDeletionSnapshot()).find(
+          (r) => r.ownerBotId === botId,
+        );
+        const boxId =
+          deletion?.boxId ??
+          (await deps.createJournal.boatCreateRecoverySnapshot()).find((r) => r.botId === botId && r.boxId)
+            ?.boxId ??
+          (await deps.lifecycle.findBoat(botId))?.boxId;
+        if (!boxId) throw new HttpProblem(404, "computer_not_found", "This bot has no cloud computer.");
+        return deps.lifecycle.deleteBoat({ boxId, confirmName: request.body.confirmName, ownerBotId: botId });
+      });
+      return reply
+        .code(result.pending ? 202 : 200)
+        .send(result.pending ? { ok: true, pending: true } : { ok: true });
+    },
+  );
+
+  app.get("/v1/computers", async () => ({ ok: true, computers: await deps.lifecycle.inventory() }));
+
+  // --- workspace files ------------------------------------------------------------------------------------
+  const FileParams = z.object({
+    botId: BotIdParam.shape.botId,
+    "*": z.string().min(1, "a file path is required"),
+  });
+
+  app.put("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    if (!Buffer.isBuffer(request.body)) {
+      throw new HttpProblem(
+        415,
+        "unsupported_media_type",
+        "Send the file's bytes with Content-Type: application/octet-stream.",
+      );
+    }
+    const written = workspaceFiles(workspaceRoot(botId)).write(request.params["*"], request.body);
+    return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
+  });
+
+  app.get("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    const data = workspaceFiles(workspaceRoot(botId)).read(request.params["*"]);
+    return reply.header("content-type", "application/octet-stream").send(data);
+  });
+
+  app.delete("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]);
+    return { ok: true };
+  });
+
+  // --- checkpoints and restores ---------------------------------------------------------------------------
+  app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    const created = await exclusive(botId, () => checkpoints.createCheckpoint(workspaceRoot(botId)));
+    return reply.code(201).send({ ok: true, checkpoint: created });
+  });
+
+  app.get("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request) => {
+    const { botId } = request.params;
+    await requireBot(botId);
+    return { ok: true, checkpoints: await checkpoints.listCheckpoints(workspaceRoot(botId)) };
+  });
+
+  const RestoreParams = z.object({
+    botId: BotIdParam.shape.botId,
+    checkpointId: z.string().regex(CHECKPOINT_ID, "is not a checkpoint id"),
+  });
+  app.post(
+    "/v1/bots/:botId/checkpoints/:checkpointId/restore",
+    { schema: { params: RestoreParams } },
+    async (request) => {
+      const { botId, checkpointId } = request.params;
+      await requireBot(botId);
+      const known = await checkpoints.listCheckpoints(workspaceRoot(botId));
+      if (!known.some((c) => c.checkpointId === checkpointId)) {
+        throw new HttpProblem(404, "checkpoint_not_found", `This bot has no checkpoint '${checkpointId}'.`);
+      }
+      return exclusive(botId, async () => {
+        try {
+          const result = await restoreCheckpoint({
+            dataDir: deps.dataDir,
+            workspaceRoot: workspaceRoot(botId),
+            checkpointId,
+            ...(deps.restoreCrash ? { crash: deps.restoreCrash } : {}),
+          });
+          return { ok: true, operationId: result.operationId, phase: result.phase, warning: result.warning };
+        } catch (error) {
+          const details = error as {
+            operationId?: string;
+            workspaceLockRetained?: boolean;
+            status?: number;
+            message?: string;
+            code?: string;
+          };
+          if (details.operationId) {
+            const recoveryRequired =
+              details.workspaceLockRetained === true || details.code === "RECOVERY_REQUIRED";
+            throw new HttpProblem(
+              recoveryRequired ? 503 : (details.status ?? 409),
+              recoveryRequired ? "restore_recovery_required" : (details.code ?? "restore_failed"),
+              `${details.message ?? "The restore failed."}${recoveryRequired ? ` Run: drydock restores show ${details.operationId}` : ""}`,
+              { operationId: details.operationId, recoveryRequired },
+            );
+          }
+          throw error;
+        }
+      });
+    },
+  );
+
+  app.get(
+    "/v1/restores/:operationId",
+    {
+      schema: { params: z.object({ operationId: z.string().regex(OPERATION_ID, "is not an operation id") }) },
+    },
+    async (request) => {
+      const { operationId } = request.params;
+      for (const bot of await deps.bots.list()) {
+        // A bot without a workspace directory has never had a file, so it has no restore either.
+        if (!existsSync(workspaceRoot(bot.botId))) continue;
+        const store = sagaStore(bot.botId);
+        for (const load of [() => store.load(operationId), () => store.loadArchived(operationId)]) {
+          try {
+            return { ok: true, botId: bot.botId, restore: sagaView(await load()) };
+          } catch (error) {
+            if ((error as { code?: string }).code !== "NOT_FOUND") throw error;
+          }
+        }
+      }
+      throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
+    },
+  );
+
+  // --- recovery -------------------------------------------------------------------------------------------
+  app.get("/v1/recovery", async () => {
+    const boats = await deps.recovery.plan();
+    const restores: { botId: string; operationId: string; phase: Phase | string; seq: number }[] = [];
+    for (const bot of await deps.bots.list()) {
+      if (!existsSync(workspaceRoot(bot.botId))) continue;
+      const pending = await sagaStore(bot.botId).listPending();
+      for (const item of pending.items) {
+        restores.push({ botId: bot.botId, operationId: item.operationId, phase: item.phase, seq: item.seq });
+      }
+    }
+    const open = boats.items.length + restores.length;
+    deps.metrics.recoveryItemsOpen.set(open);
+    return { ok: true, open, boats: boats.items, restores, startup: deps.startupReport() };
+  });
+
+  return app;
+}

@@ -1,0 +1,92 @@
+import { join } from "node:path";
+import { openJsonJournal } from "@drydock/json-journal";
+import { z } from "zod";
+import { HttpProblem } from "./http-errors.js";
+
+/** Same rule as the journals' BOT_ID: safe in file names, URLs and Boat names. */
+export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
+export const MAX_BOTS = 4096;
+
+export const BotSchema = z.object({
+  botId: z.string().regex(BOT_ID),
+  name: z.string().min(1).max(200),
+  createdAt: z.number().int().positive(),
+});
+export type Bot = z.infer<typeof BotSchema>;
+
+export const BotsFileSchema = z.object({
+  version: z.literal(1),
+  bots: z.array(BotSchema).max(MAX_BOTS),
+});
+export type BotsFile = z.infer<typeof BotsFileSchema>;
+
+function checkBots(doc: BotsFile): string | null {
+  const seen = new Set<string>();
+  for (const b of doc.bots) {
+    if (seen.has(b.botId)) return "invalid";
+    seen.add(b.botId);
+  }
+  return null;
+}
+
+function botsStateError(detail: string, cause?: unknown): HttpProblem {
+  const problem = new HttpProblem(
+    503,
+    "bots_paused",
+    `The bot registry is ${detail}, so bots cannot be changed. Repair or restore ${"<dataDir>/bots.json"} before retrying; drydock never overwrites a file it could not read.`,
+  );
+  if (cause !== undefined) (problem as { cause?: unknown }).cause = cause;
+  return problem;
+}
+
+export interface BotRegistry {
+  list(): Promise<Bot[]>;
+  get(botId: string): Promise<Bot | null>;
+  create(input: { botId: string; name: string }): Promise<Bot>;
+  remove(botId: string): Promise<void>;
+}
+
+/** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
+export function openBotRegistry(dataDir: string, now: () => number = Date.now): BotRegistry {
+  const journal = openJsonJournal<BotsFile>({
+    file: join(dataDir, "bots.json"),
+    schema: BotsFileSchema,
+    empty: () => ({ version: 1, bots: [] }),
+    check: checkBots,
+    stateError: botsStateError,
+    lock: { label: "drydock bot registry" },
+  });
+  return {
+    async list() {
+      return (await journal.read()).bots.map((b) => ({ ...b }));
+    },
+    async get(botId) {
+      const bot = (await journal.read()).bots.find((b) => b.botId === botId);
+      return bot ? { ...bot } : null;
+    },
+    create({ botId, name }) {
+      return journal.update((doc) => {
+        if (doc.bots.some((b) => b.botId === botId)) {
+          throw new HttpProblem(409, "bot_exists", `A bot with id '${botId}' already exists.`);
+        }
+        if (doc.bots.length >= MAX_BOTS) {
+          throw new HttpProblem(
+            409,
+            "too_many_bots",
+            `This installation already has ${MAX_BOTS} bots; delete one first.`,
+          );
+        }
+        const bot = { botId, name, createdAt: now() };
+        return { next: { version: 1, bots: [...doc.bots, bot] }, result: bot };
+      });
+    },
+    remove(botId) {
+      return journal.update((doc) => {
+        const bots = doc.bots.filter((b) => b.botId !== botId);
+        return bots.length === doc.bots.length
+          ? { result: undefined }
+          : { next: { version: 1, bots }, result: undefined };
+      });
+    },
+  };
+}

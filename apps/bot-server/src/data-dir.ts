@@ -1,0 +1,91 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import {
+  closeSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { join } from "node:path";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const TOKEN = /^[A-Za-z0-9_-]{16,512}$/;
+
+export class DataDirError extends Error {
+  override readonly name = "DataDirError";
+}
+
+/**
+ * Writes `content` to `path` only if nothing is there yet, durably, and never half-visible: a flushed temp
+ * is published with link(2), which fails with EEXIST when another process got there first. Returns what is
+ * at `path` afterwards (ours or the winner's), so two servers starting together agree on one value.
+ */
+function createOnce(path: string, content: string, valid: RegExp, what: string): string {
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
+  const fd = openSync(tmp, "wx", 0o600);
+  try {
+    writeSync(fd, `${content}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(tmp, path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  } finally {
+    unlinkSync(tmp);
+  }
+  const dirFd = openSync(join(path, ".."), "r");
+  try {
+    fsyncSync(dirFd);
+  } finally {
+    closeSync(dirFd);
+  }
+  return readValid(path, valid, what) as string;
+}
+
+function readValid(path: string, valid: RegExp, what: string): string | null {
+  let raw: string;
+  try {
+    raw = readFileSync(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw new DataDirError(`cannot read ${what} at ${path}: ${(error as Error).message}`);
+  }
+  const value = raw.trim();
+  if (!valid.test(value)) {
+    // Never regenerate: a new environment id would rename every Boat this installation owns.
+    throw new DataDirError(
+      `${what} at ${path} is not valid; restore it from a backup (drydock never replaces it).`,
+    );
+  }
+  return value;
+}
+
+export function ensureDataDir(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  for (const sub of ["workspaces", "checkpoints", "restore-sagas", "locks"]) {
+    mkdirSync(join(dataDir, sub), { recursive: true, mode: 0o700 });
+  }
+}
+
+/** The installation's id: scopes Boat names so two installations sharing a boat.dev account never collide. */
+export function loadEnvironmentId(dataDir: string): string {
+  const path = join(dataDir, "environment-id");
+  return (
+    readValid(path, UUID, "the environment id") ?? createOnce(path, randomUUID(), UUID, "the environment id")
+  );
+}
+
+/** The bearer token clients must send when DRYDOCK_TOKEN is not configured. */
+export function loadServerToken(dataDir: string): { token: string; path: string } {
+  const path = join(dataDir, "server-token");
+  const token =
+    readValid(path, TOKEN, "the server token") ??
+    createOnce(path, randomBytes(32).toString("base64url"), TOKEN, "the server token");
+  return { token, path };
+}

@@ -1,0 +1,74 @@
+/**
+ * One place that turns anything thrown into an HTTP answer. Every drydock package error carries `code`,
+ * `status` and a plain-language `message` (what happened, what to do next); those pass through as they are.
+ * Anything else is an internal error whose details stay in the log, never in the response.
+ */
+export interface HttpErrorBody {
+  ok: false;
+  error: { code: string; message: string; details?: unknown };
+}
+
+export interface HttpError {
+  status: number;
+  body: HttpErrorBody;
+}
+
+interface CodedError {
+  code: string;
+  status: number;
+  message: string;
+}
+
+function isCoded(error: unknown): error is CodedError & Error {
+  if (!(error instanceof Error)) return false;
+  const { code, status } = error as Error & Partial<CodedError>;
+  return (
+    typeof code === "string" &&
+    typeof status === "number" &&
+    Number.isInteger(status) &&
+    status >= 400 &&
+    status <= 599
+  );
+}
+
+export class HttpProblem extends Error {
+  override readonly name = "HttpProblem";
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+export function toHttpError(error: unknown): HttpError {
+  if (error instanceof HttpProblem) {
+    return {
+      status: error.status,
+      body: {
+        ok: false,
+        error: {
+          code: error.code,
+          message: error.message,
+          ...(error.details === undefined ? {} : { details: error.details }),
+        },
+      },
+    };
+  }
+  if (isCoded(error)) {
+    // Provider transport and 5xx errors arrive as 502/503 from the packages; pass the package's status on.
+    return { status: error.status, body: { ok: false, error: { code: error.code, message: error.message } } };
+  }
+  return {
+    status: 500,
+    body: {
+      ok: false,
+      error: {
+        code: "internal",
+        message: "drydock hit an unexpected error; the details are in the server log.",
+      },
+    },
+  };
+}

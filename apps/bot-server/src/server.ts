@@ -1,0 +1,164 @@
+import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import {
+  createBoatLifecycle,
+  type CrashHook as LifecycleCrashHook,
+  type RecoveryReport,
+} from "@drydock/boat-lifecycle";
+import { createBoatClient } from "@drydock/boat-provider";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { createBoatRecovery } from "@drydock/recovery-controller";
+import type { CrashHook as RestoreCrashHook } from "@drydock/restore-saga";
+import type { FastifyInstance } from "fastify";
+import { buildServer } from "./app.js";
+import { openBotRegistry } from "./bots.js";
+import type { ServerConfig } from "./config.js";
+import { ensureDataDir, loadEnvironmentId, loadServerToken } from "./data-dir.js";
+import { countingFetch, createMetrics } from "./metrics.js";
+
+export interface StartOptions {
+  /** Tests only: crash hooks for the lifecycle and restore crash points. */
+  crash?: { lifecycle?: LifecycleCrashHook; restore?: RestoreCrashHook };
+  /** Where the start banner goes (default stdout). */
+  print?: (line: string) => void;
+}
+
+export interface RunningServer {
+  app: FastifyInstance;
+  url: string;
+  token: string;
+  tokenPath: string | null;
+  provider: { embedded: boolean; apiUrl: string };
+  /** The embedded boat.dev simulator, when no BOAT_API_URL was configured (its stats are the billing truth). */
+  simulator: BoatSimulator | null;
+  /** Resolves when recoverAtStartup has finished (its report is also in GET /v1/recovery). */
+  startup: Promise<RecoveryReport | null>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the bot server on `config`: data directory, token, provider (embedded simulator when none is
+ * configured), journals, lifecycle, HTTP. Then runs `recoverAtStartup()`, which finishes what can be
+ * proven and reports what needs a person; it never creates a Boat.
+ */
+export async function startServer(config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> {
+  const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+  ensureDataDir(config.dataDir);
+  const environmentId = loadEnvironmentId(config.dataDir);
+  const { token, path: tokenPath } = config.token
+    ? { token: config.token, path: null }
+    : loadServerToken(config.dataDir);
+
+  let simulator: BoatSimulator | null = null;
+  let provider = config.provider;
+  if (!provider) {
+    // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
+    // Boats it created (the billing truth survives the server's own crash).
+    simulator = await startBoatSimulator({
+      host: "127.0.0.1",
+      port: 0,
+      stateFile: join(config.dataDir, "boat-simulator.json"),
+    });
+    provider = { apiUrl: simulator.apiUrl, token: simulator.token };
+  }
+
+  const metrics = createMetrics();
+  const client = createBoatClient({
+    baseUrl: provider.apiUrl,
+    token: provider.token,
+    fetch: countingFetch(metrics),
+  });
+  const createJournal = openBoatCreateJournal({ dataDir: config.dataDir });
+  const deleteJournal = openBoatDeleteJournal({ dataDir: config.dataDir });
+  const bots = openBotRegistry(config.dataDir);
+  let app: FastifyInstance | null = null;
+  const lifecycle = createBoatLifecycle({
+    client,
+    createJournal,
+    deleteJournal,
+    environmentId,
+    knownBotIds: async () => (await bots.list()).map((b) => b.botId),
+    logger: {
+      info: (message: string, fields?: Record<string, unknown>) => app?.log.info(fields ?? {}, message),
+      warn: (message: string, fields?: Record<string, unknown>) => app?.log.warn(fields ?? {}, message),
+    },
+    ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
+  });
+  const recovery = createBoatRecovery({ lifecycle, createJournal, deleteJournal, client, environmentId });
+
+  let startupReport: RecoveryReport | null = null;
+  app = await buildServer({
+    dataDir: config.dataDir,
+    token,
+    maxFileBytes: config.maxFileBytes,
+    bots,
+    lifecycle,
+    createJournal,
+    deleteJournal,
+    client,
+    metrics,
+    recovery,
+    startupReport: () => startupReport,
+    logger: {
+      level: config.logLevel,
+      // Belt and braces: nothing logs these, and if something ever does, pino blanks them.
+      redact: {
+        paths: [
+          "req.headers.authorization",
+          "headers.authorization",
+          "token",
+          "idempotencyKey",
+          "requestBody",
+        ],
+        censor: "[redacted]",
+      },
+    },
+    ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),
+  });
+
+  const address = await app.listen({ host: config.host, port: config.port });
+  const url = address.replace("[::1]", "localhost");
+  print(`drydock bot server listening on ${url}`);
+  print(`  data directory: ${config.dataDir}`);
+  print(
+    tokenPath
+      ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
+      : "  bearer token:   from DRYDOCK_TOKEN",
+  );
+  print(
+    simulator
+      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed)`
+      : `  boat.dev:       ${provider.apiUrl}`,
+  );
+
+  const startup = lifecycle.recoverAtStartup().then(
+    (report) => {
+      startupReport = report;
+      app?.log.info({ recovery: report }, "startup recovery finished");
+      return report;
+    },
+    (error: unknown) => {
+      app?.log.error(
+        { err: error },
+        "startup recovery could not run; see GET /v1/recovery and drydock status",
+      );
+      return null;
+    },
+  );
+
+  return {
+    app,
+    url,
+    token,
+    tokenPath,
+    provider: { embedded: simulator !== null, apiUrl: provider.apiUrl },
+    simulator,
+    startup,
+    async close() {
+      await startup;
+      await app?.close();
+      await simulator?.close();
+    },
+  };
+}

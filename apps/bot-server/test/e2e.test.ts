@@ -1,0 +1,171 @@
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { type RunningServer, startServer } from "../src/server.js";
+import { api, tempDir } from "./helpers.js";
+
+let server: RunningServer;
+let banner: string[];
+const tmp = tempDir("e2e");
+
+beforeAll(async () => {
+  banner = [];
+  server = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
+    print: (line) => banner.push(line),
+  });
+  await server.startup;
+});
+
+afterAll(async () => {
+  await server?.close();
+  tmp.cleanup();
+});
+
+describe("embedded defaults", () => {
+  it("generates a 0600 server token and says where the data, the token and the embedded provider are", () => {
+    const tokenFile = join(tmp.dir, "server-token");
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    const text = banner.join("\n");
+    expect(text).toContain(`data directory: ${tmp.dir}`);
+    expect(text).toContain(tokenFile);
+    expect(text).toMatch(/embedded simulator at http:\/\/127\.0\.0\.1:\d+\/api\/v1/);
+    expect(text).not.toContain(server.token);
+    expect(server.provider.embedded).toBe(true);
+  });
+});
+
+describe("walk-through: bot, computer, file, checkpoint, restore, delete", () => {
+  it("runs the README's curl walk-through end to end over HTTP", async () => {
+    const call = api(server.url, server.token);
+    const bot = await call("POST", "/v1/bots", { name: "Ada", botId: "ada" });
+    expect(bot.status).toBe(201);
+    expect(bot.json.bot).toMatchObject({ botId: "ada", name: "Ada" });
+
+    const created = await call("POST", "/v1/bots/ada/computer");
+    expect(created.status).toBe(201);
+    expect(created.json.computer).toMatchObject({ status: "ready", createdThisAttempt: true });
+    const { boxId, name } = created.json.computer;
+    expect(boxId).toMatch(/^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/);
+
+    // Provisioning again is idempotent: the same Boat, no second create.
+    const again = await call("POST", "/v1/bots/ada/computer");
+    expect(again.status).toBe(200);
+    expect(again.json.computer).toMatchObject({ boxId, createdThisAttempt: false });
+
+    expect((await call("PUT", "/v1/bots/ada/files/notes/plan.md", "version one")).status).toBe(201);
+    const checkpoint = await call("POST", "/v1/bots/ada/checkpoints");
+    expect(checkpoint.status).toBe(201);
+    const { checkpointId } = checkpoint.json.checkpoint;
+    expect(
+      (await call("GET", "/v1/bots/ada/checkpoints")).json.checkpoints.map(
+        (c: { checkpointId: string }) => c.checkpointId,
+      ),
+    ).toContain(checkpointId);
+
+    expect((await call("PUT", "/v1/bots/ada/files/notes/plan.md", "version two")).status).toBe(201);
+    expect((await call("PUT", "/v1/bots/ada/files/scratch.txt", "added after the checkpoint")).status).toBe(
+      201,
+    );
+
+    const restore = await call("POST", `/v1/bots/ada/checkpoints/${checkpointId}/restore`);
+    expect(restore.status).toBe(200);
+    expect(restore.json.phase).toBe("completed");
+    expect((await call("GET", "/v1/bots/ada/files/notes/plan.md")).text).toBe("version one");
+    expect((await call("GET", "/v1/bots/ada/files/scratch.txt")).status).toBe(404);
+
+    const saga = await call("GET", `/v1/restores/${restore.json.operationId}`);
+    expect(saga.status).toBe(200);
+    expect(saga.json.restore.events.map((e: { phase: string }) => e.phase)).toEqual([
+      "created",
+      "locked",
+      "prepared",
+      "intent_committed",
+      "safety_ready",
+      "mutation_started",
+      "workspace_applied",
+      "completed",
+    ]);
+
+    const computers = await call("GET", "/v1/computers");
+    expect(computers.json.computers.map((c: { boxId: string }) => c.boxId)).toEqual([boxId]);
+    expect(JSON.stringify(computers.json)).not.toMatch(
+      /idempotencyKey|requestBody|[0-9a-f]{8}-[0-9a-f]{4}-4/,
+    );
+
+    const wrong = await call("DELETE", "/v1/bots/ada/computer", { confirmName: "not-its-name" });
+    expect(wrong.status).toBe(409);
+    expect(wrong.json.error.code).toBe("confirmation_mismatch");
+
+    const deleted = await call("DELETE", "/v1/bots/ada/computer", { confirmName: name });
+    expect(deleted.status).toBe(200);
+    expect(deleted.json).toEqual({ ok: true });
+    expect((await call("GET", "/v1/bots/ada/computer")).json.computer).toEqual({ status: "none" });
+    expect((await call("GET", "/v1/recovery")).json.open).toBe(0);
+
+    // The billing truth: one Boat was ever created for this bot, and none is left running.
+    const stats = server.simulator?.stats();
+    expect(stats?.createsCommitted).toBe(1);
+    expect(stats?.live).toBe(0);
+
+    expect((await call("DELETE", "/v1/bots/ada")).status).toBe(200);
+    expect((await call("GET", "/v1/bots/ada")).status).toBe(404);
+  });
+});
+
+describe("auth", () => {
+  const routes: [string, string][] = [
+    ["GET", "/readyz"],
+    ["GET", "/metrics"],
+    ["POST", "/v1/bots"],
+    ["GET", "/v1/bots"],
+    ["GET", "/v1/bots/x"],
+    ["DELETE", "/v1/bots/x"],
+    ["GET", "/v1/bots/x/computer"],
+    ["POST", "/v1/bots/x/computer"],
+    ["DELETE", "/v1/bots/x/computer"],
+    ["GET", "/v1/computers"],
+    ["PUT", "/v1/bots/x/files/a.txt"],
+    ["GET", "/v1/bots/x/files/a.txt"],
+    ["DELETE", "/v1/bots/x/files/a.txt"],
+    ["POST", "/v1/bots/x/checkpoints"],
+    ["GET", "/v1/bots/x/checkpoints"],
+    ["POST", "/v1/bots/x/checkpoints/c1/restore"],
+    ["GET", "/v1/restores/op1"],
+    ["GET", "/v1/recovery"],
+  ];
+
+  it.each(routes)("%s %s answers 401 without a token and with a wrong one", async (method, path) => {
+    const none = await api(server.url, null)(method, path);
+    expect(none.status).toBe(401);
+    expect(none.json.error.code).toBe("unauthorized");
+    const wrong = await api(server.url, `${server.token}x`)(method, path);
+    expect(wrong.status).toBe(401);
+  });
+
+  it("GET /healthz needs no token", async () => {
+    const res = await api(server.url, null)("GET", "/healthz");
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ ok: true });
+  });
+
+  it("GET /readyz reports every check ready on a healthy installation", async () => {
+    const res = await api(server.url, server.token)("GET", "/readyz");
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.json.checks).sort()).toEqual([
+      "bots",
+      "createJournal",
+      "dataDir",
+      "deleteJournal",
+      "provider",
+    ]);
+  });
+
+  it("GET /metrics serves Prometheus text with request and provider counters", async () => {
+    const res = await api(server.url, server.token)("GET", "/metrics");
+    expect(res.status).toBe(200);
+    expect(res.text).toContain("drydock_http_requests_total");
+    expect(res.text).toContain("drydock_provider_calls_total");
+    expect(res.text).toContain("drydock_recovery_items_open");
+  });
+});
