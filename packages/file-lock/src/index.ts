@@ -1,4 +1,25 @@
-// File-system seam shared by every package that writes durable state.
+// @drydock/file-lock: a cross-process lock file published with link(2), proof-only liveness, reaper
+// election, fenced takeover. Public API only (internals live in src/internal/). Exports, by module:
+//   errors   LockError, its code → status table and guard
+//   fs       the FileOps seam shared by every drydock package that writes durable state
+//   gc       collectLockGarbage
+//   identity the default host / boot / process-start facts (LockIdentity)
+//   lock     acquire (async + sync), withLock, inspect, takeover, LockHandle
+//   options  LockOptions and the crash points of every flow
+//   schema   the owner and election record formats (zod)
 
+export {
+  isLockError,
+  LOCK_ERROR_STATUS,
+  LockError,
+  type LockErrorCode,
+  type LockErrorInit,
+} from "./errors.js";
 export type { FailNthOptions, FaultyFileOps } from "./fs.js";
 export { errnoError, type FileOpName, type FileOps, failNthCall, nodeFileOps } from "./fs.js";
+export { collectLockGarbage, type GarbageOptions } from "./gc.js";
+export { createSystemIdentity } from "./internal/identity.js";
+export type { InspectOptions, LockHandle } from "./lock.js";
+export { acquireLock, acquireLockSync, inspectLock, takeoverLock, withLock, withLockSync } from "./lock.js";
+export { LOCK_CRASH_POINTS, type LockCrashPoint, type LockIdentity, type LockOptions } from "./options.js";
+export { type LockOwner, LockOwnerSchema, type ReaperRecord, ReaperRecordSchema } from "./schema.js";

@@ -1,0 +1,76 @@
+import { basename, dirname, join } from "node:path";
+import { errnoOf, toLockError } from "./errors.js";
+import { garbageElectionKey, readOwnerFile, removeQuietly } from "./internal/files.js";
+import { judgeProcess } from "./internal/liveness.js";
+import { type LockOptions, resolveLockOptions } from "./options.js";
+import { MAX_PID } from "./schema.js";
+
+export type GarbageOptions = Pick<LockOptions, "fs" | "isProcessAlive" | "identity">;
+
+const ESCAPE = /[.*+?^${}()|[\]\\]/g;
+
+/**
+ * Removes what crashed processes left beside the lock `path`, and nothing else:
+ * - election records `<path>.reap-<token>[-<digest>]` whose target token is no longer the lock's. Tokens are
+ *   never reused, so such a record can never again authorise anything; a record for the current lock is kept
+ *   (its election may be running);
+ * - candidates `<path>[.reap-…].candidate-<pid>-<token>` whose process is provably dead (same liveness rules as
+ *   the lock: a live or unverifiable process keeps its candidate).
+ * The lock itself is never touched. A lock that is garbage is keyed as the boot-time rule keys it (by inode), so
+ * its own election survives; if the lock cannot even be stat'ed, election records are all kept.
+ */
+export function collectLockGarbage(path: string, options?: GarbageOptions): { removed: string[] } {
+  const ctx = resolveLockOptions(options);
+  try {
+    const directory = dirname(path);
+    const prefix = basename(path).replace(ESCAPE, "\\$&");
+    const candidateName = new RegExp(`^${prefix}(?:\\.reap-[0-9a-f-]+)?\\.candidate-([0-9]+)-[0-9a-f-]+$`);
+    const recordName = new RegExp(
+      `^${prefix}\\.reap-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:-[0-9a-f]{32})?$`,
+    );
+    let names: string[];
+    try {
+      names = ctx.fs.readdirSync(directory);
+    } catch (error) {
+      if (errnoOf(error) === "ENOENT") return { removed: [] };
+      throw error;
+    }
+    const lock = readOwnerFile(ctx.fs, path);
+    const currentKey =
+      lock.kind === "absent"
+        ? null
+        : lock.kind === "owner"
+          ? lock.owner.token
+          : lock.file !== null
+            ? garbageElectionKey(lock.file)
+            : undefined;
+    const removed: string[] = [];
+    for (const name of names) {
+      const full = join(directory, name);
+      const record = recordName.exec(name);
+      if (record) {
+        if (currentKey !== undefined && record[1] !== currentKey && removeQuietly(ctx.fs, full))
+          removed.push(full);
+        continue;
+      }
+      const candidate = candidateName.exec(name);
+      if (!candidate) continue;
+      const pid = Number(candidate[1]);
+      if (!Number.isSafeInteger(pid) || pid < 1 || pid > MAX_PID) continue;
+      const read = readOwnerFile(ctx.fs, full);
+      if (read.kind === "absent") continue;
+      // A readable candidate carries its full identity (start time, boot id); a torn one only its name's pid.
+      const claim = read.kind === "owner" && read.owner.pid === pid ? read.owner : { pid };
+      let dead = false;
+      try {
+        dead = judgeProcess(claim, read.kind === "bad" ? read.file : read.file, ctx, path) === "dead";
+      } catch {
+        dead = false; // unverifiable: keep it
+      }
+      if (dead && removeQuietly(ctx.fs, full)) removed.push(full);
+    }
+    return { removed };
+  } catch (error) {
+    throw toLockError(error, path, "cleaned up");
+  }
+}

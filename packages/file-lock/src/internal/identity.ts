@@ -1,0 +1,82 @@
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+
+/**
+ * Facts about this machine and its processes that liveness proofs rest on. Injectable so tests can fake a
+ * reboot, another host or a reused pid; the default reads Linux's /proc directly (not through `FileOps`:
+ * these are kernel answers, not files the lock owns, and fault injection on them would test nothing).
+ */
+export interface LockIdentity {
+  /** This machine's name, recorded as `host`. */
+  hostname(): string;
+  /** This boot's id (/proc/sys/kernel/random/boot_id); undefined where the platform has none. */
+  bootId(): string | undefined;
+  /** When this boot started, wall-clock ms (`btime` of /proc/stat); undefined where unknown. */
+  bootTimeMs(): number | undefined;
+  /** Field 22 of /proc/<pid>/stat; undefined when unknown (no /proc, or no such process). */
+  processStartTime(pid: number): number | undefined;
+}
+
+function readText(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+/** Parses field 22 (starttime) of /proc/<pid>/stat. Field 2 (comm) may contain spaces and ')', so fields are
+ * counted from the last ')'. */
+export function parseProcStatStartTime(text: string): number | undefined {
+  const close = text.lastIndexOf(")");
+  if (close < 0) return undefined;
+  // After ") " come fields 3 (state) .. 52; field 22 is the 20th of them.
+  const fields = text.slice(close + 2).split(" ");
+  const value = Number(fields[19]);
+  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+export function parseBootTimeMs(procStat: string): number | undefined {
+  const match = /^btime (\d+)$/m.exec(procStat);
+  if (!match) return undefined;
+  const seconds = Number(match[1]);
+  return Number.isSafeInteger(seconds) && seconds > 0 ? seconds * 1000 : undefined;
+}
+
+/**
+ * The real machine. Host name, boot id and this process's own start time cannot change while it runs, so
+ * they are read once; boot time is re-read on each use because /proc/stat derives it from the wall clock.
+ */
+export function createSystemIdentity(): LockIdentity {
+  let host: string | undefined;
+  let boot: { id: string | undefined } | undefined;
+  let ownStart: { value: number | undefined } | undefined;
+  const startTimeOf = (pid: number): number | undefined => {
+    const text = readText(`/proc/${pid}/stat`);
+    return text === undefined ? undefined : parseProcStatStartTime(text);
+  };
+  return {
+    hostname: () => {
+      host ??= hostname();
+      return host;
+    },
+    bootId: () => {
+      boot ??= { id: readText("/proc/sys/kernel/random/boot_id")?.trim() || undefined };
+      return boot.id;
+    },
+    bootTimeMs: () => {
+      const text = readText("/proc/stat");
+      return text === undefined ? undefined : parseBootTimeMs(text);
+    },
+    processStartTime: (pid) => {
+      if (pid === process.pid) {
+        ownStart ??= { value: startTimeOf(pid) };
+        return ownStart.value;
+      }
+      return startTimeOf(pid);
+    },
+  };
+}
+
+/** Process facts shared by every lock call without options: immutable, so not configuration state. */
+export const systemIdentity: LockIdentity = createSystemIdentity();

@@ -1,0 +1,542 @@
+import { dirname } from "node:path";
+import { isDeepStrictEqual } from "node:util";
+import { errnoOf, isLockError, LockError, toLockError } from "./errors.js";
+import { claimElection, resignElection } from "./internal/election.js";
+import {
+  candidatePath,
+  type FileId,
+  garbageElectionKey,
+  linkExclusive,
+  newOwner,
+  type OwnerRead,
+  readOwnerFile,
+  removeQuietly,
+  serializeOwner,
+  writeCandidate,
+} from "./internal/files.js";
+import { fileIsFromEarlierBoot, judgeProcess } from "./internal/liveness.js";
+import { type LockContext, type LockOptions, resolveLockOptions } from "./options.js";
+import { type LockOwner, LockOwnerSchema } from "./schema.js";
+
+export interface LockHandle {
+  /** The lock file. */
+  readonly path: string;
+  /** What this handle published (its token is the proof of ownership: never log it). */
+  readonly owner: LockOwner;
+  /** Throws `LOCK_OWNERSHIP_LOST` unless the lock file still holds this owner. Call before a write it guards. */
+  assertOwned(): void;
+  /**
+   * Removes the lock if, and only if, it still holds this owner; never deletes someone else's lock.
+   * Idempotent once it succeeded. If it throws `LOCK_IO`, the lock is still held: retry, or exit.
+   */
+  release(): void;
+}
+
+/** Outcome of one synchronous attempt: the lock, "look again now", or "back off, someone live holds it". */
+type Step = LockHandle | "again" | "wait";
+
+/** Consecutive immediate retries before backing off anyway: a lock that keeps vanishing must not spin. */
+const MAX_IMMEDIATE_RETRIES = 3;
+
+function describeHolder(owner: LockOwner | undefined): string {
+  if (!owner) return "";
+  return owner.host ? ` (pid ${owner.pid} on ${owner.host})` : ` (pid ${owner.pid})`;
+}
+
+function badLockError(read: Extract<OwnerRead, { kind: "bad" }>, path: string): LockError {
+  const what = read.code === "LOCK_INVALID" ? "is not a valid lock owner file" : "could not be read";
+  return new LockError({
+    code: read.code,
+    path,
+    cause: read.cause,
+    message: `The lock ${path} ${what}, so it was left exactly as it is and nothing was taken. Inspect it; remove it by hand only once no process is using it.`,
+  });
+}
+
+function ownerDeadError(owner: LockOwner, path: string): LockError {
+  return new LockError({
+    code: "LOCK_OWNER_DEAD",
+    path,
+    owner,
+    message: `The lock ${path} belongs to process ${owner.pid}${owner.host ? ` on ${owner.host}` : ""}, which is no longer running. It is kept for recovery: inspect it and take it over explicitly (takeoverLock) once its work is settled.`,
+  });
+}
+
+function abortedError(path: string, signal: AbortSignal): LockError {
+  return new LockError({
+    code: "LOCK_ABORTED",
+    path,
+    cause: signal.reason,
+    message: `Waiting for the lock ${path} was cancelled; the lock was not taken.`,
+  });
+}
+
+/**
+ * Removes a provably dead lock under election authority, or reports that a live reaper is at it.
+ * `stillDead` re-checks the lock after winning: the lock is unlinked only if it is still the very lock that
+ * was judged dead, because between our first read and our win it may have been reaped and re-taken.
+ */
+function reap(
+  path: string,
+  electionKey: string,
+  stillDead: (read: OwnerRead) => boolean,
+  ctx: LockContext,
+): "reaped" | "busy" {
+  const win = claimElection(path, electionKey, ctx);
+  if (win === null) return "busy";
+  try {
+    ctx.crash("reap.elected");
+    const read = readOwnerFile(ctx.fs, path);
+    if (read.kind === "absent") return "reaped";
+    if (!stillDead(read))
+      return read.kind === "owner" && read.owner.token === electionKey ? "busy" : "reaped";
+    // Nobody else can change the lock now: its owner is dead, and every other reaper of this token is blocked
+    // by our live election record (a successor needs us judged dead). So read → unlink is one critical section.
+    try {
+      ctx.fs.unlinkSync(path);
+    } catch (error) {
+      if (errnoOf(error) !== "ENOENT") {
+        throw new LockError({
+          code: "LOCK_IO",
+          path,
+          cause: error,
+          message: `The dead owner's lock ${path} could not be removed (${errnoOf(error) ?? "unknown error"}). It is unchanged; check the directory's permissions and retry.`,
+        });
+      }
+    }
+    ctx.crash("reap.lock-removed");
+    return "reaped";
+  } finally {
+    // The record is garbage once the lock no longer holds its target, and a failed reap must not leave a live
+    // process's record blocking everyone else until it exits.
+    resignElection(win, ctx);
+  }
+}
+
+function isSameInode(a: FileId | null, b: FileId | null): boolean {
+  return a !== null && b !== null && a.dev === b.dev && a.ino === b.ino && a.ctimeMs === b.ctimeMs;
+}
+
+/** The part of acquisition shared by the sync and async loops: everything but the waiting. */
+class Acquisition {
+  readonly owner: LockOwner;
+  readonly candidate: string;
+  private candidatePresent = false;
+  private graceUsed = false;
+  /** The last holder seen, for the timeout message. */
+  lastHolder: LockOwner | undefined;
+  /** Whether that holder was dead and another live process held its reap election. */
+  holderBeingRecovered = false;
+
+  constructor(
+    readonly path: string,
+    readonly ctx: LockContext,
+  ) {
+    this.owner = newOwner(ctx);
+    this.candidate = candidatePath(path, this.owner);
+  }
+
+  prepare(): void {
+    const content = serializeOwner(this.owner);
+    // Fully written before link(2) publishes it: the lock is never visible half-written or ownerless.
+    try {
+      writeCandidate(this.ctx.fs, this.candidate, content, this.path);
+    } catch (error) {
+      // The directory is created only when missing: an extra mkdir on every acquire is measurable.
+      if (!isLockError(error) || errnoOf(error.cause) !== "ENOENT") throw error;
+      this.createDirectory();
+      writeCandidate(this.ctx.fs, this.candidate, content, this.path);
+    }
+    this.candidatePresent = true;
+    this.ctx.crash("acquire.candidate-written");
+  }
+
+  private createDirectory(): void {
+    try {
+      this.ctx.fs.mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+    } catch (error) {
+      throw new LockError({
+        code: "LOCK_IO",
+        path: this.path,
+        cause: error,
+        message: `The lock directory for ${this.path} could not be created (${errnoOf(error) ?? "unknown error"}). Check its permissions and retry.`,
+      });
+    }
+  }
+
+  step(): Step {
+    const { ctx, path } = this;
+    if (linkExclusive(ctx.fs, this.candidate, path, path)) {
+      ctx.crash("acquire.published");
+      // Crash window: both names point at our owner now. A leftover candidate is swept by collectLockGarbage
+      // once we are dead; while we live, release() retries removing it.
+      this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
+      return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+    }
+    const read = readOwnerFile(ctx.fs, path);
+    // Released between our EEXIST and the read: look again at once (the loop bounds this by waitMs).
+    if (read.kind === "absent") return "again";
+    if (read.kind === "bad") {
+      // Only the boot-time rule may remove a lock whose bytes cannot be trusted (a power loss can leave an
+      // unsynced owner file empty); otherwise fail closed and leave the bytes alone.
+      if (read.file === null || !fileIsFromEarlierBoot(read.file, ctx)) throw badLockError(read, path);
+      const seen = read.file;
+      const outcome = reap(
+        path,
+        garbageElectionKey(seen),
+        (now) => now.kind === "bad" && isSameInode(now.file, seen) && fileIsFromEarlierBoot(seen, ctx),
+        ctx,
+      );
+      return outcome === "reaped" ? "again" : "wait";
+    }
+    const holder = read.owner;
+    if (holder.token === this.owner.token) {
+      // Our own candidate's bytes: a link that reported failure yet happened (the NFS retransmission case of
+      // open(2)'s O_EXCL notes). The lock is ours.
+      this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
+      return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+    }
+    if (judgeProcess(holder, read.file, ctx, path) === "alive") {
+      this.lastHolder = holder;
+      this.holderBeingRecovered = false;
+      return "wait";
+    }
+    if (!ctx.reapDeadOwners) throw ownerDeadError(holder, path);
+    const outcome = reap(
+      path,
+      holder.token,
+      (now) =>
+        now.kind === "owner" &&
+        now.owner.token === holder.token &&
+        judgeProcess(now.owner, now.file, ctx, path) === "dead",
+      ctx,
+    );
+    if (outcome === "busy") {
+      this.lastHolder = holder;
+      this.holderBeingRecovered = true;
+    }
+    return outcome === "reaped" ? "again" : "wait";
+  }
+
+  /** Removes our candidate unless it was handed to a handle; never throws (the caller is already failing or done). */
+  dispose(): void {
+    if (this.candidatePresent) this.candidatePresent = !removeQuietly(this.ctx.fs, this.candidate);
+  }
+
+  /**
+   * Whether the wait is over. Past the deadline one last look is granted when the lock was just freed (our own
+   * reap, or a release we saw): otherwise a reaper could time out right after clearing the way for itself.
+   * Only one, so the wait stays bounded even when the lock vanishes again and again.
+   */
+  expired(step: "again" | "wait", remaining: number): boolean {
+    if (remaining > 0) return false;
+    if (step === "again" && !this.graceUsed) {
+      this.graceUsed = true;
+      return false;
+    }
+    return true;
+  }
+
+  timeoutError(): LockError {
+    const holder = this.lastHolder;
+    return new LockError({
+      code: "LOCK_TIMEOUT",
+      path: this.path,
+      ...(holder ? { owner: holder } : {}),
+      message: this.holderBeingRecovered
+        ? `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder)} that has exited, and another live process is recovering it; gave up after ${this.ctx.waitMs} ms. Retry later; if this persists, check the processes named in its .reap- files.`
+        : `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder)}; gave up after ${this.ctx.waitMs} ms. Retry later, or check that process if this persists.`,
+    });
+  }
+}
+
+function createHandle(
+  path: string,
+  owner: LockOwner,
+  ctx: LockContext,
+  leftoverCandidate: string | undefined,
+): LockHandle {
+  // Frozen: the handle's owner is the proof of ownership and must keep matching the file.
+  Object.freeze(owner);
+  let released = false;
+  let candidate = leftoverCandidate;
+  const lost = (detail: string, cause?: unknown): LockError =>
+    new LockError({
+      code: "LOCK_OWNERSHIP_LOST",
+      path,
+      cause,
+      message: `This process no longer holds the lock ${path}: ${detail}. Whatever it guarded may have been changed by another process; re-read it before writing.`,
+    });
+  const check = (): void => {
+    if (released) throw lost("it was already released");
+    const read = readOwnerFile(ctx.fs, path);
+    if (read.kind === "absent") throw lost("the lock file is gone");
+    if (read.kind === "bad") throw badLockError(read, path);
+    if (read.owner.token !== owner.token || read.owner.pid !== owner.pid)
+      throw lost("another owner holds it now");
+  };
+  return {
+    path,
+    owner,
+    assertOwned(): void {
+      try {
+        check();
+      } catch (error) {
+        throw toLockError(error, path, "checked");
+      }
+    },
+    release(): void {
+      if (released) return;
+      try {
+        const read = readOwnerFile(ctx.fs, path);
+        if (read.kind === "bad") throw badLockError(read, path);
+        if (read.kind === "absent" || read.owner.token !== owner.token || read.owner.pid !== owner.pid) {
+          released = true;
+          throw lost(
+            read.kind === "absent" ? "the lock file was already gone" : "another owner holds it now",
+          );
+        }
+        // Nobody can replace our lock while we live (reapers and takeovers need us proven dead), so this
+        // read-then-unlink cannot remove someone else's lock.
+        ctx.crash("release.verified");
+        try {
+          ctx.fs.unlinkSync(path);
+        } catch (error) {
+          if (errnoOf(error) === "ENOENT") {
+            released = true;
+            throw lost("the lock file vanished while releasing", error);
+          }
+          throw new LockError({
+            code: "LOCK_IO",
+            path,
+            cause: error,
+            message: `The lock ${path} could not be released (${errnoOf(error) ?? "unknown error"}); this process still holds it. Retry release(), or exit the process so others can recover it.`,
+          });
+        }
+        released = true;
+      } catch (error) {
+        throw toLockError(error, path, "released");
+      } finally {
+        if (released && candidate !== undefined && removeQuietly(ctx.fs, candidate)) candidate = undefined;
+      }
+    },
+  };
+}
+
+function backoffMs(attempt: number, ctx: LockContext): number {
+  // Exponential from 1 ms, capped at retryMs, with jitter in [cap/2, cap] so contenders do not move in lockstep.
+  const cap = Math.min(ctx.retryMs, 2 ** Math.min(attempt, 20));
+  return cap / 2 + (Math.random() * cap) / 2;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(abortedError(path, signal));
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(abortedError(path, signal as AbortSignal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Takes the lock, waiting with timers (never blocking the event loop) for at most `waitMs`. */
+export async function acquireLock(path: string, options?: LockOptions): Promise<LockHandle> {
+  const ctx = resolveLockOptions(options);
+  if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+  const acquisition = new Acquisition(path, ctx);
+  try {
+    acquisition.prepare();
+    const deadline = ctx.monotonicNow() + ctx.waitMs;
+    let immediate = 0;
+    for (let attempt = 0; ; attempt += 1) {
+      if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+      // One synchronous step: no other task of this process can interleave between its checks and writes.
+      const step = acquisition.step();
+      if (typeof step === "object") return step;
+      const remaining = deadline - ctx.monotonicNow();
+      // Checked after every step, whatever it saw: a lock that vanishes or is replaced forever still times out.
+      if (acquisition.expired(step, remaining)) throw acquisition.timeoutError();
+      immediate = step === "again" ? immediate + 1 : 0;
+      const ms = step === "again" && immediate <= MAX_IMMEDIATE_RETRIES ? 0 : backoffMs(attempt, ctx);
+      await sleep(Math.max(0, Math.min(ms, remaining)), ctx.signal, path);
+    }
+  } catch (error) {
+    throw toLockError(error, path, "acquired");
+  } finally {
+    acquisition.dispose();
+  }
+}
+
+/** Takes the lock, blocking this thread with Atomics.wait between attempts, for at most `waitMs`. For scripts. */
+export function acquireLockSync(path: string, options?: LockOptions): LockHandle {
+  const ctx = resolveLockOptions(options);
+  if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+  const acquisition = new Acquisition(path, ctx);
+  let waiter: Int32Array | undefined;
+  try {
+    acquisition.prepare();
+    const deadline = ctx.monotonicNow() + ctx.waitMs;
+    let immediate = 0;
+    for (let attempt = 0; ; attempt += 1) {
+      if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+      const step = acquisition.step();
+      if (typeof step === "object") return step;
+      const remaining = deadline - ctx.monotonicNow();
+      if (acquisition.expired(step, remaining)) throw acquisition.timeoutError();
+      immediate = step === "again" ? immediate + 1 : 0;
+      if (remaining <= 0 || (step === "again" && immediate <= MAX_IMMEDIATE_RETRIES)) continue;
+      waiter ??= new Int32Array(new SharedArrayBuffer(4));
+      Atomics.wait(waiter, 0, 0, Math.min(backoffMs(attempt, ctx), remaining));
+    }
+  } catch (error) {
+    throw toLockError(error, path, "acquired");
+  } finally {
+    acquisition.dispose();
+  }
+}
+
+/**
+ * Runs `fn` holding the lock and releases it afterwards. If `fn` throws, its error wins and a failing release
+ * is dropped: the lock then stays held by this live process until it exits (never released for someone else).
+ */
+export async function withLock<T>(
+  path: string,
+  fn: (handle: LockHandle) => T | Promise<T>,
+  options?: LockOptions,
+): Promise<T> {
+  const handle = await acquireLock(path, options);
+  let result: T;
+  try {
+    result = await fn(handle);
+  } catch (error) {
+    try {
+      handle.release();
+    } catch {
+      // fn's failure is the one the caller must see.
+    }
+    throw error;
+  }
+  handle.release();
+  return result;
+}
+
+export function withLockSync<T>(path: string, fn: (handle: LockHandle) => T, options?: LockOptions): T {
+  const handle = acquireLockSync(path, options);
+  let result: T;
+  try {
+    result = fn(handle);
+  } catch (error) {
+    try {
+      handle.release();
+    } catch {
+      // fn's failure is the one the caller must see.
+    }
+    throw error;
+  }
+  handle.release();
+  return result;
+}
+
+export interface InspectOptions {
+  fs?: LockOptions["fs"];
+}
+
+/** The current owner, or null when nobody holds the lock. Read-only: creates and changes nothing. */
+export function inspectLock(path: string, options?: InspectOptions): LockOwner | null {
+  const ctx = resolveLockOptions(options);
+  try {
+    const read = readOwnerFile(ctx.fs, path);
+    if (read.kind === "absent") return null;
+    if (read.kind === "bad") throw badLockError(read, path);
+    return read.owner;
+  } catch (error) {
+    throw toLockError(error, path, "inspected");
+  }
+}
+
+/**
+ * Replaces a dead owner's lock with a new one owned by this process, only if the file still holds exactly
+ * `expected` (as returned by inspectLock or carried by LOCK_OWNER_DEAD) and that owner is provably dead.
+ * Race-free: it wins the reap election for `expected.token`, re-checks under it, and rename(2)s a fully
+ * written candidate over the lock, so the lock is never absent (no acquirer can slip in) and no other reaper
+ * can act meanwhile. Waits up to `waitMs` only while another live reaper holds that election.
+ */
+export async function takeoverLock(
+  path: string,
+  expected: LockOwner,
+  options?: LockOptions,
+): Promise<LockHandle> {
+  const ctx = resolveLockOptions(options);
+  if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+  const parsed = LockOwnerSchema.safeParse(expected);
+  if (!parsed.success) throw new TypeError("takeoverLock: expected must be a lock owner (see inspectLock)");
+  const owner = newOwner(ctx);
+  const candidate = candidatePath(path, owner);
+  let candidateWritten = false;
+  const changed = (): LockError =>
+    new LockError({
+      code: "LOCK_OWNERSHIP_LOST",
+      path,
+      message: `The lock ${path} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
+    });
+  try {
+    const deadline = ctx.monotonicNow() + ctx.waitMs;
+    for (let attempt = 0; ; attempt += 1) {
+      if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
+      const read = readOwnerFile(ctx.fs, path);
+      if (read.kind === "bad") throw badLockError(read, path);
+      if (read.kind === "absent" || !isDeepStrictEqual(read.owner, expected)) throw changed();
+      if (judgeProcess(read.owner, read.file, ctx, path) === "alive") {
+        throw new LockError({
+          code: "LOCK_TIMEOUT",
+          path,
+          owner: read.owner,
+          message: `The lock ${path} is locked by another ${ctx.label} process${describeHolder(read.owner)} that is still running, so it cannot be taken over.`,
+        });
+      }
+      if (!candidateWritten) {
+        writeCandidate(ctx.fs, candidate, serializeOwner(owner), path);
+        candidateWritten = true;
+        ctx.crash("takeover.candidate-written");
+      }
+      const win = claimElection(path, expected.token, ctx);
+      if (win !== null) {
+        try {
+          ctx.crash("takeover.elected");
+          const now = readOwnerFile(ctx.fs, path);
+          if (now.kind === "bad") throw badLockError(now, path);
+          if (now.kind === "absent" || !isDeepStrictEqual(now.owner, expected)) throw changed();
+          if (judgeProcess(now.owner, now.file, ctx, path) === "alive") throw changed();
+          // Under election authority nobody else changes the lock; rename replaces it in one step.
+          ctx.fs.renameSync(candidate, path);
+          candidateWritten = false;
+          ctx.crash("takeover.replaced");
+          return createHandle(path, owner, ctx, undefined);
+        } finally {
+          resignElection(win, ctx);
+        }
+      }
+      const remaining = deadline - ctx.monotonicNow();
+      if (remaining <= 0) {
+        throw new LockError({
+          code: "LOCK_TIMEOUT",
+          path,
+          message: `The lock ${path} is being recovered by another ${ctx.label} process; gave up after ${ctx.waitMs} ms. Inspect it again and retry.`,
+        });
+      }
+      await sleep(Math.min(backoffMs(attempt, ctx), remaining), ctx.signal, path);
+    }
+  } catch (error) {
+    throw toLockError(error, path, "taken over");
+  } finally {
+    if (candidateWritten) removeQuietly(ctx.fs, candidate);
+  }
+}

@@ -1,0 +1,39 @@
+import { z } from "zod";
+
+/** RFC 4122 version-4 uuid, lower case: exactly what the seeds accept as a lock token. */
+export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** Largest pid Linux can hand out (and the seeds' bound). */
+export const MAX_PID = 0x7fffffff;
+
+/**
+ * The owner file `<path>` (and every candidate and election record) holds one of these as JSON plus "\n".
+ * The first four fields are the seeds' format, byte for byte; the rest are optional so a lock written by the
+ * seeds reads as it is, and the seeds accept ours (they ignore unknown keys). Unknown keys are kept, so a
+ * takeover compares the whole owner, not only the fields this version knows.
+ */
+export const LockOwnerSchema = z.looseObject({
+  version: z.literal(1),
+  pid: z.number().int().min(1).max(MAX_PID),
+  token: z.string().regex(UUID_V4),
+  /** Wall-clock ms when the owner was created; informational only, never used to judge staleness. */
+  createdAt: z.number().gt(0),
+  /** os.hostname() of the owner; absent in seed files, which are then taken to be from this host. */
+  host: z.string().min(1).max(255).optional(),
+  /** /proc/sys/kernel/random/boot_id at creation; absent = unknown (the ctime rule may still apply). */
+  bootId: z.string().min(1).max(64).optional(),
+  /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); absent = pid reuse undetectable. */
+  startTime: z.number().int().nonnegative().optional(),
+  /** Caller data, e.g. the workspace lock's `{ transactionId, workspaceRoot, purpose }`. */
+  payload: z.record(z.string(), z.unknown()).optional(),
+});
+
+export type LockOwner = z.infer<typeof LockOwnerSchema>;
+
+/** An election record `<path>.reap-<token>[-<digest>]`: an owner plus the token of the dead lock it reaps. */
+export const ReaperRecordSchema = LockOwnerSchema.extend({ targetToken: z.string().min(1).max(128) });
+
+export type ReaperRecord = z.infer<typeof ReaperRecordSchema>;
+
+/** The seeds' older election records held only the reaper's pid: `PID\n`. */
+export const LEGACY_REAPER_RECORD = /^[1-9][0-9]*\n?$/;

@@ -1,0 +1,556 @@
+import { createHash, randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  acquireLock,
+  acquireLockSync,
+  collectLockGarbage,
+  createSystemIdentity,
+  errnoError,
+  type FileOps,
+  inspectLock,
+  isLockError,
+  LOCK_ERROR_STATUS,
+  LockError,
+  type LockOwner,
+  LockOwnerSchema,
+  nodeFileOps,
+  takeoverLock,
+  withLock,
+  withLockSync,
+} from "../src/index.js";
+import { deadPid, freshDeadPid, leftovers, seedOwnerText, tempDir } from "./helpers.js";
+
+const dirs: Array<{ remove(): void }> = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) dir.remove();
+});
+
+function newLock(name = "x.lock"): { dir: string; lock: string } {
+  const dir = tempDir();
+  dirs.push(dir);
+  return { dir: dir.dir, lock: join(dir.dir, name) };
+}
+
+function snapshot(dir: string): Record<string, string> {
+  return Object.fromEntries(readdirSync(dir).map((name) => [name, readFileSync(join(dir, name), "utf8")]));
+}
+
+async function caught(promise: Promise<unknown>): Promise<LockError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!isLockError(error)) throw new Error(`expected a LockError, got ${String(error)}`);
+  return error;
+}
+
+describe("acquire and release", () => {
+  it("publishes an owner in the seeds' format plus identity, and the seeds' validator accepts it", async () => {
+    const { dir, lock } = newLock();
+    const handle = await acquireLock(lock, { payload: { purpose: "test" } });
+    const text = readFileSync(lock, "utf8");
+    expect(text.endsWith("}\n")).toBe(true);
+    const raw = JSON.parse(text);
+    // The seeds' isLockOwner, restated: extra fields are allowed.
+    expect(raw.version).toBe(1);
+    expect(Number.isInteger(raw.pid) && raw.pid > 0 && raw.pid <= 0x7fffffff).toBe(true);
+    expect(raw.token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(typeof raw.createdAt === "number" && raw.createdAt > 0).toBe(true);
+    expect(raw).toMatchObject({ pid: process.pid, payload: { purpose: "test" } });
+    expect(typeof raw.bootId).toBe("string");
+    expect(typeof raw.startTime).toBe("number");
+    expect(handle.owner).toEqual(LockOwnerSchema.parse(raw));
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+    handle.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("leaves out identity facts that do not fit the format instead of writing a lock nobody can read", async () => {
+    const { lock } = newLock();
+    const identity = {
+      ...createSystemIdentity(),
+      hostname: () => "h".repeat(300),
+      bootId: () => "",
+      processStartTime: () => -1,
+    };
+    const handle = await acquireLock(lock, { identity });
+    const owner = inspectLock(lock);
+    expect(owner).toEqual(handle.owner);
+    expect(Object.keys(owner ?? {}).sort()).toEqual(["createdAt", "pid", "token", "version"]);
+    handle.release();
+    await expect(acquireLock(lock, { now: () => Number.NaN })).rejects.toThrow(TypeError);
+  });
+
+  it("rejects a payload that would not survive JSON before touching the disk", async () => {
+    const { dir, lock } = newLock();
+    await expect(acquireLock(lock, { payload: { when: new Date() } })).rejects.toThrow(TypeError);
+    expect(() => acquireLockSync(lock, { payload: { n: Number.NaN } })).toThrow(TypeError);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("creates a missing lock directory with mode 0700", async () => {
+    const { dir } = newLock();
+    const lock = join(dir, "a", "b", "x.lock");
+    const handle = await acquireLock(lock);
+    expect(statSync(join(dir, "a", "b")).mode & 0o777).toBe(0o700);
+    expect(statSync(lock).mode & 0o777).toBe(0o600);
+    handle.release();
+  });
+
+  it("inspectLock reads without creating anything, even the directory", () => {
+    const { dir } = newLock();
+    const lock = join(dir, "missing", "x.lock");
+    expect(inspectLock(lock)).toBeNull();
+    expect(existsSync(join(dir, "missing"))).toBe(false);
+  });
+
+  it("release is idempotent and never deletes a lock that another owner now holds", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    handle.release();
+    handle.release();
+    const other = await acquireLock(lock);
+    const otherText = readFileSync(lock, "utf8");
+    handle.release();
+    expect(readFileSync(lock, "utf8")).toBe(otherText);
+    other.release();
+  });
+
+  it("assertOwned and release report LOCK_OWNERSHIP_LOST when the lock was replaced, and leave it alone", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    handle.assertOwned();
+    const replacement = seedOwnerText(process.pid, randomUUID());
+    writeFileSync(lock, replacement);
+    expect(() => handle.assertOwned()).toThrow(expect.objectContaining({ code: "LOCK_OWNERSHIP_LOST" }));
+    expect(() => handle.release()).toThrow(expect.objectContaining({ code: "LOCK_OWNERSHIP_LOST" }));
+    expect(readFileSync(lock, "utf8")).toBe(replacement);
+  });
+
+  it("assertOwned reports LOCK_OWNERSHIP_LOST once the lock file is gone", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    nodeFileOps.unlinkSync(lock);
+    expect(() => handle.assertOwned()).toThrow(expect.objectContaining({ code: "LOCK_OWNERSHIP_LOST" }));
+  });
+
+  it("withLock releases after the callback, also when it throws, and returns its value", async () => {
+    const { lock } = newLock();
+    await expect(withLock(lock, () => Promise.resolve(7))).resolves.toBe(7);
+    await expect(
+      withLock(lock, () => {
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
+    expect(withLockSync(lock, (h) => h.owner.pid)).toBe(process.pid);
+    expect(inspectLock(lock)).toBeNull();
+  });
+
+  it("is not re-entrant: a second acquire in the same process waits and times out", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    const error = await caught(acquireLock(lock, { waitMs: 60 }));
+    expect(error.code).toBe("LOCK_TIMEOUT");
+    expect(error.status).toBe(409);
+    expect(error.message).toContain(`locked by another drydock process (pid ${process.pid}`);
+    expect(error.message).not.toContain(handle.owner.token);
+    handle.release();
+  });
+
+  it("never puts the lock token in an error's message or serialised fields", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    const error = await caught(acquireLock(lock, { waitMs: 30 }));
+    expect(error.owner?.token).toBe(handle.owner.token);
+    expect(JSON.stringify(error)).not.toContain(handle.owner.token);
+    expect(`${error.message} ${error.stack}`).not.toContain(handle.owner.token);
+    handle.release();
+  });
+
+  it("maps every error code to a status", () => {
+    for (const [code, status] of Object.entries(LOCK_ERROR_STATUS)) {
+      const error = new LockError({ code: code as keyof typeof LOCK_ERROR_STATUS, message: "m" });
+      expect(error.status).toBe(status);
+      expect(isLockError(error)).toBe(true);
+    }
+    expect(isLockError(new Error("x"))).toBe(false);
+  });
+});
+
+describe("failing closed", () => {
+  const corrupt: Record<string, string> = {
+    "not JSON": "hello\n",
+    "truncated JSON": '{"version":1,"pid":12',
+    "wrong version": JSON.stringify({ version: 2, pid: 5, token: randomUUID(), createdAt: 1 }),
+    "non-uuid token": JSON.stringify({ version: 1, pid: 5, token: "abc", createdAt: 1 }),
+    "pid zero": JSON.stringify({ version: 1, pid: 0, token: randomUUID(), createdAt: 1 }),
+    array: "[]",
+    "NUL bytes": "\0\0",
+    "empty file": "",
+  };
+  for (const [name, text] of Object.entries(corrupt)) {
+    it(`refuses a corrupt lock (${name}) with LOCK_INVALID and leaves its bytes untouched`, async () => {
+      const { dir, lock } = newLock();
+      writeFileSync(lock, text);
+      const before = snapshot(dir);
+      expect((await caught(acquireLock(lock, { waitMs: 100 }))).code).toBe("LOCK_INVALID");
+      expect(() => inspectLock(lock)).toThrow(expect.objectContaining({ code: "LOCK_INVALID" }));
+      expect(snapshot(dir)).toEqual(before);
+    });
+  }
+
+  it("refuses a symlink planted at the lock name without following it", async () => {
+    const { dir, lock } = newLock();
+    const target = join(dir, "target");
+    writeFileSync(target, seedOwnerText(await deadPid(), randomUUID()));
+    symlinkSync(target, lock);
+    const before = readFileSync(target, "utf8");
+    expect((await caught(acquireLock(lock, { waitMs: 100 }))).code).toBe("LOCK_INVALID");
+    expect(readFileSync(target, "utf8")).toBe(before);
+    expect(readdirSync(dir).sort()).toEqual(["target", "x.lock"]);
+  });
+
+  it("refuses an unreadable lock with LOCK_UNREADABLE and leaves it", async () => {
+    const { dir, lock } = newLock();
+    writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+    const before = snapshot(dir);
+    const fs: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: string, ...rest: unknown[]) => {
+        if (path === lock) throw errnoError("EACCES", "open", path);
+        return (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    expect((await caught(acquireLock(lock, { waitMs: 100, fs }))).code).toBe("LOCK_UNREADABLE");
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("refuses an invalid election record with LOCK_INVALID and leaves both files", async () => {
+    const { dir, lock } = newLock();
+    const token = randomUUID();
+    writeFileSync(lock, seedOwnerText(await deadPid(), token));
+    writeFileSync(`${lock}.reap-${token}`, "garbage");
+    const before = snapshot(dir);
+    expect((await caught(acquireLock(lock, { waitMs: 100 }))).code).toBe("LOCK_INVALID");
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("refuses an election record that names another lock token", async () => {
+    const { dir, lock } = newLock();
+    const token = randomUUID();
+    writeFileSync(lock, seedOwnerText(await deadPid(), token));
+    const record = {
+      version: 1,
+      pid: await deadPid(),
+      token: randomUUID(),
+      createdAt: 1,
+      targetToken: randomUUID(),
+    };
+    writeFileSync(`${lock}.reap-${token}`, `${JSON.stringify(record)}\n`);
+    const before = snapshot(dir);
+    expect((await caught(acquireLock(lock, { waitMs: 100 }))).code).toBe("LOCK_INVALID");
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("treats a link that reported an error but happened (NFS retransmission) as acquired", async () => {
+    const { dir, lock } = newLock();
+    const fs: FileOps = {
+      ...nodeFileOps,
+      linkSync: (from, to) => {
+        nodeFileOps.linkSync(from, to);
+        if (to === lock) throw errnoError("EEXIST", "link", lock);
+      },
+    };
+    const handle = await acquireLock(lock, { fs, waitMs: 100 });
+    expect(inspectLock(lock)?.token).toBe(handle.owner.token);
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+    handle.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("reports LOCK_UNSUPPORTED_FS when the file system refuses hard links, leaving no candidate", async () => {
+    const { dir, lock } = newLock();
+    const fs: FileOps = {
+      ...nodeFileOps,
+      linkSync: (from, to) => {
+        throw errnoError("EPERM", "link", String(to ?? from));
+      },
+    };
+    expect((await caught(acquireLock(lock, { fs }))).code).toBe("LOCK_UNSUPPORTED_FS");
+    expect(() => acquireLockSync(lock, { fs })).toThrow(
+      expect.objectContaining({ code: "LOCK_UNSUPPORTED_FS" }),
+    );
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});
+
+describe("reaper election", () => {
+  function successor(lock: string, token: string, identity: string): string {
+    return `${lock}.reap-${token}-${createHash("sha256").update(identity).digest("hex").slice(0, 32)}`;
+  }
+
+  it("follows the successor chain past dead reapers (legacy and JSON) to recover the lock", async () => {
+    const { dir, lock } = newLock();
+    const token = randomUUID();
+    writeFileSync(lock, seedOwnerText(await deadPid(), token));
+    const firstReaper = await deadPid();
+    writeFileSync(`${lock}.reap-${token}`, `${firstReaper}\n`);
+    const second = {
+      version: 1,
+      pid: await deadPid(),
+      token: randomUUID(),
+      createdAt: 1,
+      targetToken: token,
+    };
+    writeFileSync(successor(lock, token, `legacy:${firstReaper}`), `${JSON.stringify(second)}\n`);
+    const handle = await acquireLock(lock, { waitMs: 1_000 });
+    expect(inspectLock(lock)?.token).toBe(handle.owner.token);
+    // Our own (third) record was given up after the reap; the dead reapers' records are garbage now.
+    expect(leftovers(dir).sort()).toEqual(
+      [`x.lock.reap-${token}`, successor("x.lock", token, `legacy:${firstReaper}`)].sort(),
+    );
+    handle.release();
+  });
+
+  it("waits for a live reaper's JSON election record and says the lock is being recovered", async () => {
+    const { dir, lock } = newLock();
+    const token = randomUUID();
+    const dead = await deadPid();
+    writeFileSync(lock, seedOwnerText(dead, token));
+    const record = { version: 1, pid: process.pid, token: randomUUID(), createdAt: 1, targetToken: token };
+    writeFileSync(`${lock}.reap-${token}`, `${JSON.stringify(record)}\n`);
+    const before = snapshot(dir);
+    const error = await caught(acquireLock(lock, { waitMs: 100, label: "journal" }));
+    expect(error.code).toBe("LOCK_TIMEOUT");
+    expect(error.message).toContain(`locked by another journal process (pid ${dead})`);
+    expect(error.message).toContain("another live process is recovering it");
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("gives up with LOCK_REAPER_EXHAUSTED after maxReaperGenerations dead reapers, changing nothing", async () => {
+    const { dir, lock } = newLock();
+    const token = randomUUID();
+    writeFileSync(lock, seedOwnerText(await deadPid(), token));
+    const first = await freshDeadPid();
+    writeFileSync(`${lock}.reap-${token}`, `${first}\n`);
+    // A different dead pid: the successor is named after its predecessor's pid.
+    writeFileSync(successor(lock, token, `legacy:${first}`), `${await freshDeadPid()}\n`);
+    const before = snapshot(dir);
+    const error = await caught(acquireLock(lock, { waitMs: 100, maxReaperGenerations: 2 }));
+    expect(error.code).toBe("LOCK_REAPER_EXHAUSTED");
+    expect(snapshot(dir)).toEqual(before);
+    const handle = await acquireLock(lock, { waitMs: 100, maxReaperGenerations: 3 });
+    handle.release();
+  });
+
+  it("collectLockGarbage removes only records whose target is no longer the lock, and dead candidates", async () => {
+    const { lock } = newLock();
+    const handle = await acquireLock(lock);
+    const current = handle.owner.token;
+    const gone = randomUUID();
+    const dead = await deadPid();
+    const files = {
+      currentRecord: `${lock}.reap-${current}`,
+      goneRecord: `${lock}.reap-${gone}`,
+      goneSuccessor: successor(lock, gone, "legacy:1"),
+      deadCandidate: `${lock}.candidate-${dead}-${randomUUID()}`,
+      liveCandidate: `${lock}.candidate-${process.pid}-${randomUUID()}`,
+      deadRecordCandidate: `${lock}.reap-${gone}.candidate-${dead}-${randomUUID()}`,
+      unrelated: `${lock}.reap-notes`,
+    };
+    for (const path of Object.values(files)) writeFileSync(path, `${dead}\n`);
+    writeFileSync(files.liveCandidate, seedOwnerText(process.pid, randomUUID()));
+    const { removed } = collectLockGarbage(lock);
+    expect(removed.sort()).toEqual(
+      [files.goneRecord, files.goneSuccessor, files.deadCandidate, files.deadRecordCandidate].sort(),
+    );
+    for (const kept of [files.currentRecord, files.liveCandidate, files.unrelated, lock]) {
+      expect(existsSync(kept)).toBe(true);
+    }
+    handle.release();
+    expect(collectLockGarbage(lock).removed).toEqual([files.currentRecord]);
+  });
+});
+
+describe("reapDeadOwners: false and takeoverLock", () => {
+  async function deadOwnerLock(): Promise<{ dir: string; lock: string; owner: LockOwner }> {
+    const { dir, lock } = newLock();
+    writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+    const error = await caught(acquireLock(lock, { reapDeadOwners: false, waitMs: 500 }));
+    expect(error.code).toBe("LOCK_OWNER_DEAD");
+    expect(error.owner).toEqual(inspectLock(lock));
+    return { dir, lock, owner: error.owner as LockOwner };
+  }
+
+  it("reports a dead owner as LOCK_OWNER_DEAD with the owner, leaving the lock as it is", async () => {
+    const { dir, lock, owner } = await deadOwnerLock();
+    const before = snapshot(dir);
+    expect(() => acquireLockSync(lock, { reapDeadOwners: false })).toThrow(
+      expect.objectContaining({ code: "LOCK_OWNER_DEAD", owner }),
+    );
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("takes over the lock when it still holds exactly the expected dead owner", async () => {
+    const { dir, lock, owner } = await deadOwnerLock();
+    const handle = await takeoverLock(lock, owner, { payload: { transactionId: "t1" } });
+    expect(inspectLock(lock)).toEqual(handle.owner);
+    expect(handle.owner.payload).toEqual({ transactionId: "t1" });
+    expect(leftovers(dir)).toEqual([]);
+    handle.assertOwned();
+    handle.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("refuses a takeover whose expected owner differs in any field, leaving the lock untouched", async () => {
+    const { dir, lock, owner } = await deadOwnerLock();
+    const before = snapshot(dir);
+    for (const expected of [
+      { ...owner, createdAt: owner.createdAt + 1 },
+      { ...owner, token: randomUUID() },
+      { ...owner, host: "elsewhere" },
+    ]) {
+      expect((await caught(takeoverLock(lock, expected))).code).toBe("LOCK_OWNERSHIP_LOST");
+      expect(snapshot(dir)).toEqual(before);
+    }
+  });
+
+  it("refuses a takeover when the lock changed after it was inspected", async () => {
+    const { dir, lock, owner } = await deadOwnerLock();
+    const changed = seedOwnerText(await deadPid(), randomUUID());
+    writeFileSync(lock, changed);
+    expect((await caught(takeoverLock(lock, owner))).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(readFileSync(lock, "utf8")).toBe(changed);
+    nodeFileOps.unlinkSync(lock);
+    expect((await caught(takeoverLock(lock, owner))).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("refuses to take over a lock whose owner is alive", async () => {
+    const { dir, lock } = newLock();
+    const holder = await acquireLock(lock);
+    const before = snapshot(dir);
+    expect((await caught(takeoverLock(lock, holder.owner))).code).toBe("LOCK_TIMEOUT");
+    expect(snapshot(dir)).toEqual(before);
+    holder.release();
+  });
+});
+
+describe("bounded and cancellable waits", () => {
+  it("aborts a wait promptly with LOCK_ABORTED and removes its candidate", async () => {
+    const { dir, lock } = newLock();
+    const holder = await acquireLock(lock);
+    const controller = new AbortController();
+    const waiting = acquireLock(lock, { waitMs: 60_000, signal: controller.signal });
+    setTimeout(() => controller.abort(), 30);
+    expect((await caught(waiting)).code).toBe("LOCK_ABORTED");
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+    holder.release();
+  });
+
+  it("does not touch the disk when the signal is already aborted", async () => {
+    const { dir, lock } = newLock();
+    const signal = AbortSignal.abort();
+    expect((await caught(acquireLock(lock, { signal }))).code).toBe("LOCK_ABORTED");
+    expect(() => acquireLockSync(lock, { signal })).toThrow(
+      expect.objectContaining({ code: "LOCK_ABORTED" }),
+    );
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("keeps the event loop running while an async acquire waits (and the sync one blocks it)", async () => {
+    const { lock } = newLock();
+    const holder = await acquireLock(lock);
+    let ticks = 0;
+    const interval = setInterval(() => {
+      ticks += 1;
+    }, 5);
+    try {
+      await caught(acquireLock(lock, { waitMs: 300 }));
+      expect(ticks).toBeGreaterThan(3);
+      const before = ticks;
+      expect(() => acquireLockSync(lock, { waitMs: 100 })).toThrow(
+        expect.objectContaining({ code: "LOCK_TIMEOUT" }),
+      );
+      expect(ticks).toBe(before);
+    } finally {
+      clearInterval(interval);
+      holder.release();
+    }
+  });
+
+  /** A clock that advances 7 ms per reading: the deadline is reached after a bounded number of steps. */
+  function steppingClock(): { now: () => number; readings: () => number } {
+    let readings = 0;
+    return { now: () => 7 * readings++, readings: () => readings };
+  }
+
+  it("still takes a dead owner's lock it reaped just as the deadline passed (one last look)", async () => {
+    const { lock } = newLock();
+    for (const sync of [false, true]) {
+      writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+      const options = { waitMs: 1, monotonicNow: steppingClock().now };
+      const handle = sync ? acquireLockSync(lock, options) : await acquireLock(lock, options);
+      expect(inspectLock(lock)?.token).toBe(handle.owner.token);
+      handle.release();
+    }
+  });
+
+  it("ends the wait within waitMs when the lock vanishes between EEXIST and every read", async () => {
+    const { dir, lock } = newLock();
+    const fs: FileOps = {
+      ...nodeFileOps,
+      linkSync: (from, to) => {
+        if (to === lock) throw errnoError("EEXIST", "link", lock);
+        nodeFileOps.linkSync(from, to);
+      },
+    };
+    for (const sync of [false, true]) {
+      const clock = steppingClock();
+      const options = { fs, waitMs: 500, monotonicNow: clock.now, retryMs: 1 };
+      const error = sync
+        ? (() => {
+            try {
+              acquireLockSync(lock, options);
+            } catch (e) {
+              return e as LockError;
+            }
+            throw new Error("acquired a lock that never existed");
+          })()
+        : await caught(acquireLock(lock, options));
+      expect(error.code).toBe("LOCK_TIMEOUT");
+      expect(clock.readings()).toBeLessThan(200);
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("ends the wait within waitMs when the lock is replaced by a new dead owner after every reap", async () => {
+    const { dir, lock } = newLock();
+    const dead = await deadPid();
+    let replacements = 0;
+    const fs: FileOps = {
+      ...nodeFileOps,
+      linkSync: (from, to) => {
+        if (to === lock) throw errnoError("EEXIST", "link", lock);
+        nodeFileOps.linkSync(from, to);
+      },
+      openSync: ((path: string, ...rest: unknown[]) => {
+        if (path === lock) {
+          // An adversary swaps in a fresh dead owner before each look, so each reap finds a new token.
+          nodeFileOps.writeFileSync(lock, seedOwnerText(dead, randomUUID()));
+          replacements += 1;
+        }
+        return (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    const clock = steppingClock();
+    const error = await caught(acquireLock(lock, { fs, waitMs: 500, monotonicNow: clock.now }));
+    expect(error.code).toBe("LOCK_TIMEOUT");
+    expect(replacements).toBeGreaterThan(1);
+    expect(clock.readings()).toBeLessThan(200);
+    // Every election record was given up; only the adversary's last lock remains.
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+  });
+});
