@@ -1,0 +1,326 @@
+import { randomUUID } from "node:crypto";
+import { isAbsolute, join, sep } from "node:path";
+import { type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { writeFileAtomic } from "@drydock/json-journal";
+import { errnoOf, SagaError } from "./errors.js";
+import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
+import { type CrashHook, noCrash } from "./internal/crash.js";
+import {
+  ensurePrivateDir,
+  fsyncDir,
+  lstatOrNull,
+  readRegularFile,
+  removeQuietly,
+  writeTemp,
+} from "./internal/files.js";
+import { scanTree, treeDigest } from "./internal/tree.js";
+import {
+  CHECKPOINT_ID_PATTERN,
+  CHECKPOINT_MANIFEST_SCHEMA,
+  type CheckpointManifest,
+  CheckpointManifestSchema,
+  type ManifestEntry,
+} from "./schema.js";
+
+/**
+ * Checkpoints: `<dataDir>/checkpoints/manifests/<checkpointId>.json` (one manifest per checkpoint: path,
+ * type, size, mode, sha256 of every entry) and `<dataDir>/checkpoints/blobs/<2 hex>/<64 hex>` (file
+ * contents, content-addressed, so a file unchanged between checkpoints is stored once). Blobs are
+ * verified against their hash every time they are read.
+ */
+
+const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
+/** Largest single file a checkpoint holds (read whole into memory). */
+export const MAX_CHECKPOINT_FILE_BYTES = 512 * 1024 * 1024;
+
+export interface CheckpointStoreOptions {
+  dataDir: string;
+  fs?: FileOps;
+  now?: () => number;
+  /** Crash points `checkpoint.*` (tests only). */
+  crash?: CrashHook;
+  /**
+   * Flush blobs, manifests and their directories (default true). `false` keeps every write atomic
+   * (a crashed process never leaves a torn file) but not durable across a power loss: for tests and
+   * throwaway data only.
+   */
+  durable?: boolean;
+}
+
+export interface CreatedCheckpoint {
+  checkpointId: string;
+  files: number;
+  bytes: number;
+  /** `sha256:` + hex of the manifest file's bytes; a restore saga records it. */
+  manifestDigest: string;
+}
+
+export interface CheckpointSummary {
+  checkpointId: string;
+  workspaceRoot: string;
+  createdAt: string;
+  kind: "user" | "safety";
+  files: number;
+  bytes: number;
+}
+
+export interface VerifiedManifest {
+  manifest: CheckpointManifest;
+  manifestDigest: string;
+  /** Digest of the tree the manifest describes (compare with a scan of the workspace). */
+  treeDigest: string;
+}
+
+export interface CheckpointStore {
+  createCheckpoint(workspaceRoot: string, options?: { kind?: "user" | "safety" }): Promise<CreatedCheckpoint>;
+  /** This workspace's checkpoints, oldest first. Unreadable manifests are skipped, never repaired. */
+  listCheckpoints(workspaceRoot: string): Promise<CheckpointSummary[]>;
+  readManifest(checkpointId: string): Promise<CheckpointManifest>;
+  /** The manifest with its digests; CORRUPT if it is inconsistent. */
+  readVerifiedManifest(checkpointId: string): VerifiedManifest;
+  /** A file's content, verified against its hash (CORRUPT on any difference). */
+  readBlob(entry: Extract<ManifestEntry, { type: "file" }>): Buffer;
+}
+
+function invalid(message: string): SagaError {
+  return new SagaError({ code: "INVALID_ARGUMENT", message });
+}
+
+function corrupt(what: string, why: string, cause?: unknown): SagaError {
+  return new SagaError({
+    code: "CORRUPT",
+    cause,
+    message: `The checkpoint ${what} ${why}. It was left as it is; the checkpoint cannot be used to restore.`,
+  });
+}
+
+export function canonicalWorkspaceRoot(fs: FileOps, workspaceRoot: string): string {
+  if (typeof workspaceRoot !== "string" || !isAbsolute(workspaceRoot)) {
+    throw invalid("A workspace root must be an absolute path.");
+  }
+  try {
+    return fs.realpathSync(workspaceRoot);
+  } catch (error) {
+    throw new SagaError({
+      code: "INVALID_ARGUMENT",
+      cause: error,
+      message: `The workspace ${workspaceRoot} cannot be resolved (${errnoOf(error) ?? "error"}). Check that it exists.`,
+    });
+  }
+}
+
+export function openCheckpointStore(options: CheckpointStoreOptions): CheckpointStore {
+  const fs = options.fs ?? nodeFileOps;
+  const now = options.now ?? Date.now;
+  const crash = options.crash ?? noCrash;
+  const durable = options.durable ?? true;
+  if (typeof options.dataDir !== "string" || !isAbsolute(options.dataDir)) {
+    throw invalid("The checkpoint store needs an absolute dataDir.");
+  }
+  const root = join(options.dataDir, "checkpoints");
+  const manifestsDir = join(root, "manifests");
+  const blobsDir = join(root, "blobs");
+  const blobPath = (hex: string): string => join(blobsDir, hex.slice(0, 2), hex);
+  const manifestPath = (id: string): string => join(manifestsDir, `${id}.json`);
+
+  function writeFailed(what: string, error: unknown): SagaError {
+    if (error instanceof SagaError) return error;
+    return new SagaError({
+      code: "WRITE_FAILED",
+      cause: error,
+      message: `Writing ${what} failed (${errnoOf(error) ?? "error"}). The checkpoint was not created; check free space and retry.`,
+    });
+  }
+
+  function readVerifiedManifest(checkpointId: string): VerifiedManifest {
+    if (typeof checkpointId !== "string" || !CHECKPOINT_ID_PATTERN.test(checkpointId)) {
+      throw invalid("A checkpoint id is 1-128 letters, digits, '-' or '_'.");
+    }
+    const path = manifestPath(checkpointId);
+    const bytes = readRegularFile(fs, path, { maxBytes: MAX_MANIFEST_BYTES, what: "checkpoint manifest" });
+    if (!bytes) {
+      throw new SagaError({ code: "NOT_FOUND", message: `No checkpoint ${checkpointId} exists.` });
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(bytes.toString("utf8"));
+    } catch (error) {
+      throw corrupt(checkpointId, "manifest is not JSON", error);
+    }
+    const parsed = CheckpointManifestSchema.safeParse(value);
+    if (!parsed.success) throw corrupt(checkpointId, "manifest does not match the manifest schema");
+    const manifest = parsed.data;
+    if (manifest.checkpointId !== checkpointId)
+      throw corrupt(checkpointId, "manifest names another checkpoint");
+    // Entries strictly sorted (so unique), every file's and dir's parent present as a dir entry.
+    const dirs = new Set<string>();
+    let files = 0;
+    let total = 0;
+    let previous = "";
+    for (const entry of manifest.entries) {
+      if (previous !== "" && !(previous < entry.path))
+        throw corrupt(checkpointId, "manifest entries are not sorted");
+      previous = entry.path;
+      const slash = entry.path.lastIndexOf("/");
+      if (slash >= 0 && !dirs.has(entry.path.slice(0, slash))) {
+        throw corrupt(checkpointId, `manifest entry ${entry.path} has no parent directory entry`);
+      }
+      if (entry.type === "dir") dirs.add(entry.path);
+      else {
+        files += 1;
+        total += entry.size;
+      }
+    }
+    if (files !== manifest.files || total !== manifest.bytes) {
+      throw corrupt(checkpointId, "manifest totals do not match its entries");
+    }
+    return {
+      manifest,
+      manifestDigest: `sha256:${sha256Hex(bytes)}`,
+      treeDigest: treeDigest(manifest.entries),
+    };
+  }
+
+  return Object.freeze({
+    async createCheckpoint(workspaceRoot: string, createOptions: { kind?: "user" | "safety" } = {}) {
+      const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
+      const dataDir = options.dataDir;
+      if (dataDir === canonical || dataDir.startsWith(canonical + sep)) {
+        throw invalid("The data directory must not be inside the workspace it checkpoints.");
+      }
+      try {
+        ensurePrivateDir(fs, root);
+        ensurePrivateDir(fs, manifestsDir);
+        ensurePrivateDir(fs, blobsDir);
+      } catch (error) {
+        throw writeFailed("the checkpoint directories", error);
+      }
+      const written = new Set<string>();
+      const blobDirs = new Set<string>();
+      const entries = scanTree(fs, canonical, {
+        strict: true,
+        onFile: (entry, bytes) => {
+          if (bytes.length > MAX_CHECKPOINT_FILE_BYTES) {
+            throw new SagaError({
+              code: "LIMIT",
+              message: `${entry.path} is larger than ${MAX_CHECKPOINT_FILE_BYTES} bytes; it cannot be checkpointed.`,
+            });
+          }
+          if (written.has(entry.sha256)) return;
+          const path = blobPath(entry.sha256);
+          try {
+            const existing = lstatOrNull(fs, path);
+            // Deduplicated: the same content is already stored (verified by hash whenever it is read).
+            if (existing?.isFile() && existing.size === bytes.length) {
+              written.add(entry.sha256);
+              return;
+            }
+            const dir = join(blobsDir, entry.sha256.slice(0, 2));
+            ensurePrivateDir(fs, dir);
+            // Temp beside the blob, flushed, renamed; the directory flushes are batched below.
+            const temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, durable);
+            try {
+              fs.renameSync(temp, path);
+            } catch (error) {
+              removeQuietly(fs, temp);
+              throw error;
+            }
+            blobDirs.add(dir);
+          } catch (error) {
+            throw writeFailed(`a checkpoint blob for ${entry.path}`, error);
+          }
+          written.add(entry.sha256);
+        },
+      }) as ManifestEntry[];
+      if (durable) {
+        try {
+          // Before the manifest names them, so a manifest never outlives (power loss) a blob it needs.
+          for (const dir of [...blobDirs].sort()) fsyncDir(fs, dir);
+          if (blobDirs.size > 0) fsyncDir(fs, blobsDir);
+        } catch (error) {
+          throw writeFailed("the checkpoint blob directories", error);
+        }
+      }
+      // Crash window: blobs are stored but no manifest names them yet; they are unreferenced, harmless.
+      crash.point("checkpoint.after-blobs");
+      const files = entries.filter((entry) => entry.type === "file");
+      const checkpointId = `ckpt-${randomUUID()}`;
+      const manifest: CheckpointManifest = {
+        schema: CHECKPOINT_MANIFEST_SCHEMA,
+        version: 1,
+        checkpointId,
+        workspaceRoot: canonical,
+        createdAt: new Date(now()).toISOString(),
+        kind: createOptions.kind ?? "user",
+        files: files.length,
+        bytes: files.reduce((sum, entry) => sum + (entry.type === "file" ? entry.size : 0), 0),
+        entries,
+      };
+      const bytes = Buffer.from(prettyCanonical(manifest), "utf8");
+      try {
+        writeFileAtomic(manifestPath(checkpointId), bytes, { fs, mode: 0o600, durable });
+      } catch (error) {
+        throw writeFailed(`the manifest of checkpoint ${checkpointId}`, error);
+      }
+      crash.point("checkpoint.after-manifest");
+      return {
+        checkpointId,
+        files: manifest.files,
+        bytes: manifest.bytes,
+        manifestDigest: `sha256:${sha256Hex(bytes)}`,
+      };
+    },
+
+    async listCheckpoints(workspaceRoot: string) {
+      const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
+      let names: string[];
+      try {
+        names = fs.readdirSync(manifestsDir);
+      } catch (error) {
+        if (errnoOf(error) === "ENOENT") return [];
+        throw corrupt("directory", "cannot be listed", error);
+      }
+      const result: CheckpointSummary[] = [];
+      for (const name of names.sort()) {
+        const match = /^(.+)\.json$/.exec(name);
+        if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
+        let manifest: CheckpointManifest;
+        try {
+          manifest = readVerifiedManifest(match[1]!).manifest;
+        } catch {
+          continue;
+        }
+        if (manifest.workspaceRoot !== canonical) continue;
+        const { checkpointId, createdAt, kind, files, bytes } = manifest;
+        result.push({ checkpointId, workspaceRoot: canonical, createdAt, kind, files, bytes });
+      }
+      return result.sort((a, b) =>
+        a.createdAt === b.createdAt
+          ? a.checkpointId < b.checkpointId
+            ? -1
+            : 1
+          : a.createdAt < b.createdAt
+            ? -1
+            : 1,
+      );
+    },
+
+    async readManifest(checkpointId: string) {
+      return readVerifiedManifest(checkpointId).manifest;
+    },
+
+    readVerifiedManifest,
+
+    readBlob(entry: Extract<ManifestEntry, { type: "file" }>) {
+      const bytes = readRegularFile(fs, blobPath(entry.sha256), {
+        maxBytes: Math.max(entry.size, 0),
+        what: `checkpoint blob for ${entry.path}`,
+      });
+      if (!bytes) throw corrupt(`blob for ${entry.path}`, "is missing");
+      if (bytes.length !== entry.size || sha256Hex(bytes) !== entry.sha256) {
+        throw corrupt(`blob for ${entry.path}`, "does not match its hash");
+      }
+      return bytes;
+    },
+  });
+}

@@ -1,0 +1,245 @@
+import { basename, dirname, join } from "node:path";
+import type { FileOps } from "@drydock/file-lock";
+import type { CheckpointStore } from "../checkpoints.js";
+import { errnoOf, SagaError } from "../errors.js";
+import type { ManifestEntry } from "../schema.js";
+import { domainDigest } from "./canonical.js";
+import { ensurePrivateDir, fsyncDir, removeQuietly, writeTemp } from "./files.js";
+import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
+
+type FileEntry = Extract<ManifestEntry, { type: "file" }>;
+
+/** One workspace change. Removals run deepest first, then directories shallow first, then files. */
+export type PlanOp =
+  | { op: "remove"; path: string; kind: "file" | "dir" | "other" }
+  | { op: "mkdir"; path: string; mode: number }
+  | { op: "chmod"; path: string; mode: number }
+  | { op: "write"; entry: FileEntry };
+
+export interface RestorePlan {
+  ops: PlanOp[];
+  /** Digest of the workspace as scanned when planning. */
+  prestateDigest: string;
+  /** Digest of the tree the workspace must equal afterwards. */
+  targetDigest: string;
+  /** Digest of the ops themselves (binds intent and rollback evidence to this exact plan). */
+  planDigest: string;
+}
+
+const PLAN_DOMAIN = "drydock-restore-plan-v1";
+
+function byPath(a: { path: string }, b: { path: string }): number {
+  return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
+}
+
+function depth(path: string): number {
+  return path.split("/").length;
+}
+
+/** The changes that make the workspace equal `target` exactly (files absent from it are removed). */
+export function planRestore(fs: FileOps, root: string, target: readonly ManifestEntry[]): RestorePlan {
+  const current = scanTree(fs, root, { strict: false });
+  const currentByPath = new Map<string, ScannedEntry>(current.map((entry) => [entry.path, entry]));
+  const targetByPath = new Map<string, ManifestEntry>(target.map((entry) => [entry.path, entry]));
+
+  const removals: PlanOp[] = [];
+  for (const entry of current) {
+    const wanted = targetByPath.get(entry.path);
+    if (!wanted || wanted.type !== entry.type) {
+      removals.push({ op: "remove", path: entry.path, kind: entry.type });
+    }
+  }
+  // Deepest first, so a directory is empty when its turn comes (everything under a removed directory
+  // is absent from the target too, or it would not be removed).
+  removals.sort((a, b) => {
+    const pa = (a as { path: string }).path;
+    const pb = (b as { path: string }).path;
+    return depth(pb) - depth(pa) || (pa < pb ? 1 : pa > pb ? -1 : 0);
+  });
+  const removed = new Set(removals.map((op) => (op as { path: string }).path));
+
+  const dirs: PlanOp[] = [];
+  const writes: PlanOp[] = [];
+  for (const entry of [...target].sort(byPath)) {
+    const existing = removed.has(entry.path) ? undefined : currentByPath.get(entry.path);
+    if (entry.type === "dir") {
+      if (!existing) dirs.push({ op: "mkdir", path: entry.path, mode: entry.mode });
+      else if (existing.type === "dir" && existing.mode !== entry.mode) {
+        dirs.push({ op: "chmod", path: entry.path, mode: entry.mode });
+      }
+    } else if (
+      existing?.type !== "file" ||
+      existing.sha256 !== entry.sha256 ||
+      existing.mode !== entry.mode
+    ) {
+      writes.push({ op: "write", entry });
+    }
+  }
+  const ops = [...removals, ...dirs, ...writes];
+  const prestateDigest = treeDigest(current);
+  const targetDigest = treeDigest(target);
+  return {
+    ops,
+    prestateDigest,
+    targetDigest,
+    planDigest: domainDigest(PLAN_DOMAIN, { prestateDigest, targetDigest, ops }),
+  };
+}
+
+export interface ApplyContext {
+  fs: FileOps;
+  root: string;
+  /** Temporary files are written here, OUTSIDE the workspace, then renamed into place. */
+  stagingDir: string;
+  checkpoints: CheckpointStore;
+  /** Called after each change is in place (a crash point). */
+  onApplied: (index: number) => void;
+  /** Called before each change (ownership check). */
+  beforeEach?: () => void;
+  /** Flush each file and the touched directories (default true); see RestoreOptions.durable. */
+  durable?: boolean;
+}
+
+function applyFailure(path: string, error: unknown): SagaError {
+  if (error instanceof SagaError) return error;
+  return new SagaError({
+    code: "WRITE_FAILED",
+    cause: error,
+    message: `Changing ${path} in the workspace failed (${errnoOf(error) ?? "error"}). The workspace is partly restored; the restore's safety checkpoint can roll it back.`,
+  });
+}
+
+/**
+ * Every blob the plan needs, read and hash-checked before anything changes: a missing or damaged blob
+ * must stop the restore while the workspace is still untouched.
+ */
+export function verifyPlanBlobs(checkpoints: CheckpointStore, plan: RestorePlan): void {
+  const seen = new Set<string>();
+  for (const op of plan.ops) {
+    if (op.op !== "write" || seen.has(op.entry.sha256)) continue;
+    checkpoints.readBlob(op.entry);
+    seen.add(op.entry.sha256);
+  }
+}
+
+/**
+ * The parent of `rel` must be the real directory it names: a symlink anywhere on the way would let a
+ * write land outside the workspace.
+ */
+function assertInside(fs: FileOps, root: string, rel: string): void {
+  const parentRel = dirname(rel);
+  const expected = parentRel === "." ? root : join(root, parentRel);
+  let real: string;
+  try {
+    real = fs.realpathSync(expected);
+  } catch (error) {
+    throw applyFailure(rel, error);
+  }
+  if (real !== expected) {
+    throw new SagaError({
+      code: "CORRUPT",
+      message: `The workspace path ${rel} leads through a symlink (${expected} resolves to ${real}); refusing to write outside the workspace.`,
+    });
+  }
+}
+
+/** Publishes one file: temp (outside the workspace when possible) → fsync → rename into place. */
+function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
+  const { fs } = ctx;
+  const target = join(ctx.root, entry.path);
+  assertInside(fs, ctx.root, entry.path);
+  const durable = ctx.durable ?? true;
+  const temp = writeTemp(fs, ctx.stagingDir, basename(entry.path), bytes, entry.mode, durable);
+  try {
+    fs.renameSync(temp, target);
+    return;
+  } catch (error) {
+    removeQuietly(fs, temp);
+    if (errnoOf(error) !== "EXDEV") throw error;
+  }
+  // Staging is on another file system: the temp must sit beside the target for the rename to be atomic.
+  // It is removed on any failure; a SIGKILL in this window leaves it, and the rollback (which restores
+  // the safety checkpoint exactly, removing anything it does not hold) takes it away.
+  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, durable);
+  try {
+    fs.renameSync(beside, target);
+  } catch (error) {
+    removeQuietly(fs, beside);
+    throw error;
+  }
+}
+
+/** Applies the plan one change at a time; returns how many changes were applied. */
+export function applyPlan(ctx: ApplyContext, plan: RestorePlan): number {
+  const { fs, root } = ctx;
+  try {
+    ensurePrivateDir(fs, ctx.stagingDir);
+  } catch (error) {
+    throw applyFailure(ctx.stagingDir, error);
+  }
+  const touchedDirs = new Set<string>();
+  let index = 0;
+  for (const op of plan.ops) {
+    ctx.beforeEach?.();
+    const rel = op.op === "write" ? op.entry.path : op.path;
+    const abs = join(root, rel);
+    try {
+      switch (op.op) {
+        case "remove":
+          assertInside(fs, root, rel);
+          try {
+            if (op.kind === "dir") fs.rmdirSync(abs);
+            else fs.unlinkSync(abs);
+          } catch (error) {
+            // Idempotent: already gone (a retry after a crash) is what we wanted.
+            if (errnoOf(error) !== "ENOENT") throw error;
+          }
+          break;
+        case "mkdir":
+          assertInside(fs, root, rel);
+          try {
+            fs.mkdirSync(abs, { mode: op.mode });
+          } catch (error) {
+            if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
+          }
+          fs.chmodSync(abs, op.mode);
+          break;
+        case "chmod":
+          assertInside(fs, root, rel);
+          fs.chmodSync(abs, op.mode);
+          break;
+        case "write":
+          publishFile(ctx, op.entry, ctx.checkpoints.readBlob(op.entry));
+          break;
+      }
+    } catch (error) {
+      throw applyFailure(rel, error);
+    }
+    touchedDirs.add(dirname(abs));
+    index += 1;
+    ctx.onApplied(index);
+  }
+  // Names created, renamed and removed are durable only once their directories are flushed; this runs
+  // before workspace_applied is journaled, so that phase never claims more than the disk holds.
+  for (const dir of ctx.durable === false ? [] : [...touchedDirs].sort()) {
+    try {
+      fsyncDir(fs, dir);
+    } catch (error) {
+      // A directory removed later in the plan (or by the plan) has nothing left to flush.
+      if (errnoOf(error) !== "ENOENT") throw applyFailure(dir, error);
+    }
+  }
+  return index;
+}
+
+/** Scans the workspace again and demands it equal the target tree exactly. Returns the post-state digest. */
+export function verifyTree(fs: FileOps, root: string, targetDigest: string): string {
+  const post = treeDigest(scanTree(fs, root, { strict: false }));
+  if (post !== targetDigest) {
+    throw new SagaError({
+      code: "WRITE_FAILED",
+      message: `After restoring, the workspace ${root} does not equal the checkpoint (something else changed it meanwhile, or a change was lost). The restore's safety checkpoint can roll it back.`,
+    });
+  }
+  return post;
+}

@@ -1,0 +1,228 @@
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { join } from "node:path";
+import type { FileOps } from "@drydock/file-lock";
+import { errnoOf, SagaError } from "../errors.js";
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constants;
+
+/** `.<target>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. */
+const TEMP_NAME = /^\..+\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
+
+export function tempNameFor(target: string): string {
+  return `.${target}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`;
+}
+
+export function isTempName(name: string): boolean {
+  return TEMP_NAME.test(name);
+}
+
+/**
+ * Where a publish failed. `before`: the target was not created or replaced. `after`: the target is in
+ * place but the directory entry may not be durable yet (its fsync failed).
+ */
+export class PublishFailure extends Error {
+  constructor(
+    readonly stage: "before" | "after",
+    readonly exists: boolean,
+    override readonly cause: unknown,
+  ) {
+    super(`publish failed ${stage} the target became visible`, { cause });
+  }
+}
+
+/** Makes `path` (and missing parents) as 0700 directories, then insists it is a real directory. */
+export function ensurePrivateDir(fs: FileOps, path: string): void {
+  fs.mkdirSync(path, { recursive: true, mode: 0o700 });
+  const stat = fs.lstatSync(path);
+  if (!stat.isDirectory()) {
+    throw new SagaError({
+      code: "CORRUPT",
+      message: `${path} is not a plain directory (it is a symlink or a file). Nothing was changed; remove or repair it by hand.`,
+    });
+  }
+}
+
+/** Flushes a directory so that names created or renamed in it survive a power loss. */
+export function fsyncDir(fs: FileOps, dir: string): void {
+  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    closeQuietly(fs, fd);
+  }
+}
+
+function writeAll(fs: FileOps, fd: number, bytes: Uint8Array): void {
+  let offset = 0;
+  while (offset < bytes.length) {
+    const written = fs.writeSync(fd, bytes, offset, bytes.length - offset, offset);
+    if (!(written > 0)) throw Object.assign(new Error("write made no progress"), { code: "EIO" });
+    offset += written;
+  }
+}
+
+/** Writes a fully flushed private temp file beside the target; returns its path. Removes it on failure. */
+export function writeTemp(
+  fs: FileOps,
+  dir: string,
+  target: string,
+  bytes: Uint8Array,
+  mode = 0o600,
+  sync = true,
+): string {
+  const temp = join(dir, tempNameFor(target));
+  // O_EXCL | O_NOFOLLOW: never write through a file or symlink someone else planted at this name.
+  const fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    try {
+      writeAll(fs, fd, bytes);
+      // Without this flush a power loss after the rename can leave the new name on an empty inode.
+      if (sync) fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    if (mode !== 0o600) fs.chmodSync(temp, mode);
+  } catch (error) {
+    removeQuietly(fs, temp);
+    throw error;
+  }
+  return temp;
+}
+
+export function removeQuietly(fs: FileOps, path: string): void {
+  try {
+    fs.unlinkSync(path);
+  } catch {
+    // Best effort: a leftover temp is swept by the next writer under the lock, never promoted.
+  }
+}
+
+/**
+ * Create-only publish: temp → fsync → link(2) to the target (fails with EEXIST if the name exists, so an
+ * event can never be overwritten, even by a writer that skipped the lock) → unlink temp → fsync dir.
+ */
+export function publishNewFile(fs: FileOps, dir: string, name: string, bytes: Uint8Array): void {
+  let temp: string;
+  try {
+    temp = writeTemp(fs, dir, name, bytes);
+  } catch (error) {
+    throw new PublishFailure("before", false, error);
+  }
+  try {
+    fs.linkSync(temp, join(dir, name));
+  } catch (error) {
+    removeQuietly(fs, temp);
+    throw new PublishFailure("before", errnoOf(error) === "EEXIST", error);
+  }
+  // Until this unlink the target has two links; a crash here leaves a temp that the next load sweeps
+  // before it checks link counts.
+  removeQuietly(fs, temp);
+  try {
+    fsyncDir(fs, dir);
+  } catch (error) {
+    throw new PublishFailure("after", true, error);
+  }
+}
+
+/** Replace-publish: temp → fsync → rename over the target → fsync dir. */
+export function replaceFile(fs: FileOps, dir: string, name: string, bytes: Uint8Array, mode = 0o600): void {
+  let temp: string;
+  try {
+    temp = writeTemp(fs, dir, name, bytes, mode);
+  } catch (error) {
+    throw new PublishFailure("before", false, error);
+  }
+  try {
+    fs.renameSync(temp, join(dir, name));
+  } catch (error) {
+    removeQuietly(fs, temp);
+    throw new PublishFailure("before", false, error);
+  }
+  try {
+    fsyncDir(fs, dir);
+  } catch (error) {
+    throw new PublishFailure("after", true, error);
+  }
+}
+
+export interface SafeReadOptions {
+  maxBytes: number;
+  /** Named in messages ("saga event", "HEAD", "checkpoint manifest"). */
+  what: string;
+}
+
+function corrupt(path: string, what: string, why: string, cause?: unknown): SagaError {
+  return new SagaError({
+    code: "CORRUPT",
+    cause,
+    message: `The ${what} ${path} ${why}. It was left exactly as it is; inspect it before any recovery.`,
+  });
+}
+
+/**
+ * Reads a file only if it is a regular, single-link file no larger than `maxBytes`, without following a
+ * symlink at the last component (O_NOFOLLOW) and checking that the opened inode is the one inspected.
+ * Returns null when the file does not exist.
+ */
+export function readRegularFile(fs: FileOps, path: string, options: SafeReadOptions): Buffer | null {
+  let before: ReturnType<FileOps["lstatSync"]>;
+  try {
+    before = fs.lstatSync(path);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return null;
+    throw corrupt(path, options.what, "could not be inspected", error);
+  }
+  if (before.isSymbolicLink()) throw corrupt(path, options.what, "is a symbolic link");
+  if (!before.isFile()) throw corrupt(path, options.what, "is not a regular file");
+  if (before.nlink !== 1) throw corrupt(path, options.what, "has more than one hard link");
+  if (before.size > options.maxBytes)
+    throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
+  let fd: number;
+  try {
+    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return null;
+    if (errnoOf(error) === "ELOOP") throw corrupt(path, options.what, "is a symbolic link", error);
+    throw corrupt(path, options.what, "could not be opened", error);
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (stat.ino !== before.ino || stat.dev !== before.dev || stat.nlink !== 1 || !stat.isFile()) {
+      throw corrupt(path, options.what, "changed while it was being read");
+    }
+    const buffer = Buffer.alloc(options.maxBytes + 1);
+    let length = 0;
+    for (;;) {
+      const read = fs.readSync(fd, buffer, length, buffer.length - length, length);
+      if (read === 0) break;
+      length += read;
+      if (length > options.maxBytes)
+        throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
+    }
+    return buffer.subarray(0, length);
+  } catch (error) {
+    if (error instanceof SagaError) throw error;
+    throw corrupt(path, options.what, "could not be read", error);
+  } finally {
+    closeQuietly(fs, fd);
+  }
+}
+
+export function closeQuietly(fs: FileOps, fd: number): void {
+  try {
+    fs.closeSync(fd);
+  } catch {
+    // Nothing was written through this descriptor; a failed close loses nothing.
+  }
+}
+
+/** lstat that answers null for a missing path. */
+export function lstatOrNull(fs: FileOps, path: string): ReturnType<FileOps["lstatSync"]> | null {
+  try {
+    return fs.lstatSync(path);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return null;
+    throw error;
+  }
+}

@@ -1,0 +1,108 @@
+import {
+  acquireLock,
+  acquireLockSync,
+  type FileOps,
+  isLockError,
+  type LockHandle,
+  type LockOptions,
+} from "@drydock/file-lock";
+import { SagaError } from "../errors.js";
+
+/** Options a caller may tune for the store's short state locks (liveness and identity seams, wait). */
+export type StateLockOptions = Pick<LockOptions, "waitMs" | "retryMs" | "isProcessAlive" | "identity">;
+
+export function lockFailed(error: unknown, what: string): SagaError {
+  const code = isLockError(error) ? error.code : undefined;
+  const why =
+    code === "LOCK_TIMEOUT"
+      ? "another process kept it busy"
+      : code === "LOCK_INVALID" || code === "LOCK_UNREADABLE"
+        ? "its lock file is unreadable or invalid"
+        : "the lock could not be taken";
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause: error,
+    message: `Could not lock ${what}: ${why}. Nothing was changed; retry shortly, or inspect the lock file if this persists.`,
+  });
+}
+
+/**
+ * Releases with one retry. A release that fails leaves the lock owned by this live process, so every
+ * later caller would wait for it until this process exits; the fault model is transient, so retry once.
+ */
+export function releaseWithRetry(handle: LockHandle): void {
+  try {
+    handle.release();
+  } catch {
+    handle.release();
+  }
+}
+
+/**
+ * Runs `fn` under a short cross-process lock. The store's callbacks are synchronous, so no other task of
+ * this process interleaves between their reads and the writes that depend on them. Dead holders are reaped (these locks guard only the store's own files).
+ */
+export async function withStateLock<T>(
+  path: string,
+  what: string,
+  fs: FileOps,
+  options: StateLockOptions | undefined,
+  fn: () => T | Promise<T>,
+): Promise<T> {
+  let handle: LockHandle;
+  try {
+    handle = await acquireLock(path, { waitMs: 5_000, ...options, fs, label: "restore saga" });
+  } catch (error) {
+    throw lockFailed(error, what);
+  }
+  let result: T;
+  try {
+    result = await fn();
+  } catch (error) {
+    try {
+      releaseWithRetry(handle);
+    } catch {
+      // fn's failure is the one the caller must see; a stuck lock surfaces as LOCK_FAILED next time.
+    }
+    throw error;
+  }
+  try {
+    releaseWithRetry(handle);
+  } catch (error) {
+    throw lockFailed(error, what);
+  }
+  return result;
+}
+
+/** The synchronous twin, for a lock nested inside another short lock (held for a few file operations). */
+export function withNestedLock<T>(
+  path: string,
+  what: string,
+  fs: FileOps,
+  options: StateLockOptions | undefined,
+  fn: () => T,
+): T {
+  let handle: LockHandle;
+  try {
+    handle = acquireLockSync(path, { waitMs: 5_000, ...options, fs, label: "restore saga" });
+  } catch (error) {
+    throw lockFailed(error, what);
+  }
+  let result: T;
+  try {
+    result = fn();
+  } catch (error) {
+    try {
+      releaseWithRetry(handle);
+    } catch {
+      // fn's failure is the one the caller must see.
+    }
+    throw error;
+  }
+  try {
+    releaseWithRetry(handle);
+  } catch (error) {
+    throw lockFailed(error, what);
+  }
+  return result;
+}

@@ -1,0 +1,126 @@
+import { constants } from "node:fs";
+import { join } from "node:path";
+import type { FileOps } from "@drydock/file-lock";
+import { errnoOf, SagaError } from "../errors.js";
+import type { ManifestEntry } from "../schema.js";
+import { domainDigest, sha256Hex } from "./canonical.js";
+import { closeQuietly } from "./files.js";
+
+const { O_RDONLY, O_NOFOLLOW } = constants;
+
+/** Bounds a walk: a workspace with more entries than this is refused rather than read without end. */
+export const MAX_TREE_ENTRIES = 200_000;
+
+/** One entry of a live workspace scan: a manifest entry, or something a checkpoint cannot hold. */
+export type ScannedEntry = ManifestEntry | { type: "other"; path: string };
+
+const TREE_DOMAIN = "drydock-workspace-tree-v1";
+
+/** Digest of a tree (manifest entries or a scan), independent of the order entries were found in. */
+export function treeDigest(entries: readonly ScannedEntry[]): string {
+  const sorted = [...entries].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+  return domainDigest(TREE_DOMAIN, sorted);
+}
+
+function ioFailure(path: string, error: unknown): SagaError {
+  return new SagaError({
+    code: "WRITE_FAILED",
+    cause: error,
+    message: `The workspace entry ${path} could not be read (${errnoOf(error) ?? "error"}). Nothing was changed by this step; check the disk and retry.`,
+  });
+}
+
+/** Reads a regular file without following a symlink at its last component. */
+export function readFileNoFollow(fs: FileOps, path: string): Buffer {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
+  } catch (error) {
+    throw ioFailure(path, error);
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isFile())
+      throw ioFailure(path, Object.assign(new Error("not a regular file"), { code: "EINVAL" }));
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.alloc(Math.max(64 * 1024, Math.min(stat.size + 1, 8 * 1024 * 1024)));
+      const read = fs.readSync(fd, chunk, 0, chunk.length, total);
+      if (read === 0) break;
+      chunks.push(chunk.subarray(0, read));
+      total += read;
+    }
+    return Buffer.concat(chunks, total);
+  } catch (error) {
+    if (error instanceof SagaError) throw error;
+    throw ioFailure(path, error);
+  } finally {
+    closeQuietly(fs, fd);
+  }
+}
+
+export interface ScanOptions {
+  /** Called with each regular file's bytes (checkpoint creation writes its blobs from them). */
+  onFile?: (entry: Extract<ManifestEntry, { type: "file" }>, bytes: Buffer) => void;
+  /** Refuse symlinks and special files (a checkpoint) instead of reporting them as `other` (a plan). */
+  strict: boolean;
+}
+
+/**
+ * Walks a workspace without following symlinks. Entries come back sorted by path. Hashes every file, so
+ * the result says exactly what is on disk now.
+ */
+export function scanTree(fs: FileOps, root: string, options: ScanOptions): ScannedEntry[] {
+  const entries: ScannedEntry[] = [];
+  const walk = (relDir: string): void => {
+    const absDir = relDir === "" ? root : join(root, relDir);
+    let names: string[];
+    try {
+      names = fs.readdirSync(absDir);
+    } catch (error) {
+      throw ioFailure(absDir, error);
+    }
+    for (const name of names.sort()) {
+      const rel = relDir === "" ? name : `${relDir}/${name}`;
+      const abs = join(root, rel);
+      if (entries.length >= MAX_TREE_ENTRIES) {
+        throw new SagaError({
+          code: "LIMIT",
+          message: `The workspace ${root} has more than ${MAX_TREE_ENTRIES} entries; it cannot be checkpointed or restored.`,
+        });
+      }
+      let stat: ReturnType<FileOps["lstatSync"]>;
+      try {
+        stat = fs.lstatSync(abs);
+      } catch (error) {
+        throw ioFailure(abs, error);
+      }
+      const mode = stat.mode & 0o7777;
+      if (stat.isDirectory()) {
+        entries.push({ type: "dir", path: rel, mode });
+        walk(rel);
+      } else if (stat.isFile()) {
+        const bytes = readFileNoFollow(fs, abs);
+        const entry = {
+          type: "file" as const,
+          path: rel,
+          size: bytes.length,
+          mode,
+          sha256: sha256Hex(bytes),
+        };
+        entries.push(entry);
+        options.onFile?.(entry, bytes);
+      } else if (options.strict) {
+        throw new SagaError({
+          code: "INVALID_ARGUMENT",
+          message: `The workspace entry ${abs} is a symlink or special file; checkpoints hold only files and directories. Replace it with a regular file or remove it.`,
+        });
+      } else {
+        entries.push({ type: "other", path: rel });
+      }
+    }
+  };
+  walk("");
+  return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}

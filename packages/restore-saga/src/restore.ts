@@ -1,0 +1,581 @@
+import { randomUUID } from "node:crypto";
+import { isAbsolute, join, resolve, sep } from "node:path";
+import { type FileOps, type LockOptions, nodeFileOps } from "@drydock/file-lock";
+import { canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
+import { errnoOf, isSagaError, SagaError } from "./errors.js";
+import { applyPlan, planRestore, verifyPlanBlobs, verifyTree } from "./internal/apply.js";
+import { domainDigest } from "./internal/canonical.js";
+import { type CrashHook, noCrash } from "./internal/crash.js";
+import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
+import type { Phase } from "./schema.js";
+import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store.js";
+import { acquireWorkspaceLock, type HeldWorkspaceLock, type WorkspaceLease } from "./workspace-lock.js";
+
+/**
+ * Every named crash point of a restore, in the order a successful restore passes them. Points marked
+ * "repeats" fire once per event / per change; a crash sweep names the k-th occurrence as `name#k`.
+ */
+export const RESTORE_CRASH_POINTS = [
+  /** repeats: after the genesis HEAD of a new saga (only in create). */
+  "saga.after-genesis-head",
+  /** repeats: an event is on disk, HEAD still names its predecessor (rolled forward by the next load). */
+  "saga.after-event-published",
+  /** repeats: event and HEAD are both settled. */
+  "saga.after-head-published",
+  /** `created` is durable; no lock is held yet. Recovery: lock-free abort once the actor is dead. */
+  "restore.after-created",
+  /** The workspace lock is on disk; `locked` is not journaled yet. */
+  "restore.after-lock-acquired",
+  "restore.after-locked",
+  "restore.after-prepared",
+  /** The intent is durable: from here a failure needs recovery, never a silent abort. */
+  "restore.after-intent-committed",
+  /** Safety checkpoint: blobs stored, manifest not yet written. */
+  "checkpoint.after-blobs",
+  /** Safety checkpoint manifest written, `safety_ready` not yet journaled. */
+  "checkpoint.after-manifest",
+  "restore.after-safety-checkpoint",
+  "restore.after-safety-ready",
+  /** Files may change from here: recovery rolls back through the safety checkpoint. */
+  "restore.after-mutation-started",
+  /** repeats: one workspace change is in place. */
+  "restore.after-entry-applied",
+  "restore.after-workspace-applied",
+  /** `completed` is durable; the lock is still held. Recovery: release. */
+  "restore.after-completed",
+  /** The lock is released; the saga is not archived yet. */
+  "restore.after-release",
+  /** After the archive rename of the saga directory. */
+  "saga.after-archive-rename",
+  "restore.after-archive",
+  /** repeats (rollback only): one change of the rollback is in place. */
+  "rollback.after-entry-applied",
+] as const;
+
+export type RestoreCrashPoint = (typeof RESTORE_CRASH_POINTS)[number];
+
+export interface RestoreOptions {
+  dataDir: string;
+  workspaceRoot: string;
+  checkpointId: string;
+  /** Defaults to `restore-<uuid>`. */
+  operationId?: string;
+  /** Tests only: called at every point of RESTORE_CRASH_POINTS. */
+  crash?: CrashHook;
+  fs?: FileOps;
+  now?: () => number;
+  /** How long to wait for a running restore of this (or an overlapping) workspace, ms (default 5000). */
+  lockWaitMs?: number;
+  isProcessAlive?: (pid: number) => boolean;
+  identity?: LockOptions["identity"];
+  /**
+   * Flush checkpoint blobs and restored files (default true). `false` keeps every change atomic for a
+   * crashed PROCESS (rename is atomic, the page cache survives a SIGKILL) but not durable across a power
+   * loss: tests only. Saga events are always flushed.
+   */
+  durable?: boolean;
+}
+
+export interface ArchiveWarning {
+  code: string;
+  message: string;
+  commitState: string | null;
+}
+
+export interface RestoreResult {
+  operationId: string;
+  phase: Phase;
+  seq: number;
+  headHash: string;
+  /** Changes made to the workspace. */
+  targetCount: number;
+  archived: boolean;
+  /** Set when the saga could not be archived (the restore itself succeeded). */
+  warning: ArchiveWarning | null;
+}
+
+function invalid(message: string): SagaError {
+  return new SagaError({ code: "INVALID_ARGUMENT", message });
+}
+
+function toSagaError(error: unknown): SagaError {
+  if (isSagaError(error)) return error;
+  return new SagaError({
+    code: "WRITE_FAILED",
+    cause: error,
+    message: `The restore failed on an unexpected error (${errnoOf(error) ?? (error as Error)?.name ?? "error"}).`,
+  });
+}
+
+function boundedText(value: unknown, fallback: string, max: number): string {
+  const text = String(value ?? "")
+    .replace(/[\u0000-\u001f\u007f]/g, " ")
+    .trim();
+  return (text || fallback).slice(0, max);
+}
+
+async function step(
+  store: SagaStore,
+  saga: SagaState,
+  phase: Phase,
+  evidence: Record<string, unknown>,
+): Promise<SagaState> {
+  return store.advance(saga.operationId, {
+    expectedSeq: saga.seq,
+    expectedHash: saga.headHash,
+    phase,
+    evidence,
+  });
+}
+
+async function archiveQuietly(store: SagaStore, saga: SagaState): Promise<ArchiveWarning | null> {
+  try {
+    await store.archiveTerminal(saga.operationId, { expectedSeq: saga.seq, expectedHash: saga.headHash });
+    return null;
+  } catch (error) {
+    return {
+      code: boundedText(isSagaError(error) ? error.code : null, "ARCHIVE_PENDING", 128),
+      message: boundedText((error as Error)?.message, "The restore saga could not be archived yet.", 512),
+      commitState: isSagaError(error) ? error.commitState : null,
+    };
+  }
+}
+
+function checkLayout(
+  fs: FileOps,
+  options: { dataDir: string; workspaceRoot: string },
+): { dataDir: string; root: string } {
+  if (typeof options.dataDir !== "string" || !isAbsolute(options.dataDir)) {
+    throw invalid("A restore needs an absolute dataDir.");
+  }
+  const root = canonicalWorkspaceRoot(fs, options.workspaceRoot);
+  const dataDir = resolve(options.dataDir);
+  if (dataDir === root || dataDir.startsWith(root + sep)) {
+    throw invalid("The data directory must not be inside the workspace: a restore would delete it.");
+  }
+  return { dataDir, root };
+}
+
+/**
+ * Restores `checkpointId` into the workspace as a journaled saga:
+ * created → locked → prepared → intent_committed → safety_ready → mutation_started → workspace_applied
+ * → completed, then releases the lock and archives the saga (an archive failure is only a warning).
+ *
+ * On failure before the intent: `aborted`, the lock released, the saga archived, the error rethrown.
+ * On failure after it: `recovery_required` is journaled and the lock is RETAINED; the error thrown is
+ * RECOVERY_REQUIRED (`workspaceLockRetained: true`, the original failure as `cause`).
+ */
+export async function restoreCheckpoint(options: RestoreOptions): Promise<RestoreResult> {
+  try {
+    return await restore(options);
+  } catch (error) {
+    throw toSagaError(error);
+  }
+}
+
+async function restore(options: RestoreOptions): Promise<RestoreResult> {
+  const fs = options.fs ?? nodeFileOps;
+  const crash = options.crash ?? noCrash;
+  const now = options.now ?? Date.now;
+  const { dataDir, root } = checkLayout(fs, options);
+  const operationId = options.operationId ?? `restore-${randomUUID()}`;
+  const durable = options.durable ?? true;
+  const checkpoints = openCheckpointStore({ dataDir, fs, now, crash, durable });
+  const target = checkpoints.readVerifiedManifest(options.checkpointId);
+  if (target.manifest.workspaceRoot !== root) {
+    throw invalid(
+      `Checkpoint ${options.checkpointId} belongs to another workspace (${target.manifest.workspaceRoot}).`,
+    );
+  }
+  const store = openSagaStore({
+    stateDir: join(dataDir, "restore-sagas"),
+    workspaceRoot: root,
+    fs,
+    now,
+    crash,
+  });
+
+  let saga = await store.create(operationId, {
+    kind: "checkpoint-restore",
+    checkpointId: options.checkpointId,
+    checkpointManifestDigest: target.manifestDigest,
+    actorPid: process.pid,
+  });
+  crash.point("restore.after-created");
+
+  let held: HeldWorkspaceLock;
+  try {
+    held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: root,
+      transactionId: operationId,
+      fs,
+      now,
+      ...(options.lockWaitMs !== undefined ? { waitMs: options.lockWaitMs } : {}),
+      ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+      ...(options.identity ? { identity: options.identity } : {}),
+    });
+  } catch (lockError) {
+    // Nothing happened yet: created → aborted, archived. If even that fails, the saga stays `created`
+    // with this process as its actor; once this process is gone, a lock-free abort settles it.
+    try {
+      const aborted = await step(store, saga, "aborted", {
+        reason: boundedText((lockError as Error)?.message, "The workspace lock could not be taken.", 2048),
+        errorCode: boundedText(isSagaError(lockError) ? lockError.code : null, "LOCK_FAILED", 128),
+      });
+      await archiveQuietly(store, aborted);
+    } catch {
+      // The lock error is the one the caller must see.
+    }
+    throw toSagaError(lockError);
+  }
+  crash.point("restore.after-lock-acquired");
+
+  let targetCount = 0;
+  try {
+    held.assertOwned();
+    saga = await step(store, saga, "locked", {
+      workspaceLockOwner: held.owner,
+      lockOwnerDigest: held.ownerDigest,
+    });
+    crash.point("restore.after-locked");
+
+    const plan = planRestore(fs, root, target.manifest.entries);
+    verifyPlanBlobs(checkpoints, plan);
+    targetCount = plan.ops.length;
+    saga = await step(store, saga, "prepared", { prestateDigest: plan.prestateDigest, targetCount });
+    crash.point("restore.after-prepared");
+
+    held.assertOwned();
+    saga = await step(store, saga, "intent_committed", {
+      intentCommitDigest: domainDigest("drydock-restore-intent-v1", {
+        operationId,
+        checkpointId: options.checkpointId,
+        checkpointManifestDigest: target.manifestDigest,
+        planDigest: plan.planDigest,
+      }),
+      authority: "operation",
+    });
+    crash.point("restore.after-intent-committed");
+
+    let poststateDigest: string;
+    if (targetCount === 0) {
+      poststateDigest = verifyTree(fs, root, target.treeDigest);
+      saga = await step(store, saga, "workspace_applied", { appliedCount: 0, poststateDigest });
+    } else {
+      const safety = await checkpoints.createCheckpoint(root, { kind: "safety" });
+      crash.point("restore.after-safety-checkpoint");
+      const safetyManifest = checkpoints.readVerifiedManifest(safety.checkpointId);
+      if (safetyManifest.treeDigest !== plan.prestateDigest) {
+        throw new SagaError({
+          code: "CONFLICT",
+          operationId,
+          message: `The workspace ${root} changed between planning and the safety checkpoint (another writer is active). Nothing was restored.`,
+        });
+      }
+      saga = await step(store, saga, "safety_ready", {
+        safetyCheckpointId: safety.checkpointId,
+        safetyManifestDigest: safety.manifestDigest,
+        coverage: "full",
+      });
+      crash.point("restore.after-safety-ready");
+
+      held.assertOwned();
+      saga = await step(store, saga, "mutation_started", { targetCount, coverage: "full" });
+      crash.point("restore.after-mutation-started");
+
+      const applied = applyPlan(
+        {
+          fs,
+          root,
+          stagingDir: join(dataDir, "restore-staging"),
+          checkpoints,
+          durable,
+          beforeEach: () => held.assertOwned(),
+          onApplied: () => crash.point("restore.after-entry-applied"),
+        },
+        plan,
+      );
+      poststateDigest = verifyTree(fs, root, target.treeDigest);
+      saga = await step(store, saga, "workspace_applied", { appliedCount: applied, poststateDigest });
+    }
+    crash.point("restore.after-workspace-applied");
+
+    held.assertOwned();
+    saga = await step(store, saga, "completed", {
+      resultDigest: domainDigest("drydock-restore-result-v1", {
+        operationId,
+        checkpointId: options.checkpointId,
+        poststateDigest,
+      }),
+    });
+    crash.point("restore.after-completed");
+  } catch (error) {
+    return settleFailure(store, saga, held, error);
+  }
+
+  return finish(store, saga, held, targetCount, crash);
+}
+
+async function finish(
+  store: SagaStore,
+  saga: SagaState,
+  held: HeldWorkspaceLock,
+  targetCount: number,
+  crash: CrashHook,
+): Promise<RestoreResult> {
+  try {
+    held.release();
+  } catch (releaseError) {
+    // The restore is complete, but whether the lock is gone is unknown: keep the saga unarchived so the
+    // recovery tool shows it as a release candidate.
+    throw new SagaError({
+      code: "RECOVERY_REQUIRED",
+      operationId: saga.operationId,
+      phase: saga.phase,
+      workspaceLockRetained: true,
+      cause: releaseError,
+      message: `Restore ${saga.operationId} completed, but its workspace lock could not be released. Release it with the recovery tool.`,
+    });
+  }
+  crash.point("restore.after-release");
+  const warning = await archiveQuietly(store, saga);
+  crash.point("restore.after-archive");
+  return {
+    operationId: saga.operationId,
+    phase: saga.phase,
+    seq: saga.seq,
+    headHash: saga.headHash,
+    targetCount,
+    archived: warning === null,
+    warning,
+  };
+}
+
+const PRE_INTENT: ReadonlySet<Phase> = new Set<Phase>(["created", "locked", "prepared"]);
+
+/**
+ * Decides what a failure means. The saga is reloaded (which also settles a HEAD left behind): before the
+ * intent nothing can have happened, so abort and release; at or after it, or when the saga cannot even
+ * be read, journal recovery_required and keep the lock.
+ */
+async function settleFailure(
+  store: SagaStore,
+  lastKnown: SagaState,
+  held: HeldWorkspaceLock,
+  failure: unknown,
+): Promise<never> {
+  const error = toSagaError(failure);
+  let observed: SagaState | null = null;
+  try {
+    observed = await store.load(lastKnown.operationId);
+  } catch {
+    observed = null;
+  }
+
+  if (observed && !observed.terminal && PRE_INTENT.has(observed.phase)) {
+    try {
+      const aborted = await step(store, observed, "aborted", {
+        reason: boundedText(error.message, "The restore failed before its intent.", 2048),
+        errorCode: boundedText(error.code, "WRITE_FAILED", 128),
+      });
+      held.release();
+      await archiveQuietly(store, aborted);
+      throw error;
+    } catch (abortError) {
+      if (abortError === error) throw error;
+      // Could not settle as aborted: fall through and keep the lock for a fenced recovery.
+      try {
+        observed = await store.load(lastKnown.operationId);
+      } catch {
+        observed = null;
+      }
+    }
+  }
+
+  let secondaryError: unknown;
+  if (observed && !observed.terminal && observed.phase !== "recovery_required") {
+    try {
+      observed = await step(store, observed, "recovery_required", {
+        reason: boundedText(error.message, "The restore failed after its intent.", 2048),
+        errorCode: boundedText(error.code, "WRITE_FAILED", 128),
+      });
+    } catch (journalError) {
+      secondaryError = journalError;
+    }
+  }
+  try {
+    held.retainForRecovery(`${error.code}: ${error.message}`);
+  } catch (retention) {
+    const kept = retention as SagaError;
+    throw new SagaError({
+      code: "RECOVERY_REQUIRED",
+      cause: error,
+      operationId: lastKnown.operationId,
+      phase: observed?.phase ?? null,
+      actualSeq: observed?.seq ?? null,
+      actualHash: observed?.headHash ?? null,
+      workspaceLockRetained: true,
+      ...(kept.details.retainedOwnerDigest ? { retainedOwnerDigest: kept.details.retainedOwnerDigest } : {}),
+      ...(kept.details.retentionReason ? { retentionReason: kept.details.retentionReason } : {}),
+      ...(secondaryError !== undefined ? { secondaryError } : {}),
+      message: `Restore ${lastKnown.operationId} failed after its intent (${error.code}: ${boundedText(error.message, "", 300)}). The workspace lock is kept; inspect it with the recovery tool and roll it back or release it.`,
+    });
+  }
+  throw error;
+}
+
+export interface RollbackOptions {
+  dataDir: string;
+  workspaceRoot: string;
+  operationId: string;
+  /** The exact saga head the caller decided on. */
+  fence: SagaFence;
+  /** A lease on the workspace for THIS operation (normally from a takeover of its dead owner). */
+  lease: WorkspaceLease;
+  /** Names this rollback cycle in its events (default a new uuid-based id). */
+  recoveryRequestId?: string;
+  crash?: CrashHook;
+  fs?: FileOps;
+  now?: () => number;
+  /** See RestoreOptions.durable. */
+  durable?: boolean;
+}
+
+/**
+ * Rolls a restore that stopped after `mutation_started` back to its safety checkpoint, exactly (files
+ * the restore added are removed): recovery_required (if needed) → recovery_started →
+ * rollback_prepared → rollback_started → workspace_rolled_back → rolled_back. The caller holds the
+ * lease and, afterwards, releases it and archives the saga. A failure leaves the saga where it stopped
+ * (a later rollback starts a new cycle from recovery_required).
+ */
+export async function rollbackFromSafetyCheckpoint(options: RollbackOptions): Promise<SagaState> {
+  try {
+    return await rollback(options);
+  } catch (error) {
+    throw toSagaError(error);
+  }
+}
+
+async function rollback(options: RollbackOptions): Promise<SagaState> {
+  const fs = options.fs ?? nodeFileOps;
+  const crash = options.crash ?? noCrash;
+  const now = options.now ?? Date.now;
+  const { dataDir, root } = checkLayout(fs, options);
+  const lease = options.lease;
+  if (lease.owner.payload.transactionId !== options.operationId || lease.workspaceRoot !== root) {
+    throw invalid("The lease must be this operation's lock on this workspace.");
+  }
+  const store = openSagaStore({
+    stateDir: join(dataDir, "restore-sagas"),
+    workspaceRoot: root,
+    fs,
+    now,
+    crash,
+  });
+  const durable = options.durable ?? true;
+  const checkpoints = openCheckpointStore({ dataDir, fs, now, crash, durable });
+
+  lease.assertOwned();
+  let saga = await store.load(options.operationId);
+  if (saga.seq !== options.fence.expectedSeq || saga.headHash !== options.fence.expectedHash) {
+    throw new SagaError({
+      code: "CONFLICT",
+      operationId: saga.operationId,
+      expectedSeq: options.fence.expectedSeq,
+      expectedHash: options.fence.expectedHash,
+      actualSeq: saga.seq,
+      actualHash: saga.headHash,
+      message: `Restore saga ${saga.operationId} moved on since it was inspected (now seq ${saga.seq}, ${saga.phase}). Nothing was changed; inspect it again.`,
+    });
+  }
+  if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) {
+    throw new SagaError({
+      code: "INVALID_TRANSITION",
+      operationId: saga.operationId,
+      phase: saga.phase,
+      message: `Restore saga ${saga.operationId} is ${saga.phase} (base ${saga.basePhase}); only a restore stopped after mutation_started can be rolled back.`,
+    });
+  }
+  const safetyEvent = saga.events.findLast((event) => event.phase === "safety_ready");
+  const mutationEvent = saga.events.findLast((event) => event.phase === "mutation_started");
+  if (!safetyEvent || !mutationEvent) {
+    throw new SagaError({
+      code: "CORRUPT",
+      operationId: saga.operationId,
+      message: `Restore saga ${saga.operationId} has no safety checkpoint to roll back to.`,
+    });
+  }
+  const safetyCheckpointId = safetyEvent.evidence.safetyCheckpointId as string;
+  const safetyManifestDigest = safetyEvent.evidence.safetyManifestDigest as string;
+  const safety = checkpoints.readVerifiedManifest(safetyCheckpointId);
+  if (safety.manifestDigest !== safetyManifestDigest) {
+    throw new SagaError({
+      code: "CORRUPT",
+      operationId: saga.operationId,
+      message: `The safety checkpoint ${safetyCheckpointId} of restore ${saga.operationId} changed after it was recorded; refusing to roll back from it.`,
+    });
+  }
+  const recoveryRequestId = options.recoveryRequestId ?? `rollback-${randomUUID()}`;
+
+  if (saga.phase !== "recovery_required") {
+    saga = await step(store, saga, "recovery_required", {
+      reason: "A rollback through the safety checkpoint was requested.",
+      errorCode: "ROLLBACK_REQUESTED",
+    });
+  }
+  lease.assertOwned();
+  saga = await step(store, saga, "recovery_started", {
+    workspaceLockOwner: lease.owner,
+    lockOwnerDigest: lease.ownerDigest,
+    recoveryAction: "rollback-partial-mutation",
+    recoveryRequestId,
+  });
+
+  const plan = planRestore(fs, root, safety.manifest.entries);
+  verifyPlanBlobs(checkpoints, plan);
+  const binding = {
+    recoveryRequestId,
+    safetyCheckpointId,
+    safetyManifestDigest,
+    rollbackPlanIdentity: plan.planDigest,
+    originalMutationTargetCount: mutationEvent.evidence.targetCount as number,
+    targetCount: plan.ops.length,
+  };
+  saga = await step(store, saga, "rollback_prepared", binding);
+  let rolledBackCount = 0;
+  if (plan.ops.length > 0) {
+    lease.assertOwned();
+    saga = await step(store, saga, "rollback_started", binding);
+    rolledBackCount = applyPlan(
+      {
+        fs,
+        root,
+        stagingDir: join(dataDir, "restore-staging"),
+        checkpoints,
+        durable,
+        beforeEach: () => lease.assertOwned(),
+        onApplied: () => crash.point("rollback.after-entry-applied"),
+      },
+      plan,
+    );
+  }
+  const poststateDigest = verifyTree(fs, root, safety.treeDigest);
+  saga = await step(store, saga, "workspace_rolled_back", {
+    recoveryRequestId,
+    rolledBackCount,
+    poststateDigest,
+  });
+  lease.assertOwned();
+  return step(store, saga, "rolled_back", {
+    recoveryRequestId,
+    recoveryAction: "rollback-partial-mutation",
+    rollbackPlanIdentity: plan.planDigest,
+    poststateDigest,
+  });
+}
+
+/** True when recovery may abort this saga (the workspace is provably untouched). */
+export function isAbortable(saga: SagaState): boolean {
+  return !saga.terminal && saga.basePhase !== null && PRE_MUTATION_PHASES.has(saga.basePhase);
+}

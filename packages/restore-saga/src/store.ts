@@ -1,0 +1,1131 @@
+import { isAbsolute, join, resolve, sep } from "node:path";
+import { type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { type CommitState, errnoOf, SagaError } from "./errors.js";
+import {
+  canonicalJson,
+  domainDigest,
+  plainDigest,
+  prettyCanonical,
+  sha256Hex,
+} from "./internal/canonical.js";
+import { type CrashHook, noCrash } from "./internal/crash.js";
+import {
+  ensurePrivateDir,
+  fsyncDir,
+  isTempName,
+  lstatOrNull,
+  PublishFailure,
+  publishNewFile,
+  readRegularFile,
+  replaceFile,
+} from "./internal/files.js";
+import { type StateLockOptions, withNestedLock, withStateLock } from "./internal/state-lock.js";
+import {
+  basePhase,
+  checkProgression,
+  isTerminalPhase,
+  isTransitionAllowed,
+  PHASE_EVIDENCE,
+} from "./phases.js";
+import {
+  type CreateEvidence,
+  CreateEvidenceSchema,
+  HASH_PATTERN,
+  OPERATION_ID_PATTERN,
+  type Phase,
+  PhaseSchema,
+  SAGA_EVENT_SCHEMA,
+  SAGA_HEAD_SCHEMA,
+  type SagaEvent,
+  SagaEventSchema,
+  type SagaHead,
+  SagaHeadSchema,
+} from "./schema.js";
+
+/** Hash domains. Changing one orphans every chain on disk: never do it without a new schema version. */
+export const EVENT_HASH_DOMAIN = "drydock-restore-saga-event-v1";
+export const HEAD_ANCHOR_DOMAIN = "drydock-restore-saga-head-v1";
+const WORKSPACE_IDENTITY_DOMAIN = "drydock-restore-saga-workspace-v1";
+
+export interface SagaLimits {
+  /** Events per saga (default 64). */
+  maxEvents: number;
+  /** Bytes of one event file (default 32 KiB). */
+  maxEventBytes: number;
+  /** Bytes of canonical evidence (default 16 KiB). */
+  maxEvidenceBytes: number;
+  /** Sagas per workspace shard, active and archived together (default 10,000). */
+  maxSagasPerShard: number;
+}
+
+export const DEFAULT_SAGA_LIMITS: Readonly<SagaLimits> = Object.freeze({
+  maxEvents: 64,
+  maxEventBytes: 32 * 1024,
+  maxEvidenceBytes: 16 * 1024,
+  maxSagasPerShard: 10_000,
+});
+
+const HEAD_MAX_BYTES = 4096;
+const EVENT_FILE = /^(\d{6})-([a-z_]+)\.json$/;
+
+export interface SagaStoreOptions {
+  /** Root of all saga shards; must be outside the workspace. Created 0700 on first write. */
+  stateDir: string;
+  /** The workspace the sagas of this store restore. Must exist; it is canonicalised with realpath. */
+  workspaceRoot: string;
+  /** Wall clock, ms (default Date.now). Event timestamps never go backwards, whatever it returns. */
+  now?: () => number;
+  fs?: FileOps;
+  /** Crash points `saga.*` (tests only). */
+  crash?: CrashHook;
+  limits?: Partial<SagaLimits>;
+  /** Liveness and wait of the short state locks. */
+  lock?: StateLockOptions;
+}
+
+export interface SagaFence {
+  expectedSeq: number;
+  expectedHash: string;
+}
+
+export interface AdvanceInput extends SagaFence {
+  phase: Phase;
+  evidence: Record<string, unknown>;
+}
+
+/** A verified saga: every event replayed, hashes and chain checked, HEAD settled. Frozen. */
+export interface SagaState {
+  readonly operationId: string;
+  readonly workspaceRoot: string;
+  readonly workspaceIdentity: string;
+  readonly seq: number;
+  readonly headHash: string;
+  readonly phase: Phase;
+  /** The last phase that is not recovery_required/recovery_started: where the work itself stopped. */
+  readonly basePhase: Phase | null;
+  readonly terminal: boolean;
+  readonly events: readonly SagaEvent[];
+  /** True when this load settled a HEAD left one event behind by a crash. */
+  readonly headRolledForward: boolean;
+  /** True when the state was read from the archive. */
+  readonly archived: boolean;
+}
+
+export interface ArchiveResult {
+  archived: true;
+  alreadyArchived: boolean;
+  operationId: string;
+  phase: Phase;
+  seq: number;
+  headHash: string;
+}
+
+export type PendingDiagnosticStatus = "terminal_unarchived" | "orphan_unpublished" | "busy" | "corrupt";
+
+export interface PendingDiagnostic {
+  operationId: string;
+  status: PendingDiagnosticStatus;
+  /** The SagaError code that made the entry unreadable, when it was one. */
+  code: string | null;
+  /** Whether a fenced recovery action (release, abort of an orphan) can settle it. */
+  recoverable: boolean;
+}
+
+export interface PendingSaga {
+  operationId: string;
+  phase: Phase;
+  basePhase: Phase | null;
+  seq: number;
+  headHash: string;
+  updatedAt: string;
+}
+
+export interface PendingList {
+  items: PendingSaga[];
+  diagnostics: PendingDiagnostic[];
+  /** Pass as `after` to read the next page; null at the end. */
+  nextCursor: string | null;
+  truncated: boolean;
+}
+
+export interface SagaStore {
+  readonly workspaceRoot: string;
+  /** The shard directory of this workspace. */
+  readonly shardDir: string;
+  create(operationId: string, evidence: CreateEvidence): Promise<SagaState>;
+  /** Replays and verifies the whole chain. No active saga (even an archived one): NOT_FOUND. */
+  load(operationId: string): Promise<SagaState>;
+  /** Compare-and-set on (seq, headHash): CONFLICT on any difference. */
+  advance(operationId: string, input: AdvanceInput): Promise<SagaState>;
+  /** One rename into `.archive/`; idempotent, and an exact read of an archived saga. */
+  archiveTerminal(operationId: string, fence: SagaFence): Promise<ArchiveResult>;
+  /** Replays an archived saga (read-only). */
+  loadArchived(operationId: string): Promise<SagaState>;
+  listPending(options?: { after?: string; limit?: number }): Promise<PendingList>;
+}
+
+function invalid(message: string): SagaError {
+  return new SagaError({ code: "INVALID_ARGUMENT", message });
+}
+
+function corrupt(operationId: string, why: string, cause?: unknown): SagaError {
+  return new SagaError({
+    code: "CORRUPT",
+    operationId,
+    cause,
+    message: `The restore saga ${operationId} is inconsistent: ${why}. Its files were left exactly as they are; inspect them before any recovery.`,
+  });
+}
+
+function assertOperationId(operationId: unknown): asserts operationId is string {
+  if (typeof operationId !== "string" || !OPERATION_ID_PATTERN.test(operationId)) {
+    throw invalid("An operation id is 1-128 letters, digits, '-' or '_', starting with a letter or digit.");
+  }
+}
+
+function eventFileName(seq: number, phase: Phase): string {
+  return `${String(seq).padStart(6, "0")}-${phase}.json`;
+}
+
+export function eventHash(event: Omit<SagaEvent, "hash">): string {
+  return domainDigest(EVENT_HASH_DOMAIN, event);
+}
+
+function headAnchor(head: Omit<SagaHead, "anchorHash">): string {
+  return domainDigest(HEAD_ANCHOR_DOMAIN, head);
+}
+
+function makeHead(operationId: string, last: SagaEvent | null): SagaHead {
+  const body: Omit<SagaHead, "anchorHash"> = {
+    schema: SAGA_HEAD_SCHEMA,
+    version: 1,
+    state: last ? "committed" : "unpublished",
+    operationId,
+    seq: last ? last.seq : 0,
+    phase: last ? last.phase : null,
+    eventFile: last ? eventFileName(last.seq, last.phase) : null,
+    eventHash: last ? last.hash : null,
+  };
+  return { ...body, anchorHash: headAnchor(body) };
+}
+
+function parseExact(bytes: Buffer, operationId: string, what: string): unknown {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString("utf8"));
+  } catch (error) {
+    throw corrupt(operationId, `${what} is not JSON`, error);
+  }
+  // Byte-exact: the hash covers values, not whitespace or key order, so the file must also be exactly
+  // the canonical rendering of what it holds. Any changed byte is then tampering, whatever it was.
+  let rendered: string;
+  try {
+    rendered = prettyCanonical(parsed);
+  } catch (error) {
+    throw corrupt(operationId, `${what} holds a value canonical JSON cannot represent`, error);
+  }
+  if (!bytes.equals(Buffer.from(rendered, "utf8"))) {
+    throw corrupt(operationId, `${what} is not byte-for-byte its canonical form`);
+  }
+  return parsed;
+}
+
+function isExactSuccessor(state: SagaState, fence: SagaFence, phase: Phase, evidence: unknown): boolean {
+  const last = state.events.at(-1);
+  return (
+    state.seq === fence.expectedSeq + 1 &&
+    last !== undefined &&
+    last.phase === phase &&
+    last.prevHash === fence.expectedHash &&
+    canonicalJson(last.evidence) === canonicalJson(evidence)
+  );
+}
+
+function writeFailed(
+  operationId: string,
+  commitState: CommitState,
+  cause: unknown,
+  intended: { seq: number; hash: string } | null,
+): SagaError {
+  const what: Record<CommitState, string> = {
+    event_not_committed: "nothing was written; the saga is as it was",
+    event_commit_unknown: "the event may or may not be on disk",
+    event_committed_head_unsettled: "the event is on disk but HEAD still names its predecessor",
+    head_settlement_unknown: "the event is on disk and HEAD may or may not name it",
+    archive_not_committed: "the saga was not archived",
+    archive_commit_unknown: "the saga may or may not be archived",
+  };
+  return new SagaError({
+    code: "WRITE_FAILED",
+    operationId,
+    commitState,
+    cause,
+    ...(intended ? { intendedSeq: intended.seq, intendedHash: intended.hash } : {}),
+    message: `Writing restore saga ${operationId} failed (${errnoOf(cause) ?? "error"}): ${what[commitState]}. Reload the saga and accept only the exact step you meant; never retry blindly.`,
+  });
+}
+
+interface Replay {
+  state: SagaState | null;
+  /** True when the directory holds no event (a create that never published). */
+  orphan: boolean;
+}
+
+export function openSagaStore(options: SagaStoreOptions): SagaStore {
+  const fs = options.fs ?? nodeFileOps;
+  const now = options.now ?? Date.now;
+  const crash = options.crash ?? noCrash;
+  const limits: SagaLimits = { ...DEFAULT_SAGA_LIMITS, ...options.limits };
+  if (typeof options.stateDir !== "string" || !isAbsolute(options.stateDir)) {
+    throw invalid("The saga store needs an absolute stateDir.");
+  }
+  if (typeof options.workspaceRoot !== "string" || !isAbsolute(options.workspaceRoot)) {
+    throw invalid("The saga store needs an absolute workspaceRoot.");
+  }
+  let workspaceRoot: string;
+  try {
+    workspaceRoot = fs.realpathSync(options.workspaceRoot);
+  } catch (error) {
+    throw new SagaError({
+      code: "INVALID_ARGUMENT",
+      cause: error,
+      message: `The workspace ${options.workspaceRoot} cannot be resolved (${errnoOf(error) ?? "error"}). Check that it exists.`,
+    });
+  }
+  const stateDir = resolve(options.stateDir);
+  // The state must not live inside the workspace: a restore would delete it as "absent from the checkpoint".
+  if (stateDir === workspaceRoot || stateDir.startsWith(workspaceRoot + sep)) {
+    throw invalid("The saga stateDir must be outside the workspace.");
+  }
+  const shardDir = join(stateDir, `workspace-${sha256Hex(workspaceRoot).slice(0, 32)}`);
+  const locksDir = join(shardDir, ".locks");
+  const archiveDir = join(shardDir, ".archive");
+  const opDir = (id: string): string => join(shardDir, id);
+  const opLock = (id: string): string => join(locksDir, `${id}.lock`);
+  const shardLock = join(locksDir, "shard.lock");
+
+  /** lstat that answers null for a missing path; any other failure is the state being unreadable. */
+  function present(path: string): ReturnType<FileOps["lstatSync"]> | null {
+    try {
+      return lstatOrNull(fs, path);
+    } catch (error) {
+      throw new SagaError({
+        code: "CORRUPT",
+        cause: error,
+        message: `The restore saga path ${path} could not be inspected (${errnoOf(error) ?? "error"}). Nothing was changed; check the disk, then retry.`,
+      });
+    }
+  }
+
+  function workspaceIdentity(): string {
+    let stat: ReturnType<FileOps["statSync"]>;
+    try {
+      stat = fs.statSync(workspaceRoot);
+    } catch (error) {
+      throw new SagaError({
+        code: "WORKSPACE_MISMATCH",
+        cause: error,
+        message: `The workspace ${workspaceRoot} cannot be read (${errnoOf(error) ?? "error"}), so its restore sagas cannot be bound to it. Check that it exists.`,
+      });
+    }
+    return domainDigest(WORKSPACE_IDENTITY_DOMAIN, {
+      path: workspaceRoot,
+      dev: String(stat.dev),
+      ino: String(stat.ino),
+    });
+  }
+
+  function ensureLayout(): void {
+    try {
+      ensurePrivateDir(fs, stateDir);
+      ensurePrivateDir(fs, shardDir);
+      ensurePrivateDir(fs, locksDir);
+      ensurePrivateDir(fs, archiveDir);
+    } catch (error) {
+      if (error instanceof SagaError) throw error;
+      throw new SagaError({
+        code: "WRITE_FAILED",
+        commitState: "event_not_committed",
+        cause: error,
+        message: `The saga directory ${shardDir} could not be created (${errnoOf(error) ?? "error"}). Nothing was written; check the disk and permissions, then retry.`,
+      });
+    }
+  }
+
+  /**
+   * Replays one saga directory. With `repair` (caller holds the saga lock): temporaries are deleted, never
+   * promoted, and a HEAD exactly one event behind is rolled forward. Anything else inconsistent: CORRUPT.
+   */
+  function replay(id: string, dir: string, repair: boolean, archived: boolean): Replay {
+    const dirStat = present(dir);
+    if (!dirStat) {
+      throw new SagaError({
+        code: "NOT_FOUND",
+        operationId: id,
+        message: `No ${archived ? "archived" : "active"} restore saga ${id} exists for ${workspaceRoot}.`,
+      });
+    }
+    if (!dirStat.isDirectory()) throw corrupt(id, "its directory is a symlink or not a directory");
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch (error) {
+      throw corrupt(id, "its directory cannot be listed", error);
+    }
+    const eventFiles = new Map<number, { name: string; phase: string }>();
+    let hasHead = false;
+    for (const name of names) {
+      if (name === "HEAD") {
+        hasHead = true;
+        continue;
+      }
+      if (isTempName(name)) {
+        if (!repair) throw corrupt(id, `it holds a temporary file ${name}`);
+        try {
+          fs.unlinkSync(join(dir, name));
+        } catch (error) {
+          if (errnoOf(error) !== "ENOENT") {
+            throw new SagaError({
+              code: "LOCK_FAILED",
+              operationId: id,
+              cause: error,
+              message: `A leftover temporary file of restore saga ${id} could not be removed (${errnoOf(error) ?? "error"}). Nothing was changed; retry.`,
+            });
+          }
+        }
+        continue;
+      }
+      const match = EVENT_FILE.exec(name);
+      if (!match) throw corrupt(id, `it holds an unexpected file ${JSON.stringify(name)}`);
+      const seq = Number(match[1]);
+      if (eventFiles.has(seq)) throw corrupt(id, `it holds two events with seq ${seq}`);
+      eventFiles.set(seq, { name, phase: match[2]! });
+    }
+    if (eventFiles.size > limits.maxEvents)
+      throw corrupt(id, `it holds more than ${limits.maxEvents} events`);
+    const expectedIdentity = archived ? null : workspaceIdentity();
+
+    const events: SagaEvent[] = [];
+    for (let seq = 1; seq <= eventFiles.size; seq += 1) {
+      const file = eventFiles.get(seq);
+      if (!file) throw corrupt(id, `event ${seq} is missing`);
+      const bytes = readRegularFile(fs, join(dir, file.name), {
+        maxBytes: limits.maxEventBytes,
+        what: `saga event ${id}/${file.name}`,
+      });
+      if (!bytes) throw corrupt(id, `event ${file.name} vanished while being read`);
+      const parsed = SagaEventSchema.safeParse(parseExact(bytes, id, `event ${file.name}`));
+      if (!parsed.success) throw corrupt(id, `event ${file.name} does not match the event schema`);
+      const event = parsed.data;
+      const { hash, ...body } = event;
+      if (event.operationId !== id) throw corrupt(id, `event ${file.name} belongs to ${event.operationId}`);
+      if (event.seq !== seq || event.phase !== file.phase) {
+        throw corrupt(id, `event ${file.name} holds seq ${event.seq} ${event.phase}`);
+      }
+      if (eventHash(body) !== hash) throw corrupt(id, `event ${file.name} does not match its hash`);
+      const previous = events.at(-1);
+      if (event.prevHash !== (previous ? previous.hash : null)) {
+        throw corrupt(id, `event ${file.name} does not chain to its predecessor`);
+      }
+      if (previous && Date.parse(event.timestamp) < Date.parse(previous.timestamp)) {
+        throw corrupt(id, `event ${file.name} goes back in time`);
+      }
+      if (!PHASE_EVIDENCE[event.phase].safeParse(event.evidence).success) {
+        throw corrupt(id, `event ${file.name} carries evidence its phase does not allow`);
+      }
+      const reason = checkProgression(events, event, { operationId: id, workspaceRoot });
+      if (reason) throw corrupt(id, `event ${file.name} breaks the phase machine (${reason})`);
+      if ("lockOwnerDigest" in event.evidence) {
+        if (plainDigest(event.evidence.workspaceLockOwner) !== event.evidence.lockOwnerDigest) {
+          throw corrupt(id, `event ${file.name} records a lock owner digest that does not match its owner`);
+        }
+      }
+      if (seq === 1) {
+        if (event.evidence.workspaceRoot !== workspaceRoot) {
+          throw new SagaError({
+            code: "WORKSPACE_MISMATCH",
+            operationId: id,
+            message: `Restore saga ${id} belongs to another workspace. Nothing was changed.`,
+          });
+        }
+        if (expectedIdentity !== null && event.evidence.workspaceIdentity !== expectedIdentity) {
+          throw new SagaError({
+            code: "WORKSPACE_MISMATCH",
+            operationId: id,
+            message: `The workspace ${workspaceRoot} was replaced after restore saga ${id} began (another directory now has its path). Nothing was changed; recover by hand.`,
+          });
+        }
+      }
+      events.push(event);
+    }
+
+    if (!hasHead) {
+      if (events.length === 0) return { state: null, orphan: true };
+      throw corrupt(id, "its HEAD is missing");
+    }
+    const headBytes = readRegularFile(fs, join(dir, "HEAD"), {
+      maxBytes: HEAD_MAX_BYTES,
+      what: `HEAD of ${id}`,
+    });
+    if (!headBytes) throw corrupt(id, "its HEAD vanished while being read");
+    const headParsed = SagaHeadSchema.safeParse(parseExact(headBytes, id, "HEAD"));
+    if (!headParsed.success) throw corrupt(id, "HEAD does not match the HEAD schema");
+    const head = headParsed.data;
+    const { anchorHash, ...headBody } = head;
+    if (headAnchor(headBody) !== anchorHash) throw corrupt(id, "HEAD does not match its anchor hash");
+    if (head.operationId !== id) throw corrupt(id, `HEAD belongs to ${head.operationId}`);
+    const namesEvent = (event: SagaEvent | undefined): boolean =>
+      event !== undefined &&
+      canonicalJson(makeHead(id, event)) === canonicalJson(head) &&
+      head.state === "committed";
+    const isGenesis =
+      head.state === "unpublished" && canonicalJson(makeHead(id, null)) === canonicalJson(head);
+
+    let rolledForward = false;
+    const last = events.at(-1);
+    if (events.length === 0) {
+      if (isGenesis) return { state: null, orphan: true };
+      throw corrupt(id, "HEAD names an event that does not exist");
+    }
+    if (namesEvent(last)) {
+      // Settled.
+    } else if (events.length === 1 ? isGenesis : namesEvent(events.at(-2))) {
+      // The one repair: a crash between publishing event N and replacing HEAD leaves HEAD one behind.
+      if (!repair) throw corrupt(id, "its HEAD is one event behind");
+      try {
+        replaceFile(fs, dir, "HEAD", Buffer.from(prettyCanonical(makeHead(id, last!)), "utf8"));
+      } catch (error) {
+        const failure = error instanceof PublishFailure ? error : null;
+        throw writeFailed(
+          id,
+          failure?.stage === "after" ? "head_settlement_unknown" : "event_committed_head_unsettled",
+          failure?.cause ?? error,
+          { seq: last!.seq, hash: last!.hash },
+        );
+      }
+      rolledForward = true;
+    } else {
+      throw corrupt(
+        id,
+        `HEAD (seq ${head.seq}) does not name the last event (seq ${events.length}) or the one before`,
+      );
+    }
+
+    const created = events[0]!;
+    return {
+      orphan: false,
+      state: Object.freeze({
+        operationId: id,
+        workspaceRoot,
+        workspaceIdentity: created.evidence.workspaceIdentity as string,
+        seq: last!.seq,
+        headHash: last!.hash,
+        phase: last!.phase,
+        basePhase: basePhase(events),
+        terminal: isTerminalPhase(last!.phase),
+        events: Object.freeze(events.map((event) => Object.freeze(event))),
+        headRolledForward: rolledForward,
+        archived,
+      }),
+    };
+  }
+
+  function loadLocked(id: string): SagaState {
+    const result = replay(id, opDir(id), true, false);
+    if (!result.state) {
+      throw new SagaError({
+        code: "NOT_FOUND",
+        operationId: id,
+        message: `Restore saga ${id} was never published (its create did not finish). It can be created again.`,
+      });
+    }
+    return result.state;
+  }
+
+  function buildEvent(state: SagaState | null, id: string, phase: Phase, evidence: Record<string, unknown>) {
+    const last = state?.events.at(-1) ?? null;
+    // Clamp: a clock that steps back must not make the chain look reordered.
+    const time = Math.max(now(), last ? Date.parse(last.timestamp) : 0);
+    const body: Omit<SagaEvent, "hash"> = {
+      schema: SAGA_EVENT_SCHEMA,
+      version: 1,
+      operationId: id,
+      seq: last ? last.seq + 1 : 1,
+      prevHash: last ? last.hash : null,
+      phase,
+      timestamp: new Date(time).toISOString(),
+      evidence: JSON.parse(canonicalJson(evidence)) as Record<string, unknown>,
+    };
+    const event: SagaEvent = { ...body, hash: eventHash(body) };
+    const bytes = Buffer.from(prettyCanonical(event), "utf8");
+    if (bytes.length > limits.maxEventBytes) {
+      throw new SagaError({
+        code: "LIMIT",
+        operationId: id,
+        message: `The ${phase} event of restore saga ${id} would exceed ${limits.maxEventBytes} bytes. Nothing was written.`,
+      });
+    }
+    return { event, bytes };
+  }
+
+  /** Publishes `event` then HEAD. Every failure says exactly how far it got. */
+  function commitEvent(id: string, dir: string, event: SagaEvent, bytes: Buffer): void {
+    const intended = { seq: event.seq, hash: event.hash };
+    try {
+      publishNewFile(fs, dir, eventFileName(event.seq, event.phase), bytes);
+    } catch (error) {
+      if (error instanceof PublishFailure && error.stage === "before") {
+        if (error.exists) {
+          throw new SagaError({
+            code: "CONFLICT",
+            operationId: id,
+            commitState: "event_not_committed",
+            cause: error.cause,
+            ...intended,
+            message: `Restore saga ${id} already has an event ${event.seq} that this process did not expect (a writer outside the lock?). Nothing was written; reload it.`,
+          });
+        }
+        throw writeFailed(id, "event_not_committed", error.cause, intended);
+      }
+      throw writeFailed(
+        id,
+        "event_commit_unknown",
+        error instanceof PublishFailure ? error.cause : error,
+        intended,
+      );
+    }
+    // Crash window: the event is on disk, HEAD names its predecessor. The next load rolls HEAD forward.
+    crash.point("saga.after-event-published");
+    try {
+      replaceFile(fs, dir, "HEAD", Buffer.from(prettyCanonical(makeHead(id, event)), "utf8"));
+    } catch (error) {
+      const failure = error instanceof PublishFailure ? error : null;
+      throw writeFailed(
+        id,
+        failure?.stage === "after" ? "head_settlement_unknown" : "event_committed_head_unsettled",
+        failure?.cause ?? error,
+        intended,
+      );
+    }
+    crash.point("saga.after-head-published");
+  }
+
+  /**
+   * After a write whose outcome is unknown, reload (repairing HEAD) and accept only the exact successor we
+   * tried to write; anything else rethrows the original failure.
+   */
+  function reconcile(
+    id: string,
+    error: unknown,
+    fence: SagaFence,
+    phase: Phase,
+    evidence: unknown,
+  ): SagaState {
+    if (
+      !(error instanceof SagaError) ||
+      error.code !== "WRITE_FAILED" ||
+      error.commitState === "event_not_committed"
+    ) {
+      throw error;
+    }
+    let observed: SagaState;
+    try {
+      observed = loadLocked(id);
+    } catch (loadError) {
+      throw new SagaError({
+        code: error.code,
+        commitState: error.commitState ?? "event_commit_unknown",
+        cause: error.cause,
+        message: error.message,
+        ...error.details,
+        secondaryError: loadError,
+      });
+    }
+    if (isExactSuccessor(observed, fence, phase, evidence)) return observed;
+    throw error;
+  }
+
+  function checkEvidence(id: string, phase: Phase, evidence: unknown): Record<string, unknown> {
+    const parsed = PHASE_EVIDENCE[phase].safeParse(evidence);
+    if (!parsed.success) {
+      throw new SagaError({
+        code: "INVALID_EVIDENCE",
+        operationId: id,
+        phase,
+        message: `The evidence for ${phase} of restore saga ${id} is not allowed (unknown key, missing or wrong-typed field). Nothing was written.`,
+      });
+    }
+    let text: string;
+    try {
+      text = canonicalJson(parsed.data);
+    } catch (error) {
+      throw new SagaError({
+        code: "INVALID_EVIDENCE",
+        operationId: id,
+        phase,
+        cause: error,
+        message: `The evidence for ${phase} of restore saga ${id} is not plain JSON. Nothing was written.`,
+      });
+    }
+    if (Buffer.byteLength(text, "utf8") > limits.maxEvidenceBytes) {
+      throw new SagaError({
+        code: "LIMIT",
+        operationId: id,
+        phase,
+        message: `The evidence for ${phase} of restore saga ${id} exceeds ${limits.maxEvidenceBytes} bytes. Nothing was written.`,
+      });
+    }
+    if (
+      "lockOwnerDigest" in parsed.data &&
+      plainDigest(parsed.data.workspaceLockOwner) !== parsed.data.lockOwnerDigest
+    ) {
+      throw new SagaError({
+        code: "INVALID_EVIDENCE",
+        operationId: id,
+        phase,
+        message: `The lock owner digest given for ${phase} of restore saga ${id} does not match the owner. Nothing was written.`,
+      });
+    }
+    // Write what was validated, in canonical form: the input object may hold extra prototype baggage.
+    return JSON.parse(text) as Record<string, unknown>;
+  }
+
+  function countSagas(): number {
+    let count = 0;
+    for (const dir of [shardDir, archiveDir]) {
+      let names: string[];
+      try {
+        names = fs.readdirSync(dir);
+      } catch (error) {
+        throw new SagaError({
+          code: "CORRUPT",
+          cause: error,
+          message: `The restore saga directory ${dir} could not be listed (${errnoOf(error) ?? "error"}). Nothing was written; check the disk, then retry.`,
+        });
+      }
+      for (const name of names) if (OPERATION_ID_PATTERN.test(name)) count += 1;
+    }
+    return count;
+  }
+
+  const store: SagaStore = {
+    workspaceRoot,
+    shardDir,
+
+    async create(operationId, input) {
+      assertOperationId(operationId);
+      const parsedInput = CreateEvidenceSchema.safeParse(input);
+      if (!parsedInput.success) {
+        throw new SagaError({
+          code: "INVALID_EVIDENCE",
+          operationId,
+          phase: "created",
+          message: `The evidence for created of restore saga ${operationId} is not allowed (the store sets workspaceRoot and workspaceIdentity itself). Nothing was written.`,
+        });
+      }
+      ensureLayout();
+      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () => {
+        if (present(join(archiveDir, operationId))) {
+          throw new SagaError({
+            code: "ALREADY_EXISTS",
+            operationId,
+            message: `Restore saga ${operationId} was already used and archived; choose a new operation id.`,
+          });
+        }
+        const dir = opDir(operationId);
+        const exists = present(dir) !== null;
+        if (!exists && countSagas() >= limits.maxSagasPerShard) {
+          throw new SagaError({
+            code: "LIMIT",
+            operationId,
+            message: `The workspace ${workspaceRoot} already has ${limits.maxSagasPerShard} restore sagas (active and archived). Purge old archives first.`,
+          });
+        }
+        // Lock order everywhere: shard lock, then the operation's lock.
+        return withStateLockSync(operationId, () => {
+          const evidence = checkEvidence(operationId, "created", {
+            ...parsedInput.data,
+            workspaceRoot,
+            workspaceIdentity: workspaceIdentity(),
+          });
+          if (exists) {
+            // A create that died before publishing event 1 leaves an event-free directory: reuse it.
+            const previous = replay(operationId, dir, true, false);
+            if (!previous.orphan) {
+              throw new SagaError({
+                code: "ALREADY_EXISTS",
+                operationId,
+                message: `Restore saga ${operationId} already exists; load it instead of creating it again.`,
+              });
+            }
+          } else {
+            try {
+              fs.mkdirSync(dir, { mode: 0o700 });
+            } catch (error) {
+              throw writeFailed(operationId, "event_not_committed", error, null);
+            }
+          }
+          const { event, bytes } = buildEvent(null, operationId, "created", evidence);
+          try {
+            if (!present(join(dir, "HEAD"))) {
+              // Genesis HEAD first, so "events but no HEAD" is never a legitimate crash state.
+              try {
+                publishNewFile(
+                  fs,
+                  dir,
+                  "HEAD",
+                  Buffer.from(prettyCanonical(makeHead(operationId, null)), "utf8"),
+                );
+              } catch (error) {
+                const failure = error instanceof PublishFailure ? error : null;
+                throw writeFailed(
+                  operationId,
+                  failure?.stage === "after" ? "event_commit_unknown" : "event_not_committed",
+                  failure?.cause ?? error,
+                  { seq: 1, hash: event.hash },
+                );
+              }
+              crash.point("saga.after-genesis-head");
+            }
+            commitEvent(operationId, dir, event, bytes);
+            return loadLocked(operationId);
+          } catch (error) {
+            const observed = reconcileCreate(operationId, error, event);
+            if (observed) return observed;
+            throw error;
+          }
+        });
+      });
+    },
+
+    async load(operationId) {
+      assertOperationId(operationId);
+      if (!present(opDir(operationId))) {
+        throw new SagaError({
+          code: "NOT_FOUND",
+          operationId,
+          message: `No active restore saga ${operationId} exists for ${workspaceRoot}.`,
+        });
+      }
+      return withStateLock(opLock(operationId), `restore saga ${operationId}`, fs, options.lock, () =>
+        loadLocked(operationId),
+      );
+    },
+
+    async advance(operationId, input) {
+      assertOperationId(operationId);
+      const { expectedSeq, expectedHash, phase } = input ?? ({} as AdvanceInput);
+      if (
+        !Number.isSafeInteger(expectedSeq) ||
+        expectedSeq < 1 ||
+        typeof expectedHash !== "string" ||
+        !HASH_PATTERN.test(expectedHash)
+      ) {
+        throw new SagaError({
+          code: "CONFLICT",
+          operationId,
+          message: `An advance of restore saga ${operationId} needs the exact expectedSeq and expectedHash it was read at. Nothing was written.`,
+        });
+      }
+      const phaseParsed = PhaseSchema.safeParse(phase);
+      if (!phaseParsed.success || phaseParsed.data === "created") {
+        throw new SagaError({
+          code: "INVALID_TRANSITION",
+          operationId,
+          message: `Restore saga ${operationId} cannot advance to ${JSON.stringify(phase)}. Nothing was written.`,
+        });
+      }
+      const evidence = checkEvidence(operationId, phaseParsed.data, input.evidence);
+      if (!present(opDir(operationId))) {
+        throw new SagaError({
+          code: "NOT_FOUND",
+          operationId,
+          message: `No active restore saga ${operationId} exists for ${workspaceRoot}.`,
+        });
+      }
+      const fence = { expectedSeq, expectedHash };
+      return withStateLock(opLock(operationId), `restore saga ${operationId}`, fs, options.lock, () => {
+        const state = loadLocked(operationId);
+        if (state.seq !== expectedSeq || state.headHash !== expectedHash) {
+          throw new SagaError({
+            code: "CONFLICT",
+            operationId,
+            phase: state.phase,
+            expectedSeq,
+            expectedHash,
+            actualSeq: state.seq,
+            actualHash: state.headHash,
+            message: `Restore saga ${operationId} moved on (it is at seq ${state.seq}, ${state.phase}; the caller expected seq ${expectedSeq}). Nothing was written; reload it and decide again.`,
+          });
+        }
+        const next = { phase: phaseParsed.data, evidence };
+        if (!isTransitionAllowed(state.phase, next.phase)) {
+          throw new SagaError({
+            code: "INVALID_TRANSITION",
+            operationId,
+            phase: state.phase,
+            message: `Restore saga ${operationId} cannot go from ${state.phase} to ${next.phase}. Nothing was written.`,
+          });
+        }
+        const reason = checkProgression(state.events, next, { operationId, workspaceRoot });
+        if (reason) {
+          throw new SagaError({
+            code: "INVALID_TRANSITION",
+            operationId,
+            phase: state.phase,
+            message: `Restore saga ${operationId} cannot record ${next.phase} here: ${reason}. Nothing was written.`,
+          });
+        }
+        if (state.events.length >= limits.maxEvents) {
+          throw new SagaError({
+            code: "LIMIT",
+            operationId,
+            phase: state.phase,
+            message: `Restore saga ${operationId} already has ${limits.maxEvents} events. Nothing was written.`,
+          });
+        }
+        const { event, bytes } = buildEvent(state, operationId, next.phase, evidence);
+        try {
+          commitEvent(operationId, opDir(operationId), event, bytes);
+        } catch (error) {
+          return reconcile(operationId, error, fence, next.phase, evidence);
+        }
+        const events = Object.freeze([...state.events, Object.freeze(event)]);
+        return Object.freeze({
+          ...state,
+          seq: event.seq,
+          headHash: event.hash,
+          phase: event.phase,
+          basePhase: basePhase(events),
+          terminal: isTerminalPhase(event.phase),
+          events,
+          headRolledForward: false,
+        });
+      });
+    },
+
+    async archiveTerminal(operationId, fence) {
+      assertOperationId(operationId);
+      const { expectedSeq, expectedHash } = fence ?? ({} as SagaFence);
+      if (
+        !Number.isSafeInteger(expectedSeq) ||
+        typeof expectedHash !== "string" ||
+        !HASH_PATTERN.test(expectedHash)
+      ) {
+        throw new SagaError({
+          code: "CONFLICT",
+          operationId,
+          message: `Archiving restore saga ${operationId} needs the exact expectedSeq and expectedHash. Nothing was changed.`,
+        });
+      }
+      if (!present(shardDir)) {
+        throw new SagaError({
+          code: "NOT_FOUND",
+          operationId,
+          message: `No restore saga ${operationId} exists.`,
+        });
+      }
+      ensureLayout();
+      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
+        withStateLockSync(operationId, () => {
+          const active = opDir(operationId);
+          const archived = join(archiveDir, operationId);
+          const activeExists = present(active) !== null;
+          const archivedExists = present(archived) !== null;
+          const mismatch = (state: SagaState): SagaError =>
+            new SagaError({
+              code: "CONFLICT",
+              operationId,
+              phase: state.phase,
+              expectedSeq,
+              expectedHash,
+              actualSeq: state.seq,
+              actualHash: state.headHash,
+              message: `Restore saga ${operationId} is at seq ${state.seq} (${state.phase}), not the seq ${expectedSeq} the caller expected. Nothing was changed.`,
+            });
+          if (activeExists && archivedExists) throw corrupt(operationId, "it is both active and archived");
+          if (!activeExists) {
+            if (!archivedExists) {
+              throw new SagaError({
+                code: "NOT_FOUND",
+                operationId,
+                message: `No restore saga ${operationId} exists.`,
+              });
+            }
+            const state = replay(operationId, archived, false, true).state;
+            if (!state) throw corrupt(operationId, "its archive holds no event");
+            if (state.seq !== expectedSeq || state.headHash !== expectedHash || !state.terminal)
+              throw mismatch(state);
+            return result(state, true);
+          }
+          const state = loadLocked(operationId);
+          if (state.seq !== expectedSeq || state.headHash !== expectedHash) throw mismatch(state);
+          if (!state.terminal) {
+            throw new SagaError({
+              code: "INVALID_TRANSITION",
+              operationId,
+              phase: state.phase,
+              message: `Restore saga ${operationId} is still ${state.phase}; only a finished saga can be archived.`,
+            });
+          }
+          try {
+            fs.renameSync(active, archived);
+          } catch (error) {
+            throw writeFailed(operationId, "archive_not_committed", error, null);
+          }
+          crash.point("saga.after-archive-rename");
+          try {
+            fsyncDir(fs, archiveDir);
+            fsyncDir(fs, shardDir);
+          } catch (error) {
+            throw writeFailed(operationId, "archive_commit_unknown", error, null);
+          }
+          return result(state, false);
+        }),
+      );
+    },
+
+    async loadArchived(operationId) {
+      assertOperationId(operationId);
+      const state = replay(operationId, join(archiveDir, operationId), false, true).state;
+      if (!state) throw corrupt(operationId, "its archive holds no event");
+      return state;
+    },
+
+    async listPending(listOptions = {}) {
+      const limit = listOptions.limit ?? 64;
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 64)
+        throw invalid("listPending's limit is 1 to 64.");
+      if (listOptions.after !== undefined) assertOperationId(listOptions.after);
+      let names: string[];
+      try {
+        names = fs.readdirSync(shardDir);
+      } catch (error) {
+        if (errnoOf(error) === "ENOENT")
+          return { items: [], diagnostics: [], nextCursor: null, truncated: false };
+        throw corrupt("(shard)", "the shard directory cannot be listed", error);
+      }
+      const after = listOptions.after;
+      const ids = names
+        .filter((name) => OPERATION_ID_PATTERN.test(name) && (after === undefined || name > after))
+        .sort();
+      const page = ids.slice(0, limit);
+      const items: PendingSaga[] = [];
+      const diagnostics: PendingDiagnostic[] = [];
+      for (const id of page) {
+        try {
+          const state = await withStateLock(
+            opLock(id),
+            `restore saga ${id}`,
+            fs,
+            { ...options.lock, waitMs: 200 },
+            () => replay(id, opDir(id), true, false),
+          );
+          if (!state.state) {
+            diagnostics.push({
+              operationId: id,
+              status: "orphan_unpublished",
+              code: null,
+              recoverable: true,
+            });
+          } else if (state.state.terminal) {
+            diagnostics.push({
+              operationId: id,
+              status: "terminal_unarchived",
+              code: null,
+              recoverable: true,
+            });
+          } else {
+            const s = state.state;
+            items.push({
+              operationId: id,
+              phase: s.phase,
+              basePhase: s.basePhase,
+              seq: s.seq,
+              headHash: s.headHash,
+              updatedAt: s.events.at(-1)!.timestamp,
+            });
+          }
+        } catch (error) {
+          const code = error instanceof SagaError ? error.code : null;
+          diagnostics.push({
+            operationId: id,
+            status: code === "LOCK_FAILED" ? "busy" : "corrupt",
+            code,
+            recoverable: false,
+          });
+        }
+      }
+      const truncated = ids.length > page.length;
+      return { items, diagnostics, nextCursor: truncated ? page.at(-1)! : null, truncated };
+    },
+  };
+
+  function result(state: SagaState, alreadyArchived: boolean): ArchiveResult {
+    return {
+      archived: true,
+      alreadyArchived,
+      operationId: state.operationId,
+      phase: state.phase,
+      seq: state.seq,
+      headHash: state.headHash,
+    };
+  }
+
+  function reconcileCreate(id: string, error: unknown, event: SagaEvent): SagaState | null {
+    if (
+      !(error instanceof SagaError) ||
+      error.code !== "WRITE_FAILED" ||
+      error.commitState === "event_not_committed"
+    ) {
+      return null;
+    }
+    try {
+      const observed = loadLocked(id);
+      const first = observed.events[0];
+      if (observed.seq === 1 && first && canonicalJson(first.evidence) === canonicalJson(event.evidence)) {
+        return observed;
+      }
+    } catch {
+      // The original failure is the one to report.
+    }
+    return null;
+  }
+
+  /**
+   * Nested operation lock inside the shard lock. Synchronous callers cannot await, so the nested lock is
+   * taken with the sync variant; both are short.
+   */
+  function withStateLockSync<T>(id: string, fn: () => T): T {
+    return withNestedLock(opLock(id), `restore saga ${id}`, fs, options.lock, fn);
+  }
+
+  return Object.freeze({
+    workspaceRoot,
+    shardDir,
+    create: (id, evidence) => guard(store.create(id, evidence), true),
+    load: (id) => guard(store.load(id), false),
+    advance: (id, input) => guard(store.advance(id, input), true),
+    archiveTerminal: (id, fence) => guard(store.archiveTerminal(id, fence), true),
+    loadArchived: (id) => guard(store.loadArchived(id), false),
+    listPending: (listOptions) => guard(store.listPending(listOptions), false),
+  } satisfies SagaStore);
+}
+
+/**
+ * The boundary: every failure leaves the store as a SagaError. Each file operation inside is wrapped where
+ * it happens; this only catches what slipped through, and says the least it can promise.
+ */
+async function guard<T>(work: Promise<T>, writes: boolean): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    if (error instanceof SagaError) throw error;
+    throw new SagaError({
+      code: writes ? "WRITE_FAILED" : "CORRUPT",
+      cause: error,
+      ...(writes ? { commitState: "event_commit_unknown" as const } : {}),
+      message: `The restore saga store failed unexpectedly (${errnoOf(error) ?? (error as Error)?.name ?? "error"}). Reload the saga before deciding anything.`,
+    });
+  }
+}

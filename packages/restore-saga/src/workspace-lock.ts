@@ -1,0 +1,483 @@
+import { hostname } from "node:os";
+import { isAbsolute, join, sep } from "node:path";
+import {
+  acquireLockSync,
+  type FileOps,
+  inspectLock,
+  isLockError,
+  type LockHandle,
+  type LockOptions,
+  nodeFileOps,
+  takeoverLock,
+} from "@drydock/file-lock";
+import { errnoOf, SagaError } from "./errors.js";
+import { plainDigest, sha256Hex } from "./internal/canonical.js";
+import { ensurePrivateDir } from "./internal/files.js";
+import { lockFailed, releaseWithRetry, withStateLock } from "./internal/state-lock.js";
+import {
+  OPERATION_ID_PATTERN,
+  type WorkspaceLockOwner,
+  WorkspaceLockOwnerSchema,
+  type WorkspaceLockPayload,
+  WorkspaceLockPayloadSchema,
+} from "./schema.js";
+
+/**
+ * Workspace lock: one @drydock/file-lock file per workspace, `<dataDir>/locks/ws-<sha256(root)>.lock`,
+ * owned with `reapDeadOwners: false` (a dead restore's lock is evidence, not garbage) and carrying the
+ * payload `{ transactionId, workspaceRoot, purpose }`.
+ *
+ * Overlap (a lock on /a refuses /a/b and the reverse) is decided by a scan of every workspace lock in the
+ * directory, made while holding `<dataDir>/locks/registry.lock`. Every acquisition and takeover scans and
+ * publishes under that registry lock, so two overlapping workspaces can never both pass the scan. Release
+ * does not need it: removing a lock can only make a later scan less restrictive. A registry lock left by a
+ * dead process is reaped (it guards nothing once its holder is gone).
+ */
+
+export const WORKSPACE_LOCK_PURPOSE = "checkpoint-restore";
+const WORKSPACE_LOCK_FILE = /^ws-[0-9a-f]{64}\.lock$/;
+
+/** The owner digest the saga records and an operator echoes back: `"sha256:" + hex(sha256(canonical owner))`. */
+export function ownerDigest(owner: WorkspaceLockOwner): string {
+  return plainDigest(owner);
+}
+
+export interface WorkspaceLockBaseOptions {
+  /** Locks live in `<dataDir>/locks`. */
+  dataDir: string;
+  /** Canonicalised with realpath; the filesystem root is refused. */
+  workspaceRoot: string;
+  fs?: FileOps;
+  /** Liveness probe, like `process.kill(pid, 0)` (return = alive, throw ESRCH = dead). */
+  isProcessAlive?: (pid: number) => boolean;
+  identity?: LockOptions["identity"];
+  now?: () => number;
+}
+
+export interface WorkspaceLockOptions extends WorkspaceLockBaseOptions {
+  /** The saga this lock belongs to. */
+  transactionId: string;
+  /** How long to wait for a live overlapping owner to finish, ms (default 5000, max 60000). */
+  waitMs?: number;
+  /** Pause between attempts, ms (default 25). */
+  retryMs?: number;
+}
+
+export interface WorkspaceRecoveryLockOptions extends WorkspaceLockOptions {
+  /** The exact owner on disk, as `inspectWorkspaceLock` returned it; it must be dead. */
+  expectedOwner: WorkspaceLockOwner;
+}
+
+export interface WorkspaceLease {
+  readonly workspaceRoot: string;
+  /** The owner this process published (its token is the proof of ownership: never log it). */
+  readonly owner: WorkspaceLockOwner;
+  readonly ownerDigest: string;
+  /** The dead owner a takeover replaced; null for a fresh lock. */
+  readonly priorOwner: WorkspaceLockOwner | null;
+  /** The transaction a takeover recovers; null for a fresh lock. */
+  readonly recoveryOfOperationId: string | null;
+  /** Throws LOCK_OWNERSHIP_LOST unless the lock file still holds exactly this owner. */
+  assertOwned(): void;
+  /**
+   * Always throws a RECOVERY_REQUIRED error. If the callback of `withWorkspaceLock` lets THAT error
+   * object propagate, the lock is kept on disk so only a fenced takeover can settle the transaction;
+   * catching or replacing it releases the lock as usual.
+   */
+  retainForRecovery(reason: string): never;
+}
+
+export interface HeldWorkspaceLock extends WorkspaceLease {
+  /** The error `retainForRecovery` threw, if it was called. */
+  readonly retention: SagaError | null;
+  /** Removes the lock if it still holds this owner (one retry on a transient failure). */
+  release(): void;
+}
+
+function invalid(message: string): SagaError {
+  return new SagaError({ code: "INVALID_ARGUMENT", message });
+}
+
+function canonicalRoot(fs: FileOps, workspaceRoot: string): string {
+  if (typeof workspaceRoot !== "string" || !isAbsolute(workspaceRoot)) {
+    throw invalid("A workspace lock needs an absolute workspaceRoot.");
+  }
+  let root: string;
+  try {
+    root = fs.realpathSync(workspaceRoot);
+  } catch (error) {
+    throw new SagaError({
+      code: "INVALID_ARGUMENT",
+      cause: error,
+      message: `The workspace ${workspaceRoot} cannot be resolved (${errnoOf(error) ?? "error"}). Check that it exists.`,
+    });
+  }
+  if (root === sep) throw invalid("The filesystem root cannot be locked as a workspace.");
+  return root;
+}
+
+function locksDirOf(dataDir: string): string {
+  if (typeof dataDir !== "string" || !isAbsolute(dataDir))
+    throw invalid("The workspace lock needs an absolute dataDir.");
+  return join(dataDir, "locks");
+}
+
+/** The lock file of a (canonical) workspace root. */
+export function workspaceLockPath(dataDir: string, canonicalWorkspaceRoot: string): string {
+  return join(locksDirOf(dataDir), `ws-${sha256Hex(canonicalWorkspaceRoot)}.lock`);
+}
+
+function overlaps(a: string, b: string): boolean {
+  return a === b || a.startsWith(b + sep) || b.startsWith(a + sep);
+}
+
+function corruptLock(path: string, cause?: unknown): SagaError {
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause,
+    message: `The workspace lock ${path} is unreadable or not a workspace lock, so no workspace it might cover can be locked. It was left as it is; inspect it and remove it by hand only once no restore is running.`,
+  });
+}
+
+function parseOwner(path: string, owner: unknown): WorkspaceLockOwner {
+  const parsed = WorkspaceLockOwnerSchema.safeParse(owner);
+  if (!parsed.success) throw corruptLock(path);
+  // The file name binds the lock to its workspace: a payload naming another root is not ours to trust.
+  if (workspaceLockPath(join(path, "..", ".."), parsed.data.payload.workspaceRoot) !== path)
+    throw corruptLock(path);
+  return parsed.data;
+}
+
+function readOwner(fs: FileOps, path: string): WorkspaceLockOwner | null {
+  let owner: unknown;
+  try {
+    owner = inspectLock(path, { fs });
+  } catch (error) {
+    throw corruptLock(path, error);
+  }
+  return owner === null ? null : parseOwner(path, owner);
+}
+
+/** The owner of a workspace's lock, or null. Read-only: creates nothing. */
+export function inspectWorkspaceLock(options: WorkspaceLockBaseOptions): WorkspaceLockOwner | null {
+  const fs = options.fs ?? nodeFileOps;
+  const root = canonicalRoot(fs, options.workspaceRoot);
+  return readOwner(fs, workspaceLockPath(options.dataDir, root));
+}
+
+type Judge = (owner: WorkspaceLockOwner) => "alive" | "dead";
+
+function makeJudge(options: WorkspaceLockBaseOptions): Judge {
+  const probe = options.isProcessAlive ?? ((pid: number) => process.kill(pid, 0));
+  const host = options.identity?.hostname() ?? hostname();
+  // Only proof of death counts: another host is never probed, ESRCH is dead, anything else (EPERM, an
+  // unknown errno) is treated as alive. file-lock's own judge (used for the exact path) also detects a
+  // reused pid; for an overlapping neighbour's lock this cheaper judge only decides which error to give.
+  return (owner) => {
+    if (owner.host !== undefined && owner.host !== host) return "alive";
+    try {
+      probe(owner.pid);
+      return "alive";
+    } catch (error) {
+      return errnoOf(error) === "ESRCH" ? "dead" : "alive";
+    }
+  };
+}
+
+function blockedError(owner: WorkspaceLockOwner, dead: boolean, root: string): SagaError {
+  const details = {
+    ownerOperationId: owner.payload.transactionId,
+    ownerPid: owner.pid,
+    ownerWorkspaceRoot: owner.payload.workspaceRoot,
+  };
+  const relation = owner.payload.workspaceRoot === root ? "this workspace" : "an overlapping workspace";
+  if (dead) {
+    return new SagaError({
+      code: "RECOVERY_REQUIRED",
+      workspaceLockRetained: false,
+      ...details,
+      message: `Restore ${owner.payload.transactionId} on ${relation} (${owner.payload.workspaceRoot}) stopped without finishing and still holds its lock. It is never taken over implicitly: inspect it with the recovery tool and abort, roll back or release it.`,
+    });
+  }
+  return new SagaError({
+    code: "WORKSPACE_LOCKED",
+    ...details,
+    message: `Restore ${owner.payload.transactionId} (pid ${owner.pid}) is running on ${relation} (${owner.payload.workspaceRoot}). Wait for it to finish, then retry.`,
+  });
+}
+
+/** Scans every workspace lock except `exceptPath` for one whose root overlaps `root`. */
+function findOverlap(
+  fs: FileOps,
+  locksDir: string,
+  root: string,
+  exceptPath: string,
+  judge: Judge,
+): SagaError | null {
+  let names: string[];
+  try {
+    names = fs.readdirSync(locksDir);
+  } catch (error) {
+    throw lockFailed(error, `the workspace lock registry ${locksDir}`);
+  }
+  for (const name of names.sort()) {
+    if (!WORKSPACE_LOCK_FILE.test(name)) continue;
+    const path = join(locksDir, name);
+    if (path === exceptPath) continue;
+    const owner = readOwner(fs, path);
+    if (owner && overlaps(owner.payload.workspaceRoot, root)) {
+      return blockedError(owner, judge(owner) === "dead", root);
+    }
+  }
+  return null;
+}
+
+function clampWait(value: number | undefined): number {
+  if (value === undefined) return 5_000;
+  if (!Number.isFinite(value) || value < 0 || value > 60_000) throw invalid("waitMs is 0 to 60000 ms.");
+  return value;
+}
+
+interface Prepared {
+  fs: FileOps;
+  root: string;
+  locksDir: string;
+  path: string;
+  payload: WorkspaceLockPayload;
+  lockOptions: LockOptions;
+  judge: Judge;
+  waitMs: number;
+  retryMs: number;
+}
+
+function prepare(options: WorkspaceLockOptions): Prepared {
+  const fs = options.fs ?? nodeFileOps;
+  if (typeof options.transactionId !== "string" || !OPERATION_ID_PATTERN.test(options.transactionId)) {
+    throw invalid("A workspace lock needs the operation id of its transaction.");
+  }
+  const locksDir = locksDirOf(options.dataDir);
+  const root = canonicalRoot(fs, options.workspaceRoot);
+  const payload = WorkspaceLockPayloadSchema.parse({
+    transactionId: options.transactionId,
+    workspaceRoot: root,
+    purpose: WORKSPACE_LOCK_PURPOSE,
+  });
+  try {
+    ensurePrivateDir(fs, locksDir);
+  } catch (error) {
+    if (error instanceof SagaError) throw error;
+    throw lockFailed(error, `the workspace lock directory ${locksDir}`);
+  }
+  const lockOptions: LockOptions = {
+    fs,
+    payload,
+    reapDeadOwners: false,
+    label: "workspace restore",
+    ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
+    ...(options.now ? { now: options.now } : {}),
+  };
+  return {
+    fs,
+    root,
+    locksDir,
+    path: workspaceLockPath(options.dataDir, root),
+    payload,
+    lockOptions,
+    judge: makeJudge(options),
+    waitMs: clampWait(options.waitMs),
+    retryMs: options.retryMs ?? 25,
+  };
+}
+
+function registryLockOptions(p: Prepared) {
+  return {
+    waitMs: 5_000,
+    ...(p.lockOptions.isProcessAlive ? { isProcessAlive: p.lockOptions.isProcessAlive } : {}),
+    ...(p.lockOptions.identity ? { identity: p.lockOptions.identity } : {}),
+  };
+}
+
+function makeLease(
+  p: Prepared,
+  handle: LockHandle,
+  priorOwner: WorkspaceLockOwner | null,
+): HeldWorkspaceLock {
+  const owner = parseOwner(p.path, handle.owner);
+  const digest = ownerDigest(owner);
+  let retention: SagaError | null = null;
+  let released = false;
+  const lease: HeldWorkspaceLock = {
+    workspaceRoot: p.root,
+    owner,
+    ownerDigest: digest,
+    priorOwner,
+    recoveryOfOperationId: priorOwner ? priorOwner.payload.transactionId : null,
+    get retention() {
+      return retention;
+    },
+    assertOwned() {
+      try {
+        handle.assertOwned();
+      } catch (error) {
+        throw new SagaError({
+          code: "LOCK_OWNERSHIP_LOST",
+          cause: error,
+          ownerOperationId: p.payload.transactionId,
+          message: `The lock on workspace ${p.root} no longer belongs to restore ${p.payload.transactionId}. Stop: another process may be changing the workspace. Inspect it with the recovery tool.`,
+        });
+      }
+    },
+    retainForRecovery(reason: string): never {
+      if (retention) throw retention;
+      const text = String(reason ?? "")
+        .replace(/[\u0000-\u001f\u007f]/g, " ")
+        .trim()
+        .slice(0, 512);
+      retention = new SagaError({
+        code: "RECOVERY_REQUIRED",
+        workspaceLockRetained: true,
+        retainedOwnerDigest: digest,
+        retentionReason: text || "the transaction's outcome is unknown",
+        ownerOperationId: p.payload.transactionId,
+        message: `Restore ${p.payload.transactionId} on ${p.root} did not finish (${text || "outcome unknown"}). The workspace lock is kept so nothing else touches the workspace; use the recovery tool to roll it back, abort or release it.`,
+      });
+      throw retention;
+    },
+    release() {
+      if (released) return;
+      try {
+        releaseWithRetry(handle);
+      } catch (error) {
+        throw lockFailed(error, `workspace ${p.root}`);
+      }
+      released = true;
+    },
+  };
+  return lease;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
+
+/**
+ * Takes the workspace lock for `transactionId`. Waits up to `waitMs` while a live owner holds this or an
+ * overlapping workspace (then WORKSPACE_LOCKED); a dead owner gives RECOVERY_REQUIRED at once and is never
+ * taken over here.
+ */
+export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promise<HeldWorkspaceLock> {
+  const p = prepare(options);
+  const start = performance.now();
+  for (;;) {
+    const outcome = await withStateLock(
+      join(p.locksDir, "registry.lock"),
+      "the workspace lock registry",
+      p.fs,
+      registryLockOptions(p),
+      (): HeldWorkspaceLock | SagaError => {
+        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        if (overlap) return overlap;
+        try {
+          return makeLease(p, acquireLockSync(p.path, { ...p.lockOptions, waitMs: 0 }), null);
+        } catch (error) {
+          if (isLockError(error) && (error.code === "LOCK_TIMEOUT" || error.code === "LOCK_OWNER_DEAD")) {
+            const owner = readOwner(p.fs, p.path);
+            if (owner) return blockedError(owner, error.code === "LOCK_OWNER_DEAD", p.root);
+            return lockFailed(error, `workspace ${p.root}`);
+          }
+          if (error instanceof SagaError) throw error;
+          throw lockFailed(error, `workspace ${p.root}`);
+        }
+      },
+    );
+    if (!(outcome instanceof SagaError)) return outcome;
+    if (outcome.code !== "WORKSPACE_LOCKED" || performance.now() - start >= p.waitMs) throw outcome;
+    await sleep(Math.min(p.retryMs, Math.max(1, p.waitMs - (performance.now() - start))));
+  }
+}
+
+/**
+ * Replaces the exact dead owner `expectedOwner` of this workspace with a new owner of the SAME
+ * transaction (new pid and token), for a fenced recovery. Refused if the owner changed (CONFLICT), is
+ * alive (WORKSPACE_LOCKED), or another lock overlaps.
+ */
+export async function takeoverWorkspaceLock(
+  options: WorkspaceRecoveryLockOptions,
+): Promise<HeldWorkspaceLock> {
+  const p = prepare(options);
+  const expected = WorkspaceLockOwnerSchema.safeParse(options.expectedOwner);
+  if (
+    !expected.success ||
+    expected.data.payload.transactionId !== p.payload.transactionId ||
+    expected.data.payload.workspaceRoot !== p.root
+  ) {
+    throw invalid(
+      "expectedOwner must be the exact checkpoint-restore owner of this operation and workspace.",
+    );
+  }
+  const expectedOwner = expected.data;
+  return withStateLock(
+    join(p.locksDir, "registry.lock"),
+    "the workspace lock registry",
+    p.fs,
+    registryLockOptions(p),
+    async () => {
+      const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+      if (overlap) throw overlap;
+      let handle: LockHandle;
+      try {
+        handle = await takeoverLock(p.path, options.expectedOwner, { ...p.lockOptions, waitMs: p.waitMs });
+      } catch (error) {
+        if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
+          throw new SagaError({
+            code: "CONFLICT",
+            cause: error,
+            ownerOperationId: p.payload.transactionId,
+            message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
+          });
+        }
+        if (isLockError(error) && error.code === "LOCK_TIMEOUT")
+          throw blockedError(expectedOwner, false, p.root);
+        throw lockFailed(error, `workspace ${p.root}`);
+      }
+      return makeLease(p, handle, expectedOwner);
+    },
+  );
+}
+
+async function runHeld<T>(
+  held: HeldWorkspaceLock,
+  fn: (lease: WorkspaceLease) => T | Promise<T>,
+): Promise<T> {
+  let result: T;
+  try {
+    result = await fn(held);
+  } catch (error) {
+    // Kept only when the callback let the retention error itself through: a caught, replaced or
+    // swallowed retention releases the lock, so a lock is never kept by accident.
+    if (held.retention !== null && error === held.retention) throw error;
+    try {
+      held.release();
+    } catch {
+      // The callback's failure is the one the caller must see.
+    }
+    throw error;
+  }
+  held.release();
+  return result;
+}
+
+/** Runs `fn` holding the workspace lock; releases it afterwards unless `fn` let a retention propagate. */
+export async function withWorkspaceLock<T>(
+  options: WorkspaceLockOptions,
+  fn: (lease: WorkspaceLease) => T | Promise<T>,
+): Promise<T> {
+  return runHeld(await acquireWorkspaceLock(options), fn);
+}
+
+/** `withWorkspaceLock` through a takeover of the exact dead owner `expectedOwner`. */
+export async function withWorkspaceRecoveryLock<T>(
+  options: WorkspaceRecoveryLockOptions,
+  fn: (lease: WorkspaceLease) => T | Promise<T>,
+): Promise<T> {
+  return runHeld(await takeoverWorkspaceLock(options), fn);
+}

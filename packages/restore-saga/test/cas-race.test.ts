@@ -1,0 +1,96 @@
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { openSagaStore } from "../src/index.js";
+import { makeTempDir, removeDir } from "./helpers.js";
+
+const FIXTURE = fileURLToPath(new URL("./fixtures/advance-child.ts", import.meta.url));
+const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
+const HASH = `sha256:${"c".repeat(64)}`;
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+function start(args: string[]): {
+  proc: ChildProcessWithoutNullStreams;
+  ready: Promise<void>;
+  result: Promise<string>;
+} {
+  const proc = spawn(
+    process.execPath,
+    ["--conditions=@drydock/source", "--import", "tsx", FIXTURE, ...args],
+    {
+      cwd: PACKAGE_DIR,
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+    },
+  );
+  cleanups.push(() => {
+    try {
+      process.kill(-proc.pid!, "SIGKILL");
+    } catch {
+      // Already exited.
+    }
+  });
+  let out = "";
+  let err = "";
+  proc.stderr.on("data", (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  const ready = new Promise<void>((resolve, reject) => {
+    proc.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes("ready\n")) resolve();
+    });
+    proc.on("exit", () => reject(new Error(`child exited before ready: ${err}`)));
+  });
+  ready.catch(() => {});
+  const result = new Promise<string>((resolve) =>
+    proc.on("exit", () => resolve(`${out.replace("ready\n", "").trim()}${err ? ` ${err}` : ""}`)),
+  );
+  return { proc, ready, result };
+}
+
+describe("saga compare-and-set across processes", () => {
+  it("lets exactly one of two racing processes advance the same saga; the other gets CONFLICT", async () => {
+    const base = makeTempDir("race");
+    cleanups.push(() => removeDir(base));
+    const workspace = join(base, "workspace");
+    const stateDir = join(base, "state");
+    fs.mkdirSync(workspace);
+    const store = openSagaStore({ stateDir, workspaceRoot: workspace });
+    const saga = await store.create("race-op", {
+      kind: "checkpoint-restore",
+      checkpointId: "ckpt-x",
+      checkpointManifestDigest: HASH,
+      actorPid: process.pid,
+    });
+    const goFile = join(base, "go");
+    const racers = ["a", "b"].map((name) =>
+      start([stateDir, workspace, "race-op", String(saga.seq), saga.headHash, goFile, name]),
+    );
+    await Promise.all(racers.map((racer) => racer.ready));
+    fs.writeFileSync(goFile, "go");
+    const results = await Promise.all(racers.map((racer) => racer.result));
+    expect(
+      results.filter((line) => line === "ok 2"),
+      results.join(" | "),
+    ).toHaveLength(1);
+    expect(
+      results.filter((line) => line === "error CONFLICT"),
+      results.join(" | "),
+    ).toHaveLength(1);
+    const final = await store.load("race-op");
+    expect(final.seq).toBe(2);
+    expect(final.phase).toBe("aborted");
+    expect(fs.readdirSync(join(store.shardDir, "race-op")).sort()).toEqual([
+      "000001-created.json",
+      "000002-aborted.json",
+      "HEAD",
+    ]);
+  });
+});

@@ -1,0 +1,128 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { isSagaError, openCheckpointStore, type SagaError } from "../src/index.js";
+import { makeTempDir, removeDir, writeTree } from "./helpers.js";
+
+let base: string;
+let dataDir: string;
+let workspace: string;
+
+beforeEach(() => {
+  base = makeTempDir("ckpt");
+  dataDir = join(base, "data");
+  workspace = join(base, "ws");
+  writeTree(workspace, { "a.txt": "alpha", "dir/b.txt": "beta", "dir/sub/c.txt": "alpha", empty: null });
+  fs.chmodSync(join(workspace, "a.txt"), 0o640);
+});
+
+afterEach(() => {
+  removeDir(base);
+});
+
+function blobCount(): number {
+  const blobs = join(dataDir, "checkpoints", "blobs");
+  return fs.readdirSync(blobs).reduce((sum, dir) => sum + fs.readdirSync(join(blobs, dir)).length, 0);
+}
+
+async function rejection(promise: Promise<unknown>): Promise<SagaError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSagaError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a SagaError");
+}
+
+describe("checkpoint store", () => {
+  it("records every entry with path, size, mode and sha256, and totals", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const created = await store.createCheckpoint(workspace);
+    expect(created).toMatchObject({ files: 3, bytes: 14 });
+    const manifest = await store.readManifest(created.checkpointId);
+    expect(manifest.workspaceRoot).toBe(workspace);
+    expect(manifest.entries.map((entry) => `${entry.type} ${entry.path}`)).toEqual([
+      "file a.txt",
+      "dir dir",
+      "file dir/b.txt",
+      "dir dir/sub",
+      "file dir/sub/c.txt",
+      "dir empty",
+    ]);
+    const a = manifest.entries[0]!;
+    expect(a).toEqual({
+      type: "file",
+      path: "a.txt",
+      size: 5,
+      mode: 0o640,
+      sha256: "8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8",
+    });
+    const manifestPath = join(dataDir, "checkpoints", "manifests", `${created.checkpointId}.json`);
+    expect(fs.statSync(manifestPath).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(join(dataDir, "checkpoints")).mode & 0o777).toBe(0o700);
+  });
+
+  it("stores identical content once across files and checkpoints", async () => {
+    const store = openCheckpointStore({ dataDir });
+    await store.createCheckpoint(workspace);
+    expect(blobCount()).toBe(2);
+    await store.createCheckpoint(workspace);
+    expect(blobCount()).toBe(2);
+    fs.writeFileSync(join(workspace, "dir/b.txt"), "changed");
+    await store.createCheckpoint(workspace);
+    expect(blobCount()).toBe(3);
+  });
+
+  it("lists only this workspace's checkpoints, oldest first", async () => {
+    const other = join(base, "other");
+    writeTree(other, { "x.txt": "x" });
+    let clock = 1_800_000_000_000;
+    const store = openCheckpointStore({ dataDir, now: () => (clock += 1000) });
+    const first = await store.createCheckpoint(workspace);
+    await store.createCheckpoint(other);
+    const second = await store.createCheckpoint(workspace, { kind: "safety" });
+    const list = await store.listCheckpoints(workspace);
+    expect(list.map((item) => item.checkpointId)).toEqual([first.checkpointId, second.checkpointId]);
+    expect(list[1]).toMatchObject({ kind: "safety", files: 3, workspaceRoot: workspace });
+    expect(await openCheckpointStore({ dataDir: join(base, "none") }).listCheckpoints(workspace)).toEqual([]);
+  });
+
+  it("gives NOT_FOUND for an unknown checkpoint and CORRUPT for a tampered manifest", async () => {
+    const store = openCheckpointStore({ dataDir });
+    expect((await rejection(store.readManifest("ckpt-missing"))).code).toBe("NOT_FOUND");
+    const created = await store.createCheckpoint(workspace);
+    const path = join(dataDir, "checkpoints", "manifests", `${created.checkpointId}.json`);
+    const manifest = JSON.parse(fs.readFileSync(path, "utf8"));
+    manifest.files = 99;
+    fs.writeFileSync(path, JSON.stringify(manifest));
+    expect((await rejection(store.readManifest(created.checkpointId))).code).toBe("CORRUPT");
+    fs.writeFileSync(path, "{");
+    expect((await rejection(store.readManifest(created.checkpointId))).code).toBe("CORRUPT");
+  });
+
+  it("verifies a blob against its hash whenever it is read", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const created = await store.createCheckpoint(workspace);
+    const entry = (await store.readManifest(created.checkpointId)).entries[0]!;
+    if (entry.type !== "file") throw new Error("expected a file entry");
+    expect(store.readBlob(entry).toString()).toBe("alpha");
+    const blob = join(dataDir, "checkpoints", "blobs", entry.sha256.slice(0, 2), entry.sha256);
+    fs.writeFileSync(blob, "alphb");
+    expect(() => store.readBlob(entry)).toThrow(expect.objectContaining({ code: "CORRUPT" }));
+    fs.rmSync(blob);
+    expect(() => store.readBlob(entry)).toThrow(expect.objectContaining({ code: "CORRUPT" }));
+  });
+
+  it("refuses a workspace holding a symlink and writes no manifest", async () => {
+    fs.symlinkSync("/etc/passwd", join(workspace, "link"));
+    const store = openCheckpointStore({ dataDir });
+    expect((await rejection(store.createCheckpoint(workspace))).code).toBe("INVALID_ARGUMENT");
+    expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
+  });
+
+  it("refuses a data directory inside the workspace", async () => {
+    const store = openCheckpointStore({ dataDir: join(workspace, "data") });
+    expect((await rejection(store.createCheckpoint(workspace))).code).toBe("INVALID_ARGUMENT");
+  });
+});

@@ -1,0 +1,238 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { failNthCall, nodeFileOps } from "@drydock/file-lock";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  acquireWorkspaceLock,
+  inspectWorkspaceLock,
+  isSagaError,
+  openCheckpointStore,
+  type RestoreOptions,
+  restoreCheckpoint,
+  type SagaError,
+} from "../src/index.js";
+import {
+  everyoneDead,
+  makeRestoreFixture,
+  makeTempDir,
+  recoverRestore,
+  removeDir,
+  sagaStoreFor,
+  sameTree,
+  snapshotTree,
+  strayFiles,
+  writeTree,
+} from "./helpers.js";
+
+let base: string;
+let fixture: Awaited<ReturnType<typeof makeRestoreFixture>>;
+
+beforeEach(async () => {
+  base = makeTempDir("restore");
+  fixture = await makeRestoreFixture(base, 24);
+});
+
+afterEach(() => {
+  removeDir(base);
+});
+
+function options(extra: Partial<RestoreOptions> = {}): RestoreOptions {
+  return {
+    dataDir: fixture.dataDir,
+    workspaceRoot: fixture.workspace,
+    checkpointId: fixture.checkpointId,
+    durable: false,
+    ...extra,
+  };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<SagaError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSagaError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a SagaError");
+}
+
+const FORWARD = [
+  "created",
+  "locked",
+  "prepared",
+  "intent_committed",
+  "safety_ready",
+  "mutation_started",
+  "workspace_applied",
+  "completed",
+];
+
+describe("restoreCheckpoint", () => {
+  it("walks created → … → completed, makes the workspace equal the checkpoint exactly, releases and archives", async () => {
+    const result = await restoreCheckpoint(options({ operationId: "op-ok" }));
+    expect(result).toMatchObject({
+      operationId: "op-ok",
+      phase: "completed",
+      seq: 8,
+      archived: true,
+      warning: null,
+    });
+    expect(result.targetCount).toBeGreaterThan(10);
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
+    expect(strayFiles(fixture.workspace)).toEqual([]);
+    expect(fs.readdirSync(join(fixture.dataDir, "restore-staging"))).toEqual([]);
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-ok");
+    expect(saga.events.map((event) => event.phase)).toEqual(FORWARD);
+    expect(saga.headHash).toBe(result.headHash);
+    // The safety checkpoint recorded in the saga holds the workspace as it was before.
+    const safetyId = saga.events[4]!.evidence.safetyCheckpointId as string;
+    const safety = await openCheckpointStore({ dataDir: fixture.dataDir }).readManifest(safetyId);
+    expect(safety.kind).toBe("safety");
+    expect(safety.files).toBe(
+      [...fixture.before.values()].filter((value) => value.startsWith("file")).length,
+    );
+  });
+
+  it("skips the safety checkpoint only when nothing needs to change", async () => {
+    await restoreCheckpoint(options());
+    const result = await restoreCheckpoint(options({ operationId: "op-noop" }));
+    expect(result.targetCount).toBe(0);
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-noop");
+    expect(saga.events.map((event) => event.phase)).toEqual([
+      "created",
+      "locked",
+      "prepared",
+      "intent_committed",
+      "workspace_applied",
+      "completed",
+    ]);
+  });
+
+  it("aborts without touching the workspace when another transaction holds it (created → aborted)", async () => {
+    const other = await acquireWorkspaceLock({
+      dataDir: fixture.dataDir,
+      workspaceRoot: fixture.workspace,
+      transactionId: "someone-else",
+    });
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-busy", lockWaitMs: 20 })));
+    expect(error.code).toBe("WORKSPACE_LOCKED");
+    other.release();
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-busy");
+    expect(saga.events.map((event) => event.phase)).toEqual(["created", "aborted"]);
+  });
+
+  it("aborts before the intent when a checkpoint blob is damaged, releasing the lock and archiving", async () => {
+    const manifest = await openCheckpointStore({ dataDir: fixture.dataDir }).readManifest(
+      fixture.checkpointId,
+    );
+    const entry = manifest.entries.find(
+      (item) => item.type === "file" && item.path === "new-dir/inside.txt",
+    )!;
+    if (entry.type !== "file") throw new Error("expected a file");
+    fs.writeFileSync(
+      join(fixture.dataDir, "checkpoints", "blobs", entry.sha256.slice(0, 2), entry.sha256),
+      "tampered",
+    );
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-blob" })));
+    expect(error.code).toBe("CORRUPT");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-blob");
+    expect(saga.events.map((event) => event.phase)).toEqual(["created", "locked", "aborted"]);
+    expect(saga.events[2]!.evidence.errorCode).toBe("CORRUPT");
+  });
+
+  it("journals recovery_required and retains the lock when a change fails after mutation started", async () => {
+    const faulty = failNthCall(nodeFileOps, {
+      n: 3,
+      code: "EIO",
+      count: (name, args) => name === "renameSync" && String(args[1]).startsWith(fixture.workspace),
+    });
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-mid", fs: faulty.ops })));
+    expect(faulty.fired()).toBe(true);
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect(error.details).toMatchObject({ workspaceLockRetained: true, phase: "recovery_required" });
+    expect((error.cause as SagaError).code).toBe("WRITE_FAILED");
+    expect(strayFiles(fixture.workspace)).toEqual([]);
+    const owner = inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace });
+    expect(owner?.payload.transactionId).toBe("op-mid");
+    expect(error.details.retainedOwnerDigest).toBeDefined();
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).load("op-mid");
+    expect(saga.events.map((event) => event.phase)).toEqual([...FORWARD.slice(0, 6), "recovery_required"]);
+    // A new restore is refused while the retained owner (this live process) holds the workspace.
+    expect(
+      (await rejection(restoreCheckpoint(options({ operationId: "op-next", lockWaitMs: 0 })))).code,
+    ).toBe("WORKSPACE_LOCKED");
+
+    // Recovery: take over the (declared dead) owner and roll back through the safety checkpoint.
+    const recovered = await recoverRestore({
+      dataDir: fixture.dataDir,
+      workspaceRoot: fixture.workspace,
+      operationId: "op-mid",
+      isProcessAlive: everyoneDead,
+    });
+    expect(recovered.outcome).toBe("rolled_back");
+    expect(recovered.saga!.events.map((event) => event.phase).slice(6)).toEqual([
+      "recovery_required",
+      "recovery_started",
+      "rollback_prepared",
+      "rollback_started",
+      "workspace_rolled_back",
+      "rolled_back",
+    ]);
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+  });
+
+  it("reconciles a lost response for completed as the exact successor and still succeeds", async () => {
+    const faulty = failNthCall(nodeFileOps, {
+      n: 1,
+      code: "EIO",
+      count: (name, args) =>
+        name === "renameSync" &&
+        String(args[1]).endsWith("HEAD") &&
+        fs.existsSync(join(String(args[1]), "..", "000008-completed.json")),
+    });
+    const result = await restoreCheckpoint(options({ operationId: "op-lost", fs: faulty.ops }));
+    expect(faulty.fired()).toBe(true);
+    expect(result.phase).toBe("completed");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
+  });
+
+  it("reports an archive failure only as a warning", async () => {
+    const faulty = failNthCall(nodeFileOps, {
+      n: 1,
+      code: "EIO",
+      count: (name, args) =>
+        name === "renameSync" &&
+        String(args[1]).includes(`${join("restore-sagas")}`) &&
+        String(args[1]).includes(".archive"),
+    });
+    const result = await restoreCheckpoint(options({ operationId: "op-warn", fs: faulty.ops }));
+    expect(result).toMatchObject({ phase: "completed", archived: false });
+    expect(result.warning).toMatchObject({ code: "WRITE_FAILED", commitState: "archive_not_committed" });
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    const pending = await sagaStoreFor(fixture.dataDir, fixture.workspace).listPending();
+    expect(pending.diagnostics).toEqual([
+      { operationId: "op-warn", status: "terminal_unarchived", code: null, recoverable: true },
+    ]);
+  });
+
+  it("refuses a checkpoint of another workspace, an unknown one, and a data directory inside the workspace", async () => {
+    const otherWorkspace = join(base, "other");
+    writeTree(otherWorkspace, { "x.txt": "x" });
+    const foreign = await openCheckpointStore({ dataDir: fixture.dataDir }).createCheckpoint(otherWorkspace);
+    expect((await rejection(restoreCheckpoint(options({ checkpointId: foreign.checkpointId })))).code).toBe(
+      "INVALID_ARGUMENT",
+    );
+    expect((await rejection(restoreCheckpoint(options({ checkpointId: "ckpt-unknown" })))).code).toBe(
+      "NOT_FOUND",
+    );
+    expect(
+      (await rejection(restoreCheckpoint(options({ dataDir: join(fixture.workspace, "d0") })))).code,
+    ).toBe("INVALID_ARGUMENT");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+  });
+});

@@ -1,0 +1,269 @@
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  acquireWorkspaceLock,
+  inspectWorkspaceLock,
+  isSagaError,
+  ownerDigest,
+  type SagaError,
+  takeoverWorkspaceLock,
+  withWorkspaceLock,
+  withWorkspaceRecoveryLock,
+  workspaceLockPath,
+} from "../src/index.js";
+import { everyoneDead, makeTempDir, removeDir } from "./helpers.js";
+
+let base: string;
+let dataDir: string;
+let workspace: string;
+
+beforeEach(() => {
+  base = makeTempDir("wslock");
+  dataDir = join(base, "data");
+  workspace = join(base, "ws");
+  fs.mkdirSync(join(workspace, "child"), { recursive: true });
+});
+
+afterEach(() => {
+  removeDir(base);
+});
+
+async function rejection(promise: Promise<unknown>): Promise<SagaError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSagaError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a SagaError");
+}
+
+describe("workspace lock", () => {
+  it("publishes an owner carrying { transactionId, workspaceRoot, purpose } and releases it", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    const onDisk = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace });
+    expect(onDisk?.payload).toEqual({
+      transactionId: "op-1",
+      workspaceRoot: workspace,
+      purpose: "checkpoint-restore",
+    });
+    expect(onDisk?.pid).toBe(process.pid);
+    expect(ownerDigest(onDisk!)).toBe(held.ownerDigest);
+    expect(held.ownerDigest).toMatch(/^sha256:[0-9a-f]{64}$/);
+    held.assertOwned();
+    held.release();
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("inspects without creating anything", () => {
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+    expect(fs.existsSync(dataDir)).toBe(false);
+  });
+
+  it("refuses a second transaction on the same workspace while the first is live (WORKSPACE_LOCKED)", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    const error = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-2", waitMs: 30 }),
+    );
+    expect(error.code).toBe("WORKSPACE_LOCKED");
+    expect(error.details).toMatchObject({ ownerOperationId: "op-1", ownerPid: process.pid });
+    held.release();
+  });
+
+  it("refuses a child workspace while its parent is locked, and the parent while a child is locked", async () => {
+    const child = join(workspace, "child");
+    const parent = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-parent",
+    });
+    const refusedChild = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: child, transactionId: "op-child", waitMs: 0 }),
+    );
+    expect(refusedChild.code).toBe("WORKSPACE_LOCKED");
+    expect(refusedChild.details.ownerWorkspaceRoot).toBe(workspace);
+    parent.release();
+    const childLock = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: child,
+      transactionId: "op-child",
+    });
+    const refusedParent = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-parent", waitMs: 0 }),
+    );
+    expect(refusedParent.code).toBe("WORKSPACE_LOCKED");
+    // A sibling that merely shares a name prefix does not overlap.
+    fs.mkdirSync(join(base, "ws-sibling"));
+    const sibling = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: join(base, "ws-sibling"),
+      transactionId: "op-s",
+    });
+    sibling.release();
+    childLock.release();
+  });
+
+  it("waits for a live owner to finish and then takes the lock", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    setTimeout(() => held.release(), 50);
+    const second = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-2",
+      waitMs: 5_000,
+    });
+    expect(second.owner.payload.transactionId).toBe("op-2");
+    second.release();
+  });
+
+  it("reports a dead owner as RECOVERY_REQUIRED and never takes it over implicitly", async () => {
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-dead" });
+    const path = workspaceLockPath(dataDir, workspace);
+    const bytes = fs.readFileSync(path);
+    for (const root of [workspace, join(workspace, "child")]) {
+      const error = await rejection(
+        acquireWorkspaceLock({
+          dataDir,
+          workspaceRoot: root,
+          transactionId: "op-new",
+          isProcessAlive: everyoneDead,
+        }),
+      );
+      expect(error.code).toBe("RECOVERY_REQUIRED");
+      expect(error.details).toMatchObject({ ownerOperationId: "op-dead", workspaceLockRetained: false });
+    }
+    expect(fs.readFileSync(path)).toEqual(bytes);
+  });
+
+  it("refuses to lock past an unreadable lock file and leaves it as it is", async () => {
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const path = workspaceLockPath(dataDir, join(workspace, "child"));
+    fs.writeFileSync(path, "not json");
+    const error = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" }),
+    );
+    expect(error.code).toBe("LOCK_FAILED");
+    expect(fs.readFileSync(path, "utf8")).toBe("not json");
+  });
+
+  it("keeps the lock only when the callback lets the retention error itself propagate", async () => {
+    const retained = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-keep" }, (lease) =>
+        lease.retainForRecovery("journal write failed"),
+      ),
+    );
+    expect(retained.code).toBe("RECOVERY_REQUIRED");
+    expect(retained.details).toMatchObject({
+      workspaceLockRetained: true,
+      retentionReason: "journal write failed",
+    });
+    const kept = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace });
+    expect(kept?.payload.transactionId).toBe("op-keep");
+    expect(ownerDigest(kept!)).toBe(retained.details.retainedOwnerDigest);
+    fs.rmSync(workspaceLockPath(dataDir, workspace));
+
+    // Caught and swallowed: released.
+    await withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-catch" }, (lease) => {
+      try {
+        lease.retainForRecovery("caught");
+      } catch {
+        // swallowed
+      }
+    });
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+
+    // Replaced by another error: released.
+    const swapped = await withWorkspaceLock(
+      { dataDir, workspaceRoot: workspace, transactionId: "op-swap" },
+      (lease) => {
+        try {
+          lease.retainForRecovery("swapped");
+        } catch {
+          throw new Error("something else");
+        }
+      },
+    ).catch((error: Error) => error);
+    expect((swapped as Error).message).toBe("something else");
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("detects a lock that no longer holds its owner (LOCK_OWNERSHIP_LOST)", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    fs.rmSync(workspaceLockPath(dataDir, workspace));
+    expect(() => held.assertOwned()).toThrow(expect.objectContaining({ code: "LOCK_OWNERSHIP_LOST" }));
+  });
+
+  it("takes over exactly the inspected dead owner, keeping its transaction with a new token", async () => {
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-t" });
+    const dead = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    const options = {
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-t",
+      isProcessAlive: everyoneDead,
+    };
+    const result = await withWorkspaceRecoveryLock({ ...options, expectedOwner: dead }, (lease) => {
+      expect(lease.priorOwner).toEqual(dead);
+      expect(lease.recoveryOfOperationId).toBe("op-t");
+      expect(lease.owner.payload).toEqual(dead.payload);
+      expect(lease.owner.token).not.toBe(dead.token);
+      const onDisk = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+      expect(ownerDigest(onDisk)).toBe(lease.ownerDigest);
+      return "settled";
+    });
+    expect(result).toBe("settled");
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("refuses a takeover of a changed, live or foreign owner", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-t" });
+    const owner = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    const base = { dataDir, workspaceRoot: workspace, transactionId: "op-t" };
+    const live = await rejection(takeoverWorkspaceLock({ ...base, expectedOwner: owner }));
+    expect(live.code).toBe("WORKSPACE_LOCKED");
+    const drifted = { ...owner, token: "11111111-1111-4111-8111-111111111111" };
+    const changed = await rejection(
+      takeoverWorkspaceLock({ ...base, expectedOwner: drifted, isProcessAlive: everyoneDead }),
+    );
+    expect(changed.code).toBe("CONFLICT");
+    const foreign = await rejection(
+      takeoverWorkspaceLock({
+        ...base,
+        transactionId: "op-other",
+        expectedOwner: owner,
+        isProcessAlive: everyoneDead,
+      }),
+    );
+    expect(foreign.code).toBe("INVALID_ARGUMENT");
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(owner);
+    held.release();
+  });
+
+  it("lets a takeover retain the lock again for a later recovery", async () => {
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-r" });
+    const first = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    const options = {
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-r",
+      isProcessAlive: everyoneDead,
+    };
+    const error = await rejection(
+      withWorkspaceRecoveryLock({ ...options, expectedOwner: first }, (lease) =>
+        lease.retainForRecovery("again"),
+      ),
+    );
+    expect(error.details.workspaceLockRetained).toBe(true);
+    const second = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    expect(second.token).not.toBe(first.token);
+    expect(second.payload.transactionId).toBe("op-r");
+  });
+
+  it("refuses the filesystem root as a workspace", async () => {
+    const error = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: "/", transactionId: "op-1" }),
+    );
+    expect(error.code).toBe("INVALID_ARGUMENT");
+  });
+});
