@@ -1,7 +1,7 @@
 /**
  * The three locks under comparison, behind one shape. Retry settings are chosen to be comparable: each
  * waits with a backoff that starts near 1 ms and is capped at 20 ms (drydock: retryMs 20 with jitter;
- * proper-lockfile: retries 1..20 ms factor 1.5; lockfile: fixed pollPeriod 10 ms, the midpoint, since it
+ * proper-lockfile: 3,000 retries of 1..20 ms, factor 1.5; lockfile: fixed pollPeriod 10 ms, the midpoint, since it
  * has no backoff). Critical sections are empty, so the figures measure the locks alone.
  */
 import { acquireLock, acquireLockSync } from "@drydock/file-lock";
@@ -16,8 +16,11 @@ export type LockImpl =
   | "lockfile"
   | "lockfile-sync";
 
+/** A release that may be async (proper-lockfile's is): callers await it before the next acquire. */
+export type Release = () => Promise<void> | void;
+
 export interface Locker {
-  acquire(): Promise<() => void> | (() => void);
+  acquire(): Promise<Release> | Release;
 }
 
 export function makeLocker(impl: LockImpl, path: string): Locker {
@@ -42,11 +45,11 @@ export function makeLocker(impl: LockImpl, path: string): Locker {
           const release = await properLockfile.lock(path, {
             realpath: false,
             stale: 10_000,
-            retries: { retries: 1_000_000, minTimeout: 1, maxTimeout: 20, factor: 1.5 },
+            // 3,000 retries capped at 20 ms ≈ a 60 s wait, like the others. (A huge count such as 1e6 makes the
+            // retry library precompute that many timeouts on every call: ~280 ms per lock.)
+            retries: { retries: 3_000, minTimeout: 1, maxTimeout: 20, factor: 1.5 },
           });
-          return () => {
-            void release();
-          };
+          return () => release();
         },
       };
     case "proper-lockfile-sync":
@@ -60,7 +63,7 @@ export function makeLocker(impl: LockImpl, path: string): Locker {
     case "lockfile":
       return {
         acquire() {
-          return new Promise<() => void>((resolve, reject) => {
+          return new Promise<Release>((resolve, reject) => {
             lockfile.lock(path, { wait: 60_000, pollPeriod: 10, stale: 10_000 }, (error) => {
               if (error) reject(error);
               else resolve(() => lockfile.unlockSync(path));

@@ -56,14 +56,21 @@ export function floorOps(dir: string, payload: Buffer) {
   };
 }
 
+export interface FloorSamples {
+  writeFsync: number[];
+  atomicReplace: number[];
+  linkLockFsync: number[];
+  linkLock: number[];
+}
+
 export function measureFloor(
   iterations: number,
   payloadBytes = 128,
-): { floor: Floor; samples: Record<string, number[]> } {
+): { floor: Floor; samples: FloorSamples } {
   const { dir, cleanup } = scratchDir("floor");
   try {
     const ops = floorOps(dir, Buffer.alloc(payloadBytes, 0x61));
-    const samples = {
+    const samples: FloorSamples = {
       writeFsync: timeSync(ops.writeFsync, iterations),
       atomicReplace: timeSync(ops.atomicReplace, iterations),
       linkLockFsync: timeSync(() => ops.linkLock(true), iterations),

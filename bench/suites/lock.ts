@@ -94,7 +94,9 @@ export async function runLock(opts: { quick: boolean }): Promise<SuiteResult> {
     }
     for (const impl of ["drydock", "proper-lockfile", "lockfile"] as const) {
       const locker = makeLocker(impl, join(dir, `${impl}.lock`));
-      uncontended[impl] = await timeAsync(async () => (await locker.acquire())(), iterations);
+      uncontended[impl] = await timeAsync(async () => {
+        await (await locker.acquire())();
+      }, iterations);
     }
   } finally {
     cleanup();
@@ -175,7 +177,7 @@ export async function runLock(opts: { quick: boolean }): Promise<SuiteResult> {
     ],
     figures,
     notes: [
-      "Retry settings: drydock retryMs 20 (jittered backoff from ~1 ms); proper-lockfile retries minTimeout 1, maxTimeout 20, factor 1.5; lockfile pollPeriod 10 ms (no backoff).",
+      "Retry settings: drydock retryMs 20 (jittered backoff from ~1 ms); proper-lockfile retries 3,000 (≈60 s) with minTimeout 1, maxTimeout 20, factor 1.5; lockfile pollPeriod 10 ms (no backoff).",
       "proper-lockfile's and lockfile's sync APIs cannot wait, so they appear uncontended only.",
       "Link floor: candidate write + link + unlink of the same bytes with raw fs calls (with and without fsync of the candidate).",
     ],

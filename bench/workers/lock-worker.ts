@@ -17,6 +17,6 @@ while (performance.now() < end) {
   const t0 = performance.now();
   const release = await locker.acquire();
   waitsMs.push(performance.now() - t0);
-  release();
+  await release();
 }
 console.log(JSON.stringify({ pid: process.pid, count: waitsMs.length, waitsMs }));
