@@ -5,6 +5,7 @@
 //   gc       collectLockGarbage
 //   identity the default host / boot / process-start facts (LockIdentity)
 //   lock     acquire (async + sync), withLock, inspect, takeover, LockHandle
+//   liveness the lock's own verdict on a recorded process, for previews and initiator checks
 //   options  LockOptions and the crash points of every flow
 //   schema   the owner and election record formats (zod)
 
@@ -19,6 +20,7 @@ export type { FailNthOptions, FaultyFileOps } from "./fs.js";
 export { errnoError, type FileOpName, type FileOps, failNthCall, nodeFileOps } from "./fs.js";
 export { collectLockGarbage, type GarbageOptions } from "./gc.js";
 export { createSystemIdentity } from "./internal/identity.js";
+export { judgeOwnerLiveness, type ProcessClaim } from "./liveness.js";
 export type { InspectOptions, LockHandle } from "./lock.js";
 export { acquireLock, acquireLockSync, inspectLock, takeoverLock, withLock, withLockSync } from "./lock.js";
 export { LOCK_CRASH_POINTS, type LockCrashPoint, type LockIdentity, type LockOptions } from "./options.js";

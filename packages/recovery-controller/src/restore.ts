@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { isSagaError, PRE_MUTATION_PHASES } from "@drydock/restore-saga";
+import { canonicalJson, isSagaError, PRE_MUTATION_PHASES } from "@drydock/restore-saga";
 import { defaultRestorePorts } from "./defaults.js";
 import { recoveryError } from "./errors.js";
-import { canonicalJson } from "./internal/digest.js";
 import { boundedText, validateFence, validateOperationId } from "./internal/fence.js";
 import { ownerMayBeAlive } from "./internal/liveness.js";
 import type {
