@@ -96,7 +96,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
     // Fastify's default (100) would refuse legitimate nested file paths with its own 414 shape; params are
     // bounded by our zod schemas instead (file paths ≤ 1024 characters), which answer 400 naming the field.
-    maxParamLength: 4096,
+    routerOptions: { maxParamLength: 4096 },
     // Requests Node's HTTP parser rejects (bad bytes in the path, broken headers) get the same JSON error
     // shape as every other refusal, instead of Fastify's default text.
     clientErrorHandler: (error, socket) => {
