@@ -6,7 +6,12 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { CrashHook, Phase, SagaState } from "@drydock/restore-saga";
-import { openCheckpointStore, openSagaStore, restoreCheckpoint } from "@drydock/restore-saga";
+import {
+  openCheckpointStore,
+  openSagaStore,
+  restoreCheckpoint,
+  withWorkspaceLock,
+} from "@drydock/restore-saga";
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
@@ -122,6 +127,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
   const checkpoints = openCheckpointStore({ dataDir: deps.dataDir });
+  /**
+   * File writes, deletions and checkpoints hold the workspace lock for their short duration, like a restore
+   * does for its whole run: a write can never land in the middle of a restore (which would make the result
+   * neither the checkpoint nor the state before it), nor in a workspace whose failed restore retained the
+   * lock for a fenced recovery (a rollback would silently discard it). Those answer 409 with the saga's
+   * message (WORKSPACE_LOCKED: wait; RECOVERY_REQUIRED: see drydock restores show).
+   */
+  const withWorkspace = <T>(botId: string, purpose: string, fn: () => T | Promise<T>): Promise<T> =>
+    withWorkspaceLock(
+      {
+        dataDir: deps.dataDir,
+        workspaceRoot: workspaceRoot(botId),
+        transactionId: `${purpose}-${crypto.randomUUID()}`,
+        waitMs: 2_000,
+      },
+      () => fn(),
+    );
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
 
@@ -432,7 +454,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         "Send the file's bytes with Content-Type: application/octet-stream.",
       );
     }
-    const written = workspaceFiles(workspaceRoot(botId)).write(request.params["*"], request.body);
+    const body = request.body;
+    const written = await withWorkspace(botId, "file-write", () =>
+      workspaceFiles(workspaceRoot(botId)).write(request.params["*"], body),
+    );
     return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
   });
 
@@ -446,7 +471,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.delete("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request) => {
     const { botId } = request.params;
     await requireBot(botId);
-    workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]);
+    await withWorkspace(botId, "file-delete", () =>
+      workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]),
+    );
     return { ok: true };
   });
 
@@ -454,7 +481,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(botId);
-    const created = await exclusive(botId, () => checkpoints.createCheckpoint(workspaceRoot(botId)));
+    const created = await exclusive(botId, () =>
+      withWorkspace(botId, "checkpoint", () => checkpoints.createCheckpoint(workspaceRoot(botId))),
+    );
     return reply.code(201).send({ ok: true, checkpoint: created });
   });
 

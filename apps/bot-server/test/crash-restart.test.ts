@@ -146,6 +146,13 @@ describe("server killed during a restore, restarted on the same data directory",
         const operationId = recovery.restores[0].operationId as string;
         expect(recovery.restores[0].botId).toBe(botId);
 
+        if (point !== "restore.after-created") {
+          // The dead restore still holds the workspace: no write can slip in before the fenced recovery.
+          const write = await again("PUT", `/v1/bots/${botId}/files/dir0/f0.txt`, "sneaked in");
+          expect(write.status).toBe(409);
+          expect(write.json.error.code).toBe("RECOVERY_REQUIRED");
+        }
+
         // The operator's path (what `drydock restores show` + the printed command do): preview, then apply the
         // one eligible action against exactly the previewed fence.
         const controller = createRestoreRecoveryController({ dataDir: tmp.dir, workspaceRoot: workspace });

@@ -1,5 +1,6 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -110,6 +111,32 @@ describe("walk-through: bot, computer, file, checkpoint, restore, delete", () =>
 
     expect((await call("DELETE", "/v1/bots/ada")).status).toBe(200);
     expect((await call("GET", "/v1/bots/ada")).status).toBe(404);
+  });
+});
+
+describe("workspace writes respect the workspace lock", () => {
+  it("refuses to write, delete or checkpoint while a restore holds the workspace (409), then works again", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Locked", botId: "locked" })).status).toBe(201);
+    expect((await call("PUT", "/v1/bots/locked/files/a.txt", "before")).status).toBe(201);
+    // A live holder (this test process) of the bot's workspace lock, as a running restore would be.
+    const held = await acquireWorkspaceLock({
+      dataDir: tmp.dir,
+      workspaceRoot: join(tmp.dir, "workspaces", "locked"),
+      transactionId: "restore-held-by-test",
+    });
+    try {
+      const write = await call("PUT", "/v1/bots/locked/files/a.txt", "during");
+      expect(write.status).toBe(409);
+      expect(write.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(409);
+      expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(409);
+      expect((await call("GET", "/v1/bots/locked/files/a.txt")).text).toBe("before");
+    } finally {
+      held.release();
+    }
+    expect((await call("PUT", "/v1/bots/locked/files/a.txt", "after")).status).toBe(201);
+    expect((await call("GET", "/v1/bots/locked/files/a.txt")).text).toBe("after");
   });
 });
 
