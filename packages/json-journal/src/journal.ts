@@ -140,6 +140,12 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   // The last document this journal validated, with the identity of the file it came from. Only set when
   // the read was not racy (see RACY_WINDOW_NS). Never handed out: callers get clones.
   let cache: { identity: FileIdentity; doc: T } | null = null;
+  // The exact bytes this journal last validated (read or wrote) and their document. Unlike the identity
+  // cache it needs no timestamp argument: equal bytes parse to the same value, and schema and `check`
+  // are pure, so the verdict is the same. It spares the parse and the schema walk (most of an update's
+  // cost on a large journal: ~35 ms for 4,096 create rows) whenever nobody else wrote in between, which
+  // the racy-window rule cannot prove right after a write.
+  let validated: { bytes: Buffer; doc: T } | null = null;
   let swept = false;
 
   function emptyDoc(): T {
@@ -183,6 +189,11 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         // A read-only descriptor: nothing of ours is lost if its close fails.
       }
     }
+    const ageNs = BigInt(Math.floor(now())) * 1_000_000n - stats.ctimeNs;
+    if (validated?.bytes.equals(bytes)) {
+      cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: validated.doc } : null;
+      return structuredClone(validated.doc);
+    }
     let raw: unknown;
     try {
       // fatal: bytes that are not UTF-8 would otherwise become U+FFFD and be rewritten as such.
@@ -194,9 +205,9 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     }
     const result = validate(raw);
     if (!result.ok) throw stateError(result.detail, result.cause);
-    const ageNs = BigInt(Math.floor(now())) * 1_000_000n - stats.ctimeNs;
+    validated = { bytes, doc: result.doc };
     cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: result.doc } : null;
-    return cache ? structuredClone(result.doc) : result.doc;
+    return structuredClone(result.doc);
   }
 
   function load(): T {
@@ -244,11 +255,15 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     // A lock that was taken from us (reaped as dead, replaced by hand) must not let this write through.
     handle.assertOwned();
     cache = null;
+    validated = null;
     try {
       writeFileAtomic(file, text, { mode, durable, fs });
     } catch (error) {
       throw stateError("unavailable", error);
     }
+    // Only after the write returned: a failed write must not make its bytes look validated-and-current
+    // (they are still compared byte for byte with what the next read finds, so this is belt and braces).
+    validated = { bytes: Buffer.from(text), doc: result.doc };
   }
 
   function invalidNext(detail: string, cause: unknown): JsonJournalError {

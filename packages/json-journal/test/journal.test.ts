@@ -426,6 +426,29 @@ describe("unchanged-file cache", () => {
     expect(reads()).toBe(1);
   });
 
+  it("skips the parse and the schema when the bytes equal what it last validated, even right after its own write", async () => {
+    let validations = 0;
+    const counted = DocSchema.transform((doc) => {
+      validations += 1;
+      return doc;
+    });
+    const journal = openJsonJournal<Doc>({
+      file,
+      schema: counted,
+      empty: { version: 1, items: [] },
+      stateError: (detail, cause) => new StateError(detail, { cause }),
+    });
+    await journal.update((doc) => ({ next: { ...doc, items: [{ name: "a", value: 1 }] }, result: null }));
+    const afterWrite = validations; // the write validated the stored text once
+    expect((await journal.read()).items).toEqual([{ name: "a", value: 1 }]);
+    await journal.update((doc) => ({ result: doc.items.length }));
+    expect(validations).toBe(afterWrite);
+    // Different bytes, written behind its back at the same size and instant: parsed and validated again.
+    writeFileSync(file, serialize({ version: 1, items: [{ name: "b", value: 2 }] }));
+    expect((await journal.read()).items).toEqual([{ name: "b", value: 2 }]);
+    expect(validations).toBe(afterWrite + 1);
+  });
+
   for (const how of ["in-place", "rename"] as const) {
     it(`sees another process's same-size rewrite (${how}) even when the cache is trusted`, async () => {
       const a = serialize({ version: 1, items: [{ name: "a", value: 1 }] });
