@@ -761,6 +761,9 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           } else {
             try {
               fs.mkdirSync(dir, { mode: 0o700 });
+              // The saga's directory name must be durable before any event in it is acknowledged: a power
+              // loss would otherwise forget the whole saga after create and advance returned.
+              fsyncDir(fs, shardDir);
             } catch (error) {
               throw writeFailed(operationId, "event_not_committed", error, null);
             }

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 
@@ -31,9 +31,14 @@ export class PublishFailure extends Error {
   }
 }
 
-/** Makes `path` (and missing parents) as 0700 directories, then insists it is a real directory. */
+/**
+ * Makes `path` (and missing parents) as 0700 directories, then insists it is a real directory. Every
+ * directory it creates is flushed into its parent: a new name is durable only once its directory is
+ * fsynced, and without that a power loss can forget a saga directory whose events were acknowledged (the
+ * power-loss model in @drydock/power-loss found exactly that).
+ */
 export function ensurePrivateDir(fs: FileOps, path: string): void {
-  fs.mkdirSync(path, { recursive: true, mode: 0o700 });
+  const first = fs.mkdirSync(path, { recursive: true, mode: 0o700 });
   const stat = fs.lstatSync(path);
   if (!stat.isDirectory()) {
     throw new SagaError({
@@ -41,6 +46,14 @@ export function ensurePrivateDir(fs: FileOps, path: string): void {
       message: `${path} is not a plain directory (it is a symlink or a file). Nothing was changed; remove or repair it by hand.`,
     });
   }
+  if (first === undefined) return;
+  // mkdir -p created `first` and everything below it on the way to `path`: flush each new name's parent.
+  const created: string[] = [];
+  for (let dir = path; ; dir = dirname(dir)) {
+    created.unshift(dir);
+    if (dir === first || dirname(dir) === dir) break;
+  }
+  for (const dir of created) fsyncDir(fs, dirname(dir));
 }
 
 /** Flushes a directory so that names created or renamed in it survive a power loss. */
