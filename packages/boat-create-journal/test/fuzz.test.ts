@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
@@ -13,6 +13,14 @@ import {
 } from "../src/index.js";
 import { tempDataDir } from "./helpers.js";
 import { seedSerialize, seedVerdict } from "./seed-oracle.js";
+
+/** Figures for `pnpm reliability` (scripts/reliability.mjs); a no-op unless DRYDOCK_RELIABILITY_OUT is set. */
+function reliability(metric: string, value: number): void {
+  const out = process.env.DRYDOCK_RELIABILITY_OUT;
+  if (out) appendFileSync(out, `${JSON.stringify({ area: "journals", metric, value })}\n`);
+}
+/** DRYDOCK_RELIABILITY_SCALE resizes the run for `pnpm reliability` (default 1: the ordinary suite). */
+const RELIABILITY_SCALE = Number(process.env.DRYDOCK_RELIABILITY_SCALE ?? "1") || 1;
 
 /**
  * Mutation fuzzing of the journal file: valid files (as the original system writes them) are damaged in
@@ -288,7 +296,15 @@ describe("mutated create journal files", () => {
         }
         expect(existsSync(join(dir.dataDir, CREATE_JOURNAL_LOCK_FILE))).toBe(false);
       }),
-      { numRuns: 5_000 },
+      { numRuns: Math.max(1_000, Math.round(5_000 * RELIABILITY_SCALE)) },
+    );
+    reliability(
+      "create journal: fuzzed files read (valid / unreadable / invalid)",
+      verdicts.ok + verdicts.unreadable + verdicts.invalid,
+    );
+    reliability(
+      "create journal: fuzzed files refused with bytes unchanged",
+      verdicts.unreadable + verdicts.invalid,
     );
     // The run covered all three verdicts, not only one kind of file.
     expect(verdicts.ok).toBeGreaterThan(100);

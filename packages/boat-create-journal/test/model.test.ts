@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { isJsonJournalError } from "@drydock/json-journal";
@@ -14,6 +14,15 @@ import {
 } from "../src/index.js";
 import { tempDataDir } from "./helpers.js";
 import { seedVerdict } from "./seed-oracle.js";
+
+/** Figures for `pnpm reliability` (scripts/reliability.mjs); a no-op unless DRYDOCK_RELIABILITY_OUT is set. */
+function reliability(metric: string, value: number): void {
+  const out = process.env.DRYDOCK_RELIABILITY_OUT;
+  if (out) appendFileSync(out, `${JSON.stringify({ area: "journals", metric, value })}\n`);
+}
+/** DRYDOCK_RELIABILITY_SCALE resizes the run for `pnpm reliability` (default 1: the ordinary suite). */
+const RELIABILITY_SCALE = Number(process.env.DRYDOCK_RELIABILITY_SCALE ?? "1") || 1;
+const RUNS = Math.max(10, Math.round(40 * RELIABILITY_SCALE));
 
 /**
  * Model-based test: random command sequences run against the real journal (real files) and against a
@@ -364,8 +373,11 @@ describe("create journal against its reference model", () => {
           dir.cleanup();
         }
       }),
-      { numRuns: 40 },
+      { numRuns: RUNS },
     );
+    reliability("create journal: model-based command sequences", RUNS);
+    reliability("create journal: injected fs faults fired", stats.fired);
+    reliability("create journal: refusals checked against the model", stats.refusals);
     expect(stats.refusals).toBeGreaterThan(0);
     expect(stats.fired).toBeGreaterThan(0);
   });

@@ -1,3 +1,4 @@
+import { appendFileSync } from "node:fs";
 import type { FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
 import { LIFECYCLE_CRASH_POINTS, type LifecycleCrashPoint, legacyBoatName } from "../src/index.js";
@@ -105,6 +106,14 @@ const RECEIPT_JOURNALED = new Set<LifecycleCrashPoint>([
   "delete.after-retire-deletion",
 ]);
 
+/** Figures for `pnpm reliability` (scripts/reliability.mjs); a no-op unless DRYDOCK_RELIABILITY_OUT is set. */
+function reliability(metric: string, value: number): void {
+  const out = process.env.DRYDOCK_RELIABILITY_OUT;
+  if (out) appendFileSync(out, `${JSON.stringify({ area: "lifecycle", metric, value })}\n`);
+}
+/** Most billable (live) Boats the simulator ever held for the one bot, after a crash or at the end. */
+let maxLive = 0;
+
 async function sweepOne(s: Scenario): Promise<void> {
   // Four polls per deletion: after a restart an accepted operation is still running for a while, so the
   // rerun meets a pending receipt (where a blind second DELETE would be tempting).
@@ -133,6 +142,7 @@ async function sweepOne(s: Scenario): Promise<void> {
 
     // --- Invariants right after the crash -------------------------------------------------------------
     const afterCrash = t.stats();
+    maxLive = Math.max(maxLive, afterCrash.live);
     expect(afterCrash.live, context).toBeLessThanOrEqual(1);
     const boats = t.sim.sandboxes();
     const fences = t.deleteFile()?.records ?? [];
@@ -194,6 +204,7 @@ async function sweepOne(s: Scenario): Promise<void> {
 
     // --- Final invariants ------------------------------------------------------------------------------
     const end = t.stats();
+    maxLive = Math.max(maxLive, end.live);
     expect(end.live, context).toBe(s.endsLive ? 1 : 0);
     const rows = t.createFile()?.requests ?? [];
     for (const boat of t.sim.sandboxes().filter((b) => b.deletedAt === null)) {
@@ -237,6 +248,10 @@ describe("crash sweep", () => {
       }
     });
     await Promise.all(workers);
+    reliability("crash runs (kill, restart, recover, rerun)", scenarios.length);
+    reliability("distinct crash points swept", swept.size);
+    reliability("declared crash points", LIFECYCLE_CRASH_POINTS.length);
+    reliability("max billable Boats per bot", maxLive);
     expect([...swept].sort()).toEqual([...LIFECYCLE_CRASH_POINTS].sort());
     console.log(
       `crash sweep: ${scenarios.length} crash runs over ${swept.size} distinct points (${LIFECYCLE_CRASH_POINTS.length} declared), all invariants held`,
