@@ -1,11 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import { openJsonJournal } from "@drydock/json-journal";
+import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
 import { createPaused, invalidArgument, isJournalStateError } from "./errors.js";
 import { assertBoatId, assertBotId, assertRequestBody, parseRequest } from "./internal/args.js";
 import { checkCreateJournal } from "./internal/check.js";
-import { toStateError } from "./internal/failures.js";
 import {
   adoptStep,
   beginStep,
@@ -88,7 +87,7 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
     try {
       return await journal.update(step);
     } catch (error) {
-      throw toStateError(error, isJournalStateError, createPaused);
+      throw toJournalStateError(error, isJournalStateError, createPaused);
     }
   }
 
@@ -112,7 +111,7 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
         const doc = await journal.read();
         return snapshotOf(doc, readClock(now));
       } catch (error) {
-        throw toStateError(error, isJournalStateError, createPaused);
+        throw toJournalStateError(error, isJournalStateError, createPaused);
       }
     },
     async adoptResolvedBoat(botId, boxId) {

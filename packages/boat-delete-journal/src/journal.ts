@@ -1,10 +1,9 @@
 import { join } from "node:path";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import { openJsonJournal } from "@drydock/json-journal";
+import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
 import { deletePaused, invalidArgument, isJournalStateError } from "./errors.js";
 import { assertBoatId, assertBotId, parseIdentity, parseOperation } from "./internal/args.js";
 import { checkDeleteJournal } from "./internal/check.js";
-import { toStateError } from "./internal/failures.js";
 import {
   acceptStep,
   blockStep,
@@ -80,7 +79,7 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
       // The clock is read inside the lock, so stamps follow the order in which writers held it.
       return await journal.update((doc) => step(doc, readClock(now)));
     } catch (error) {
-      throw toStateError(error, isJournalStateError, deletePaused);
+      throw toJournalStateError(error, isJournalStateError, deletePaused);
     }
   }
 
@@ -88,7 +87,7 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
     try {
       return view(await journal.read());
     } catch (error) {
-      throw toStateError(error, isJournalStateError, deletePaused);
+      throw toJournalStateError(error, isJournalStateError, deletePaused);
     }
   }
 

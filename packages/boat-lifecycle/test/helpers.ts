@@ -12,6 +12,7 @@ import {
   type SimStats,
   startBoatSimulator,
 } from "@drydock/boat-provider/simulator";
+import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { type BoatLifecycle, type CrashHook, createBoatLifecycle } from "../src/index.js";
 
 export const ENV_ID = "0b6a1c52-7f8e-4d3a-9c21-5e4f3a2b1c0d";
@@ -59,41 +60,16 @@ export interface Harness {
  */
 export function faultyFs() {
   const state: { failRenameTo: string | null; failures: number } = { failRenameTo: null, failures: 0 };
-  const ops = {
-    openSync: nodeFs.openSync,
-    closeSync: nodeFs.closeSync,
-    writeSync: nodeFs.writeSync,
-    readSync: nodeFs.readSync,
-    fsyncSync: nodeFs.fsyncSync,
-    fstatSync: nodeFs.fstatSync,
-    readFileSync: nodeFs.readFileSync,
-    writeFileSync: nodeFs.writeFileSync,
-    linkSync: nodeFs.linkSync,
-    unlinkSync: nodeFs.unlinkSync,
+  const ops: FileOps = {
+    ...nodeFileOps,
     renameSync: (from: nodeFs.PathLike, to: nodeFs.PathLike) => {
       if (state.failRenameTo !== null && String(to).endsWith(state.failRenameTo)) {
         state.failRenameTo = null;
         state.failures += 1;
-        throw Object.assign(new Error("EIO: i/o error, rename"), {
-          code: "EIO",
-          errno: -5,
-          syscall: "rename",
-        });
+        throw errnoError("EIO", "rename", String(to));
       }
       nodeFs.renameSync(from, to);
     },
-    statSync: nodeFs.statSync,
-    lstatSync: nodeFs.lstatSync,
-    mkdirSync: nodeFs.mkdirSync,
-    readdirSync: nodeFs.readdirSync,
-    rmdirSync: nodeFs.rmdirSync,
-    rmSync: nodeFs.rmSync,
-    chmodSync: nodeFs.chmodSync,
-    symlinkSync: nodeFs.symlinkSync,
-    readlinkSync: nodeFs.readlinkSync,
-    realpathSync: nodeFs.realpathSync,
-    ftruncateSync: nodeFs.ftruncateSync,
-    existsSync: nodeFs.existsSync,
   };
   return { ops, state };
 }

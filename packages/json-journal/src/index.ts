@@ -15,3 +15,6 @@ export {
 
 // Journal
 export { defaultLockFile, type JsonJournal, type JsonJournalOptions, openJsonJournal } from "./journal.js";
+
+// Lock failures as journal state errors (shared by the journals built on this package)
+export { lockErrorDetail, toJournalStateError } from "./state-errors.js";

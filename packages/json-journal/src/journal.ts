@@ -3,7 +3,6 @@ import { basename, dirname } from "node:path";
 import {
   type FileOps,
   isLockError,
-  type LockError,
   type LockHandle,
   type LockOptions,
   nodeFileOps,
@@ -12,6 +11,7 @@ import {
 import type { z } from "zod";
 import { sweepStaleTemps, writeFileAtomic } from "./atomic.js";
 import { errnoCode, JsonJournalError } from "./errors.js";
+import { lockErrorDetail } from "./state-errors.js";
 
 export interface JsonJournalOptions<T> {
   /** The document, e.g. `<dataDir>/box-create-requests.json`. Its directory is created (0700) when missing. */
@@ -276,29 +276,6 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     });
   }
 
-  function lockDetail(error: LockError): string {
-    switch (error.code) {
-      case "LOCK_TIMEOUT":
-        return `locked by another ${label} process`;
-      case "LOCK_INVALID":
-        return "lock is invalid";
-      case "LOCK_UNREADABLE":
-        return "lock is unreadable";
-      case "LOCK_OWNER_UNVERIFIABLE":
-        return "lock owner could not be verified";
-      case "LOCK_OWNER_DEAD":
-        return "locked by a process that is no longer running";
-      case "LOCK_OWNERSHIP_LOST":
-        return "lock ownership changed unexpectedly";
-      case "LOCK_REAPER_EXHAUSTED":
-        return "stale lock could not be recovered after repeated interrupted attempts";
-      case "LOCK_UNSUPPORTED_FS":
-        return "lock is unsupported on this file system";
-      default:
-        return "lock is unavailable";
-    }
-  }
-
   async function locked<R>(section: (handle: LockHandle) => R): Promise<R> {
     try {
       for (const dir of dirs) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -323,7 +300,8 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
       // The lock's own failures become the journal's state error (the seeds' wording: "…recovery state
       // is locked by another … process"), keeping the LockError as the cause. An abort is the caller's
       // own request, not a state problem, so it propagates as the LockError it is.
-      if (isLockError(error) && error.code !== "LOCK_ABORTED") throw stateError(lockDetail(error), error);
+      if (isLockError(error) && error.code !== "LOCK_ABORTED")
+        throw stateError(lockErrorDetail(error, label), error);
       throw error;
     }
   }
