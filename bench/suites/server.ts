@@ -116,7 +116,7 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
       },
       notes: [
         "Overhead = bare route's requests/s ÷ the server's; target under 2×.",
-        "Each GET /v1/bots takes the bot-registry lock and both journal locks once (three short file-lock cycles) and checks the unchanged-file cache.",
+        "Each GET /v1/bots reads bots.json and both journals without their locks (json-journal peek: one stat per file proves it unchanged), recomputes every bot's computer state, and re-sends the last rendered body when nothing in it changed.",
       ],
     };
   } finally {

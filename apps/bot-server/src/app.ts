@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { accessSync, existsSync, constants as fsConstants, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { BoatCreateJournal } from "@drydock/boat-create-journal";
+import { type BoatCreateJournal, KEY_RETENTION_MS } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
@@ -63,8 +63,17 @@ const CreateBotBody = z
 const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
 
 /** Redaction is structural: responses are built from these fields only, never by spreading internal records. */
-function botView(bot: Bot) {
-  return { botId: bot.botId, name: bot.name, createdAt: new Date(bot.createdAt).toISOString() };
+type BotView = { readonly botId: string; readonly name: string; readonly createdAt: string };
+// Keyed by the registry's rows: `peek` hands out the same frozen row while bots.json is unchanged, so a
+// listing formats each bot once, not once per request (Date#toISOString is most of a row's cost).
+const botViews = new WeakMap<Readonly<Bot>, BotView>();
+function botView(bot: Readonly<Bot>): BotView {
+  let view = botViews.get(bot);
+  if (view === undefined) {
+    view = { botId: bot.botId, name: bot.name, createdAt: new Date(bot.createdAt).toISOString() };
+    botViews.set(bot, view);
+  }
+  return view;
 }
 
 function sagaView(state: SagaState) {
@@ -166,8 +175,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   }
 
-  async function requireBot(botId: string): Promise<Bot> {
-    const bot = await deps.bots.get(botId);
+  /** `peek` for read-only routes: a view need not wait for a writer (see json-journal's `peek`). */
+  async function requireBot(botId: string, options?: { peek: true }): Promise<Bot> {
+    const bot = await deps.bots.get(botId, options);
     if (!bot) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
     return bot;
   }
@@ -280,16 +290,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
 
-  app.get("/v1/bots", async () => {
-    const [bots, journals] = await Promise.all([deps.bots.list(), readJournals()]);
-    return {
-      ok: true,
-      bots: bots.map((b) => ({ ...botView(b), computer: computerView(b.botId, journals) })),
-    };
+  // The last listing rendered, kept while nothing in it changed: the same frozen bot rows (json-journal's
+  // `peek` hands out one object per unchanged bots.json) and field-equal computer views. Rendering 100
+  // bots (JSON.stringify) costs about as much as Fastify's whole handling of the request, and a listing is
+  // typically polled far more often than a bot or its computer changes.
+  let listing: { bots: readonly Readonly<Bot>[]; computers: ComputerView[]; body: string } | null = null;
+  app.get("/v1/bots", async (_request, reply) => {
+    const [bots, journals] = await Promise.all([deps.bots.list({ peek: true }), readJournals()]);
+    const computers = bots.map((b) => computerView(b.botId, journals));
+    if (listing === null || listing.bots !== bots || !sameComputerViews(listing.computers, computers)) {
+      const rendered = { ok: true, bots: bots.map((b, i) => ({ ...botView(b), computer: computers[i] })) };
+      listing = { bots, computers, body: JSON.stringify(rendered) };
+    }
+    return reply.type("application/json; charset=utf-8").send(listing.body);
   });
 
   app.get("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
-    const bot = await requireBot(request.params.botId);
+    const bot = await requireBot(request.params.botId, { peek: true });
     return { ok: true, bot: { ...botView(bot), computer: computerView(bot.botId, await readJournals()) } };
   });
 
@@ -350,22 +367,57 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // --- the bot's computer ---------------------------------------------------------------------------------
   type ComputerStatus = "none" | "provisioning" | "ready" | "deleting" | "needs_attention";
   type ComputerView = { status: ComputerStatus; boxId?: string; name?: string; problem?: string };
-  type Journals = {
-    creates: Awaited<ReturnType<BoatCreateJournal["boatCreateRecoverySnapshot"]>>;
-    deletions: Awaited<ReturnType<BoatDeleteJournal["boatDeletionSnapshot"]>>;
-  };
-  /** Both journals read once per request, however many bots the answer covers. */
+  type CreateRow = Awaited<ReturnType<BoatCreateJournal["peekBoatCreates"]>>[number];
+  type DeletionRow = Awaited<ReturnType<BoatDeleteJournal["peekBoatDeletions"]>>[number];
+  /** Both journals' rows by bot: the first create row and every deletion fence of each bot. */
+  type Journals = { creates: Map<string, CreateRow>; deletions: Map<string, DeletionRow[]> };
+  // The last index built, with the two arrays it came from: the journals' peek methods hand out the very
+  // same frozen arrays while their files are unchanged, so a poll rebuilds nothing.
+  let indexed: {
+    creates: readonly CreateRow[];
+    deletions: readonly DeletionRow[];
+    journals: Journals;
+  } | null = null;
+  /**
+   * Both journals read once per request, however many bots the answer covers, without their locks: these
+   * are views (json-journal's `peek`), and every decision is taken again under the locks by the routes
+   * and the lifecycle that act.
+   */
   async function readJournals(): Promise<Journals> {
     const [creates, deletions] = await Promise.all([
-      deps.createJournal.boatCreateRecoverySnapshot(),
-      deps.deleteJournal.boatDeletionSnapshot(),
+      deps.createJournal.peekBoatCreates(),
+      deps.deleteJournal.peekBoatDeletions(),
     ]);
-    return { creates, deletions };
+    if (indexed?.creates === creates && indexed.deletions === deletions) return indexed.journals;
+    const journals: Journals = { creates: new Map(), deletions: new Map() };
+    for (const row of creates) if (!journals.creates.has(row.botId)) journals.creates.set(row.botId, row);
+    for (const record of deletions) {
+      // A fence with no owning bot (one an operator prepared by hand) belongs to no bot's view.
+      if (record.ownerBotId === null) continue;
+      const list = journals.deletions.get(record.ownerBotId);
+      if (list) list.push(record);
+      else journals.deletions.set(record.ownerBotId, [record]);
+    }
+    indexed = { creates, deletions, journals };
+    return journals;
   }
 
-  /** The computer's state from durable knowledge only (no provider call), so listing bots stays cheap. */
+  function sameComputerViews(a: readonly ComputerView[], b: readonly ComputerView[]): boolean {
+    return (
+      a.length === b.length &&
+      a.every(
+        (x, i) =>
+          x.status === b[i]?.status &&
+          x.boxId === b[i]?.boxId &&
+          x.name === b[i]?.name &&
+          x.problem === b[i]?.problem,
+      )
+    );
+  }
+
+  /** The computer's state from the journals only (no provider call), so listing bots stays cheap. */
   function computerView(botId: string, journals: Journals): ComputerView {
-    const deletions = journals.deletions.filter((r) => r.ownerBotId === botId);
+    const deletions = journals.deletions.get(botId) ?? [];
     const blocked = deletions.find((r) => r.phase === "blocked");
     if (blocked) {
       return {
@@ -377,12 +429,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     const deleting = deletions[0];
     if (deleting) return { status: "deleting", boxId: deleting.boxId, name: deleting.name };
-    const row = journals.creates.find((r) => r.botId === botId);
+    const row = journals.creates.get(botId);
     if (!row) return { status: "none" };
     if (row.resolved && row.boxId)
       return { status: "ready", boxId: row.boxId, name: deps.lifecycle.boatNameFor(botId) };
     if (busy.has(botId)) return { status: "provisioning", ...(row.boxId ? { boxId: row.boxId } : {}) };
-    const expired = row.ageMs > 24 * 60 * 60 * 1000;
+    const expired = Date.now() - row.createdAt > KEY_RETENTION_MS;
     return {
       status: "needs_attention",
       ...(row.boxId ? { boxId: row.boxId } : {}),
@@ -393,7 +445,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   }
 
   app.get("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request) => {
-    await requireBot(request.params.botId);
+    await requireBot(request.params.botId, { peek: true });
     return { ok: true, computer: computerView(request.params.botId, await readJournals()) };
   });
 

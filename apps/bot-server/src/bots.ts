@@ -39,9 +39,15 @@ function botsStateError(detail: string, cause?: unknown): HttpProblem {
   return problem;
 }
 
+/** `peek: true` reads without the lock (json-journal's `peek`): for views, never for decisions. */
+export interface BotReadOptions {
+  peek?: boolean;
+}
+
+/** Rows are read-only: with `peek` they are json-journal's frozen, shared objects. */
 export interface BotRegistry {
-  list(): Promise<Bot[]>;
-  get(botId: string): Promise<Bot | null>;
+  list(options?: BotReadOptions): Promise<readonly Readonly<Bot>[]>;
+  get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
 }
@@ -56,13 +62,14 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
     stateError: botsStateError,
     lock: { label: "drydock bot registry" },
   });
+  // `read` hands out a private copy and `peek` a frozen one, so the rows need no further copying.
+  const read = (options?: BotReadOptions) => (options?.peek === true ? journal.peek() : journal.read());
   return {
-    async list() {
-      return (await journal.read()).bots.map((b) => ({ ...b }));
+    async list(options) {
+      return (await read(options)).bots;
     },
-    async get(botId) {
-      const bot = (await journal.read()).bots.find((b) => b.botId === botId);
-      return bot ? { ...bot } : null;
+    async get(botId, options) {
+      return (await read(options)).bots.find((b) => b.botId === botId) ?? null;
     },
     create({ botId, name }) {
       return journal.update((doc) => {

@@ -74,6 +74,7 @@ export type Api = (
   // biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert on them.
   json: any;
   text: string;
+  headers: Headers;
 }>;
 
 export function api(url: string, token: string | null): Api {
@@ -97,6 +98,6 @@ export function api(url: string, token: string | null): Api {
     } catch {
       // binary or empty body
     }
-    return { status: res.status, json, text };
+    return { status: res.status, json, text, headers: res.headers };
   };
 }

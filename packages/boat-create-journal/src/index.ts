@@ -28,6 +28,7 @@ export {
   type BoatCreateRequest,
   BoatCreateRequestFieldsSchema,
   BoatCreateRequestSchema,
+  type BoatCreateView,
   BoatIdSchema,
   BotIdSchema,
   IDEMPOTENCY_KEY,

@@ -15,6 +15,7 @@ import {
   retireStep,
   type Step,
   snapshotOf,
+  viewOf,
 } from "./internal/logic.js";
 import {
   type BoatCreateAttempt,
@@ -22,6 +23,7 @@ import {
   BoatCreateJournalFileSchema,
   type BoatCreateRecoveryEntry,
   type BoatCreateRequest,
+  type BoatCreateView,
 } from "./schema.js";
 
 export const CREATE_JOURNAL_FILE = "box-create-requests.json";
@@ -49,6 +51,13 @@ export interface BoatCreateJournal {
   resolveBoatCreate(request: BoatCreateRequest): Promise<BoatCreateRequest>;
   /** Sanitised rows: never a key or a request body. */
   boatCreateRecoverySnapshot(): Promise<BoatCreateRecoveryEntry[]>;
+  /**
+   * The same sanitised rows without `ageMs`, read without the lock (json-journal's `peek`): never waits
+   * for a writer, but may show a row whose write is not yet durable. Frozen, and the very same array for as
+   * long as the file is unchanged, so a view can memoize what it derives by identity. For views (listings,
+   * dashboards) only; every decision goes through the methods above.
+   */
+  peekBoatCreates(): Promise<readonly BoatCreateView[]>;
   /** Record a Boat found by its deterministic (legacy) name as the bot's resolved Boat. */
   adoptResolvedBoat(botId: string, boxId: string): Promise<void>;
   /** Only for a Boat the provider confirmed deleted. */
@@ -80,6 +89,9 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
     ...(fs ? { fs } : {}),
   });
 
+  // peekBoatCreates' rows per peeked document: json-journal hands out one frozen object per unchanged file.
+  const views = new WeakMap<object, readonly BoatCreateView[]>();
+
   /** The clock is read once per call, inside the lock, so the decision and the stamp agree. */
   const context = (): CreateContext => ({ now: readClock(now), newKey });
 
@@ -110,6 +122,19 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
       try {
         const doc = await journal.read();
         return snapshotOf(doc, readClock(now));
+      } catch (error) {
+        throw toJournalStateError(error, isJournalStateError, createPaused);
+      }
+    },
+    async peekBoatCreates() {
+      try {
+        const doc = await journal.peek();
+        let rows = views.get(doc);
+        if (rows === undefined) {
+          rows = Object.freeze(doc.requests.map((request) => Object.freeze(viewOf(request))));
+          views.set(doc, rows);
+        }
+        return rows;
       } catch (error) {
         throw toJournalStateError(error, isJournalStateError, createPaused);
       }

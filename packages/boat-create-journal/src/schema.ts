@@ -88,6 +88,11 @@ export const BoatCreateRecoveryEntrySchema = z.strictObject({
 export type BoatCreateRequest = z.infer<typeof BoatCreateRequestSchema>;
 export type BoatCreateJournalFile = z.infer<typeof BoatCreateJournalFileSchema>;
 export type BoatCreateRecoveryEntry = z.infer<typeof BoatCreateRecoveryEntrySchema>;
+/**
+ * A row as `peekBoatCreates()` shows it: the snapshot's fields except `ageMs`, which depends on the clock
+ * (the rows do not, so they can be shared while the file is unchanged).
+ */
+export type BoatCreateView = Readonly<Omit<BoatCreateRecoveryEntry, "ageMs">>;
 
 export interface BoatCreateAttempt {
   request: BoatCreateRequest;

@@ -5,6 +5,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   unlinkSync,
   writeFileSync,
@@ -326,6 +327,43 @@ describe("the journal lock", () => {
     expect(readFileSync(s.lock, "utf8")).toBe(lockBytes);
     expect(readFileSync(`${s.lock}.reap-${token}`, "utf8")).toBe(reaper);
     expect(existsSync(s.file)).toBe(false);
+  });
+
+  it("peekBoatCreates answers while a live process holds the lock: frozen sanitised rows, one array per unchanged file", async () => {
+    const s = setup({ waitMs: 100 });
+    const writer = s.open();
+    const { request } = await writer.beginBoatCreate("bot-1", BODY);
+    await writer.beginBoatCreate("bot-2", BODY);
+    await writer.rememberCreatedBoat(request, "bx_peek2345");
+    const viewer = s.open();
+    const lockBytes = owner(process.pid);
+    writeFileSync(s.lock, lockBytes);
+    try {
+      const rows = await viewer.peekBoatCreates();
+      const snapshot = await writer.boatCreateRecoverySnapshot().catch((error: unknown) => error);
+      expect(snapshot).toMatchObject({ detail: "locked by another drydock process" });
+      expect([...rows].sort((a, b) => a.botId.localeCompare(b.botId))).toEqual([
+        { botId: "bot-1", boxId: "bx_peek2345", resolved: false, createdAt: expect.any(Number) },
+        { botId: "bot-2", resolved: false, createdAt: expect.any(Number) },
+      ]);
+      // Never a key or a body, even though the file holds both.
+      expect(JSON.stringify(rows)).not.toContain(request.idempotencyKey);
+      expect(JSON.stringify(rows)).not.toContain("requestBody");
+      expect(Object.isFrozen(rows) && rows.every((row) => Object.isFrozen(row))).toBe(true);
+      expect(await viewer.peekBoatCreates()).toBe(rows);
+      expect(readFileSync(s.lock, "utf8")).toBe(lockBytes);
+    } finally {
+      rmSync(s.lock);
+    }
+    await writer.resolveBoatCreate({ ...request, boxId: "bx_peek2345" });
+    const after = await viewer.peekBoatCreates();
+    expect(after.find((row) => row.botId === "bot-1")).toMatchObject({
+      boxId: "bx_peek2345",
+      resolved: true,
+    });
+    writeFileSync(s.file, "[]");
+    await expectPaused(viewer.peekBoatCreates(), "invalid");
+    expect(readFileSync(s.file, "utf8")).toBe("[]");
   });
 
   it("fails closed on a corrupt lock and leaves it as it was", async () => {

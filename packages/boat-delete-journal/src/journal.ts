@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
+import { type DeepReadonly, openJsonJournal, toJournalStateError } from "@drydock/json-journal";
 import { deletePaused, invalidArgument, isJournalStateError } from "./errors.js";
 import { assertBoatId, assertBotId, parseIdentity, parseOperation } from "./internal/args.js";
 import { checkDeleteJournal } from "./internal/check.js";
@@ -44,6 +44,13 @@ export interface BoatDeleteJournal {
   markBoatDeletionBlocked(boxId: string, operation?: unknown): Promise<BoatDeletionRecord>;
   /** Copies of every fence. */
   boatDeletionSnapshot(): Promise<BoatDeletionRecord[]>;
+  /**
+   * Every fence, read without the lock (json-journal's `peek`): never waits for a writer, but may show a
+   * fence whose write is not yet durable. Deeply frozen, and the very same array for as long as the file is
+   * unchanged, so a view can memoize what it derives by identity. For views (listings, dashboards) only;
+   * every decision goes through the methods above.
+   */
+  peekBoatDeletions(): Promise<readonly DeepReadonly<BoatDeletionRecord>[]>;
   getBoatDeletion(boxId: string): Promise<BoatDeletionRecord | null>;
   /** Whether any fence (whatever its phase) belongs to the bot. */
   hasPendingBoatDeletionForBot(botId: string): Promise<boolean>;
@@ -112,6 +119,13 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
     },
     async boatDeletionSnapshot() {
       return read((doc) => snapshotOf(doc));
+    },
+    async peekBoatDeletions() {
+      try {
+        return (await journal.peek()).records;
+      } catch (error) {
+        throw toJournalStateError(error, isJournalStateError, deletePaused);
+      }
     },
     async getBoatDeletion(boxId) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
@@ -342,6 +342,31 @@ describe("the journal lock", () => {
     mkdirSync(s.dataDir, { recursive: true, mode: 0o700 });
     writeFileSync(s.lock, owner(process.pid));
     await expectPaused(s.open().boatDeletionSnapshot(), "locked by another drydock process");
+  });
+
+  it("peekBoatDeletions answers while a live process holds the lock: frozen fences, one array per unchanged file", async () => {
+    const s = setup({ waitMs: 100 });
+    const writer = s.open();
+    await writer.prepareBoatDeletion(target);
+    const viewer = s.open();
+    const lockBytes = owner(process.pid);
+    writeFileSync(s.lock, lockBytes);
+    let fences: Awaited<ReturnType<BoatDeleteJournal["peekBoatDeletions"]>>;
+    try {
+      fences = await viewer.peekBoatDeletions();
+      await expectPaused(writer.boatDeletionSnapshot(), "locked by another drydock process");
+      expect(fences).toEqual(JSON.parse(s.text()).records);
+      expect(Object.isFrozen(fences) && Object.isFrozen(fences[0])).toBe(true);
+      expect(await viewer.peekBoatDeletions()).toBe(fences);
+      expect(readFileSync(s.lock, "utf8")).toBe(lockBytes);
+    } finally {
+      rmSync(s.lock);
+    }
+    await writer.retireBoatDeletion(BOX);
+    expect(await viewer.peekBoatDeletions()).toEqual([]);
+    writeFileSync(s.file, "[]");
+    await expectPaused(viewer.peekBoatDeletions(), "invalid");
+    expect(readFileSync(s.file, "utf8")).toBe("[]");
   });
 });
 

@@ -96,6 +96,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
   if (typeof environmentId !== "string" || environmentId.length === 0 || environmentId.length > 200) {
     throw invalid("environmentId must be a non-empty string (the installation's environment id)");
   }
+  const scopedNames = new Map<string, string>();
   const ctx: Context = {
     client: options.client,
     createJournal: options.createJournal,
@@ -105,7 +106,17 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     sleep: options.sleep ?? realSleep,
     logger: options.logger ?? {},
     crash: options.crash ?? noCrash,
-    scopedName: (botId) => scopedBoatName(environmentId, botId),
+    scopedName: (botId) => {
+      // Two SHA-256 per name; a listing asks for every bot's name on every request, so names are kept
+      // (a pure function of the bot id; bounded, and simply recomputed after a reset).
+      let name = scopedNames.get(botId);
+      if (name === undefined) {
+        if (scopedNames.size >= 4096) scopedNames.clear();
+        name = scopedBoatName(environmentId, botId);
+        scopedNames.set(botId, name);
+      }
+      return name;
+    },
     legacyName: legacyBoatName,
   };
 
@@ -294,6 +305,9 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
 
   return {
     boatNameFor: (botId) => {
+      // A name already computed was computed for a valid id: skip the check (listings ask once per bot).
+      const known = scopedNames.get(botId);
+      if (known !== undefined) return known;
       assertBotId(botId);
       return ctx.scopedName(botId);
     },

@@ -14,7 +14,13 @@ export {
 } from "./errors.js";
 
 // Journal
-export { defaultLockFile, type JsonJournal, type JsonJournalOptions, openJsonJournal } from "./journal.js";
+export {
+  type DeepReadonly,
+  defaultLockFile,
+  type JsonJournal,
+  type JsonJournalOptions,
+  openJsonJournal,
+} from "./journal.js";
 
 // Lock failures as journal state errors (shared by the journals built on this package)
 export { lockErrorDetail, toJournalStateError } from "./state-errors.js";

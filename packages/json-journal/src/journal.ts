@@ -48,12 +48,40 @@ export interface JsonJournal<T> {
   /** The current document, validated (a private copy: mutating it changes nothing). */
   read(): Promise<T>;
   /**
+   * The last published document, validated like `read` but read without the lock, so it never waits
+   * for a writer. Never torn (every write is an atomic rename), but it answers "what is on disk now",
+   * not "what is durable": a writer between its rename and its directory fsync is already visible, and a
+   * power loss at that instant could take that version back. Use it for views (listings, dashboards);
+   * decide with `read` or inside `update`.
+   *
+   * Nothing is copied: the answer is deeply frozen (mutating it throws) and is the very same object for
+   * as long as this journal proves the document unchanged, so a caller may memoize what it derives from
+   * it by identity (a `WeakMap` keyed by the document).
+   */
+  peek(): Promise<DeepReadonly<T>>;
+  /**
    * Runs `fn` on a private copy of the current document while holding the lock. When `fn` returns
    * `next`, it is validated (schema + check, on the exact JSON that will be stored) and written
    * atomically before the lock is released; then `result` is returned. `fn` must be synchronous; if it
    * throws, nothing is written and its error propagates.
    */
   update<R>(fn: (doc: T) => { next?: T; result: R }): Promise<R>;
+}
+
+/** What `peek` hands out: the document, frozen all the way down. */
+export type DeepReadonly<T> = T extends (infer U)[]
+  ? readonly DeepReadonly<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: DeepReadonly<T[K]> }
+    : T;
+
+/** Freezes a parsed JSON value in place (objects and arrays only; JSON has no cycles). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+    Object.freeze(value);
+  }
+  return value;
 }
 
 const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
@@ -103,8 +131,8 @@ export function defaultLockFile(file: string): string {
 }
 
 /**
- * A JSON document shared by processes on one machine. Every call takes the lock and re-validates what
- * is on disk (or proves it unchanged since this journal last validated it), so two processes always
+ * A JSON document shared by processes on one machine. Every call but `peek` takes the lock; every call
+ * re-validates what is on disk (or proves it unchanged since this journal last validated it), so two processes always
  * agree; a document that cannot be read or fails its schema or `check` is never overwritten.
  */
 export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<T> {
@@ -137,9 +165,10 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   const label = options.lock?.label ?? "drydock";
   const dirs = [...new Set([dirname(file), dirname(lockFile)])];
 
-  // The last document this journal validated, with the identity of the file it came from. Only set when
-  // the read was not racy (see RACY_WINDOW_NS). Never handed out: callers get clones.
-  let cache: { identity: FileIdentity; doc: T } | null = null;
+  // The last document this journal validated, with the identity of the file it came from (null: the file
+  // did not exist). Only set when the read was not racy (see RACY_WINDOW_NS). Documents held here and in
+  // `validated` are deeply frozen: `peek` hands them out as they are, everything else gets a clone.
+  let cache: { identity: FileIdentity | null; doc: T } | null = null;
   // The exact bytes this journal last validated (read or wrote) and their document. Unlike the identity
   // cache it needs no timestamp argument: equal bytes parse to the same value, and schema and `check`
   // are pure, so the verdict is the same. It spares the parse and the schema walk (most of an update's
@@ -163,14 +192,18 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     return { ok: false, detail: typeof detail === "string" && detail ? detail : "invalid", cause: undefined };
   }
 
+  /** The document as a frozen value that may be shared (see `cache`); callers that hand it on clone it. */
   function readFresh(): T {
     let fd: number;
     try {
       // O_NONBLOCK: a FIFO planted at the path must not hang the process; it is refused below.
       fd = fs.openSync(file, nodeFs.constants.O_RDONLY | nodeFs.constants.O_NONBLOCK);
     } catch (error) {
-      if (errnoCode(error) === "ENOENT") return emptyDoc();
-      throw stateError("unreadable", error);
+      if (errnoCode(error) !== "ENOENT") throw stateError("unreadable", error);
+      // Absence needs no racy window: a file created later is seen by the next stat.
+      // Cloned before freezing: an `empty` factory may hand back an object its caller still uses.
+      cache = { identity: null, doc: deepFreeze(structuredClone(emptyDoc())) };
+      return cache.doc;
     }
     let stats: nodeFs.BigIntStats;
     let bytes: Buffer;
@@ -192,7 +225,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     const ageNs = BigInt(Math.floor(now())) * 1_000_000n - stats.ctimeNs;
     if (validated?.bytes.equals(bytes)) {
       cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: validated.doc } : null;
-      return structuredClone(validated.doc);
+      return validated.doc;
     }
     let raw: unknown;
     try {
@@ -205,11 +238,12 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     }
     const result = validate(raw);
     if (!result.ok) throw stateError(result.detail, result.cause);
-    validated = { bytes, doc: result.doc };
-    cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: result.doc } : null;
-    return structuredClone(result.doc);
+    validated = { bytes, doc: deepFreeze(result.doc) };
+    cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: validated.doc } : null;
+    return validated.doc;
   }
 
+  /** The current document, frozen and possibly shared: `peek` hands it out, `read` and `update` clone it. */
   function load(): T {
     if (cache) {
       let stats: nodeFs.BigIntStats | undefined;
@@ -219,7 +253,8 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         cache = null;
         throw stateError("unreadable", error);
       }
-      if (stats && sameIdentity(cache.identity, identityOf(stats))) return structuredClone(cache.doc);
+      const known = cache.identity;
+      if (stats ? known !== null && sameIdentity(known, identityOf(stats)) : known === null) return cache.doc;
       cache = null;
     }
     return readFresh();
@@ -263,7 +298,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     }
     // Only after the write returned: a failed write must not make its bytes look validated-and-current
     // (they are still compared byte for byte with what the next read finds, so this is belt and braces).
-    validated = { bytes: Buffer.from(text), doc: result.doc };
+    validated = { bytes: Buffer.from(text), doc: deepFreeze(result.doc) };
   }
 
   function invalidNext(detail: string, cause: unknown): JsonJournalError {
@@ -307,11 +342,14 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   }
 
   return {
-    read: () => locked(() => load()),
+    read: () => locked(() => structuredClone(load())),
+    // No lock and no directory creation: a missing file is the empty document, as for `read`. `load` is
+    // synchronous, so it cannot interleave with this process's own critical sections.
+    peek: async () => load() as DeepReadonly<T>,
     update<R>(fn: (doc: T) => { next?: T; result: R }): Promise<R> {
       if (typeof fn !== "function") return Promise.reject(invalidArgument("update needs a function."));
       return locked<R>((handle) => {
-        const outcome = fn(load());
+        const outcome = fn(structuredClone(load()));
         if (typeof outcome !== "object" || outcome === null) {
           throw invalidArgument("update's fn must return { next?, result }.");
         }

@@ -191,10 +191,16 @@ describe("damaged files are refused with the caller's stateError and left byte-i
   ];
 
   for (const testCase of cases) {
-    it(`${testCase.name}: read and update both refuse with "${testCase.detail}", nothing written`, async () => {
+    it(`${testCase.name}: read, peek and update all refuse with "${testCase.detail}", nothing written`, async () => {
       writeFileSync(file, testCase.bytes, { mode: 0o600 });
       const before = statSync(file, { bigint: true });
       const journal = open();
+      const peekError = await journal.peek().then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(peekError).toBeInstanceOf(StateError);
+      expect((peekError as StateError).detail).toBe(testCase.detail);
       const readError = await journal.read().then(
         () => null,
         (error: unknown) => error,
@@ -336,6 +342,73 @@ describe("a caller's bug never reaches the disk", () => {
     expect(() => openJsonJournal({ ...base, schema: {} as typeof DocSchema })).toThrow(
       expect.objectContaining({ code: "INVALID_ARGUMENT" }),
     );
+  });
+});
+
+describe("peek: validated, lock-free reads", () => {
+  it("answers while a live process holds the lock (read would wait), and takes no lock itself", async () => {
+    const journal = open({ waitMs: 60 });
+    await journal.update(() => ({ next: { version: 1, items: [{ name: "a", value: 1 }] }, result: null }));
+    const lockFile = join(dir, "things.lock");
+    const handle = await acquireLock(lockFile);
+    try {
+      const lockBytes = readFileSync(lockFile);
+      expect(await journal.peek()).toEqual({ version: 1, items: [{ name: "a", value: 1 }] });
+      // A fresh journal (no cache) reads the file itself, still without the lock.
+      expect(await open({ waitMs: 60 }).peek()).toEqual({ version: 1, items: [{ name: "a", value: 1 }] });
+      expect(readFileSync(lockFile).equals(lockBytes)).toBe(true);
+      await expect(journal.read()).rejects.toMatchObject({ detail: "locked by another drydock process" });
+    } finally {
+      handle.release();
+    }
+  });
+
+  it("a missing file is the empty document and nothing is created (not even the directory)", async () => {
+    const nested = join(dir, "not-yet", "things.json");
+    const journal = openJsonJournal<Doc>({
+      file: nested,
+      schema: DocSchema,
+      empty: { version: 1, items: [] },
+      stateError: (detail, cause) => new StateError(detail, { cause }),
+    });
+    expect(await journal.peek()).toEqual({ version: 1, items: [] });
+    expect(existsSync(join(dir, "not-yet"))).toBe(false);
+  });
+
+  it("hands out one frozen document while the file is unchanged, and sees another journal's writes at once", async () => {
+    // A clock far ahead makes every file "old enough", so the unchanged-file cache is in play.
+    const viewer = open({ now: () => Date.now() + 60_000 });
+    const writer = open();
+    let previous: unknown = null;
+    for (let value = 0; value < 20; value++) {
+      await writer.update(() => ({ next: { version: 1, items: [{ name: "a", value }] }, result: null }));
+      const seen = await viewer.peek();
+      expect(seen.items[0]?.value).toBe(value);
+      expect(seen).not.toBe(previous);
+      // Unchanged file: the very same object (memoizable by identity), frozen all the way down.
+      expect(await viewer.peek()).toBe(seen);
+      expect(Object.isFrozen(seen) && Object.isFrozen(seen.items) && Object.isFrozen(seen.items[0])).toBe(
+        true,
+      );
+      expect(() => (seen.items as Doc["items"]).push({ name: "mutated", value: -1 })).toThrow(TypeError);
+      // read and update still get private, mutable copies.
+      const copy = await viewer.read();
+      copy.items.push({ name: "b", value: 2 });
+      expect((await viewer.peek()).items).toHaveLength(1);
+      previous = seen;
+    }
+  });
+
+  it("never freezes what the caller's `empty` factory returns", async () => {
+    const shared = { version: 1 as const, items: [] as Doc["items"] };
+    const journal = openJsonJournal<Doc>({
+      file,
+      schema: DocSchema,
+      empty: () => shared,
+      stateError: (detail, cause) => new StateError(detail, { cause }),
+    });
+    expect(Object.isFrozen(await journal.peek())).toBe(true);
+    expect(Object.isFrozen(shared) || Object.isFrozen(shared.items)).toBe(false);
   });
 });
 

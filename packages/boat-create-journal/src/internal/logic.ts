@@ -4,6 +4,7 @@ import {
   type BoatCreateJournalFile,
   type BoatCreateRecoveryEntry,
   type BoatCreateRequest,
+  type BoatCreateView,
   KEY_RETENTION_MS,
   MAX_REQUESTS,
 } from "../schema.js";
@@ -99,15 +100,21 @@ export function resolveStep(doc: BoatCreateJournalFile, request: BoatCreateReque
   return { next: file(next), result: copy(resolved) };
 }
 
-/** Sanitised: provider request bodies and idempotency keys never cross this boundary. */
-export function snapshotOf(doc: BoatCreateJournalFile, now: number): BoatCreateRecoveryEntry[] {
-  return doc.requests.map((request) => ({
+/**
+ * Sanitised: provider request bodies and idempotency keys never cross this boundary. Takes the fields one by
+ * one (never a spread), so a field added to the file format stays out until it is named here.
+ */
+export function viewOf(request: Readonly<BoatCreateRequest>): BoatCreateView {
+  return {
     botId: request.botId,
     ...(request.boxId !== undefined ? { boxId: request.boxId } : {}),
     resolved: request.resolved === true,
     createdAt: request.createdAt,
-    ageMs: Math.max(0, now - request.createdAt),
-  }));
+  };
+}
+
+export function snapshotOf(doc: BoatCreateJournalFile, now: number): BoatCreateRecoveryEntry[] {
+  return doc.requests.map((request) => ({ ...viewOf(request), ageMs: Math.max(0, now - request.createdAt) }));
 }
 
 /** Never steals an identity remembered for another bot; fails closed on a cross-bot conflict. */
