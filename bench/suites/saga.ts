@@ -6,6 +6,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  rmSync,
   statSync,
   writeFileSync,
   writeSync,
@@ -80,8 +81,9 @@ async function fullRestoreChain(
   return s;
 }
 
-function writeTree(root: string, files: number, bytesEach: number): void {
+function writeTree(root: string, files: number, bytesEach: number, run = 0): void {
   const chunk = Buffer.alloc(bytesEach);
+  chunk.writeUInt32LE(run, 4); // distinct content per run too: every checkpoint stores every file anew
   for (let i = 0; i < files; i++) {
     const dir = join(root, `d${i % 20}`);
     mkdirSync(dir, { recursive: true });
@@ -178,25 +180,52 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
       await store.load(longId);
     }, iterations * 4);
 
-    // Checkpoint and restore of a large workspace, beside plain copies of the same tree.
+    // Checkpoint and restore of a large workspace, beside plain copies of the same tree. Each timed step
+    // starts after `sync`, so none pays for the write-back of what the harness (or the step before) left
+    // dirty; each is run `runs` times and the median is reported.
     const big = join(dir, "ws-big");
-    writeTree(big, files, bytesEach);
     const checkpoints = openCheckpointStore({ dataDir: dir });
-    const t0 = performance.now();
-    const cp = await checkpoints.createCheckpoint(big);
-    const checkpointMs = performance.now() - t0;
-    // Change every file so the restore rewrites all of them.
-    writeTree(big, files, bytesEach - 1);
-    const t1 = performance.now();
-    await restoreCheckpoint({ dataDir: dir, workspaceRoot: big, checkpointId: cp.checkpointId });
-    const restoreMs = performance.now() - t1;
-    const t2 = performance.now();
-    copyTree(big, join(dir, "copy-sync"), false);
-    execFileSync("sync");
-    const copySyncMs = performance.now() - t2;
-    const t3 = performance.now();
-    copyTree(big, join(dir, "copy-fsync"), true);
-    const copyFsyncMs = performance.now() - t3;
+    const runs = opts.quick ? 1 : 3;
+    const timed = async (fn: () => unknown): Promise<number> => {
+      execFileSync("sync");
+      const t = performance.now();
+      await fn();
+      return performance.now() - t;
+    };
+    const samples = {
+      checkpoint: [] as number[],
+      restore: [] as number[],
+      sync: [] as number[],
+      fsync: [] as number[],
+    };
+    for (let run = 1; run <= runs; run++) {
+      writeTree(big, files, bytesEach, run);
+      let checkpointId = "";
+      samples.checkpoint.push(
+        await timed(async () => {
+          checkpointId = (await checkpoints.createCheckpoint(big)).checkpointId;
+        }),
+      );
+      // Change every file so the restore rewrites all of them.
+      writeTree(big, files, bytesEach - 1, run);
+      samples.restore.push(
+        await timed(() => restoreCheckpoint({ dataDir: dir, workspaceRoot: big, checkpointId })),
+      );
+      samples.sync.push(
+        await timed(() => {
+          copyTree(big, join(dir, "copy-sync"), false);
+          execFileSync("sync");
+        }),
+      );
+      samples.fsync.push(await timed(() => copyTree(big, join(dir, "copy-fsync"), true)));
+      rmSync(join(dir, "copy-sync"), { recursive: true });
+      rmSync(join(dir, "copy-fsync"), { recursive: true });
+    }
+    const median = (x: number[]) => [...x].sort((a, b) => a - b)[Math.floor(x.length / 2)] as number;
+    const checkpointMs = median(samples.checkpoint);
+    const restoreMs = median(samples.restore);
+    const copySyncMs = median(samples.sync);
+    const copyFsyncMs = median(samples.fsync);
 
     const p50 = (x: number[]) => summarize(x).p50Ms;
     const mb = (files * bytesEach) / 2 ** 20;
@@ -220,7 +249,7 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
           ],
         },
         {
-          title: `${files} files / ${mb.toFixed(0)} MiB workspace`,
+          title: `${files} files / ${mb.toFixed(0)} MiB workspace, median of ${runs} run(s), each step after \`sync\``,
           columns: ["what", "ms", "÷ copy + sync", "÷ copy with fsync per file"],
           rows: [
             [
@@ -255,6 +284,7 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
         `Floor for the chain: ${replaces} durable atomic replaces (temp write + fsync + rename + fsync(dir)), i.e. the same number of fsyncs as the chain.`,
         "The chain figure includes taking and releasing the workspace lock (registry lock + lock file), which the floor does not.",
         "Restore target: within 2× of the fsync-per-file copy; it also writes a safety checkpoint of the changed files first.",
+        `Every run (ms): restore ${samples.restore.map((x) => x.toFixed(0)).join(", ")}; copy with fsync per file ${samples.fsync.map((x) => x.toFixed(0)).join(", ")}.`,
       ],
     };
   } finally {

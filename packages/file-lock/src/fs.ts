@@ -3,8 +3,13 @@ import * as nodeFs from "node:fs";
 /**
  * The file-system seam (SQLite's `aSyscall[]` idea): every drydock package that touches the disk does it
  * through a `FileOps`, so tests can fail any single call (`failNthCall`) and the power-loss model can keep
- * unsynced writes volatile. Only synchronous calls: critical sections are short, and a sync call cannot be
- * interleaved by another task of this process between a check and the write that depends on it.
+ * unsynced writes volatile. Synchronous calls, but one: critical sections are short, and a sync call
+ * cannot be interleaved by another task of this process between a check and the write that depends on it.
+ *
+ * The exception is `fsync` (node's callback form), for flushing many files at once (`fsyncAsync`): the
+ * kernel folds concurrent flushes into shared journal commits, which makes a checkpoint or a restore of
+ * a thousand files about twice as fast as flushing them one by one. A `FileOps` that changes what
+ * `fsyncSync` means (a model, a counter, a no-op) must change `fsync` the same way.
  */
 export type FileOps = Pick<
   typeof nodeFs,
@@ -13,6 +18,7 @@ export type FileOps = Pick<
   | "writeSync"
   | "readSync"
   | "fsyncSync"
+  | "fsync"
   | "fstatSync"
   | "readFileSync"
   | "writeFileSync"
@@ -42,6 +48,7 @@ export const nodeFileOps: FileOps = {
   writeSync: nodeFs.writeSync,
   readSync: nodeFs.readSync,
   fsyncSync: nodeFs.fsyncSync,
+  fsync: nodeFs.fsync,
   fstatSync: nodeFs.fstatSync,
   readFileSync: nodeFs.readFileSync,
   writeFileSync: nodeFs.writeFileSync,
@@ -61,6 +68,13 @@ export const nodeFileOps: FileOps = {
   ftruncateSync: nodeFs.ftruncateSync,
   existsSync: nodeFs.existsSync,
 };
+
+/** `fs.fsync(fd)` as a promise; an error thrown by the call itself (an injected fault) rejects it too. */
+export function fsyncAsync(fs: FileOps, fd: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    fs.fsync(fd, (error) => (error ? reject(error) : resolve()));
+  });
+}
 
 /** Calls that only look (never change the disk); `failNthCall` can be told to skip them. */
 const READ_ONLY: ReadonlySet<FileOpName> = new Set<FileOpName>([

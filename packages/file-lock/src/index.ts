@@ -17,7 +17,14 @@ export {
   type LockErrorInit,
 } from "./errors.js";
 export type { FailNthOptions, FaultyFileOps } from "./fs.js";
-export { errnoError, type FileOpName, type FileOps, failNthCall, nodeFileOps } from "./fs.js";
+export {
+  errnoError,
+  type FileOpName,
+  type FileOps,
+  failNthCall,
+  fsyncAsync,
+  nodeFileOps,
+} from "./fs.js";
 export { collectLockGarbage, type GarbageOptions } from "./gc.js";
 export { createSystemIdentity } from "./internal/identity.js";
 export { judgeOwnerLiveness, type ProcessClaim } from "./liveness.js";

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -7,6 +7,7 @@ import {
   acquireLockSync,
   type FileOpName,
   failNthCall,
+  fsyncAsync,
   inspectLock,
   isLockError,
   type LockHandle,
@@ -225,5 +226,28 @@ describe("injected file system faults (fail call N, for N = 1 .. until the opera
     expect([...seen].sort()).toEqual(
       ["closeSync", "fstatSync", "linkSync", "openSync", "readSync", "unlinkSync", "writeFileSync"].sort(),
     );
+  });
+});
+
+describe("fsyncAsync: the seam's one asynchronous call", () => {
+  it("flushes through the seam, and an injected fault (thrown by the call itself) rejects the promise", async () => {
+    const { dir } = newLock();
+    const file = join(dir, "data");
+    writeFileSync(file, "bytes");
+    const fd = openSync(file, "r");
+    try {
+      await expect(fsyncAsync(nodeFileOps, fd)).resolves.toBeUndefined();
+      const faulty = failNthCall(nodeFileOps, { n: 1, code: "EIO", count: (name) => name === "fsync" });
+      const error = await fsyncAsync(faulty.ops, fd).then(
+        () => null,
+        (caught: unknown) => caught,
+      );
+      expect(faulty.fired()).toBe(true);
+      expect(error).toMatchObject({ code: "EIO", syscall: "fsync" });
+      // A bad descriptor fails in the callback, as node reports it.
+      await expect(fsyncAsync(nodeFileOps, 987_654)).rejects.toMatchObject({ code: "EBADF" });
+    } finally {
+      closeSync(fd);
+    }
   });
 });

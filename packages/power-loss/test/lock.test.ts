@@ -41,7 +41,7 @@ function plantDeadOwner(root: string): void {
 
 /**
  * After the reboot the lock must be absent, a complete owner (of a now-dead process), or bytes that never
- * reached the disk (empty or a torn prefix); whatever it is, the next acquire recovers it, and once released
+ * reached the disk (empty, a torn prefix, or a prefix zero-filled to the full size); whatever it is, the next acquire recovers it, and once released
  * and collected nothing of the lock is left.
  */
 async function check(image: string, _context: ImageContext): Promise<string | null> {
@@ -59,8 +59,10 @@ async function check(image: string, _context: ImageContext): Promise<string | nu
     } catch {
       complete = false;
     }
-    // Not a complete owner: it must be a torn prefix of one (`{"version":1,...`), never other garbage.
-    if (!complete && !'{"version":1,"pid":'.startsWith(bytes.slice(0, 19))) {
+    // Not a complete owner: it must be a torn prefix of one (`{"version":1,...`), possibly zero-filled to
+    // the full size (the model's second kind of tear), never other garbage.
+    const torn = bytes.replace(/\0+$/, "");
+    if (!complete && !'{"version":1,"pid":'.startsWith(torn.slice(0, 19))) {
       return `the lock holds bytes no writer produced: ${JSON.stringify(bytes.slice(0, 40))}`;
     }
   }

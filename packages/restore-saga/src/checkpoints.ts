@@ -7,13 +7,14 @@ import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
 import {
   ensurePrivateDir,
-  fsyncDir,
+  flushBehind,
+  fsyncPaths,
   lstatOrNull,
   readRegularFile,
   removeQuietly,
   writeTemp,
 } from "./internal/files.js";
-import { scanTree, treeDigest } from "./internal/tree.js";
+import { treeDigest, walkTree } from "./internal/tree.js";
 import {
   CHECKPOINT_ID_PATTERN,
   CHECKPOINT_MANIFEST_SCHEMA,
@@ -71,8 +72,33 @@ export interface VerifiedManifest {
   treeDigest: string;
 }
 
+/** A scanned workspace whose blobs are all stored and durable, not yet a checkpoint (no manifest). */
+export interface CapturedWorkspace {
+  readonly workspaceRoot: string;
+  /** Sorted by path, as a manifest holds them. */
+  readonly entries: readonly ManifestEntry[];
+}
+
+export interface CaptureOptions {
+  /**
+   * Runs once the scan is done, with its entries, while the last blob flushes are still on their way to
+   * the disk (a restore plans and checks its target's blobs here, off the critical path). If it throws,
+   * the capture is abandoned (its unpublished temps removed) and the error propagates.
+   */
+  whileFlushing?: (entries: readonly ManifestEntry[]) => void;
+}
+
 export interface CheckpointStore {
+  /** `captureWorkspace` then `commitCheckpoint`. */
   createCheckpoint(workspaceRoot: string, options?: { kind?: "user" | "safety" }): Promise<CreatedCheckpoint>;
+  /**
+   * The first half of `createCheckpoint`: one scan of the workspace that stores (and flushes) every new
+   * blob but writes no manifest, so nothing names it yet. A restore plans from this scan and commits it as
+   * its safety checkpoint only once it will change the workspace: one read of the workspace serves both.
+   */
+  captureWorkspace(workspaceRoot: string, options?: CaptureOptions): Promise<CapturedWorkspace>;
+  /** The second half: writes the manifest of a capture. */
+  commitCheckpoint(captured: CapturedWorkspace, options?: { kind?: "user" | "safety" }): CreatedCheckpoint;
   /** This workspace's checkpoints, oldest first. Unreadable manifests are skipped, never repaired. */
   listCheckpoints(workspaceRoot: string): Promise<CheckpointSummary[]>;
   readManifest(checkpointId: string): Promise<CheckpointManifest>;
@@ -181,95 +207,129 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     };
   }
 
+  const captures = new WeakSet<CapturedWorkspace>();
+
+  /** Scans the workspace and stores every new blob durably; writes no manifest (see the interface). */
+  async function captureWorkspace(
+    workspaceRoot: string,
+    captureOptions: CaptureOptions = {},
+  ): Promise<CapturedWorkspace> {
+    const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
+    const dataDir = options.dataDir;
+    if (dataDir === canonical || dataDir.startsWith(canonical + sep)) {
+      throw invalid("The data directory must not be inside the workspace it checkpoints.");
+    }
+    try {
+      ensurePrivateDir(fs, root);
+      ensurePrivateDir(fs, manifestsDir);
+      ensurePrivateDir(fs, blobsDir);
+    } catch (error) {
+      throw writeFailed("the checkpoint directories", error);
+    }
+    const written = new Set<string>();
+    const blobDirs = new Set<string>();
+    // A new blob is written to a private temp, flushed behind the scan (several at a time) and only then
+    // renamed to its content address: a blob is never visible under its hash before its bytes are
+    // durable, so a later checkpoint that deduplicates against it cannot point at a torn blob (the
+    // power-loss sweep in @drydock/power-loss catches exactly that when the order is reversed).
+    const temps = new Set<string>();
+    const flusher = flushBehind(fs);
+    const publish = (temp: string, path: string) => (): void => {
+      fs.renameSync(temp, path);
+      temps.delete(temp);
+    };
+    const entries: ManifestEntry[] = [];
+    try {
+      for (const { entry, bytes } of walkTree(fs, canonical, { strict: true })) {
+        entries.push(entry as ManifestEntry);
+        if (bytes === undefined || written.has(entry.sha256)) continue;
+        if (bytes.length > MAX_CHECKPOINT_FILE_BYTES) {
+          throw new SagaError({
+            code: "LIMIT",
+            message: `${entry.path} is larger than ${MAX_CHECKPOINT_FILE_BYTES} bytes; it cannot be checkpointed.`,
+          });
+        }
+        written.add(entry.sha256);
+        const path = blobPath(entry.sha256);
+        let temp: string;
+        try {
+          const existing = lstatOrNull(fs, path);
+          // Deduplicated: the same content is already stored (verified by hash whenever it is read).
+          if (existing?.isFile() && existing.size === bytes.length) continue;
+          const dir = join(blobsDir, entry.sha256.slice(0, 2));
+          // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below.
+          if (!blobDirs.has(dir)) ensurePrivateDir(fs, dir, { flushNew: false });
+          temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, false);
+          temps.add(temp);
+          blobDirs.add(dir);
+          if (!durable) publish(temp, path)();
+        } catch (error) {
+          throw writeFailed(`a checkpoint blob for ${entry.path}`, error);
+        }
+        if (durable) await flusher.add(temp, publish(temp, path));
+      }
+      entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+      captureOptions.whileFlushing?.(entries);
+      await flusher.drain();
+      // Before the manifest names them, so a manifest never outlives (power loss) a blob it needs.
+      if (durable && blobDirs.size > 0) await fsyncPaths(fs, [...[...blobDirs].sort(), blobsDir]);
+    } catch (error) {
+      await flusher.settle();
+      for (const temp of temps) removeQuietly(fs, temp);
+      throw writeFailed("the checkpoint blobs", error);
+    }
+    // Crash window: blobs are stored but no manifest names them yet; they are unreferenced, harmless.
+    crash.point("checkpoint.after-blobs");
+    const captured = Object.freeze({ workspaceRoot: canonical, entries: Object.freeze(entries) });
+    captures.add(captured);
+    return captured;
+  }
+
+  /** Writes the manifest of a capture: from here the checkpoint exists. */
+  function commitCheckpoint(
+    captured: CapturedWorkspace,
+    createOptions: { kind?: "user" | "safety" } = {},
+  ): CreatedCheckpoint {
+    // Only a capture made here: its blobs are known to be stored, so the manifest can name them.
+    if (!captures.has(captured)) throw invalid("commitCheckpoint takes a capture made by this store.");
+    const { workspaceRoot: canonical } = captured;
+    const entries = [...captured.entries];
+    const files = entries.filter((entry) => entry.type === "file");
+    const checkpointId = `ckpt-${randomUUID()}`;
+    const manifest: CheckpointManifest = {
+      schema: CHECKPOINT_MANIFEST_SCHEMA,
+      version: 1,
+      checkpointId,
+      workspaceRoot: canonical,
+      createdAt: new Date(now()).toISOString(),
+      kind: createOptions.kind ?? "user",
+      files: files.length,
+      bytes: files.reduce((sum, entry) => sum + (entry.type === "file" ? entry.size : 0), 0),
+      entries,
+    };
+    const bytes = Buffer.from(prettyCanonical(manifest), "utf8");
+    try {
+      writeFileAtomic(manifestPath(checkpointId), bytes, { fs, mode: 0o600, durable });
+    } catch (error) {
+      throw writeFailed(`the manifest of checkpoint ${checkpointId}`, error);
+    }
+    crash.point("checkpoint.after-manifest");
+    return {
+      checkpointId,
+      files: manifest.files,
+      bytes: manifest.bytes,
+      manifestDigest: `sha256:${sha256Hex(bytes)}`,
+    };
+  }
+
   return Object.freeze({
     async createCheckpoint(workspaceRoot: string, createOptions: { kind?: "user" | "safety" } = {}) {
-      const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
-      const dataDir = options.dataDir;
-      if (dataDir === canonical || dataDir.startsWith(canonical + sep)) {
-        throw invalid("The data directory must not be inside the workspace it checkpoints.");
-      }
-      try {
-        ensurePrivateDir(fs, root);
-        ensurePrivateDir(fs, manifestsDir);
-        ensurePrivateDir(fs, blobsDir);
-      } catch (error) {
-        throw writeFailed("the checkpoint directories", error);
-      }
-      const written = new Set<string>();
-      const blobDirs = new Set<string>();
-      const entries = scanTree(fs, canonical, {
-        strict: true,
-        onFile: (entry, bytes) => {
-          if (bytes.length > MAX_CHECKPOINT_FILE_BYTES) {
-            throw new SagaError({
-              code: "LIMIT",
-              message: `${entry.path} is larger than ${MAX_CHECKPOINT_FILE_BYTES} bytes; it cannot be checkpointed.`,
-            });
-          }
-          if (written.has(entry.sha256)) return;
-          const path = blobPath(entry.sha256);
-          try {
-            const existing = lstatOrNull(fs, path);
-            // Deduplicated: the same content is already stored (verified by hash whenever it is read).
-            if (existing?.isFile() && existing.size === bytes.length) {
-              written.add(entry.sha256);
-              return;
-            }
-            const dir = join(blobsDir, entry.sha256.slice(0, 2));
-            ensurePrivateDir(fs, dir);
-            // Temp beside the blob, flushed, renamed; the directory flushes are batched below.
-            const temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, durable);
-            try {
-              fs.renameSync(temp, path);
-            } catch (error) {
-              removeQuietly(fs, temp);
-              throw error;
-            }
-            blobDirs.add(dir);
-          } catch (error) {
-            throw writeFailed(`a checkpoint blob for ${entry.path}`, error);
-          }
-          written.add(entry.sha256);
-        },
-      }) as ManifestEntry[];
-      if (durable) {
-        try {
-          // Before the manifest names them, so a manifest never outlives (power loss) a blob it needs.
-          for (const dir of [...blobDirs].sort()) fsyncDir(fs, dir);
-          if (blobDirs.size > 0) fsyncDir(fs, blobsDir);
-        } catch (error) {
-          throw writeFailed("the checkpoint blob directories", error);
-        }
-      }
-      // Crash window: blobs are stored but no manifest names them yet; they are unreferenced, harmless.
-      crash.point("checkpoint.after-blobs");
-      const files = entries.filter((entry) => entry.type === "file");
-      const checkpointId = `ckpt-${randomUUID()}`;
-      const manifest: CheckpointManifest = {
-        schema: CHECKPOINT_MANIFEST_SCHEMA,
-        version: 1,
-        checkpointId,
-        workspaceRoot: canonical,
-        createdAt: new Date(now()).toISOString(),
-        kind: createOptions.kind ?? "user",
-        files: files.length,
-        bytes: files.reduce((sum, entry) => sum + (entry.type === "file" ? entry.size : 0), 0),
-        entries,
-      };
-      const bytes = Buffer.from(prettyCanonical(manifest), "utf8");
-      try {
-        writeFileAtomic(manifestPath(checkpointId), bytes, { fs, mode: 0o600, durable });
-      } catch (error) {
-        throw writeFailed(`the manifest of checkpoint ${checkpointId}`, error);
-      }
-      crash.point("checkpoint.after-manifest");
-      return {
-        checkpointId,
-        files: manifest.files,
-        bytes: manifest.bytes,
-        manifestDigest: `sha256:${sha256Hex(bytes)}`,
-      };
+      return commitCheckpoint(await captureWorkspace(workspaceRoot), createOptions);
     },
+
+    captureWorkspace,
+
+    commitCheckpoint,
 
     async listCheckpoints(workspaceRoot: string) {
       const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);

@@ -3,6 +3,8 @@
 
 // Checkpoints
 export {
+  type CapturedWorkspace,
+  type CaptureOptions,
   type CheckpointStore,
   type CheckpointStoreOptions,
   type CheckpointSummary,

@@ -3,7 +3,15 @@ import { isAbsolute, join, resolve, sep } from "node:path";
 import { type FileOps, type LockOptions, nodeFileOps } from "@drydock/file-lock";
 import { canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
-import { applyPlan, planRestore, verifyPlanBlobs, verifyTree } from "./internal/apply.js";
+import {
+  applyPlan,
+  planFromScan,
+  planRestore,
+  type RestorePlan,
+  type VerifiedBlobs,
+  verifyPlanBlobs,
+  verifyTree,
+} from "./internal/apply.js";
 import { domainDigest } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
@@ -240,8 +248,20 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
     });
     crash.point("restore.after-locked");
 
-    const plan = planRestore(fs, root, target.manifest.entries);
-    verifyPlanBlobs(checkpoints, plan);
+    // One scan of the workspace serves the plan and the safety checkpoint: it stores (and flushes) the
+    // blobs of everything there now, and its manifest is written only if the restore goes on to change
+    // the workspace. The pre-state the intent commits to is therefore exactly what the safety checkpoint
+    // holds, with no second scan and no window between the two.
+    let planned: { plan: RestorePlan; verified: VerifiedBlobs } | null = null;
+    const captured = await checkpoints.captureWorkspace(root, {
+      // While the safety blobs flush: plan from the scan and check every blob the plan will write.
+      whileFlushing: (entries) => {
+        const plan = planFromScan(entries, target.manifest.entries);
+        planned = { plan, verified: verifyPlanBlobs(checkpoints, plan) };
+      },
+    });
+    if (planned === null) throw new Error("captureWorkspace returned without planning");
+    const { plan, verified } = planned as { plan: RestorePlan; verified: VerifiedBlobs };
     targetCount = plan.ops.length;
     saga = await step(store, saga, "prepared", { prestateDigest: plan.prestateDigest, targetCount });
     crash.point("restore.after-prepared");
@@ -263,14 +283,14 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
       poststateDigest = verifyTree(fs, root, target.treeDigest);
       saga = await step(store, saga, "workspace_applied", { appliedCount: 0, poststateDigest });
     } else {
-      const safety = await checkpoints.createCheckpoint(root, { kind: "safety" });
+      const safety = checkpoints.commitCheckpoint(captured, { kind: "safety" });
       crash.point("restore.after-safety-checkpoint");
-      const safetyManifest = checkpoints.readVerifiedManifest(safety.checkpointId);
-      if (safetyManifest.treeDigest !== plan.prestateDigest) {
+      // Read back what was stored: the manifest on disk must describe the planned pre-state.
+      if (checkpoints.readVerifiedManifest(safety.checkpointId).treeDigest !== plan.prestateDigest) {
         throw new SagaError({
-          code: "CONFLICT",
+          code: "CORRUPT",
           operationId,
-          message: `The workspace ${root} changed between planning and the safety checkpoint (another writer is active). Nothing was restored.`,
+          message: `The safety checkpoint ${safety.checkpointId} does not describe the workspace as it was planned. Nothing was restored; check the data directory's disk.`,
         });
       }
       saga = await step(store, saga, "safety_ready", {
@@ -284,19 +304,24 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
       saga = await step(store, saga, "mutation_started", { targetCount, coverage: "full" });
       crash.point("restore.after-mutation-started");
 
-      const applied = applyPlan(
+      let applyPoststate: string | undefined;
+      const applied = await applyPlan(
         {
           fs,
           root,
           stagingDir: join(dataDir, "restore-staging"),
           checkpoints,
           durable,
+          verified,
           beforeEach: () => held.assertOwned(),
           onApplied: () => crash.point("restore.after-entry-applied"),
+          whileFlushing: () => {
+            applyPoststate = verifyTree(fs, root, target.treeDigest);
+          },
         },
         plan,
       );
-      poststateDigest = verifyTree(fs, root, target.treeDigest);
+      poststateDigest = applyPoststate ?? verifyTree(fs, root, target.treeDigest);
       saga = await step(store, saga, "workspace_applied", { appliedCount: applied, poststateDigest });
     }
     crash.point("restore.after-workspace-applied");
@@ -533,7 +558,7 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
   });
 
   const plan = planRestore(fs, root, safety.manifest.entries);
-  verifyPlanBlobs(checkpoints, plan);
+  const verified = verifyPlanBlobs(checkpoints, plan);
   const binding = {
     recoveryRequestId,
     safetyCheckpointId,
@@ -547,13 +572,14 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
   if (plan.ops.length > 0) {
     lease.assertOwned();
     saga = await step(store, saga, "rollback_started", binding);
-    rolledBackCount = applyPlan(
+    rolledBackCount = await applyPlan(
       {
         fs,
         root,
         stagingDir: join(dataDir, "restore-staging"),
         checkpoints,
         durable,
+        verified,
         beforeEach: () => lease.assertOwned(),
         onApplied: () => crash.point("rollback.after-entry-applied"),
       },

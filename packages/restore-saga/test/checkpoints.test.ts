@@ -1,5 +1,6 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
+import { failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isSagaError, openCheckpointStore, type SagaError } from "../src/index.js";
 import { makeTempDir, removeDir, writeTree } from "./helpers.js";
@@ -124,5 +125,71 @@ describe("checkpoint store", () => {
   it("refuses a data directory inside the workspace", async () => {
     const store = openCheckpointStore({ dataDir: join(workspace, "data") });
     expect((await rejection(store.createCheckpoint(workspace))).code).toBe("INVALID_ARGUMENT");
+  });
+});
+
+describe("capture and commit (the two halves of a checkpoint)", () => {
+  /** Every file under the blob store, temps included. */
+  function blobFiles(): string[] {
+    const blobs = join(dataDir, "checkpoints", "blobs");
+    if (!fs.existsSync(blobs)) return [];
+    return fs.readdirSync(blobs).flatMap((dir) => fs.readdirSync(join(blobs, dir)).map((n) => `${dir}/${n}`));
+  }
+
+  it("a capture stores every blob durably but names nothing until it is committed", async () => {
+    const store = openCheckpointStore({ dataDir });
+    let seen: readonly string[] = [];
+    const captured = await store.captureWorkspace(workspace, {
+      whileFlushing: (entries) => {
+        seen = entries.map((entry) => entry.path);
+      },
+    });
+    expect(seen).toEqual(["a.txt", "dir", "dir/b.txt", "dir/sub", "dir/sub/c.txt", "empty"]);
+    expect(blobFiles()).toHaveLength(2);
+    expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
+    const created = store.commitCheckpoint(captured, { kind: "safety" });
+    const manifest = await store.readManifest(created.checkpointId);
+    expect(manifest.kind).toBe("safety");
+    for (const entry of manifest.entries) if (entry.type === "file") store.readBlob(entry);
+  });
+
+  it("refuses to commit a capture it did not make", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const captured = await store.captureWorkspace(workspace);
+    const forged = { workspaceRoot: captured.workspaceRoot, entries: [...captured.entries] };
+    expect(() => store.commitCheckpoint(forged)).toThrow(/capture made by this store/);
+    expect(() => openCheckpointStore({ dataDir }).commitCheckpoint(captured)).toThrow(
+      /capture made by this store/,
+    );
+  });
+
+  it("a failure while the blobs flush abandons the capture: no temp, no manifest, the error as thrown", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const failure = new Error("planning failed");
+    await expect(
+      store.captureWorkspace(workspace, {
+        whileFlushing: () => {
+          throw failure;
+        },
+      }),
+    ).rejects.toMatchObject({ code: "WRITE_FAILED", cause: failure });
+    expect(blobFiles().filter((name) => name.endsWith(".tmp"))).toEqual([]);
+    expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
+  });
+
+  it("a flush that fails leaves no temp and no blob under its hash", async () => {
+    const faulty = failNthCall(nodeFileOps, { n: 1, code: "EIO", count: (name) => name === "fsync" });
+    const store = openCheckpointStore({ dataDir, fs: faulty.ops });
+    const error = await rejection(store.createCheckpoint(workspace));
+    expect(faulty.fired()).toBe(true);
+    expect(error.code).toBe("WRITE_FAILED");
+    // The blob whose flush failed never got its content-address name; nothing temporary is left.
+    expect(blobFiles().filter((name) => name.endsWith(".tmp"))).toEqual([]);
+    expect(blobFiles().length).toBeLessThan(2);
+    expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
+    // The next attempt on a healthy disk completes and is whole.
+    const created = await openCheckpointStore({ dataDir }).createCheckpoint(workspace);
+    const manifest = await store.readManifest(created.checkpointId);
+    for (const entry of manifest.entries) if (entry.type === "file") store.readBlob(entry);
   });
 });

@@ -16,13 +16,19 @@ import {
 
 // fsync stays a counted (and failable) call but does not wait for the disk: this loop checks typed
 // failures and before-or-after states, not power-loss durability.
-const noWaitFsync: FileOps = { ...nodeFileOps, fsyncSync: () => {} };
+const noWaitFsync: FileOps = {
+  ...nodeFileOps,
+  fsyncSync: () => {},
+  fsync: ((_fd: number, done: (error: NodeJS.ErrnoException | null) => void) =>
+    process.nextTick(done, null)) as FileOps["fsync"],
+};
 
 const { O_WRONLY, O_RDWR, O_CREAT } = fs.constants;
 const CHANGES_DISK = new Set<FileOpName>([
   "writeSync",
   "writeFileSync",
   "fsyncSync",
+  "fsync",
   "linkSync",
   "unlinkSync",
   "renameSync",

@@ -4,7 +4,7 @@ import type { CheckpointStore } from "../checkpoints.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";
-import { ensurePrivateDir, fsyncDir, removeQuietly, writeTemp } from "./files.js";
+import { ensurePrivateDir, flushBehind, fsyncPaths, removeQuietly, writeTemp } from "./files.js";
 import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
 
 type FileEntry = Extract<ManifestEntry, { type: "file" }>;
@@ -38,7 +38,14 @@ function depth(path: string): number {
 
 /** The changes that make the workspace equal `target` exactly (files absent from it are removed). */
 export function planRestore(fs: FileOps, root: string, target: readonly ManifestEntry[]): RestorePlan {
-  const current = scanTree(fs, root, { strict: false });
+  return planFromScan(scanTree(fs, root, { strict: false }), target);
+}
+
+/** `planRestore` from a scan already made (a safety capture's entries). */
+export function planFromScan(
+  current: readonly ScannedEntry[],
+  target: readonly ManifestEntry[],
+): RestorePlan {
   const currentByPath = new Map<string, ScannedEntry>(current.map((entry) => [entry.path, entry]));
   const targetByPath = new Map<string, ManifestEntry>(target.map((entry) => [entry.path, entry]));
 
@@ -98,6 +105,18 @@ export interface ApplyContext {
   beforeEach?: () => void;
   /** Flush each file and the touched directories (default true); see RestoreOptions.durable. */
   durable?: boolean;
+  /** What `verifyPlanBlobs` kept: written as they are, without reading the blob again. */
+  verified?: VerifiedBlobs;
+  /**
+   * Runs once every change is in place, while the last flushes are still on their way to the disk (the
+   * restore re-scans the workspace here). A throw propagates once those flushes have settled.
+   */
+  whileFlushing?: () => void;
+}
+
+function errnoPath(error: unknown): string | undefined {
+  const path = (error as NodeJS.ErrnoException | null)?.path;
+  return typeof path === "string" ? path : undefined;
 }
 
 function applyFailure(path: string, error: unknown): SagaError {
@@ -109,17 +128,34 @@ function applyFailure(path: string, error: unknown): SagaError {
   });
 }
 
+/** Blob contents already read and hash-checked, by sha256. */
+export type VerifiedBlobs = ReadonlyMap<string, Buffer>;
+
+/**
+ * How many verified bytes `verifyPlanBlobs` keeps for `applyPlan`, which then writes exactly the bytes
+ * that were checked instead of reading and hashing them again; blobs beyond it are read (and checked)
+ * again when their turn comes.
+ */
+const VERIFIED_BYTES_KEPT = 128 * 1024 * 1024;
+
 /**
  * Every blob the plan needs, read and hash-checked before anything changes: a missing or damaged blob
  * must stop the restore while the workspace is still untouched.
  */
-export function verifyPlanBlobs(checkpoints: CheckpointStore, plan: RestorePlan): void {
+export function verifyPlanBlobs(checkpoints: CheckpointStore, plan: RestorePlan): VerifiedBlobs {
+  const verified = new Map<string, Buffer>();
   const seen = new Set<string>();
+  let kept = 0;
   for (const op of plan.ops) {
     if (op.op !== "write" || seen.has(op.entry.sha256)) continue;
-    checkpoints.readBlob(op.entry);
+    const bytes = checkpoints.readBlob(op.entry);
     seen.add(op.entry.sha256);
+    if (kept + bytes.length <= VERIFIED_BYTES_KEPT) {
+      verified.set(op.entry.sha256, bytes);
+      kept += bytes.length;
+    }
   }
+  return verified;
 }
 
 /**
@@ -143,13 +179,18 @@ function assertInside(fs: FileOps, root: string, rel: string): void {
   }
 }
 
-/** Publishes one file: temp (outside the workspace when possible) → fsync → rename into place. */
+/**
+ * Publishes one file: temp (outside the workspace when possible) → rename into place. Not flushed here:
+ * `applyPlan` flushes every published file behind its loop, several at a time, before it returns. Until then a power loss
+ * may leave a published name on an unflushed (even empty) inode; that is safe because the saga is still
+ * at `mutation_started`, whose only way on is a recovery that rewrites every file differing from the
+ * safety checkpoint or the target, and `workspace_applied` is journaled only after the flush.
+ */
 function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
   const { fs } = ctx;
   const target = join(ctx.root, entry.path);
   assertInside(fs, ctx.root, entry.path);
-  const durable = ctx.durable ?? true;
-  const temp = writeTemp(fs, ctx.stagingDir, basename(entry.path), bytes, entry.mode, durable);
+  const temp = writeTemp(fs, ctx.stagingDir, basename(entry.path), bytes, entry.mode, false);
   try {
     fs.renameSync(temp, target);
     return;
@@ -160,7 +201,7 @@ function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
   // Staging is on another file system: the temp must sit beside the target for the rename to be atomic.
   // It is removed on any failure; a SIGKILL in this window leaves it, and the rollback (which restores
   // the safety checkpoint exactly, removing anything it does not hold) takes it away.
-  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, durable);
+  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, false);
   try {
     fs.renameSync(beside, target);
   } catch (error) {
@@ -169,8 +210,11 @@ function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
   }
 }
 
-/** Applies the plan one change at a time; returns how many changes were applied. */
-export function applyPlan(ctx: ApplyContext, plan: RestorePlan): number {
+/**
+ * Applies the plan one change at a time, then (when durable) flushes every file it wrote and every
+ * directory it touched; returns how many changes were applied.
+ */
+export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
   const { fs, root } = ctx;
   try {
     ensurePrivateDir(fs, ctx.stagingDir);
@@ -178,56 +222,80 @@ export function applyPlan(ctx: ApplyContext, plan: RestorePlan): number {
     throw applyFailure(ctx.stagingDir, error);
   }
   const touchedDirs = new Set<string>();
+  const durable = ctx.durable !== false;
+  const flusher = flushBehind(fs);
   let index = 0;
-  for (const op of plan.ops) {
-    ctx.beforeEach?.();
-    const rel = op.op === "write" ? op.entry.path : op.path;
-    const abs = join(root, rel);
-    try {
-      switch (op.op) {
-        case "remove":
-          assertInside(fs, root, rel);
-          try {
-            if (op.kind === "dir") fs.rmdirSync(abs);
-            else fs.unlinkSync(abs);
-          } catch (error) {
-            // Idempotent: already gone (a retry after a crash) is what we wanted.
-            if (errnoOf(error) !== "ENOENT") throw error;
-          }
-          break;
-        case "mkdir":
-          assertInside(fs, root, rel);
-          try {
-            fs.mkdirSync(abs, { mode: op.mode });
-          } catch (error) {
-            if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
-          }
-          fs.chmodSync(abs, op.mode);
-          break;
-        case "chmod":
-          assertInside(fs, root, rel);
-          fs.chmodSync(abs, op.mode);
-          break;
-        case "write":
-          publishFile(ctx, op.entry, ctx.checkpoints.readBlob(op.entry));
-          break;
+  try {
+    for (const op of plan.ops) {
+      ctx.beforeEach?.();
+      const rel = op.op === "write" ? op.entry.path : op.path;
+      const abs = join(root, rel);
+      try {
+        switch (op.op) {
+          case "remove":
+            assertInside(fs, root, rel);
+            try {
+              if (op.kind === "dir") fs.rmdirSync(abs);
+              else fs.unlinkSync(abs);
+            } catch (error) {
+              // Idempotent: already gone (a retry after a crash) is what we wanted.
+              if (errnoOf(error) !== "ENOENT") throw error;
+            }
+            break;
+          case "mkdir":
+            assertInside(fs, root, rel);
+            try {
+              fs.mkdirSync(abs, { mode: op.mode });
+            } catch (error) {
+              if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
+            }
+            fs.chmodSync(abs, op.mode);
+            break;
+          case "chmod":
+            assertInside(fs, root, rel);
+            fs.chmodSync(abs, op.mode);
+            break;
+          case "write":
+            publishFile(
+              ctx,
+              op.entry,
+              ctx.verified?.get(op.entry.sha256) ?? ctx.checkpoints.readBlob(op.entry),
+            );
+            break;
+        }
+      } catch (error) {
+        throw applyFailure(rel, error);
       }
-    } catch (error) {
-      throw applyFailure(rel, error);
+      touchedDirs.add(dirname(abs));
+      index += 1;
+      ctx.onApplied(index);
+      if (durable && op.op === "write") {
+        try {
+          await flusher.add(abs);
+        } catch (error) {
+          throw applyFailure(errnoPath(error) ?? "a restored file", error);
+        }
+      }
     }
-    touchedDirs.add(dirname(abs));
-    index += 1;
-    ctx.onApplied(index);
-  }
-  // Names created, renamed and removed are durable only once their directories are flushed; this runs
-  // before workspace_applied is journaled, so that phase never claims more than the disk holds.
-  for (const dir of ctx.durable === false ? [] : [...touchedDirs].sort()) {
+    ctx.whileFlushing?.();
+    // Contents first, then the names: files published, then every directory whose entries were created,
+    // renamed or removed. This runs before workspace_applied is journaled, so that phase never claims more
+    // than the disk holds.
     try {
-      fsyncDir(fs, dir);
+      await flusher.drain();
     } catch (error) {
-      // A directory removed later in the plan (or by the plan) has nothing left to flush.
-      if (errnoOf(error) !== "ENOENT") throw applyFailure(dir, error);
+      throw applyFailure(errnoPath(error) ?? "a restored file", error);
     }
+  } finally {
+    await flusher.settle();
+  }
+  if (!durable) return index;
+  // A directory removed later in the plan has nothing left to flush (and its parent was touched too).
+  const dirs = [...touchedDirs].sort().filter((dir) => fs.existsSync(dir));
+  try {
+    await fsyncPaths(fs, dirs);
+  } catch (error) {
+    throw applyFailure(errnoPath(error) ?? "a restored directory", error);
   }
   return index;
 }

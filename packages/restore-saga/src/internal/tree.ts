@@ -4,7 +4,7 @@ import type { FileOps } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest, sha256Hex } from "./canonical.js";
-import { closeQuietly } from "./files.js";
+import { closeQuietly, readWhole } from "./files.js";
 
 const { O_RDONLY, O_NOFOLLOW } = constants;
 
@@ -42,16 +42,8 @@ export function readFileNoFollow(fs: FileOps, path: string): Buffer {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile())
       throw ioFailure(path, Object.assign(new Error("not a regular file"), { code: "EINVAL" }));
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for (;;) {
-      const chunk = Buffer.alloc(Math.max(64 * 1024, Math.min(stat.size + 1, 8 * 1024 * 1024)));
-      const read = fs.readSync(fd, chunk, 0, chunk.length, total);
-      if (read === 0) break;
-      chunks.push(chunk.subarray(0, read));
-      total += read;
-    }
-    return Buffer.concat(chunks, total);
+    // No bound of its own: the checkpoint refuses files over its limit once they are read, as before.
+    return readWhole(fs, fd, stat.size, Number.MAX_SAFE_INTEGER);
   } catch (error) {
     if (error instanceof SagaError) throw error;
     throw ioFailure(path, error);
@@ -61,19 +53,23 @@ export function readFileNoFollow(fs: FileOps, path: string): Buffer {
 }
 
 export interface ScanOptions {
-  /** Called with each regular file's bytes (checkpoint creation writes its blobs from them). */
-  onFile?: (entry: Extract<ManifestEntry, { type: "file" }>, bytes: Buffer) => void;
   /** Refuse symlinks and special files (a checkpoint) instead of reporting them as `other` (a plan). */
   strict: boolean;
 }
 
+/** One scanned entry; a regular file comes with the exact bytes that were hashed. */
+export type WalkedEntry =
+  | { entry: Extract<ManifestEntry, { type: "file" }>; bytes: Buffer }
+  | { entry: Exclude<ScannedEntry, { type: "file" }>; bytes?: undefined };
+
 /**
- * Walks a workspace without following symlinks. Entries come back sorted by path. Hashes every file, so
- * the result says exactly what is on disk now.
+ * Walks a workspace without following symlinks, in path order, hashing every file, and yields entry by
+ * entry, so a caller can act on (and await between) files; `scanTree` collects it. Holds one file's bytes
+ * at a time.
  */
-export function scanTree(fs: FileOps, root: string, options: ScanOptions): ScannedEntry[] {
-  const entries: ScannedEntry[] = [];
-  const walk = (relDir: string): void => {
+export function* walkTree(fs: FileOps, root: string, options: ScanOptions): Generator<WalkedEntry> {
+  let count = 0;
+  function* walk(relDir: string): Generator<WalkedEntry> {
     const absDir = relDir === "" ? root : join(root, relDir);
     let names: string[];
     try {
@@ -84,12 +80,13 @@ export function scanTree(fs: FileOps, root: string, options: ScanOptions): Scann
     for (const name of names.sort()) {
       const rel = relDir === "" ? name : `${relDir}/${name}`;
       const abs = join(root, rel);
-      if (entries.length >= MAX_TREE_ENTRIES) {
+      if (count >= MAX_TREE_ENTRIES) {
         throw new SagaError({
           code: "LIMIT",
           message: `The workspace ${root} has more than ${MAX_TREE_ENTRIES} entries; it cannot be checkpointed or restored.`,
         });
       }
+      count += 1;
       let stat: ReturnType<FileOps["lstatSync"]>;
       try {
         stat = fs.lstatSync(abs);
@@ -98,29 +95,30 @@ export function scanTree(fs: FileOps, root: string, options: ScanOptions): Scann
       }
       const mode = stat.mode & 0o7777;
       if (stat.isDirectory()) {
-        entries.push({ type: "dir", path: rel, mode });
-        walk(rel);
+        yield { entry: { type: "dir", path: rel, mode } };
+        yield* walk(rel);
       } else if (stat.isFile()) {
         const bytes = readFileNoFollow(fs, abs);
-        const entry = {
-          type: "file" as const,
-          path: rel,
-          size: bytes.length,
-          mode,
-          sha256: sha256Hex(bytes),
+        yield {
+          entry: { type: "file", path: rel, size: bytes.length, mode, sha256: sha256Hex(bytes) },
+          bytes,
         };
-        entries.push(entry);
-        options.onFile?.(entry, bytes);
       } else if (options.strict) {
         throw new SagaError({
           code: "INVALID_ARGUMENT",
           message: `The workspace entry ${abs} is a symlink or special file; checkpoints hold only files and directories. Replace it with a regular file or remove it.`,
         });
       } else {
-        entries.push({ type: "other", path: rel });
+        yield { entry: { type: "other", path: rel } };
       }
     }
-  };
-  walk("");
+  }
+  yield* walk("");
+}
+
+/** Every entry of the workspace (see `walkTree`), sorted by path: exactly what is on disk now. */
+export function scanTree(fs: FileOps, root: string, options: ScanOptions): ScannedEntry[] {
+  const entries: ScannedEntry[] = [];
+  for (const { entry } of walkTree(fs, root, options)) entries.push(entry);
   return entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
