@@ -164,6 +164,10 @@ const AREAS = [
         "packages/power-loss/test/lock.test.ts",
         "file-lock: acquire/reap/release, crash after every call, recovery after reboot",
       ],
+      [
+        "packages/power-loss/test/checkpoint.test.ts",
+        "checkpoint blobs and restored files: crash after every call, manifests and reboot checkpoints whole",
+      ],
       ["packages/power-loss/test/model.test.ts", "the model itself"],
     ],
   },
