@@ -24,7 +24,7 @@ import {
 import { scratchDir } from "../lib/dirs.js";
 import { describeEnvironment } from "../lib/env.js";
 import type { SuiteResult } from "../lib/report.js";
-import { fmtMs, fmtRatio, summarize, timeAsync, timeSync } from "../lib/stats.js";
+import { fmtMs, fmtRatio, summarize, timeAsync } from "../lib/stats.js";
 import { floorOps } from "./floor.js";
 
 const H = (c: string) => `sha256:${c.repeat(64)}`;
@@ -127,22 +127,29 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
     counter.reset();
     await fullRestoreChain(store, dir, workspace, `op-count-${k++}`);
     const fsyncsPerChain = counter.fsyncs();
-    const chain = await timeAsync(
-      async () => {
-        await fullRestoreChain(store, dir, workspace, `op-bench-${k++}`);
-      },
-      iterations,
-      2,
-    );
     const floor = floorOps(dir, Buffer.alloc(600, 0x61));
     const replaces = Math.ceil(fsyncsPerChain / 2);
-    const floorSamples = timeSync(
-      () => {
-        for (let i = 0; i < replaces; i++) floor.atomicReplace();
-      },
-      iterations,
-      2,
-    );
+    // Chain and floor alternate, sample by sample: a disk whose flush latency drifts (a shared VM's does,
+    // by 2-3× over minutes) then weighs on both alike instead of on whichever ran second.
+    const chain: number[] = [];
+    const floorSamples: number[] = [];
+    const floorUnit = async (): Promise<void> => {
+      for (let i = 0; i < replaces; i++) floor.atomicReplace();
+    };
+    for (let i = 0; i < 2; i++) {
+      await fullRestoreChain(store, dir, workspace, `op-bench-${k++}`);
+      await floorUnit();
+    }
+    for (let i = 0; i < iterations; i++) {
+      chain.push(
+        ...(await timeAsync(
+          () => fullRestoreChain(store, dir, workspace, `op-bench-${k++}`).then(() => {}),
+          1,
+          0,
+        )),
+      );
+      floorSamples.push(...(await timeAsync(floorUnit, 1, 0)));
+    }
 
     // load + verify of a 64-event saga: created, locked, then recovery_required/recovery_started cycles.
     const longId = "op-long";

@@ -159,6 +159,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // One lifecycle operation per bot at a time, in this process. Two processes are still safe (the journals
   // serialize them); this only turns an overlapping click into a clear 409 instead of a queue.
   const busy = new Set<string>();
+  // Bumped whenever `busy` changes: a bot's computer view depends on it (see the listing below).
+  let busyVersion = 0;
   async function exclusive<T>(botId: string, fn: () => Promise<T>): Promise<T> {
     if (busy.has(botId)) {
       throw new HttpProblem(
@@ -168,10 +170,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       );
     }
     busy.add(botId);
+    busyVersion += 1;
     try {
       return await fn();
     } finally {
       busy.delete(botId);
+      busyVersion += 1;
     }
   }
 
@@ -290,17 +294,41 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
 
-  // The last listing rendered, kept while nothing in it changed: the same frozen bot rows (json-journal's
-  // `peek` hands out one object per unchanged bots.json) and field-equal computer views. Rendering 100
-  // bots (JSON.stringify) costs about as much as Fastify's whole handling of the request, and a listing is
-  // typically polled far more often than a bot or its computer changes.
-  let listing: { bots: readonly Readonly<Bot>[]; computers: ComputerView[]; body: string } | null = null;
+  // The last listing rendered, and everything it was rendered from. The body is a pure function of the
+  // bot rows, both journals' rows, which bots are busy in this process and the clock (an interrupted create
+  // turns "older than 24 hours" at a known instant); json-journal's `peek` hands out the very same frozen
+  // objects while a file is unchanged, so the listing is re-sent as long as the bot rows and the journal
+  // index are the same objects, `busy` has not changed and that instant has not come. Rendering 100 bots
+  // costs about as much as Fastify's whole handling of the request, and a listing is polled far more often
+  // than a bot or its computer changes.
+  let listing: {
+    bots: readonly Readonly<Bot>[];
+    journals: Journals;
+    busyVersion: number;
+    validUntil: number;
+    body: string;
+  } | null = null;
   app.get("/v1/bots", async (_request, reply) => {
     const [bots, journals] = await Promise.all([deps.bots.list({ peek: true }), readJournals()]);
-    const computers = bots.map((b) => computerView(b.botId, journals));
-    if (listing === null || listing.bots !== bots || !sameComputerViews(listing.computers, computers)) {
-      const rendered = { ok: true, bots: bots.map((b, i) => ({ ...botView(b), computer: computers[i] })) };
-      listing = { bots, computers, body: JSON.stringify(rendered) };
+    const now = Date.now();
+    if (
+      listing === null ||
+      listing.bots !== bots ||
+      listing.journals !== journals ||
+      listing.busyVersion !== busyVersion ||
+      now >= listing.validUntil
+    ) {
+      const rendered = {
+        ok: true,
+        bots: bots.map((b) => ({ ...botView(b), computer: computerView(b.botId, journals, now) })),
+      };
+      listing = {
+        bots,
+        journals,
+        busyVersion,
+        validUntil: nextExpiry(journals, now),
+        body: JSON.stringify(rendered),
+      };
     }
     return reply.type("application/json; charset=utf-8").send(listing.body);
   });
@@ -402,21 +430,18 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return journals;
   }
 
-  function sameComputerViews(a: readonly ComputerView[], b: readonly ComputerView[]): boolean {
-    return (
-      a.length === b.length &&
-      a.every(
-        (x, i) =>
-          x.status === b[i]?.status &&
-          x.boxId === b[i]?.boxId &&
-          x.name === b[i]?.name &&
-          x.problem === b[i]?.problem,
-      )
-    );
+  /** The first instant after `now` at which some create row turns "older than 24 hours" (see computerView). */
+  function nextExpiry(journals: Journals, now: number): number {
+    let next = Number.POSITIVE_INFINITY;
+    for (const row of journals.creates.values()) {
+      const at = row.createdAt + KEY_RETENTION_MS + 1;
+      if (at > now && at < next) next = at;
+    }
+    return next;
   }
 
   /** The computer's state from the journals only (no provider call), so listing bots stays cheap. */
-  function computerView(botId: string, journals: Journals): ComputerView {
+  function computerView(botId: string, journals: Journals, now = Date.now()): ComputerView {
     const deletions = journals.deletions.get(botId) ?? [];
     const blocked = deletions.find((r) => r.phase === "blocked");
     if (blocked) {
@@ -434,7 +459,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (row.resolved && row.boxId)
       return { status: "ready", boxId: row.boxId, name: deps.lifecycle.boatNameFor(botId) };
     if (busy.has(botId)) return { status: "provisioning", ...(row.boxId ? { boxId: row.boxId } : {}) };
-    const expired = Date.now() - row.createdAt > KEY_RETENTION_MS;
+    const expired = now - row.createdAt > KEY_RETENTION_MS;
     return {
       status: "needs_attention",
       ...(row.boxId ? { boxId: row.boxId } : {}),

@@ -1,6 +1,7 @@
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { KEY_RETENTION_MS, openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CREATE_REQUEST_BODY } from "@drydock/boat-lifecycle";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -78,5 +79,63 @@ describe("GET /v1/bots follows every change, whoever makes it", () => {
     expect((await list()).bea).toEqual({ status: "none" });
     await openBotRegistry(tmp.dir).remove("bea");
     expect(Object.keys(await list())).toEqual(["ada"]);
+  });
+
+  it("an interrupted create turns 'older than 24 hours' at its instant, even while the listing is unchanged", async () => {
+    const call = api(server.url, server.token);
+    const problemOf = async (botId: string): Promise<string> => {
+      const bots = (await call("GET", "/v1/bots")).json.bots as Listed[];
+      return bots.find((b) => b.botId === botId)?.computer.problem ?? "";
+    };
+    await openBotRegistry(tmp.dir).create({ botId: "cyd", name: "Cyd" });
+    // Journaled by an instance whose clock says the create started 24 hours minus one second ago.
+    const startedAt = Date.now() - KEY_RETENTION_MS + 1_000;
+    const old = openBoatCreateJournal({ dataDir: tmp.dir, now: () => startedAt });
+    const { request } = await old.beginBoatCreate("cyd", "{}");
+    expect(await problemOf("cyd")).toMatch(/interrupted/);
+    expect(await problemOf("cyd")).toMatch(/interrupted/);
+    try {
+      // Two seconds later nothing on disk has changed, but the answer has.
+      vi.setSystemTime(Date.now() + 2_000);
+      expect(await problemOf("cyd")).toMatch(/24-hour retry window/);
+    } finally {
+      vi.useRealTimers();
+    }
+    // Leave no row that expires during the next test.
+    await old.discardBoatCreate(request);
+  });
+
+  it("a provision in flight shows as provisioning even when no file changes, then ready", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    const statusOf = async (botId: string) =>
+      ((await call("GET", "/v1/bots")).json.bots as Listed[]).find((b) => b.botId === botId)?.computer.status;
+    await call("POST", "/v1/bots", { name: "Dee", botId: "dee" });
+    // An interrupted create, journaled by another instance with the very body the server sends: the
+    // server's provision reuses its key without writing, so the only change while it runs is in-process.
+    await openBoatCreateJournal({ dataDir: tmp.dir }).beginBoatCreate(
+      "dee",
+      JSON.stringify(CREATE_REQUEST_BODY),
+    );
+    expect(await statusOf("dee")).toBe("needs_attention");
+    // boat.dev answers the create after 1.5 s: long enough to look at the listing meanwhile.
+    const rules = [{ action: "delay", method: "POST", path: "/sandboxes$", ms: 1_500, times: 1 }];
+    const armed = await fetch(`${sim.url}/_sim/faults`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ rules }),
+    });
+    expect(armed.status).toBe(200);
+    const provision = call("POST", "/v1/bots/dee/computer");
+    let seen: string | undefined;
+    const deadline = Date.now() + 10_000;
+    while (seen !== "provisioning" && Date.now() < deadline) {
+      seen = await statusOf("dee");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(seen).toBe("provisioning");
+    expect([200, 201]).toContain((await provision).status);
+    expect(await statusOf("dee")).toBe("ready");
   });
 });
