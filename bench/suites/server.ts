@@ -129,7 +129,7 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
       },
       notes: [
         "Overhead = bare route's requests/s ÷ the server's; target under 2×.",
-        "Each GET /v1/bots reads bots.json and both journals without their locks (json-journal peek: one stat per file proves it unchanged), recomputes every bot's computer state, and re-sends the last rendered body when nothing in it changed.",
+        "Each GET /v1/bots reads bots.json and both journals without their locks (json-journal peek: one stat per file proves it unchanged) and re-sends the last rendered body while the bot rows and journal rows are the same objects, no bot's busy state changed and no create row reached its 24-hour instant.",
       ],
     };
   } finally {

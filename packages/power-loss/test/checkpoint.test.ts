@@ -142,6 +142,10 @@ describe("checkpoints and restores under power loss", () => {
     const unflushed = await workspaceAtApplied(false);
     const differing = Object.keys({ ...BEFORE, ...unflushed }).filter((p) => unflushed[p] !== BEFORE[p]);
     expect(differing.length).toBeGreaterThan(0);
-    report("power-loss", "restore without flushes: files differing from the checkpoint", differing.length);
+    report(
+      "power-loss",
+      "sabotaged restore (no flushes): files it left wrong, so the check can fail",
+      differing.length,
+    );
   });
 });
