@@ -260,6 +260,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
         planned = { plan, verified: verifyPlanBlobs(checkpoints, plan) };
       },
     });
+    // captureWorkspace runs whileFlushing before it returns, so the plan exists.
     if (planned === null) throw new Error("captureWorkspace returned without planning");
     const { plan, verified } = planned as { plan: RestorePlan; verified: VerifiedBlobs };
     targetCount = plan.ops.length;
@@ -321,7 +322,9 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
         },
         plan,
       );
-      poststateDigest = applyPoststate ?? verifyTree(fs, root, target.treeDigest);
+      // applyPlan runs whileFlushing before it returns, so the re-scan has happened.
+      if (applyPoststate === undefined) throw new Error("applyPlan returned without re-scanning");
+      poststateDigest = applyPoststate;
       saga = await step(store, saga, "workspace_applied", { appliedCount: applied, poststateDigest });
     }
     crash.point("restore.after-workspace-applied");
