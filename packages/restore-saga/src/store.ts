@@ -271,6 +271,32 @@ interface Replay {
   orphan: boolean;
 }
 
+/** What this store verified in one saga directory: each event with its exact bytes, and HEAD with its bytes. */
+interface VerifiedChain {
+  events: readonly { event: SagaEvent; bytes: Buffer }[];
+  head: { head: SagaHead; bytes: Buffer } | null;
+}
+
+/**
+ * Memo of verified chains, per saga directory, bounded. A replay re-reads every file every time; what it
+ * skips is re-verifying bytes identical to bytes it verified before after an identical prefix, since the
+ * verification is a function of those bytes alone (the workspace identity, which is not, is checked every
+ * time). So tampering is caught exactly as before: a changed byte is a different file. This is memoization,
+ * not trust in timestamps or a cached view of the disk.
+ */
+function verifiedChains(capacity = 256) {
+  const chains = new Map<string, VerifiedChain>();
+  return {
+    recall: (dir: string): VerifiedChain | undefined => chains.get(dir),
+    remember(dir: string, chain: VerifiedChain): void {
+      chains.delete(dir);
+      chains.set(dir, chain);
+      if (chains.size > capacity) chains.delete(chains.keys().next().value!);
+    },
+    forget: (dir: string): boolean => chains.delete(dir),
+  };
+}
+
 export function openSagaStore(options: SagaStoreOptions): SagaStore {
   const fs = options.fs ?? nodeFileOps;
   const now = options.now ?? Date.now;
@@ -303,6 +329,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   const opDir = (id: string): string => join(shardDir, id);
   const opLock = (id: string): string => join(locksDir, `${id}.lock`);
   const shardLock = join(locksDir, "shard.lock");
+  const verified = verifiedChains();
 
   /** lstat that answers null for a missing path; any other failure is the state being unreadable. */
   function present(path: string): ReturnType<FileOps["lstatSync"]> | null {
@@ -405,7 +432,10 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       throw corrupt(id, `it holds more than ${limits.maxEvents} events`);
     const expectedIdentity = archived ? null : workspaceIdentity();
 
+    const memo = verified.recall(dir);
+    let trusted = memo !== undefined;
     const events: SagaEvent[] = [];
+    const eventBytes: Buffer[] = [];
     for (let seq = 1; seq <= eventFiles.size; seq += 1) {
       const file = eventFiles.get(seq);
       if (!file) throw corrupt(id, `event ${seq} is missing`);
@@ -414,6 +444,16 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         what: `saga event ${id}/${file.name}`,
       });
       if (!bytes) throw corrupt(id, `event ${file.name} vanished while being read`);
+      eventBytes.push(bytes);
+      const known = trusted ? memo?.events[seq - 1] : undefined;
+      trusted = known?.bytes.equals(bytes) === true;
+      if (trusted && known) {
+        // The very bytes this store verified before, after the very same prefix: the checks below would
+        // give the same answer. Only what lies outside the bytes is checked again (the workspace identity).
+        checkCreatedBinding(id, known.event, expectedIdentity);
+        events.push(known.event);
+        continue;
+      }
       const parsed = SagaEventSchema.safeParse(parseExact(bytes, id, `event ${file.name}`));
       if (!parsed.success) throw corrupt(id, `event ${file.name} does not match the event schema`);
       const event = parsed.data;
@@ -440,23 +480,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           throw corrupt(id, `event ${file.name} records a lock owner digest that does not match its owner`);
         }
       }
-      if (seq === 1) {
-        if (event.evidence.workspaceRoot !== workspaceRoot) {
-          throw new SagaError({
-            code: "WORKSPACE_MISMATCH",
-            operationId: id,
-            message: `Restore saga ${id} belongs to another workspace. Nothing was changed.`,
-          });
-        }
-        if (expectedIdentity !== null && event.evidence.workspaceIdentity !== expectedIdentity) {
-          throw new SagaError({
-            code: "WORKSPACE_MISMATCH",
-            operationId: id,
-            message: `The workspace ${workspaceRoot} was replaced after restore saga ${id} began (another directory now has its path). Nothing was changed; recover by hand.`,
-          });
-        }
-      }
-      events.push(event);
+      checkCreatedBinding(id, event, expectedIdentity);
+      events.push(Object.freeze(event));
     }
 
     if (!hasHead) {
@@ -468,12 +493,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       what: `HEAD of ${id}`,
     });
     if (!headBytes) throw corrupt(id, "its HEAD vanished while being read");
-    const headParsed = SagaHeadSchema.safeParse(parseExact(headBytes, id, "HEAD"));
-    if (!headParsed.success) throw corrupt(id, "HEAD does not match the HEAD schema");
-    const head = headParsed.data;
-    const { anchorHash, ...headBody } = head;
-    if (headAnchor(headBody) !== anchorHash) throw corrupt(id, "HEAD does not match its anchor hash");
-    if (head.operationId !== id) throw corrupt(id, `HEAD belongs to ${head.operationId}`);
+    const head = memo?.head?.bytes.equals(headBytes) ? memo.head.head : verifyHead(id, headBytes);
     const namesEvent = (event: SagaEvent | undefined): boolean =>
       event !== undefined &&
       canonicalJson(makeHead(id, event)) === canonicalJson(head) &&
@@ -512,6 +532,10 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     }
 
     const created = events[0]!;
+    verified.remember(dir, {
+      events: events.map((event, i) => ({ event, bytes: eventBytes[i]! })),
+      head: rolledForward ? null : { bytes: headBytes, head },
+    });
     return {
       orphan: false,
       state: Object.freeze({
@@ -523,11 +547,40 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         phase: last!.phase,
         basePhase: basePhase(events),
         terminal: isTerminalPhase(last!.phase),
-        events: Object.freeze(events.map((event) => Object.freeze(event))),
+        events: Object.freeze(events),
         headRolledForward: rolledForward,
         archived,
       }),
     };
+  }
+
+  /** The checks of event 1 that depend on more than its bytes: the store's workspace, and its identity now. */
+  function checkCreatedBinding(id: string, event: SagaEvent, expectedIdentity: string | null): void {
+    if (event.seq !== 1) return;
+    if (event.evidence.workspaceRoot !== workspaceRoot) {
+      throw new SagaError({
+        code: "WORKSPACE_MISMATCH",
+        operationId: id,
+        message: `Restore saga ${id} belongs to another workspace. Nothing was changed.`,
+      });
+    }
+    if (expectedIdentity !== null && event.evidence.workspaceIdentity !== expectedIdentity) {
+      throw new SagaError({
+        code: "WORKSPACE_MISMATCH",
+        operationId: id,
+        message: `The workspace ${workspaceRoot} was replaced after restore saga ${id} began (another directory now has its path). Nothing was changed; recover by hand.`,
+      });
+    }
+  }
+
+  function verifyHead(id: string, bytes: Buffer): SagaHead {
+    const parsed = SagaHeadSchema.safeParse(parseExact(bytes, id, "HEAD"));
+    if (!parsed.success) throw corrupt(id, "HEAD does not match the HEAD schema");
+    const head = parsed.data;
+    const { anchorHash, ...headBody } = head;
+    if (headAnchor(headBody) !== anchorHash) throw corrupt(id, "HEAD does not match its anchor hash");
+    if (head.operationId !== id) throw corrupt(id, `HEAD belongs to ${head.operationId}`);
+    return head;
   }
 
   function loadLocked(id: string): SagaState {
@@ -971,6 +1024,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
               message: `Restore saga ${operationId} is still ${state.phase}; only a finished saga can be archived.`,
             });
           }
+          verified.forget(active);
           try {
             fs.renameSync(active, archived);
           } catch (error) {

@@ -598,6 +598,31 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
     expect((await store.load("op-t")).seq).toBe(8);
   });
 
+  it("catches a change made after this very store verified the chain, in advance as in load", async () => {
+    // The store remembers what it verified (to skip re-checking identical bytes); a changed byte is not
+    // identical, so it is checked again, whoever asks.
+    const { store, dir, saga } = await completedSaga();
+    expect((await store.load("op-t")).seq).toBe(8);
+    const path = join(dir, "000003-prepared.json");
+    const original = fs.readFileSync(path);
+    const changed = Buffer.from(original);
+    changed[Math.floor(changed.length / 2)]! ^= 0x01;
+    fs.writeFileSync(path, changed);
+    const before = snapshotDir(dir);
+    await expectSagaError(
+      store.advance("op-t", {
+        expectedSeq: saga.seq,
+        expectedHash: saga.headHash,
+        phase: "recovery_required",
+        evidence: { reason: "test", errorCode: "TEST" },
+      }),
+      "CORRUPT",
+    );
+    expect(snapshotDir(dir)).toEqual(before);
+    fs.writeFileSync(path, original);
+    expect((await store.load("op-t")).headHash).toBe(saga.headHash);
+  });
+
   it("detects random single-byte changes in any saga file (property)", async () => {
     const { store, dir } = await completedSaga();
     const names = fs.readdirSync(dir).sort();
