@@ -7,9 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crashSweep, createPowerLossFs, type ImageContext, scratchFileOps } from "../src/index.js";
 import { report, reportSweep, scale } from "./report.js";
 
-// Checkpoints write their blobs unflushed, flush them all at once (several in flight), and only then give
-// them their content-address names; a restore publishes every file unflushed and flushes them all before it
-// journals `workspace_applied`. These sweeps hold both to what they promise under the weak model.
+// Checkpoints write their blobs unflushed, flush them several at a time, and only then give them their
+// content-address names; a restore does the same with every file it publishes (flushed, then renamed over
+// its target), and flushes the directories before it journals `workspace_applied`. These sweeps hold both
+// to what they promise under the weak model.
 
 const BEFORE: Record<string, string> = {
   "a.txt": "alpha\n",
@@ -67,6 +68,31 @@ function checkManifests(dataDir: string): { manifests: number; problem: string |
   return { manifests: names.length, problem: null };
 }
 
+/** BEFORE/AFTER as `readTree` returns them (keys in walk order), for an exact comparison. */
+function readTreeOf(files: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(files).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+function flush(fs: FileOps, path: string): void {
+  const fd = fs.openSync(path, "r");
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Removes every file and directory under `root` (not `root` itself) through `fs`. */
+function rmTree(fs: FileOps, root: string): void {
+  for (const name of fs.readdirSync(root)) {
+    const path = join(root, name);
+    if (fs.lstatSync(path).isDirectory()) {
+      rmTree(fs, path);
+      fs.rmdirSync(path);
+    } else fs.unlinkSync(path);
+  }
+}
+
 let base: string;
 beforeAll(() => {
   base = mkdtempSync(join(tmpdir(), "drydock-pl-checkpoint-"));
@@ -106,6 +132,53 @@ describe("checkpoints and restores under power loss", () => {
     expect(result.anomalies).toEqual([]);
     expect(result.violations).toEqual([]);
     expect(result.crashPoints).toBeGreaterThan(30);
+  });
+
+  it("every restored name holds its old or its new bytes, whenever the power goes", async () => {
+    // The workspace's state before the restore, made durable through the model (op 2).
+    const writeDurably = (fs: FileOps, root: string, files: Record<string, string>): void => {
+      rmTree(fs, root);
+      writeTree(root, files, fs);
+      for (const path of Object.keys(files)) flush(fs, join(root, path));
+      for (const dir of new Set(Object.keys(files).map((path) => join(root, path, "..")))) flush(fs, dir);
+      flush(fs, root);
+    };
+    const result = await crashSweep({
+      area: "restore apply",
+      randomImages: scale(1),
+      setup: (root) => writeTree(join(root, "ws"), BEFORE),
+      workload: async (fs, root, log) => {
+        const ws = join(root, "ws");
+        const dataDir = join(root, "data");
+        const store = openCheckpointStore({ dataDir, fs, now: () => 1_700_000_000_000 });
+        const { checkpointId } = await log.op(() => store.createCheckpoint(ws));
+        await log.op(() => writeDurably(fs, ws, AFTER));
+        await log.op(() =>
+          restoreCheckpoint({ dataDir, workspaceRoot: ws, checkpointId, fs, operationId: "op-pl" }),
+        );
+      },
+      check: (image: string, { acked }: ImageContext) => {
+        if (acked < 2) return null;
+        const now = readTree(join(image, "ws"));
+        for (const path of new Set([...Object.keys(now), ...Object.keys(BEFORE), ...Object.keys(AFTER)])) {
+          const text = now[path];
+          if (text === undefined) {
+            // Only a name the restore creates or removes may be absent.
+            if (path in BEFORE && path in AFTER) return `${path} vanished`;
+          } else if (text !== AFTER[path] && text !== BEFORE[path]) {
+            return `${path} holds ${JSON.stringify(text)}, neither its old nor its restored bytes`;
+          }
+        }
+        if (acked === 3 && JSON.stringify(now) !== JSON.stringify(readTreeOf(BEFORE))) {
+          return "the restore returned, but the workspace is not the checkpoint";
+        }
+        return null;
+      },
+    });
+    reportSweep(result);
+    expect(result.anomalies).toEqual([]);
+    expect(result.violations).toEqual([]);
+    expect(result.crashPoints).toBeGreaterThan(50);
   });
 
   /** Restores BEFORE over AFTER on the model; returns the workspace as a power loss right after

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isAbsolute, join, resolve, sep } from "node:path";
+import { basename, isAbsolute, join, resolve, sep } from "node:path";
 import { type FileOps, type LockOptions, nodeFileOps } from "@drydock/file-lock";
 import { canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
@@ -8,6 +8,7 @@ import {
   planFromScan,
   planRestore,
   type RestorePlan,
+  sweepStaging,
   type VerifiedBlobs,
   verifyPlanBlobs,
   verifyTree,
@@ -165,6 +166,14 @@ function checkLayout(
 }
 
 /**
+ * Where a restore of this workspace stages its files: one directory per workspace (named like its saga
+ * shard), so the apply, which holds that workspace's lock, may sweep what a dead apply left there.
+ */
+function stagingDirFor(dataDir: string, store: SagaStore): string {
+  return join(dataDir, "restore-staging", basename(store.shardDir));
+}
+
+/**
  * Restores `checkpointId` into the workspace as a journaled saga:
  * created → locked → prepared → intent_committed → safety_ready → mutation_started → workspace_applied
  * → completed, then releases the lock and archives the saga (an archive failure is only a warning).
@@ -310,7 +319,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
         {
           fs,
           root,
-          stagingDir: join(dataDir, "restore-staging"),
+          stagingDir: stagingDirFor(dataDir, store),
           checkpoints,
           durable,
           verified,
@@ -545,6 +554,8 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
     });
   }
   const recoveryRequestId = options.recoveryRequestId ?? `rollback-${randomUUID()}`;
+  // What the interrupted apply staged is never promoted; remove it whether or not anything needs rolling back.
+  sweepStaging(fs, stagingDirFor(dataDir, store));
 
   if (saga.phase !== "recovery_required") {
     saga = await step(store, saga, "recovery_required", {
@@ -579,7 +590,7 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
       {
         fs,
         root,
-        stagingDir: join(dataDir, "restore-staging"),
+        stagingDir: stagingDirFor(dataDir, store),
         checkpoints,
         durable,
         verified,

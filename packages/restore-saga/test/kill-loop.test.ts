@@ -104,6 +104,16 @@ function killGroup(child: Child): void {
   }
 }
 
+/** Every file (not directory) under the data directory's staging area. */
+function stagedFiles(dataDir: string): string[] {
+  const staging = join(dataDir, "restore-staging");
+  if (!fs.existsSync(staging)) return [];
+  return fs
+    .readdirSync(staging, { recursive: true })
+    .map(String)
+    .filter((rel) => !fs.statSync(join(staging, rel)).isDirectory());
+}
+
 describe("restore kill loop", () => {
   let base: string;
   let template: string;
@@ -175,6 +185,8 @@ describe("restore kill loop", () => {
         `${label}: workspace is ${completed ? "after" : "before"}`,
       ).toBe(true);
       expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace }), label).toBeNull();
+      // Files the killed apply staged are never promoted, and never pile up: recovery removes them.
+      expect(stagedFiles(dataDir), label).toEqual([]);
       if (recovered.saga) {
         expect(recovered.saga.archived, label).toBe(true);
         expect(recovered.saga.terminal, label).toBe(true);

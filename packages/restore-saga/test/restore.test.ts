@@ -80,7 +80,10 @@ describe("restoreCheckpoint", () => {
     expect(result.targetCount).toBeGreaterThan(10);
     expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
     expect(strayFiles(fixture.workspace)).toEqual([]);
-    expect(fs.readdirSync(join(fixture.dataDir, "restore-staging"))).toEqual([]);
+    // One staging directory per workspace, left empty.
+    const staging = join(fixture.dataDir, "restore-staging");
+    expect(fs.readdirSync(staging, { recursive: true }).map(String)).toEqual(fs.readdirSync(staging));
+    expect(fs.readdirSync(join(staging, fs.readdirSync(staging)[0]!))).toEqual([]);
     expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
     const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-ok");
     expect(saga.events.map((event) => event.phase)).toEqual(FORWARD);
@@ -92,6 +95,27 @@ describe("restoreCheckpoint", () => {
     expect(safety.files).toBe(
       [...fixture.before.values()].filter((value) => value.startsWith("file")).length,
     );
+  });
+
+  it("sweeps what a dead apply staged for this workspace, and nothing else", async () => {
+    // A first restore creates the workspace's staging directory; then plant what a killed apply leaves.
+    await restoreCheckpoint(options({ operationId: "op-first" }));
+    const staging = join(fixture.dataDir, "restore-staging");
+    const mine = join(staging, fs.readdirSync(staging)[0]!);
+    const deadTemp = join(mine, ".f1.txt.4242.0123456789abcdef.tmp");
+    fs.writeFileSync(deadTemp, "half a file");
+    fs.writeFileSync(join(mine, "not-a-temp"), "kept");
+    // Another workspace's staging directory is not this restore's to touch.
+    const other = join(staging, "workspace-0000");
+    fs.mkdirSync(other);
+    fs.writeFileSync(join(other, ".f2.txt.4242.0123456789abcdef.tmp"), "theirs");
+    writeTree(fixture.workspace, { "changed.txt": "changed" });
+
+    await restoreCheckpoint(options({ operationId: "op-second" }));
+
+    expect(fs.existsSync(deadTemp)).toBe(false);
+    expect(fs.readdirSync(mine)).toEqual(["not-a-temp"]);
+    expect(fs.readdirSync(other)).toEqual([".f2.txt.4242.0123456789abcdef.tmp"]);
   });
 
   it("skips the safety checkpoint only when nothing needs to change", async () => {
@@ -184,6 +208,36 @@ describe("restoreCheckpoint", () => {
     ]);
     expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
     expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+  });
+
+  it("rolls back a restore whose first change failed, removing what it had staged", async () => {
+    const faulty = failNthCall(nodeFileOps, {
+      n: 1,
+      code: "EIO",
+      // The plan's first change is a removal.
+      count: (name, args) =>
+        (name === "unlinkSync" || name === "rmdirSync") && String(args[0]).startsWith(fixture.workspace),
+    });
+    const error = await rejection(
+      restoreCheckpoint(options({ operationId: "op-first-fails", fs: faulty.ops })),
+    );
+    expect(faulty.fired()).toBe(true);
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    // Plant a staged temp as a SIGKILL in the middle of an apply would have left it.
+    const staging = join(fixture.dataDir, "restore-staging");
+    const mine = join(staging, fs.readdirSync(staging)[0]!);
+    fs.writeFileSync(join(mine, ".f1.txt.4242.0123456789abcdef.tmp"), "half a file");
+
+    // Nothing in the workspace changed, so the rollback has nothing to apply, and still sweeps.
+    const recovered = await recoverRestore({
+      dataDir: fixture.dataDir,
+      workspaceRoot: fixture.workspace,
+      operationId: "op-first-fails",
+      isProcessAlive: everyoneDead,
+    });
+    expect(recovered.outcome).toBe("rolled_back");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    expect(fs.readdirSync(mine)).toEqual([]);
   });
 
   it("reconciles a lost response for completed as the exact successor and still succeeds", async () => {

@@ -4,7 +4,7 @@ import type { CheckpointStore } from "../checkpoints.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";
-import { ensurePrivateDir, flushBehind, fsyncPaths, removeQuietly, writeTemp } from "./files.js";
+import { ensurePrivateDir, flushBehind, fsyncPaths, isTempName, removeQuietly, writeTemp } from "./files.js";
 import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
 
 type FileEntry = Extract<ManifestEntry, { type: "file" }>;
@@ -96,7 +96,11 @@ export function planFromScan(
 export interface ApplyContext {
   fs: FileOps;
   root: string;
-  /** Temporary files are written here, OUTSIDE the workspace, then renamed into place. */
+  /**
+   * Temporary files are written here, OUTSIDE the workspace, then renamed into place. One directory per
+   * workspace: the caller holds that workspace's lock, so whatever temps are found here belong to an apply
+   * that died, and are removed.
+   */
   stagingDir: string;
   checkpoints: CheckpointStore;
   /** Called after each change is in place (a crash point). */
@@ -108,8 +112,8 @@ export interface ApplyContext {
   /** What `verifyPlanBlobs` kept: written as they are, without reading the blob again. */
   verified?: VerifiedBlobs;
   /**
-   * Runs once every change is in place, while the last flushes are still on their way to the disk (the
-   * restore re-scans the workspace here). A throw propagates once those flushes have settled.
+   * Runs once every change is in place, while the touched directories are flushed (the restore re-scans
+   * the workspace here). A throw propagates once those flushes have settled.
    */
   whileFlushing?: () => void;
 }
@@ -180,17 +184,22 @@ function assertInside(fs: FileOps, root: string, rel: string): void {
 }
 
 /**
- * Publishes one file: temp (outside the workspace when possible) → rename into place. Not flushed here:
- * `applyPlan` flushes every published file behind its loop, several at a time, before it returns. Until then a power loss
- * may leave a published name on an unflushed (even empty) inode; that is safe because the saga is still
- * at `mutation_started`, whose only way on is a recovery that rewrites every file differing from the
- * safety checkpoint or the target, and `workspace_applied` is journaled only after the flush.
+ * Renames a staged temp over its target. Staging on another file system cannot be renamed from: the
+ * bytes are then written again beside the target (flushed first when `durable`) and renamed from there;
+ * `ctx` remembers it, so later files are staged beside their targets directly. A SIGKILL in that window
+ * leaves the temp in the workspace, and the rollback (which restores the safety checkpoint exactly,
+ * removing anything it does not hold) takes it away.
  */
-function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
+function renameIntoPlace(
+  ctx: ApplyContext,
+  state: { besideTarget: boolean },
+  temp: string,
+  entry: FileEntry,
+  bytes: Buffer,
+  durable: boolean,
+): void {
   const { fs } = ctx;
   const target = join(ctx.root, entry.path);
-  assertInside(fs, ctx.root, entry.path);
-  const temp = writeTemp(fs, ctx.stagingDir, basename(entry.path), bytes, entry.mode, false);
   try {
     fs.renameSync(temp, target);
     return;
@@ -198,10 +207,8 @@ function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
     removeQuietly(fs, temp);
     if (errnoOf(error) !== "EXDEV") throw error;
   }
-  // Staging is on another file system: the temp must sit beside the target for the rename to be atomic.
-  // It is removed on any failure; a SIGKILL in this window leaves it, and the rollback (which restores
-  // the safety checkpoint exactly, removing anything it does not hold) takes it away.
-  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, false);
+  state.besideTarget = true;
+  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, durable);
   try {
     fs.renameSync(beside, target);
   } catch (error) {
@@ -211,26 +218,54 @@ function publishFile(ctx: ApplyContext, entry: FileEntry, bytes: Buffer): void {
 }
 
 /**
- * Applies the plan one change at a time, then (when durable) flushes every file it wrote and every
- * directory it touched; returns how many changes were applied.
+ * Removes the temps in a workspace's staging directory. Only for a caller holding that workspace's lock:
+ * whatever is there was left by an apply that died, and is never promoted.
+ */
+export function sweepStaging(fs: FileOps, stagingDir: string): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(stagingDir);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return;
+    throw error;
+  }
+  for (const name of names) {
+    if (isTempName(name)) removeQuietly(fs, join(stagingDir, name));
+  }
+}
+
+/**
+ * Applies the plan, then (when durable) flushes every directory it touched; returns how many changes were
+ * applied. Removals and directories are changed in plan order. Each file is staged as a temp and renamed
+ * over its target only once its bytes are flushed, several flushes in flight at a time: a published name
+ * never points at unflushed bytes, and the rename finds no dirty pages to write (ext4 forces out the data
+ * of a file renamed over another, which would otherwise stall this loop on every file).
  */
 export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
   const { fs, root } = ctx;
   try {
     ensurePrivateDir(fs, ctx.stagingDir);
+    sweepStaging(fs, ctx.stagingDir);
   } catch (error) {
     throw applyFailure(ctx.stagingDir, error);
   }
   const touchedDirs = new Set<string>();
   const durable = ctx.durable !== false;
   const flusher = flushBehind(fs);
+  const staged = new Set<string>();
+  const state = { besideTarget: false };
   let index = 0;
+  const applied = (abs: string): void => {
+    touchedDirs.add(dirname(abs));
+    index += 1;
+    ctx.onApplied(index);
+  };
   try {
     for (const op of plan.ops) {
-      ctx.beforeEach?.();
       const rel = op.op === "write" ? op.entry.path : op.path;
       const abs = join(root, rel);
       try {
+        if (op.op !== "write") ctx.beforeEach?.();
         switch (op.op) {
           case "remove":
             assertInside(fs, root, rel);
@@ -241,6 +276,7 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
               // Idempotent: already gone (a retry after a crash) is what we wanted.
               if (errnoOf(error) !== "ENOENT") throw error;
             }
+            applied(abs);
             break;
           case "mkdir":
             assertInside(fs, root, rel);
@@ -250,37 +286,41 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
               if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
             }
             fs.chmodSync(abs, op.mode);
+            applied(abs);
             break;
           case "chmod":
             assertInside(fs, root, rel);
             fs.chmodSync(abs, op.mode);
+            applied(abs);
             break;
-          case "write":
-            publishFile(
-              ctx,
-              op.entry,
-              ctx.verified?.get(op.entry.sha256) ?? ctx.checkpoints.readBlob(op.entry),
-            );
+          case "write": {
+            const { entry } = op;
+            const bytes = ctx.verified?.get(entry.sha256) ?? ctx.checkpoints.readBlob(entry);
+            // Checked before anything is written, and again right before the rename.
+            assertInside(fs, root, rel);
+            const stageIn = state.besideTarget ? dirname(abs) : ctx.stagingDir;
+            const temp = writeTemp(fs, stageIn, basename(rel), bytes, entry.mode, false);
+            staged.add(temp);
+            const publish = (): void => {
+              try {
+                ctx.beforeEach?.();
+                assertInside(fs, root, rel);
+                staged.delete(temp);
+                renameIntoPlace(ctx, state, temp, entry, bytes, durable);
+              } catch (error) {
+                throw applyFailure(rel, error);
+              }
+              applied(abs);
+            };
+            if (durable) await flusher.add(temp, publish);
+            else publish();
             break;
+          }
         }
       } catch (error) {
         throw applyFailure(rel, error);
       }
-      touchedDirs.add(dirname(abs));
-      index += 1;
-      ctx.onApplied(index);
-      if (durable && op.op === "write") {
-        try {
-          await flusher.add(abs);
-        } catch (error) {
-          throw applyFailure(errnoPath(error) ?? "a restored file", error);
-        }
-      }
     }
-    ctx.whileFlushing?.();
-    // Contents first, then the names: files published, then every directory whose entries were created,
-    // renamed or removed. This runs before workspace_applied is journaled, so that phase never claims more
-    // than the disk holds.
     try {
       await flusher.drain();
     } catch (error) {
@@ -288,15 +328,26 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
     }
   } finally {
     await flusher.settle();
+    for (const temp of staged) removeQuietly(fs, temp);
   }
-  if (!durable) return index;
   // A directory removed later in the plan has nothing left to flush (and its parent was touched too).
-  const dirs = [...touchedDirs].sort().filter((dir) => fs.existsSync(dir));
+  // The names are flushed after every file's bytes, and before workspace_applied is journaled, so that
+  // phase never claims more than the disk holds. The re-scan runs while they flush.
+  const dirs = durable ? [...touchedDirs].sort().filter((dir) => fs.existsSync(dir)) : [];
+  const flushingDirs = fsyncPaths(fs, dirs);
+  let rescan: { error: unknown } | null = null;
   try {
-    await fsyncPaths(fs, dirs);
+    ctx.whileFlushing?.();
   } catch (error) {
-    throw applyFailure(errnoPath(error) ?? "a restored directory", error);
+    rescan = { error };
   }
+  try {
+    await flushingDirs;
+  } catch (error) {
+    // A failed re-scan is the failure to report; otherwise the flush's.
+    if (rescan === null) throw applyFailure(errnoPath(error) ?? "a restored directory", error);
+  }
+  if (rescan !== null) throw rescan.error;
   return index;
 }
 
