@@ -811,15 +811,15 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
                 message: `Restore saga ${operationId} already exists; load it instead of creating it again.`,
               });
             }
-          } else {
-            try {
-              fs.mkdirSync(dir, { mode: 0o700 });
-              // The saga's directory name must be durable before any event in it is acknowledged: a power
-              // loss would otherwise forget the whole saga after create and advance returned.
-              fsyncDir(fs, shardDir);
-            } catch (error) {
-              throw writeFailed(operationId, "event_not_committed", error, null);
-            }
+          }
+          try {
+            if (!exists) fs.mkdirSync(dir, { mode: 0o700 });
+            // The saga's directory name must be durable before any event in it is acknowledged: a power
+            // loss would otherwise forget the whole saga after create and advance returned. Also when an
+            // earlier create made the directory and died before this flush.
+            fsyncDir(fs, shardDir);
+          } catch (error) {
+            throw writeFailed(operationId, "event_not_committed", error, null);
           }
           const { event, bytes } = buildEvent(null, operationId, "created", evidence);
           try {

@@ -482,8 +482,25 @@ describe("saga store: crash windows and write failures", () => {
     expect(pending.diagnostics).toEqual([
       { operationId: "op-orphan", status: "orphan_unpublished", code: null, recoverable: true },
     ]);
-    const saga = await store.create("op-orphan", createEvidence);
+    // The re-create flushes the directory's name into the shard too: the dead create may have died
+    // between making the directory and flushing it, and an acknowledged saga must survive a power loss.
+    const flushed: string[] = [];
+    const paths = new Map<number, string>();
+    const watching: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: string, ...rest: unknown[]) => {
+        const fd = (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+        paths.set(fd, String(path));
+        return fd;
+      }) as FileOps["openSync"],
+      fsyncSync: (fd) => {
+        flushed.push(paths.get(fd) ?? "?");
+        nodeFileOps.fsyncSync(fd);
+      },
+    };
+    const saga = await open({ fs: watching }).create("op-orphan", createEvidence);
     expect(saga.seq).toBe(1);
+    expect(flushed).toContain(store.shardDir);
   });
 
   it("deletes temporary files on load and never promotes them", async () => {

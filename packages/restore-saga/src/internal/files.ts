@@ -9,8 +9,16 @@ const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constan
 /** `.<target>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. */
 const TEMP_NAME = /^\..+\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
 
+/**
+ * Unique per process without asking the kernel for entropy on every file: a random prefix drawn once,
+ * then a counter (temps are created with O_EXCL anyway; uniqueness only spares a retry).
+ */
+const tempPrefix = randomBytes(4).toString("hex");
+let tempCounter = 0;
+
 export function tempNameFor(target: string): string {
-  return `.${target}.${process.pid}.${randomBytes(8).toString("hex")}.tmp`;
+  tempCounter = (tempCounter + 1) % 0x1_0000_0000;
+  return `.${target}.${process.pid}.${tempPrefix}${tempCounter.toString(16).padStart(8, "0")}.tmp`;
 }
 
 export function isTempName(name: string): boolean {
