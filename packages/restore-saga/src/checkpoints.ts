@@ -9,6 +9,7 @@ import {
   ensurePrivateDir,
   flushBehind,
   fsyncPaths,
+  isTempName,
   lstatOrNull,
   readRegularFile,
   removeQuietly,
@@ -70,6 +71,35 @@ export interface VerifiedManifest {
   manifestDigest: string;
   /** Digest of the tree the manifest describes (compare with a scan of the workspace). */
   treeDigest: string;
+}
+
+/**
+ * A blob temp lives from its write until its flush completes (seconds); one this old was left by a capture
+ * that was killed, and is never promoted. Age, not the pid in its name, decides: processes in other pid
+ * namespaces (containers sharing the data directory) cannot be asked whether they still run.
+ */
+const ABANDONED_TEMP_MS = 10 * 60 * 1000;
+
+/**
+ * Removes abandoned temps from one blob directory; best effort (a failure here fails nothing). `now` is the
+ * real clock, compared with the file system's own mtimes (not the store's injectable clock).
+ */
+function sweepAbandonedTemps(fs: FileOps, dir: string, now: number): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!isTempName(name)) continue;
+    const path = join(dir, name);
+    try {
+      if (now - fs.lstatSync(path).mtimeMs > ABANDONED_TEMP_MS) removeQuietly(fs, path);
+    } catch {
+      // Gone already, or unreadable: leave it.
+    }
+  }
 }
 
 /** A scanned workspace whose blobs are all stored and durable, not yet a checkpoint (no manifest). */
@@ -257,8 +287,12 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
           // Deduplicated: the same content is already stored (verified by hash whenever it is read).
           if (existing?.isFile() && existing.size === bytes.length) continue;
           const dir = join(blobsDir, entry.sha256.slice(0, 2));
-          // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below.
-          if (!blobDirs.has(dir)) ensurePrivateDir(fs, dir, { flushNew: false });
+          // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below,
+          // and what a killed capture left there long ago is removed.
+          if (!blobDirs.has(dir)) {
+            ensurePrivateDir(fs, dir, { flushNew: false });
+            sweepAbandonedTemps(fs, dir, Date.now());
+          }
           temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, false);
           temps.add(temp);
           blobDirs.add(dir);

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { failNthCall, nodeFileOps } from "@drydock/file-lock";
@@ -113,6 +114,30 @@ describe("checkpoint store", () => {
     expect(() => store.readBlob(entry)).toThrow(expect.objectContaining({ code: "CORRUPT" }));
     fs.rmSync(blob);
     expect(() => store.readBlob(entry)).toThrow(expect.objectContaining({ code: "CORRUPT" }));
+  });
+
+  it("removes blob temps a killed capture left long ago where it writes, and no fresh ones", async () => {
+    const store = openCheckpointStore({ dataDir });
+    await store.createCheckpoint(workspace);
+    // A new file whose blob lands in a directory where a killed capture left temps.
+    fs.writeFileSync(join(workspace, "new.txt"), "brand new");
+    const sha = createHash("sha256").update("brand new").digest("hex");
+    const blobDir = join(dataDir, "checkpoints", "blobs", sha.slice(0, 2));
+    fs.mkdirSync(blobDir, { recursive: true });
+    const stale = join(blobDir, `.${sha}.4242.0123456789abcdef.tmp`);
+    const fresh = join(blobDir, `.${sha}.4243.0123456789abcdef.tmp`);
+    fs.writeFileSync(stale, "half");
+    fs.writeFileSync(fresh, "being written");
+    const hourAgo = new Date(Date.now() - 60 * 60 * 1000);
+    fs.utimesSync(stale, hourAgo, hourAgo);
+
+    const created = await store.createCheckpoint(workspace);
+
+    expect(fs.existsSync(stale)).toBe(false);
+    expect(fs.existsSync(fresh)).toBe(true);
+    const entry = (await store.readManifest(created.checkpointId)).entries.find((e) => e.path === "new.txt")!;
+    if (entry.type !== "file") throw new Error("expected a file entry");
+    expect(store.readBlob(entry).toString()).toBe("brand new");
   });
 
   it("refuses a workspace holding a symlink and writes no manifest", async () => {
