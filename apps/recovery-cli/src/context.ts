@@ -18,6 +18,7 @@ export interface GlobalOptions {
   expectedOwnerDigest?: string;
   expectedState?: string;
   reason?: string;
+  olderThanDays?: string;
 }
 
 /** Everything a command may use. Commands get it as an argument; nothing reads globals. */

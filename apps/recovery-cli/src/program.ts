@@ -3,7 +3,7 @@ import { createsAdopt, createsList, createsRetire } from "./commands/creates.js"
 import { deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
 import { locksGc, locksList } from "./commands/locks.js";
 import { reconcilePlan } from "./commands/reconcile.js";
-import { restoresAction, restoresList, restoresShow } from "./commands/restores.js";
+import { restoresAction, restoresList, restoresPurge, restoresShow } from "./commands/restores.js";
 import { status } from "./commands/status.js";
 import { type CommandContext, createContext, type GlobalOptions } from "./context.js";
 import { CliError, classifyError, EXIT_CODES, type ExitCode } from "./errors.js";
@@ -128,6 +128,14 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
     if (action === "abort") sub.option("--reason <text>", "why (recorded in the saga)");
     sub.action(run((ctx, operationId) => restoresAction(ctx, action, operationId!)));
   }
+
+  restores
+    .command("purge")
+    .description(
+      "delete archived restore sagas finished more than N days ago, keeping a receipt each (only with --yes)",
+    )
+    .addOption(new Option("--older-than-days <n>", "finished at least this many days ago").default("30"))
+    .action(run((ctx) => restoresPurge(ctx)));
 
   program
     .command("reconcile")

@@ -239,7 +239,40 @@ describe("drydock against data left by killed processes", () => {
     expect(applied.code).toBe(0);
     expect(applied.stdout).toContain("completed");
     expect(lockOwner(d)).toBeNull();
-    expect((await store(d).loadArchived("op-completed")).phase).toBe("completed");
+    const archived = await store(d).loadArchived("op-completed");
+    expect(archived.phase).toBe("completed");
+
+    // Once archived it can be purged: a preview that lists it and changes nothing, then --yes.
+    const recent = jsonOut(await cli(["restores", "purge", "--data-dir", d.dataDir, "--json"]));
+    expect(recent.candidates).toEqual([]);
+    const beforePurge = snapshotTree(d.dataDir);
+    const purgePreview = await cli(["restores", "purge", "--older-than-days", "0", "--data-dir", d.dataDir]);
+    expect(purgePreview.code).toBe(0);
+    expect(purgePreview.stdout).toContain("op-completed");
+    expect(purgePreview.stdout).toContain("restores purge --older-than-days 0 --yes");
+    expect(snapshotTree(d.dataDir)).toEqual(beforePurge);
+    const purged = await cli([
+      "restores",
+      "purge",
+      "--older-than-days",
+      "0",
+      "--yes",
+      "--data-dir",
+      d.dataDir,
+      "--json",
+    ]);
+    expect(purged.code).toBe(0);
+    expect(jsonOut(purged).purged).toEqual([
+      expect.objectContaining({
+        operationId: "op-completed",
+        seq: archived.seq,
+        headHash: archived.headHash,
+      }),
+    ]);
+    await expect(store(d).loadArchived("op-completed")).rejects.toMatchObject({ code: "NOT_FOUND" });
+    expect(await store(d).listArchived()).toEqual([]);
+    const bad = await cli(["restores", "purge", "--older-than-days", "soon", "--data-dir", d.dataDir]);
+    expect(bad.code).not.toBe(0);
   });
 
   it("a restore killed mid-mutation: a stale fence exits 4, abort is refused with 5, both change nothing; the printed rollback restores the workspace", async () => {

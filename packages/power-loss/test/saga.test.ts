@@ -12,7 +12,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AckLog, crashSweep, type ImageContext, scratchFileOps } from "../src/index.js";
 import { report, reportSweep, scale } from "./report.js";
-import { afterReboot, tickingClock } from "./restart.js";
+import { afterReboot, readOrNull, tickingClock } from "./restart.js";
 
 const HASH = `sha256:${"a".repeat(64)}`;
 const HASH2 = `sha256:${"b".repeat(64)}`;
@@ -132,7 +132,87 @@ function checker(hashes: string[]) {
   };
 }
 
+/**
+ * create → aborted → archive → purge. After the reboot the saga is either still archived and whole (the
+ * purge was not decided), or its receipt exists and a retried purge finishes with `alreadyPurged`; an
+ * acknowledged purge must have its receipt. Never: events gone and no receipt.
+ */
+function purgeChecker() {
+  return async (image: string, { acked }: ImageContext): Promise<string | null> => {
+    if (acked < 3) return null;
+    const store = openSagaStore({
+      stateDir: join(image, "state"),
+      workspaceRoot: workspace,
+      fs: scratchFileOps,
+      lock: { identity: afterReboot(), waitMs: 2_000 },
+    });
+    const receipt = readOrNull(join(store.shardDir, ".purged", `${ID}.json`));
+    if (receipt === null) {
+      if (acked >= 4) return "the purge was acknowledged, but its receipt is gone";
+      // Not decided: the archive must be whole.
+      try {
+        const archived = await store.loadArchived(ID);
+        return archived.phase === "aborted" ? null : `the archive is at ${archived.phase}`;
+      } catch (error) {
+        return `no receipt, and the archive does not load: ${error instanceof Error ? error.message : String(error)}`;
+      }
+    }
+    // Decided: the store says purged, and a retry finishes whatever the crash left.
+    const { seq, headHash } = JSON.parse(receipt) as { seq: number; headHash: string };
+    try {
+      await store.loadArchived(ID);
+      return "a receipt exists, yet the archive still loads";
+    } catch (error) {
+      if (!isSagaError(error) || error.code !== "NOT_FOUND") return `loadArchived answered ${String(error)}`;
+    }
+    try {
+      const retried = await store.purgeArchived(ID, { expectedSeq: seq, expectedHash: headHash });
+      if (!retried.alreadyPurged) return "a purge with a receipt on disk did not answer alreadyPurged";
+    } catch (error) {
+      return `the retried purge failed: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    if (readOrNull(join(store.shardDir, ".archive", ID, "HEAD")) !== null)
+      return "the retry left the archive";
+    return null;
+  };
+}
+
 describe("saga store under power loss", () => {
+  it("a purge is decided by its durable receipt: never events gone without one", async () => {
+    const result = await crashSweep({
+      area: "saga purge",
+      randomImages: scale(2),
+      setup: (root) => mkdirSync(join(root, "state")),
+      workload: async (fs, root, log) => {
+        const store = openStore(join(root, "state"), fs);
+        const created = await log.op(() =>
+          store.create(ID, {
+            kind: "checkpoint-restore",
+            checkpointId: "ckpt-1",
+            checkpointManifestDigest: HASH,
+            actorPid: 77,
+          }),
+        );
+        const done = await log.op(() =>
+          store.advance(ID, {
+            expectedSeq: created.seq,
+            expectedHash: created.headHash,
+            phase: "aborted",
+            evidence: { reason: "power-loss sweep" },
+          }),
+        );
+        const fence = { expectedSeq: done.seq, expectedHash: done.headHash };
+        await log.op(() => store.archiveTerminal(ID, fence));
+        await log.op(() => store.purgeArchived(ID, fence));
+      },
+      check: purgeChecker(),
+    });
+    reportSweep(result);
+    expect(result.anomalies).toEqual([]);
+    expect(result.violations).toEqual([]);
+    expect(result.crashPoints).toBeGreaterThan(20);
+  });
+
   it("acknowledged events survive every crash point and every sampled image", async () => {
     const hashes = await referenceHashes();
     expect(hashes).toHaveLength(EVENTS);

@@ -56,7 +56,11 @@ export type CommitState =
   /** The archive rename did not happen. */
   | "archive_not_committed"
   /** The archive rename may have happened; retrying `archiveTerminal` answers `alreadyArchived`. */
-  | "archive_commit_unknown";
+  | "archive_commit_unknown"
+  /** No purge receipt was written; the archived saga is untouched. */
+  | "purge_not_committed"
+  /** The receipt is written (the purge is decided); deleting the events did not finish. Retry it. */
+  | "purge_commit_unknown";
 
 export interface SagaErrorDetails {
   operationId?: string;

@@ -250,6 +250,24 @@ export const SagaHeadSchema = z.strictObject({
 });
 export type SagaHead = z.infer<typeof SagaHeadSchema>;
 
+export const SAGA_PURGE_RECEIPT_SCHEMA = "drydock.restore-saga-purge-receipt";
+
+/**
+ * `.purged/<operationId>.json`: what is left of an archived saga once its events are deleted. It keeps the
+ * id from being used again and lets a retried purge answer `alreadyPurged`; the head hash is the whole
+ * chain's digest, so a copy of the events kept elsewhere can still be checked against it.
+ */
+export const SagaPurgeReceiptSchema = z.strictObject({
+  schema: z.literal(SAGA_PURGE_RECEIPT_SCHEMA),
+  version: z.literal(1),
+  operationId: OperationIdSchema,
+  phase: PhaseSchema,
+  seq: z.int().min(1).max(1_000_000),
+  headHash: HashSchema,
+  purgedAt: TimestampSchema,
+});
+export type SagaPurgeReceipt = z.infer<typeof SagaPurgeReceiptSchema>;
+
 // ---------------------------------------------------------------------------------------------------------
 // Checkpoints
 

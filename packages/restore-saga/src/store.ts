@@ -36,10 +36,13 @@ import {
   PhaseSchema,
   SAGA_EVENT_SCHEMA,
   SAGA_HEAD_SCHEMA,
+  SAGA_PURGE_RECEIPT_SCHEMA,
   type SagaEvent,
   SagaEventSchema,
   type SagaHead,
   SagaHeadSchema,
+  type SagaPurgeReceipt,
+  SagaPurgeReceiptSchema,
 } from "./schema.js";
 
 /** Hash domains. Changing one orphans every chain on disk: never do it without a new schema version. */
@@ -120,6 +123,16 @@ export interface ArchiveResult {
   headHash: string;
 }
 
+export interface PurgeResult {
+  purged: true;
+  /** True when an earlier call already purged it (this one only finished deleting what was left). */
+  alreadyPurged: boolean;
+  operationId: string;
+  phase: Phase;
+  seq: number;
+  headHash: string;
+}
+
 export type PendingDiagnosticStatus = "terminal_unarchived" | "orphan_unpublished" | "busy" | "corrupt";
 
 export interface PendingDiagnostic {
@@ -159,8 +172,17 @@ export interface SagaStore {
   advance(operationId: string, input: AdvanceInput): Promise<SagaState>;
   /** One rename into `.archive/`; idempotent, and an exact read of an archived saga. */
   archiveTerminal(operationId: string, fence: SagaFence): Promise<ArchiveResult>;
-  /** Replays an archived saga (read-only). */
+  /** Replays an archived saga (read-only). A purged one: NOT_FOUND, saying so. */
   loadArchived(operationId: string): Promise<SagaState>;
+  /** Ids of the archived sagas (not purged), sorted. */
+  listArchived(): Promise<string[]>;
+  /**
+   * Deletes an archived saga's events for good, keeping a receipt (`.purged/<id>.json`: final phase, seq,
+   * head hash) so the id is never used again and a retry answers `alreadyPurged`. Exact fence, like
+   * `archiveTerminal`. An active saga: INVALID_TRANSITION; an archive that does not verify: CORRUPT, and
+   * nothing is deleted. Purged sagas no longer count toward `maxSagasPerShard`.
+   */
+  purgeArchived(operationId: string, fence: SagaFence): Promise<PurgeResult>;
   listPending(options?: { after?: string; limit?: number }): Promise<PendingList>;
 }
 
@@ -254,6 +276,8 @@ function writeFailed(
     head_settlement_unknown: "the event is on disk and HEAD may or may not name it",
     archive_not_committed: "the saga was not archived",
     archive_commit_unknown: "the saga may or may not be archived",
+    purge_not_committed: "nothing was purged; the archived saga is as it was",
+    purge_commit_unknown: "the purge is recorded but its events may not all be deleted; retry the purge",
   };
   return new SagaError({
     code: "WRITE_FAILED",
@@ -326,6 +350,9 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   const shardDir = join(stateDir, `workspace-${sha256Hex(workspaceRoot).slice(0, 32)}`);
   const locksDir = join(shardDir, ".locks");
   const archiveDir = join(shardDir, ".archive");
+  const purgeDir = join(shardDir, ".purge");
+  const receiptsDir = join(shardDir, ".purged");
+  const receiptPath = (id: string): string => join(receiptsDir, `${id}.json`);
   const opDir = (id: string): string => join(shardDir, id);
   const opLock = (id: string): string => join(locksDir, `${id}.lock`);
   const shardLock = join(locksDir, "shard.lock");
@@ -785,6 +812,13 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
             message: `Restore saga ${operationId} was already used and archived; choose a new operation id.`,
           });
         }
+        if (present(receiptPath(operationId)) || present(join(purgeDir, operationId))) {
+          throw new SagaError({
+            code: "ALREADY_EXISTS",
+            operationId,
+            message: `Restore saga ${operationId} was already used and purged; choose a new operation id.`,
+          });
+        }
         const dir = opDir(operationId);
         const exists = present(dir) !== null;
         if (!exists && countSagas() >= limits.maxSagasPerShard) {
@@ -1002,6 +1036,13 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           if (activeExists && archivedExists) throw corrupt(operationId, "it is both active and archived");
           if (!activeExists) {
             if (!archivedExists) {
+              if (present(receiptPath(operationId))) {
+                throw new SagaError({
+                  code: "CONFLICT",
+                  operationId,
+                  message: `Restore saga ${operationId} was archived and then purged; only its receipt is left. Nothing was changed.`,
+                });
+              }
               throw new SagaError({
                 code: "NOT_FOUND",
                 operationId,
@@ -1044,9 +1085,62 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
 
     async loadArchived(operationId) {
       assertOperationId(operationId);
-      const state = replay(operationId, join(archiveDir, operationId), false, true).state;
+      const dir = join(archiveDir, operationId);
+      // The receipt decides: once it exists the saga is purged, even if a crash left its archive to delete.
+      if (present(receiptPath(operationId))) {
+        throw new SagaError({
+          code: "NOT_FOUND",
+          operationId,
+          message: `Restore saga ${operationId} was purged; only its receipt (${receiptPath(operationId)}) is left.`,
+        });
+      }
+      const state = replay(operationId, dir, false, true).state;
       if (!state) throw corrupt(operationId, "its archive holds no event");
       return state;
+    },
+
+    async listArchived() {
+      let names: string[];
+      try {
+        names = fs.readdirSync(archiveDir);
+      } catch (error) {
+        if (errnoOf(error) === "ENOENT") return [];
+        throw new SagaError({
+          code: "CORRUPT",
+          cause: error,
+          message: `The archive ${archiveDir} could not be listed (${errnoOf(error) ?? "error"}). Check the disk, then retry.`,
+        });
+      }
+      return names
+        .filter((name) => OPERATION_ID_PATTERN.test(name) && !present(receiptPath(name)))
+        .sort();
+    },
+
+    async purgeArchived(operationId, fence) {
+      assertOperationId(operationId);
+      const { expectedSeq, expectedHash } = fence ?? ({} as SagaFence);
+      if (
+        !Number.isSafeInteger(expectedSeq) ||
+        typeof expectedHash !== "string" ||
+        !HASH_PATTERN.test(expectedHash)
+      ) {
+        throw new SagaError({
+          code: "CONFLICT",
+          operationId,
+          message: `Purging restore saga ${operationId} needs the exact expectedSeq and expectedHash of its archive. Nothing was changed.`,
+        });
+      }
+      if (!present(shardDir)) {
+        throw new SagaError({
+          code: "NOT_FOUND",
+          operationId,
+          message: `No restore saga ${operationId} exists.`,
+        });
+      }
+      ensureLayout();
+      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
+        withStateLockSync(operationId, () => purgeLocked(operationId, expectedSeq, expectedHash)),
+      );
     },
 
     async listPending(listOptions = {}) {
@@ -1118,6 +1212,116 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     },
   };
 
+  function readReceipt(id: string): SagaPurgeReceipt | null {
+    const bytes = readRegularFile(fs, receiptPath(id), { maxBytes: 4096, what: `purge receipt of ${id}` });
+    if (!bytes) return null;
+    const parsed = SagaPurgeReceiptSchema.safeParse(parseExact(bytes, id, "its purge receipt"));
+    if (!parsed.success || parsed.data.operationId !== id) {
+      throw corrupt(id, "its purge receipt does not match the receipt schema");
+    }
+    return parsed.data;
+  }
+
+  /** Moves the archive (if still there) aside and deletes it; idempotent, so a retry finishes a purge. */
+  function finishPurge(id: string): void {
+    const archived = join(archiveDir, id);
+    const purging = join(purgeDir, id);
+    try {
+      if (present(archived)) {
+        ensurePrivateDir(fs, purgeDir);
+        // One rename takes the saga out of the archive; what is in .purge is only ever deleted. The rename is
+        // made durable before any file goes, so a power loss never leaves a half-deleted archive behind.
+        fs.renameSync(archived, purging);
+        crash.point("saga.after-purge-rename");
+        fsyncDir(fs, archiveDir);
+        fsyncDir(fs, purgeDir);
+      }
+      const stat = present(purging);
+      if (stat) {
+        if (!stat.isDirectory()) throw corrupt(id, "what is being purged is not a directory");
+        for (const name of fs.readdirSync(purging)) fs.unlinkSync(join(purging, name));
+        fs.rmdirSync(purging);
+      }
+      if (present(purgeDir)) fsyncDir(fs, purgeDir);
+    } catch (error) {
+      if (error instanceof SagaError) throw error;
+      throw writeFailed(id, "purge_commit_unknown", error, null);
+    }
+  }
+
+  function purgeLocked(id: string, expectedSeq: number, expectedHash: string): PurgeResult {
+    if (present(opDir(id))) {
+      throw new SagaError({
+        code: "INVALID_TRANSITION",
+        operationId: id,
+        message: `Restore saga ${id} is still active; only an archived saga can be purged. Nothing was changed.`,
+      });
+    }
+    const mismatch = (seq: number, hash: string, phase: Phase): SagaError =>
+      new SagaError({
+        code: "CONFLICT",
+        operationId: id,
+        phase,
+        expectedSeq,
+        expectedHash,
+        actualSeq: seq,
+        actualHash: hash,
+        message: `Archived restore saga ${id} is at seq ${seq} (${phase}), not the seq ${expectedSeq} the caller expected. Nothing was changed.`,
+      });
+    const done = (receipt: SagaPurgeReceipt, alreadyPurged: boolean): PurgeResult => ({
+      purged: true,
+      alreadyPurged,
+      operationId: id,
+      phase: receipt.phase,
+      seq: receipt.seq,
+      headHash: receipt.headHash,
+    });
+    const earlier = readReceipt(id);
+    if (earlier) {
+      if (earlier.seq !== expectedSeq || earlier.headHash !== expectedHash) {
+        throw mismatch(earlier.seq, earlier.headHash, earlier.phase);
+      }
+      finishPurge(id);
+      return done(earlier, true);
+    }
+    if (!present(join(archiveDir, id))) {
+      if (present(join(purgeDir, id))) throw corrupt(id, "it is being purged but has no receipt");
+      throw new SagaError({
+        code: "NOT_FOUND",
+        operationId: id,
+        message: `No archived restore saga ${id} exists.`,
+      });
+    }
+    // Verified before anything goes: a chain that does not check out is evidence, and stays.
+    const state = replay(id, join(archiveDir, id), false, true).state;
+    if (!state) throw corrupt(id, "its archive holds no event");
+    if (state.seq !== expectedSeq || state.headHash !== expectedHash) {
+      throw mismatch(state.seq, state.headHash, state.phase);
+    }
+    const receipt: SagaPurgeReceipt = {
+      schema: SAGA_PURGE_RECEIPT_SCHEMA,
+      version: 1,
+      operationId: id,
+      phase: state.phase,
+      seq: state.seq,
+      headHash: state.headHash,
+      purgedAt: new Date(now()).toISOString(),
+    };
+    try {
+      ensurePrivateDir(fs, receiptsDir);
+      // Durable before anything is deleted: from here the purge is decided, and a retry finishes it.
+      replaceFile(fs, receiptsDir, `${id}.json`, Buffer.from(prettyCanonical(receipt), "utf8"));
+    } catch (error) {
+      const failure = error instanceof PublishFailure ? error : null;
+      if (failure?.stage === "after") throw writeFailed(id, "purge_commit_unknown", failure.cause, null);
+      throw writeFailed(id, "purge_not_committed", failure?.cause ?? error, null);
+    }
+    crash.point("saga.after-purge-receipt");
+    finishPurge(id);
+    verified.forget(join(archiveDir, id));
+    return done(receipt, false);
+  }
+
   function result(state: SagaState, alreadyArchived: boolean): ArchiveResult {
     return {
       archived: true,
@@ -1166,6 +1370,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     archiveTerminal: (id, fence) => guard(store.archiveTerminal(id, fence), true),
     loadArchived: (id) => guard(store.loadArchived(id), false),
     listPending: (listOptions) => guard(store.listPending(listOptions), false),
+    listArchived: () => guard(store.listArchived(), false),
+    purgeArchived: (id, fence) => guard(store.purgeArchived(id, fence), true),
   } satisfies SagaStore);
 }
 

@@ -389,6 +389,9 @@ describe("saga store: compare-and-set, limits, ids", () => {
     await store.create("op-s2", createEvidence);
     await expectSagaError(store.create("op-s3", createEvidence), "LIMIT");
     expect(fs.existsSync(opDir(store, "op-s3"))).toBe(false);
+    // What the LIMIT message asks for: purging an archived saga makes room (its receipt does not count).
+    await store.purgeArchived("op-s1", { expectedSeq: done.seq, expectedHash: done.headHash });
+    expect((await store.create("op-s3", createEvidence)).seq).toBe(1);
   });
 
   it("refuses operation ids that are not one safe path segment", async () => {
@@ -796,6 +799,91 @@ describe("saga store: archive and listing", () => {
       store.archiveTerminal("op-none", { expectedSeq: 1, expectedHash: HASH }),
       "NOT_FOUND",
     );
+  });
+
+  async function archivedSaga(store: SagaStore, id: string): Promise<SagaState> {
+    const saga = await step(store, await store.create(id, createEvidence), "aborted", { reason: "x" });
+    await store.archiveTerminal(id, { expectedSeq: saga.seq, expectedHash: saga.headHash });
+    return saga;
+  }
+
+  it("purges an archived saga with its exact fence, keeps a receipt, and never reuses the id", async () => {
+    const store = open();
+    const saga = await archivedSaga(store, "op-p");
+    const fence = { expectedSeq: saga.seq, expectedHash: saga.headHash };
+    expect(await store.listArchived()).toEqual(["op-p"]);
+    await expectSagaError(store.purgeArchived("op-p", { ...fence, expectedSeq: 1 }), "CONFLICT");
+    expect(await store.listArchived()).toEqual(["op-p"]);
+
+    const purged = await store.purgeArchived("op-p", fence);
+    expect(purged).toEqual({
+      purged: true,
+      alreadyPurged: false,
+      operationId: "op-p",
+      phase: "aborted",
+      seq: 2,
+      headHash: saga.headHash,
+    });
+    expect(fs.existsSync(join(store.shardDir, ".archive", "op-p"))).toBe(false);
+    expect(fs.readdirSync(join(store.shardDir, ".purge"))).toEqual([]);
+    const receipt = JSON.parse(fs.readFileSync(join(store.shardDir, ".purged", "op-p.json"), "utf8"));
+    expect(receipt).toMatchObject({ operationId: "op-p", phase: "aborted", seq: 2, headHash: saga.headHash });
+    expect(fs.statSync(join(store.shardDir, ".purged", "op-p.json")).mode & 0o777).toBe(0o600);
+    expect(await store.listArchived()).toEqual([]);
+
+    // A retry is an exact read; the id stays used.
+    expect(await store.purgeArchived("op-p", fence)).toMatchObject({ alreadyPurged: true, seq: 2 });
+    await expectSagaError(store.purgeArchived("op-p", { ...fence, expectedHash: HASH }), "CONFLICT");
+    await expectSagaError(store.create("op-p", createEvidence), "ALREADY_EXISTS");
+    await expectSagaError(store.archiveTerminal("op-p", fence), "CONFLICT");
+    const gone = await expectSagaError(store.loadArchived("op-p"), "NOT_FOUND");
+    expect(gone.message).toMatch(/purged/);
+    await expectSagaError(store.purgeArchived("op-none", fence), "NOT_FOUND");
+  });
+
+  it("purges only archived sagas whose chain verifies", async () => {
+    const store = open();
+    const active = await store.create("op-active", createEvidence);
+    await expectSagaError(
+      store.purgeArchived("op-active", { expectedSeq: active.seq, expectedHash: active.headHash }),
+      "INVALID_TRANSITION",
+    );
+    const saga = await archivedSaga(store, "op-bad");
+    const dir = join(store.shardDir, ".archive", "op-bad");
+    const path = join(dir, "000001-created.json");
+    const changed = fs.readFileSync(path);
+    changed[Math.floor(changed.length / 2)]! ^= 0x01;
+    fs.writeFileSync(path, changed);
+    const before = snapshotDir(dir);
+    await expectSagaError(
+      store.purgeArchived("op-bad", { expectedSeq: saga.seq, expectedHash: saga.headHash }),
+      "CORRUPT",
+    );
+    expect(snapshotDir(dir)).toEqual(before);
+    expect(fs.existsSync(join(store.shardDir, ".purged", "op-bad.json"))).toBe(false);
+  });
+
+  it("finishes a purge interrupted after its receipt or after its rename on retry", async () => {
+    class Crash extends Error {}
+    for (const point of ["saga.after-purge-receipt", "saga.after-purge-rename"]) {
+      const id = `op-${point.slice("saga.after-purge-".length)}`;
+      const saga = await archivedSaga(open(), id);
+      const fence = { expectedSeq: saga.seq, expectedHash: saga.headHash };
+      const crashing = open({
+        crash: {
+          point(name: string) {
+            if (name === point) throw new Crash(point);
+          },
+        },
+      });
+      await expect(crashing.purgeArchived(id, fence)).rejects.toBeTruthy();
+      const store = open();
+      // Decided (the receipt is durable) but not finished: the id is taken, a retry completes it.
+      await expectSagaError(store.create(id, createEvidence), "ALREADY_EXISTS");
+      expect(await store.purgeArchived(id, fence)).toMatchObject({ alreadyPurged: true, seq: saga.seq });
+      expect(fs.existsSync(join(store.shardDir, ".archive", id))).toBe(false);
+      expect(fs.existsSync(join(store.shardDir, ".purge", id))).toBe(false);
+    }
   });
 
   it("reports a failed archive rename as archive_not_committed, and a retry archives", async () => {

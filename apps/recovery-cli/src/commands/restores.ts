@@ -2,7 +2,7 @@ import type { RestoreActionName, RestorePreview } from "@drydock/recovery-contro
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
-import { allPending, controllerFor, findSaga, workspaces } from "./workspaces.js";
+import { allPending, controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
 
 const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
 
@@ -256,5 +256,78 @@ export async function restoresAction(
   return {
     data: result,
     human: `${action}: restore ${operationId} is ${result.phase} (seq ${result.seq})${result.archived ? ", archived" : ""}.${warning}\n`,
+  };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export interface PurgeCandidate {
+  botId: string;
+  operationId: string;
+  phase: string;
+  seq: number;
+  headHash: string;
+  finishedAt: string;
+}
+
+/**
+ * Archived restore sagas finished at least `--older-than-days` days ago (default 30). Without --yes: the
+ * list, nothing changed. With it: each is purged with the fence just read (its events deleted, a receipt
+ * with its final phase, seq and head hash kept, the id never reused). An archive whose chain does not
+ * verify is reported and kept: it is evidence.
+ */
+export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
+  const days = Number(ctx.options.olderThanDays ?? "30");
+  if (!Number.isSafeInteger(days) || days < 0) {
+    throw new CliError("USAGE", "--older-than-days takes a whole number of days (0 or more).");
+  }
+  const cutoff = ctx.now() - days * DAY_MS;
+  const candidates: (PurgeCandidate & { store: Workspace["store"] })[] = [];
+  const kept: { botId: string; operationId: string; problem: string }[] = [];
+  for (const workspace of workspaces(ctx)) {
+    for (const operationId of await workspace.store.listArchived()) {
+      try {
+        const saga = await workspace.store.loadArchived(operationId);
+        const finishedAt = saga.events.at(-1)?.timestamp ?? "";
+        if (Date.parse(finishedAt) > cutoff) continue;
+        candidates.push({
+          botId: workspace.botId,
+          operationId,
+          phase: saga.phase,
+          seq: saga.seq,
+          headHash: saga.headHash,
+          finishedAt,
+          store: workspace.store,
+        });
+      } catch (error) {
+        kept.push({ botId: workspace.botId, operationId, problem: (error as Error).message });
+      }
+    }
+  }
+  const listed = candidates.map(({ store: _store, ...rest }) => rest);
+  const keptText = kept.map((k) => `kept ${k.botId}/${k.operationId}: ${k.problem}\n`).join("");
+  if (!ctx.yes) {
+    const command = `${ctx.commandPrefix} restores purge --older-than-days ${days} --yes`;
+    const human =
+      listed.length === 0
+        ? `Preview: no archived restore finished ${days} or more days ago. Nothing was changed.\n${keptText}`
+        : `${table(
+            ["bot", "operation", "phase", "seq", "finished"],
+            listed.map((c) => [c.botId, c.operationId, c.phase, c.seq, c.finishedAt]),
+            ctx.tty,
+          )}Preview: ${listed.length} archived restore(s) would be purged (events deleted, a receipt kept). Nothing was changed.\n${keptText}To apply it, run:\n  ${command}\n`;
+    return { data: { ok: true, preview: true, changed: false, candidates: listed, kept, command }, human };
+  }
+  const purged: PurgeCandidate[] = [];
+  for (const { store, ...candidate } of candidates) {
+    await store.purgeArchived(candidate.operationId, {
+      expectedSeq: candidate.seq,
+      expectedHash: candidate.headHash,
+    });
+    purged.push(candidate);
+  }
+  return {
+    data: { ok: true, purged, kept },
+    human: `Purged ${purged.length} archived restore(s).\n${purged.map((c) => `  ${c.botId}/${c.operationId} (${c.phase}, seq ${c.seq})\n`).join("")}${keptText}`,
   };
 }
