@@ -1111,9 +1111,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           message: `The archive ${archiveDir} could not be listed (${errnoOf(error) ?? "error"}). Check the disk, then retry.`,
         });
       }
-      return names
-        .filter((name) => OPERATION_ID_PATTERN.test(name) && !present(receiptPath(name)))
-        .sort();
+      return names.filter((name) => OPERATION_ID_PATTERN.test(name) && !present(receiptPath(name))).sort();
     },
 
     async purgeArchived(operationId, fence) {
