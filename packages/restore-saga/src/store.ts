@@ -205,6 +205,40 @@ function assertOperationId(operationId: unknown): asserts operationId is string 
   }
 }
 
+/** The caller's fence, or CONFLICT when it is malformed: archiving and purging act only on an exact state. */
+function exactFence(operationId: string, fence: SagaFence | undefined, doing: string): SagaFence {
+  const { expectedSeq, expectedHash } = fence ?? ({} as SagaFence);
+  if (
+    !Number.isSafeInteger(expectedSeq) ||
+    typeof expectedHash !== "string" ||
+    !HASH_PATTERN.test(expectedHash)
+  ) {
+    throw new SagaError({
+      code: "CONFLICT",
+      operationId,
+      message: `${doing} restore saga ${operationId} needs the exact expectedSeq and expectedHash. Nothing was changed.`,
+    });
+  }
+  return { expectedSeq, expectedHash };
+}
+
+function fenceMismatch(
+  operationId: string,
+  fence: SagaFence,
+  actual: { seq: number; headHash: string; phase: Phase },
+): SagaError {
+  return new SagaError({
+    code: "CONFLICT",
+    operationId,
+    phase: actual.phase,
+    expectedSeq: fence.expectedSeq,
+    expectedHash: fence.expectedHash,
+    actualSeq: actual.seq,
+    actualHash: actual.headHash,
+    message: `Restore saga ${operationId} is at seq ${actual.seq} (${actual.phase}), not the seq ${fence.expectedSeq} the caller expected. Nothing was changed.`,
+  });
+}
+
 function eventFileName(seq: number, phase: Phase): string {
   return `${String(seq).padStart(6, "0")}-${phase}.json`;
 }
@@ -996,18 +1030,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
 
     async archiveTerminal(operationId, fence) {
       assertOperationId(operationId);
-      const { expectedSeq, expectedHash } = fence ?? ({} as SagaFence);
-      if (
-        !Number.isSafeInteger(expectedSeq) ||
-        typeof expectedHash !== "string" ||
-        !HASH_PATTERN.test(expectedHash)
-      ) {
-        throw new SagaError({
-          code: "CONFLICT",
-          operationId,
-          message: `Archiving restore saga ${operationId} needs the exact expectedSeq and expectedHash. Nothing was changed.`,
-        });
-      }
+      const exact = exactFence(operationId, fence, "Archiving");
+      const { expectedSeq, expectedHash } = exact;
       if (!present(shardDir)) {
         throw new SagaError({
           code: "NOT_FOUND",
@@ -1022,17 +1046,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           const archived = join(archiveDir, operationId);
           const activeExists = present(active) !== null;
           const archivedExists = present(archived) !== null;
-          const mismatch = (state: SagaState): SagaError =>
-            new SagaError({
-              code: "CONFLICT",
-              operationId,
-              phase: state.phase,
-              expectedSeq,
-              expectedHash,
-              actualSeq: state.seq,
-              actualHash: state.headHash,
-              message: `Restore saga ${operationId} is at seq ${state.seq} (${state.phase}), not the seq ${expectedSeq} the caller expected. Nothing was changed.`,
-            });
+          const mismatch = (state: SagaState): SagaError => fenceMismatch(operationId, exact, state);
           if (activeExists && archivedExists) throw corrupt(operationId, "it is both active and archived");
           if (!activeExists) {
             if (!archivedExists) {
@@ -1116,18 +1130,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
 
     async purgeArchived(operationId, fence) {
       assertOperationId(operationId);
-      const { expectedSeq, expectedHash } = fence ?? ({} as SagaFence);
-      if (
-        !Number.isSafeInteger(expectedSeq) ||
-        typeof expectedHash !== "string" ||
-        !HASH_PATTERN.test(expectedHash)
-      ) {
-        throw new SagaError({
-          code: "CONFLICT",
-          operationId,
-          message: `Purging restore saga ${operationId} needs the exact expectedSeq and expectedHash of its archive. Nothing was changed.`,
-        });
-      }
+      const exact = exactFence(operationId, fence, "Purging");
       if (!present(shardDir)) {
         throw new SagaError({
           code: "NOT_FOUND",
@@ -1137,7 +1140,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       }
       ensureLayout();
       return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
-        withStateLockSync(operationId, () => purgeLocked(operationId, expectedSeq, expectedHash)),
+        withStateLockSync(operationId, () => purgeLocked(operationId, exact)),
       );
     },
 
@@ -1247,7 +1250,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     }
   }
 
-  function purgeLocked(id: string, expectedSeq: number, expectedHash: string): PurgeResult {
+  function purgeLocked(id: string, fence: SagaFence): PurgeResult {
     if (present(opDir(id))) {
       throw new SagaError({
         code: "INVALID_TRANSITION",
@@ -1255,17 +1258,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         message: `Restore saga ${id} is still active; only an archived saga can be purged. Nothing was changed.`,
       });
     }
-    const mismatch = (seq: number, hash: string, phase: Phase): SagaError =>
-      new SagaError({
-        code: "CONFLICT",
-        operationId: id,
-        phase,
-        expectedSeq,
-        expectedHash,
-        actualSeq: seq,
-        actualHash: hash,
-        message: `Archived restore saga ${id} is at seq ${seq} (${phase}), not the seq ${expectedSeq} the caller expected. Nothing was changed.`,
-      });
+    const matches = (actual: { seq: number; headHash: string }): boolean =>
+      actual.seq === fence.expectedSeq && actual.headHash === fence.expectedHash;
     const done = (receipt: SagaPurgeReceipt, alreadyPurged: boolean): PurgeResult => ({
       purged: true,
       alreadyPurged,
@@ -1276,9 +1270,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     });
     const earlier = readReceipt(id);
     if (earlier) {
-      if (earlier.seq !== expectedSeq || earlier.headHash !== expectedHash) {
-        throw mismatch(earlier.seq, earlier.headHash, earlier.phase);
-      }
+      if (!matches(earlier)) throw fenceMismatch(id, fence, earlier);
       finishPurge(id);
       return done(earlier, true);
     }
@@ -1293,9 +1285,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     // Verified before anything goes: a chain that does not check out is evidence, and stays.
     const state = replay(id, join(archiveDir, id), false, true).state;
     if (!state) throw corrupt(id, "its archive holds no event");
-    if (state.seq !== expectedSeq || state.headHash !== expectedHash) {
-      throw mismatch(state.seq, state.headHash, state.phase);
-    }
+    if (!matches(state)) throw fenceMismatch(id, fence, state);
     const receipt: SagaPurgeReceipt = {
       schema: SAGA_PURGE_RECEIPT_SCHEMA,
       version: 1,
