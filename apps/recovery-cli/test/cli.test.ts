@@ -171,8 +171,14 @@ function harvestSecrets(dir: string): void {
 
 async function killedChild(env: Record<string, string>, point: string): Promise<void> {
   const result = await runProcess(bins.child, [], { ...env, DRYDOCK_CRASH_POINT: point });
-  expect(result.stdout).toContain(`crash ${point}`);
-  expect(result.signal).toBe("SIGKILL");
+  // On failure, say how the child ended: its exit, signal and both streams.
+  const ended = JSON.stringify({
+    code: result.code,
+    signal: result.signal,
+    stderr: result.stderr.slice(0, 2000),
+  });
+  expect(result.stdout, ended).toContain(`crash ${point}`);
+  expect(result.signal, ended).toBe("SIGKILL");
 }
 
 async function killedRestore(d: DataDir, operationId: string, point: string): Promise<string> {

@@ -80,7 +80,9 @@ export async function runProcess(
   try {
     return await new Promise<RunResult>((resolve, reject) => {
       child.on("error", reject);
-      child.on("exit", (code, signal) => setImmediate(() => resolve({ code, signal, stdout, stderr })));
+      // "close", not "exit": exit can come before the last output is read (a child that writes, then is
+      // SIGKILLed, would otherwise look silent).
+      child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
     });
   } finally {
     clearTimeout(timer);

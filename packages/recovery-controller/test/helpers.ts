@@ -163,7 +163,8 @@ export async function killedRestore(
   }, 30_000);
   try {
     const signal = await new Promise<NodeJS.Signals | null>((resolve) => {
-      child.on("exit", (_code, sig) => setImmediate(() => resolve(sig)));
+      // "close", not "exit": exit can come before the child's last output is read.
+      child.on("close", (_code, sig) => resolve(sig));
     });
     if (!stdout.includes(`crash ${crashPoint}`)) {
       throw new Error(`the restore child did not reach ${crashPoint}: ${stdout} ${stderr}`);

@@ -52,7 +52,9 @@ export function spawnWorker(fixture: string, args: string[]): Worker {
   });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>(
     (resolve) => {
-      child.on("exit", (code, signal) => resolve({ code, signal, stderr }));
+      // "close", not "exit": exit can come before the last lines are read, and a waiter would be told the
+      // worker exited first although it printed what was awaited.
+      child.on("close", (code, signal) => resolve({ code, signal, stderr }));
     },
   );
   return {
