@@ -88,11 +88,12 @@ export function waitForLine(child: ChildProcess, prefix: string, timeoutMs = 20_
     const cleanup = (): void => {
       clearTimeout(timer);
       child.stdout?.off("data", onData);
-      child.off("exit", onExit);
+      child.off("close", onExit);
     };
     child.stdout?.setEncoding("utf8");
     child.stdout?.on("data", onData);
-    child.once("exit", onExit);
+    // "close", not "exit": exit can come before the line that was awaited is read.
+    child.once("close", onExit);
   });
 }
 

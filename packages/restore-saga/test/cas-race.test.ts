@@ -49,8 +49,9 @@ function start(args: string[]): {
     proc.on("exit", () => reject(new Error(`child exited before ready: ${err}`)));
   });
   ready.catch(() => {});
+  // "close", not "exit": exit can come before the child's verdict is read.
   const result = new Promise<string>((resolve) =>
-    proc.on("exit", () => resolve(`${out.replace("ready\n", "").trim()}${err ? ` ${err}` : ""}`)),
+    proc.on("close", () => resolve(`${out.replace("ready\n", "").trim()}${err ? ` ${err}` : ""}`)),
   );
   return { proc, ready, result };
 }
