@@ -1032,69 +1032,59 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       assertOperationId(operationId);
       const exact = exactFence(operationId, fence, "Archiving");
       const { expectedSeq, expectedHash } = exact;
-      if (!present(shardDir)) {
-        throw new SagaError({
-          code: "NOT_FOUND",
-          operationId,
-          message: `No restore saga ${operationId} exists.`,
-        });
-      }
-      ensureLayout();
-      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
-        withStateLockSync(operationId, () => {
-          const active = opDir(operationId);
-          const archived = join(archiveDir, operationId);
-          const activeExists = present(active) !== null;
-          const archivedExists = present(archived) !== null;
-          const mismatch = (state: SagaState): SagaError => fenceMismatch(operationId, exact, state);
-          if (activeExists && archivedExists) throw corrupt(operationId, "it is both active and archived");
-          if (!activeExists) {
-            if (!archivedExists) {
-              if (present(receiptPath(operationId))) {
-                throw new SagaError({
-                  code: "CONFLICT",
-                  operationId,
-                  message: `Restore saga ${operationId} was archived and then purged; only its receipt is left. Nothing was changed.`,
-                });
-              }
+      return withShardAndOpLocks(operationId, () => {
+        const active = opDir(operationId);
+        const archived = join(archiveDir, operationId);
+        const activeExists = present(active) !== null;
+        const archivedExists = present(archived) !== null;
+        const mismatch = (state: SagaState): SagaError => fenceMismatch(operationId, exact, state);
+        if (activeExists && archivedExists) throw corrupt(operationId, "it is both active and archived");
+        if (!activeExists) {
+          if (!archivedExists) {
+            if (present(receiptPath(operationId))) {
               throw new SagaError({
-                code: "NOT_FOUND",
+                code: "CONFLICT",
                 operationId,
-                message: `No restore saga ${operationId} exists.`,
+                message: `Restore saga ${operationId} was archived and then purged; only its receipt is left. Nothing was changed.`,
               });
             }
-            const state = replay(operationId, archived, false, true).state;
-            if (!state) throw corrupt(operationId, "its archive holds no event");
-            if (state.seq !== expectedSeq || state.headHash !== expectedHash || !state.terminal)
-              throw mismatch(state);
-            return result(state, true);
-          }
-          const state = loadLocked(operationId);
-          if (state.seq !== expectedSeq || state.headHash !== expectedHash) throw mismatch(state);
-          if (!state.terminal) {
             throw new SagaError({
-              code: "INVALID_TRANSITION",
+              code: "NOT_FOUND",
               operationId,
-              phase: state.phase,
-              message: `Restore saga ${operationId} is still ${state.phase}; only a finished saga can be archived.`,
+              message: `No restore saga ${operationId} exists.`,
             });
           }
-          verified.forget(active);
-          try {
-            fs.renameSync(active, archived);
-          } catch (error) {
-            throw writeFailed(operationId, "archive_not_committed", error, null);
-          }
-          crash.point("saga.after-archive-rename");
-          try {
-            fsyncDir(fs, archiveDir);
-            fsyncDir(fs, shardDir);
-          } catch (error) {
-            throw writeFailed(operationId, "archive_commit_unknown", error, null);
-          }
-          return result(state, false);
-        }),
-      );
+          const state = replay(operationId, archived, false, true).state;
+          if (!state) throw corrupt(operationId, "its archive holds no event");
+          if (state.seq !== expectedSeq || state.headHash !== expectedHash || !state.terminal)
+            throw mismatch(state);
+          return result(state, true);
+        }
+        const state = loadLocked(operationId);
+        if (state.seq !== expectedSeq || state.headHash !== expectedHash) throw mismatch(state);
+        if (!state.terminal) {
+          throw new SagaError({
+            code: "INVALID_TRANSITION",
+            operationId,
+            phase: state.phase,
+            message: `Restore saga ${operationId} is still ${state.phase}; only a finished saga can be archived.`,
+          });
+        }
+        verified.forget(active);
+        try {
+          fs.renameSync(active, archived);
+        } catch (error) {
+          throw writeFailed(operationId, "archive_not_committed", error, null);
+        }
+        crash.point("saga.after-archive-rename");
+        try {
+          fsyncDir(fs, archiveDir);
+          fsyncDir(fs, shardDir);
+        } catch (error) {
+          throw writeFailed(operationId, "archive_commit_unknown", error, null);
+        }
+        return result(state, false);
+      });
     },
 
     async loadArchived(operationId) {
@@ -1131,17 +1121,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     async purgeArchived(operationId, fence) {
       assertOperationId(operationId);
       const exact = exactFence(operationId, fence, "Purging");
-      if (!present(shardDir)) {
-        throw new SagaError({
-          code: "NOT_FOUND",
-          operationId,
-          message: `No restore saga ${operationId} exists.`,
-        });
-      }
-      ensureLayout();
-      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
-        withStateLockSync(operationId, () => purgeLocked(operationId, exact)),
-      );
+      return withShardAndOpLocks(operationId, () => purgeLocked(operationId, exact));
     },
 
     async listPending(listOptions = {}) {
@@ -1339,6 +1319,17 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       // The original failure is the one to report.
     }
     return null;
+  }
+
+  /** Archive and purge: NOT_FOUND without a shard, else the shard lock, then the operation's lock. */
+  function withShardAndOpLocks<T>(id: string, fn: () => T): Promise<T> {
+    if (!present(shardDir)) {
+      throw new SagaError({ code: "NOT_FOUND", operationId: id, message: `No restore saga ${id} exists.` });
+    }
+    ensureLayout();
+    return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
+      withStateLockSync(id, fn),
+    );
   }
 
   /**
