@@ -20,6 +20,7 @@ import {
   replaceFile,
 } from "./internal/files.js";
 import { type StateLockOptions, withNestedLock, withStateLock } from "./internal/state-lock.js";
+import { verifiedChains } from "./internal/verified-chains.js";
 import {
   basePhase,
   checkProgression,
@@ -327,32 +328,6 @@ interface Replay {
   state: SagaState | null;
   /** True when the directory holds no event (a create that never published). */
   orphan: boolean;
-}
-
-/** What this store verified in one saga directory: each event with its exact bytes, and HEAD with its bytes. */
-interface VerifiedChain {
-  events: readonly { event: SagaEvent; bytes: Buffer }[];
-  head: { head: SagaHead; bytes: Buffer } | null;
-}
-
-/**
- * Memo of verified chains, per saga directory, bounded. A replay re-reads every file every time; what it
- * skips is re-verifying bytes identical to bytes it verified before after an identical prefix, since the
- * verification is a function of those bytes alone (the workspace identity, which is not, is checked every
- * time). So tampering is caught exactly as before: a changed byte is a different file. This is memoization,
- * not trust in timestamps or a cached view of the disk.
- */
-function verifiedChains(capacity = 256) {
-  const chains = new Map<string, VerifiedChain>();
-  return {
-    recall: (dir: string): VerifiedChain | undefined => chains.get(dir),
-    remember(dir: string, chain: VerifiedChain): void {
-      chains.delete(dir);
-      chains.set(dir, chain);
-      if (chains.size > capacity) chains.delete(chains.keys().next().value!);
-    },
-    forget: (dir: string): boolean => chains.delete(dir),
-  };
 }
 
 export function openSagaStore(options: SagaStoreOptions): SagaStore {

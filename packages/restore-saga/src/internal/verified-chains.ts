@@ -1,0 +1,42 @@
+import type { SagaEvent, SagaHead } from "../schema.js";
+
+/** What this store verified in one saga directory: each event with its exact bytes, and HEAD with its bytes. */
+export interface VerifiedChain {
+  events: readonly { event: SagaEvent; bytes: Buffer }[];
+  head: { head: SagaHead; bytes: Buffer } | null;
+}
+
+/**
+ * Memo of verified chains, per saga directory. A replay re-reads every file every time; what it skips is
+ * re-verifying bytes identical to bytes it verified before after an identical prefix, since the
+ * verification is a function of those bytes alone (the workspace identity, which is not, is checked every
+ * time). So tampering is caught exactly as before: a changed byte is a different file. This is memoization,
+ * not trust in timestamps or a cached view of the disk. Bounded by the bytes it holds (the least recently
+ * replayed chains go first), not by a count: a chain may hold up to 64 events of 32 KiB each.
+ */
+export function verifiedChains(budgetBytes = 16 * 1024 * 1024) {
+  const chains = new Map<string, { chain: VerifiedChain; bytes: number }>();
+  let held = 0;
+  const forget = (dir: string): void => {
+    const old = chains.get(dir);
+    if (!old) return;
+    held -= old.bytes;
+    chains.delete(dir);
+  };
+  return {
+    recall: (dir: string): VerifiedChain | undefined => chains.get(dir)?.chain,
+    remember(dir: string, chain: VerifiedChain): void {
+      forget(dir);
+      const bytes = chain.events.reduce((sum, e) => sum + e.bytes.length, chain.head?.bytes.length ?? 0);
+      if (bytes > budgetBytes) return;
+      chains.set(dir, { chain, bytes });
+      held += bytes;
+      for (const oldest of chains.keys()) {
+        if (held <= budgetBytes) break;
+        forget(oldest);
+      }
+    },
+    forget,
+  };
+}
+
