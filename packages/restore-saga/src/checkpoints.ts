@@ -238,6 +238,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
   }
 
   const captures = new WeakSet<CapturedWorkspace>();
+  const sweptBlobDirs = new Set<string>();
 
   /** Scans the workspace and stores every new blob durably; writes no manifest (see the interface). */
   async function captureWorkspace(
@@ -287,11 +288,14 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
           // Deduplicated: the same content is already stored (verified by hash whenever it is read).
           if (existing?.isFile() && existing.size === bytes.length) continue;
           const dir = join(blobsDir, entry.sha256.slice(0, 2));
-          // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below,
-          // and what a killed capture left there long ago is removed.
-          if (!blobDirs.has(dir)) {
-            ensurePrivateDir(fs, dir, { flushNew: false });
+          // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below.
+          // Once per blob directory and store: what a killed capture left there long ago is removed (a
+          // killed process's temps meet the next store it opens; a sweep per capture would list the whole
+          // blob directory every time).
+          if (!blobDirs.has(dir)) ensurePrivateDir(fs, dir, { flushNew: false });
+          if (!sweptBlobDirs.has(dir)) {
             sweepAbandonedTemps(fs, dir, Date.now());
+            sweptBlobDirs.add(dir);
           }
           temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, false);
           temps.add(temp);

@@ -131,7 +131,8 @@ describe("checkpoint store", () => {
     const hourAgo = new Date(Date.now() - 60 * 60 * 1000);
     fs.utimesSync(stale, hourAgo, hourAgo);
 
-    const created = await store.createCheckpoint(workspace);
+    // The next store opened on the data directory (a restarted server, a CLI run) sweeps it.
+    const created = await openCheckpointStore({ dataDir }).createCheckpoint(workspace);
 
     expect(fs.existsSync(stale)).toBe(false);
     expect(fs.existsSync(fresh)).toBe(true);
