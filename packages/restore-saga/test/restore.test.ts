@@ -210,6 +210,25 @@ describe("restoreCheckpoint", () => {
     expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
   });
 
+  it("refuses to write through a directory swapped for a symlink during the restore", async () => {
+    // After the intent, something replaces a workspace directory with a symlink to a place outside it.
+    const elsewhere = join(fixture.dataDir, "..", "elsewhere");
+    const swap = {
+      point(name: string) {
+        if (name !== "restore.after-mutation-started") return;
+        fs.renameSync(join(fixture.workspace, "d0"), elsewhere);
+        fs.symlinkSync(elsewhere, join(fixture.workspace, "d0"));
+      },
+    };
+    const d0Before = snapshotTree(join(fixture.workspace, "d0"));
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-swap", crash: swap })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect((error.cause as SagaError).code).toBe("CORRUPT");
+    expect((error.cause as SagaError).message).toMatch(/leads through a symlink/);
+    // Nothing was written outside the workspace: the moved directory is exactly as it was.
+    expect(snapshotTree(elsewhere)).toEqual(d0Before);
+  });
+
   it("rolls back a restore whose first change failed, removing what it had staged", async () => {
     const faulty = failNthCall(nodeFileOps, {
       n: 1,

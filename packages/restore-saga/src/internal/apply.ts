@@ -237,9 +237,8 @@ export function sweepStaging(fs: FileOps, stagingDir: string): void {
 /**
  * Applies the plan, then (when durable) flushes every directory it touched; returns how many changes were
  * applied. Removals and directories are changed in plan order. Each file is staged as a temp and renamed
- * over its target only once its bytes are flushed, several flushes in flight at a time: a published name
- * never points at unflushed bytes, and the rename finds no dirty pages to write (ext4 forces out the data
- * of a file renamed over another, which would otherwise stall this loop on every file).
+ * over its target only once its bytes are flushed, several flushes in flight at a time, so a published
+ * name never points at unflushed bytes.
  */
 export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
   const { fs, root } = ctx;
@@ -296,8 +295,9 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
           case "write": {
             const { entry } = op;
             const bytes = ctx.verified?.get(entry.sha256) ?? ctx.checkpoints.readBlob(entry);
-            // Checked before anything is written, and again right before the rename.
-            assertInside(fs, root, rel);
+            // The path is checked right before the rename; a temp written beside its target must be
+            // checked before it is written too (a symlinked directory would take it outside the workspace).
+            if (state.besideTarget) assertInside(fs, root, rel);
             const stageIn = state.besideTarget ? dirname(abs) : ctx.stagingDir;
             const temp = writeTemp(fs, stageIn, basename(rel), bytes, entry.mode, false);
             staged.add(temp);

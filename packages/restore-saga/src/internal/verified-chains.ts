@@ -39,4 +39,3 @@ export function verifiedChains(budgetBytes = 16 * 1024 * 1024) {
     forget,
   };
 }
-
