@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { type FileOps, fsyncAsync } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = constants;
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
 
 /** `.<target>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. */
 const TEMP_NAME = /^\..+\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
@@ -145,29 +145,40 @@ export async function fsyncPaths(fs: FileOps, paths: readonly string[]): Promise
 }
 
 /**
- * Reads exactly what `fd` holds. The buffer is sized from fstat and filled completely before it is
- * returned (a file that shrank meanwhile is copied out, one that grew is read on in chunks), so no
- * uninitialised memory is ever handed out, and the common case costs one read plus an EOF probe.
+ * Reads exactly what `fd` (a regular file) holds. The buffer is sized from fstat plus one byte, so the
+ * common case is a single read: one that returns exactly the size fstat gave, short of the extra byte, has
+ * met the end of the file, with no second read that returns 0. What is returned covers only
+ * bytes read (a file that shrank meanwhile is copied out, one that grew is read on in chunks), so no
+ * uninitialised memory is ever handed out.
  */
 export function readWhole(fs: FileOps, fd: number, expectedSize: number, maxBytes: number): Buffer {
-  const first = Buffer.allocUnsafe(Math.min(expectedSize, maxBytes));
+  const expected = Math.min(expectedSize, maxBytes);
+  const cap = expected + 1;
+  const first = Buffer.allocUnsafe(cap);
   let length = 0;
-  while (length < first.length) {
-    const read = fs.readSync(fd, first, length, first.length - length, length);
-    if (read === 0) return Buffer.from(first.subarray(0, length));
+  while (length < cap) {
+    const read = fs.readSync(fd, first, length, cap - length, length);
+    if (read === 0) {
+      return length === expected ? first.subarray(0, length) : Buffer.from(first.subarray(0, length));
+    }
     length += read;
+    // Short of the extra byte exactly at the size fstat gave: the end of the file. Any other short read
+    // is read on from, as a file system that returns short reads before the end needs.
+    if (length === expectedSize && length < cap) return first.subarray(0, length);
   }
+  if (length > maxBytes) throw new RangeError(`larger than ${maxBytes} bytes`);
+  // The file grew after its stat: read on to its end.
   const chunks = [first];
   for (;;) {
     // Zeroed: a short read leaves the tail untouched, and only the bytes read are ever copied out.
-    const chunk = Buffer.alloc(chunks.length === 1 ? 1 : 64 * 1024);
+    const chunk = Buffer.alloc(64 * 1024);
     const read = fs.readSync(fd, chunk, 0, chunk.length, length);
     if (read === 0) break;
     length += read;
     if (length > maxBytes) throw new RangeError(`larger than ${maxBytes} bytes`);
     chunks.push(chunk.subarray(0, read));
   }
-  return chunks.length === 1 ? first : Buffer.concat(chunks, length);
+  return Buffer.concat(chunks, length);
 }
 
 function writeAll(fs: FileOps, fd: number, bytes: Uint8Array): void {
@@ -279,35 +290,30 @@ function corrupt(path: string, what: string, why: string, cause?: unknown): Saga
 
 /**
  * Reads a file only if it is a regular, single-link file no larger than `maxBytes`, without following a
- * symlink at the last component (O_NOFOLLOW) and checking that the opened inode is the one inspected.
- * Returns null when the file does not exist.
+ * symlink at the last component (O_NOFOLLOW). The checks are made on the opened inode itself (fstat), so
+ * nothing can be swapped in between a check and the read; O_NONBLOCK keeps the open of a FIFO planted at
+ * the name from blocking until its check refuses it. Returns null when the file does not exist.
  */
 export function readRegularFile(fs: FileOps, path: string, options: SafeReadOptions): Buffer | null {
-  let before: ReturnType<FileOps["lstatSync"]>;
-  try {
-    before = fs.lstatSync(path);
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return null;
-    throw corrupt(path, options.what, "could not be inspected", error);
-  }
-  if (before.isSymbolicLink()) throw corrupt(path, options.what, "is a symbolic link");
-  if (!before.isFile()) throw corrupt(path, options.what, "is not a regular file");
-  if (before.nlink !== 1) throw corrupt(path, options.what, "has more than one hard link");
-  if (before.size > options.maxBytes)
-    throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
   let fd: number;
   try {
-    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
+    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (error) {
     if (errnoOf(error) === "ENOENT") return null;
     if (errnoOf(error) === "ELOOP") throw corrupt(path, options.what, "is a symbolic link", error);
     throw corrupt(path, options.what, "could not be opened", error);
   }
   try {
-    const stat = fs.fstatSync(fd);
-    if (stat.ino !== before.ino || stat.dev !== before.dev || stat.nlink !== 1 || !stat.isFile()) {
-      throw corrupt(path, options.what, "changed while it was being read");
+    let stat: ReturnType<FileOps["fstatSync"]>;
+    try {
+      stat = fs.fstatSync(fd);
+    } catch (error) {
+      throw corrupt(path, options.what, "could not be inspected", error);
     }
+    if (!stat.isFile()) throw corrupt(path, options.what, "is not a regular file");
+    if (stat.nlink !== 1) throw corrupt(path, options.what, "has more than one hard link");
+    if (stat.size > options.maxBytes)
+      throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
     try {
       return readWhole(fs, fd, stat.size, options.maxBytes);
     } catch (error) {
