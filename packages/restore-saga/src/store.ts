@@ -529,7 +529,14 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       what: `HEAD of ${id}`,
     });
     if (!headBytes) throw corrupt(id, "its HEAD vanished while being read");
-    const head = memo?.head?.bytes.equals(headBytes) ? memo.head.head : verifyHead(id, headBytes);
+    const knownHead = memo?.head?.bytes.equals(headBytes) ? memo.head : undefined;
+    const last = events.at(-1);
+    if (knownHead && trusted && memo?.events.length === events.length && last !== undefined) {
+      // Every file is byte for byte what this store verified (or wrote) last time, when this HEAD named
+      // this last event: settled, with nothing to repair.
+      return settled(id, dir, events, eventBytes, knownHead, false, archived);
+    }
+    const head = knownHead ? knownHead.head : verifyHead(id, headBytes);
     const namesEvent = (event: SagaEvent | undefined): boolean =>
       event !== undefined &&
       canonicalJson(makeHead(id, event)) === canonicalJson(head) &&
@@ -538,7 +545,6 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       head.state === "unpublished" && canonicalJson(makeHead(id, null)) === canonicalJson(head);
 
     let rolledForward = false;
-    const last = events.at(-1);
     if (events.length === 0) {
       if (isGenesis) return { state: null, orphan: true };
       throw corrupt(id, "HEAD names an event that does not exist");
@@ -567,10 +573,32 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       );
     }
 
+    return settled(
+      id,
+      dir,
+      events,
+      eventBytes,
+      rolledForward ? null : { bytes: headBytes, head },
+      rolledForward,
+      archived,
+    );
+  }
+
+  /** The state a replay found, remembered as verified (HEAD only when it named the last event as read). */
+  function settled(
+    id: string,
+    dir: string,
+    events: SagaEvent[],
+    eventBytes: Buffer[],
+    head: { head: SagaHead; bytes: Buffer } | null,
+    rolledForward: boolean,
+    archived: boolean,
+  ): Replay {
     const created = events[0]!;
+    const last = events.at(-1)!;
     verified.remember(dir, {
       events: events.map((event, i) => ({ event, bytes: eventBytes[i]! })),
-      head: rolledForward ? null : { bytes: headBytes, head },
+      head,
     });
     return {
       orphan: false,
@@ -578,11 +606,11 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         operationId: id,
         workspaceRoot,
         workspaceIdentity: created.evidence.workspaceIdentity as string,
-        seq: last!.seq,
-        headHash: last!.hash,
-        phase: last!.phase,
+        seq: last.seq,
+        headHash: last.hash,
+        phase: last.phase,
         basePhase: basePhase(events),
-        terminal: isTerminalPhase(last!.phase),
+        terminal: isTerminalPhase(last.phase),
         events: Object.freeze(events),
         headRolledForward: rolledForward,
         archived,
@@ -658,7 +686,12 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   }
 
   /** Publishes `event` then HEAD. Every failure says exactly how far it got. */
-  function commitEvent(id: string, dir: string, event: SagaEvent, bytes: Buffer): void {
+  function commitEvent(
+    id: string,
+    dir: string,
+    event: SagaEvent,
+    bytes: Buffer,
+  ): { head: SagaHead; bytes: Buffer } {
     const intended = { seq: event.seq, hash: event.hash };
     try {
       publishNewFile(fs, dir, eventFileName(event.seq, event.phase), bytes);
@@ -685,8 +718,10 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     }
     // Crash window: the event is on disk, HEAD names its predecessor. The next load rolls HEAD forward.
     crash.point("saga.after-event-published");
+    const head = makeHead(id, event);
+    const headBytes = Buffer.from(prettyCanonical(head), "utf8");
     try {
-      replaceFile(fs, dir, "HEAD", Buffer.from(prettyCanonical(makeHead(id, event)), "utf8"));
+      replaceFile(fs, dir, "HEAD", headBytes);
     } catch (error) {
       const failure = error instanceof PublishFailure ? error : null;
       throw writeFailed(
@@ -697,6 +732,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       );
     }
     crash.point("saga.after-head-published");
+    return { head, bytes: headBytes };
   }
 
   /**
@@ -732,6 +768,33 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     }
     if (isExactSuccessor(observed, fence, phase, evidence)) return observed;
     throw error;
+  }
+
+  /**
+   * After an advance wrote `event` and HEAD, extends the memo by what was written: the event was built
+   * from a state replayed and verified under the same lock, by the rules replay checks (schema, chain,
+   * phase machine, evidence), and its bytes are its canonical rendering; HEAD is the one made for it. The
+   * next replay then compares bytes instead of parsing the writer's own output again (any byte changed on
+   * disk still fails the comparison and is verified in full). Only when the memo holds exactly the chain
+   * the advance appended to.
+   */
+  function rememberAppended(
+    dir: string,
+    state: SagaState,
+    event: SagaEvent,
+    bytes: Buffer,
+    head: { head: SagaHead; bytes: Buffer },
+  ): void {
+    const known = verified.recall(dir);
+    if (
+      !known ||
+      known.events.length !== state.events.length ||
+      known.events.some((entry, i) => entry.event !== state.events[i])
+    ) {
+      verified.forget(dir);
+      return;
+    }
+    verified.remember(dir, { events: [...known.events, { event, bytes }], head });
   }
 
   function checkEvidence(id: string, phase: Phase, evidence: unknown): Record<string, unknown> {
@@ -984,11 +1047,15 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           });
         }
         const { event, bytes } = buildEvent(state, operationId, next.phase, evidence);
+        const dir = opDir(operationId);
+        let head: { head: SagaHead; bytes: Buffer };
         try {
-          commitEvent(operationId, opDir(operationId), event, bytes);
+          head = commitEvent(operationId, dir, event, bytes);
         } catch (error) {
+          verified.forget(dir);
           return reconcile(operationId, error, fence, next.phase, evidence);
         }
+        rememberAppended(dir, state, event, bytes, head);
         const events = Object.freeze([...state.events, Object.freeze(event)]);
         return Object.freeze({
           ...state,

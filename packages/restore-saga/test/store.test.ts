@@ -643,6 +643,32 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
     expect((await store.load("op-t")).headHash).toBe(saga.headHash);
   });
 
+  it("catches a change to what this very store just wrote, before anything re-read it", async () => {
+    // An advance remembers the event and HEAD it wrote, so the next call compares bytes instead of parsing
+    // its own output again; a byte changed on disk in between is not identical, and is verified in full.
+    for (const target of ["event", "HEAD"] as const) {
+      const store = open();
+      const id = `op-w-${target}`;
+      const created = await store.create(id, createEvidence);
+      const saga = await step(store, created, "aborted", { reason: "x" });
+      const dir = opDir(store, id);
+      const path = join(dir, target === "HEAD" ? "HEAD" : "000002-aborted.json");
+      const original = fs.readFileSync(path);
+      const changed = Buffer.from(original);
+      changed[Math.floor(changed.length / 2)]! ^= 0x01;
+      fs.writeFileSync(path, changed);
+      const before = snapshotDir(dir);
+      await expectSagaError(
+        store.archiveTerminal(id, { expectedSeq: saga.seq, expectedHash: saga.headHash }),
+        "CORRUPT",
+      );
+      await expectSagaError(store.load(id), "CORRUPT");
+      expect(snapshotDir(dir)).toEqual(before);
+      fs.writeFileSync(path, original);
+      expect((await store.load(id)).headHash).toBe(saga.headHash);
+    }
+  });
+
   it("detects random single-byte changes in any saga file (property)", async () => {
     const { store, dir } = await completedSaga();
     const names = fs.readdirSync(dir).sort();

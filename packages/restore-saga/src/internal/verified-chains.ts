@@ -10,9 +10,12 @@ export interface VerifiedChain {
  * Memo of verified chains, per saga directory. A replay re-reads every file every time; what it skips is
  * re-verifying bytes identical to bytes it verified before after an identical prefix, since the
  * verification is a function of those bytes alone (the workspace identity, which is not, is checked every
- * time). So tampering is caught exactly as before: a changed byte is a different file. This is memoization,
- * not trust in timestamps or a cached view of the disk. Bounded by the bytes it holds (the least recently
- * replayed chains go first), not by a count: a chain may hold up to 64 events of 32 KiB each.
+ * time). An advance also adds the event and HEAD it has just written: it built them under the saga's lock
+ * from a chain it had just verified, by the rules a replay checks, so the next replay compares its own
+ * output byte for byte instead of parsing it again. So tampering is caught exactly as before: a changed
+ * byte is a different file, verified in full. This is memoization, not trust in timestamps or a cached
+ * view of the disk. Bounded by the bytes it holds (the least recently replayed chains go first), not by a
+ * count: a chain may hold up to 64 events of 32 KiB each.
  */
 export function verifiedChains(budgetBytes = 16 * 1024 * 1024) {
   const chains = new Map<string, { chain: VerifiedChain; bytes: number }>();
