@@ -2,12 +2,15 @@ import { execFileSync } from "node:child_process";
 import {
   closeSync,
   fsyncSync,
+  linkSync,
   mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
+  unlinkSync,
   writeFileSync,
   writeSync,
 } from "node:fs";
@@ -101,6 +104,46 @@ async function fullRestoreChain(
   return { storeMs, totalMs: performance.now() - start };
 }
 
+/**
+ * The durable writes a chain makes, with raw fs calls and nothing else (no locks, no reads, no hashing):
+ * a new directory flushed into its parent, a genesis HEAD and 8 event files each created beside a flushed
+ * temp and linked in, and HEAD replaced after each event, every name flushed with its directory. 35 fsyncs,
+ * as the chain. The chain's time over this is what drydock's code adds to its file layout; this over the
+ * floor is what the layout (new immutable files, not one replaced file) costs the file system, if anything.
+ */
+const RAW_CHAIN_FSYNCS = 35;
+
+function chainWritesRaw(parent: string, id: string, event: Buffer, head: Buffer): void {
+  const dir = join(parent, id);
+  const flushDir = (path: string) => {
+    const fd = openSync(path, "r");
+    fsyncSync(fd);
+    closeSync(fd);
+  };
+  const temp = (bytes: Buffer) => {
+    const path = join(dir, `.tmp-${Math.random().toString(16).slice(2)}`);
+    const fd = openSync(path, "wx", 0o600);
+    writeSync(fd, bytes);
+    fsyncSync(fd);
+    closeSync(fd);
+    return path;
+  };
+  const publishNew = (name: string, bytes: Buffer) => {
+    const t = temp(bytes);
+    linkSync(t, join(dir, name));
+    unlinkSync(t);
+    flushDir(dir);
+  };
+  mkdirSync(dir, { mode: 0o700 });
+  flushDir(parent);
+  publishNew("HEAD", head);
+  for (let seq = 1; seq <= 8; seq++) {
+    publishNew(`${String(seq).padStart(6, "0")}-phase.json`, event);
+    renameSync(temp(head), join(dir, "HEAD"));
+    flushDir(dir);
+  }
+}
+
 function writeTree(root: string, files: number, bytesEach: number, run = 0): void {
   const chunk = Buffer.alloc(bytesEach);
   chunk.writeUInt32LE(run, 4); // distinct content per run too: every checkpoint stores every file anew
@@ -156,12 +199,25 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
     const chain: number[] = [];
     const chainWithLock: number[] = [];
     const floorSamples: number[] = [];
+    const rawSamples: number[] = [];
     const floorUnit = async (): Promise<void> => {
       for (let i = 0; i < replaces; i++) floor.atomicReplace();
     };
+    const rawDir = join(dir, "raw-chains");
+    mkdirSync(rawDir);
+    let rawK = 0;
+    const rawUnit = async (): Promise<void> => {
+      chainWritesRaw(rawDir, `op-raw-${rawK++}`, Buffer.alloc(640, 0x62), Buffer.alloc(360, 0x63));
+    };
+    if (fsyncsPerChain !== RAW_CHAIN_FSYNCS) {
+      throw new Error(
+        `The chain now makes ${fsyncsPerChain} fsyncs; chainWritesRaw mirrors ${RAW_CHAIN_FSYNCS}. Update it to the chain's writes.`,
+      );
+    }
     for (let i = 0; i < 2; i++) {
       await fullRestoreChain(store, dir, workspace, `op-bench-${k++}`, counter.fs);
       await floorUnit();
+      await rawUnit();
     }
     for (let i = 0; i < iterations; i++) {
       const { storeMs, totalMs } = await fullRestoreChain(
@@ -174,6 +230,7 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
       chain.push(storeMs);
       chainWithLock.push(totalMs);
       floorSamples.push(...(await timeAsync(floorUnit, 1, 0)));
+      rawSamples.push(...(await timeAsync(rawUnit, 1, 0)));
     }
 
     // load + verify of a 64-event saga: created, locked, then recovery_required/recovery_started cycles.
@@ -289,6 +346,13 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
               fmtMs(p50(floorSamples)),
               fmtRatio(p50(chainWithLock) / p50(floorSamples)),
             ],
+            [
+              "the same durable writes with raw fs calls: no lock, no read, no hash (context)",
+              fmtMs(p50(rawSamples)),
+              fmtMs(summarize(rawSamples).p99Ms),
+              fmtMs(p50(floorSamples)),
+              fmtRatio(p50(rawSamples) / p50(floorSamples)),
+            ],
             ["load + verify a 64-event saga", fmtMs(p50(loads)), fmtMs(summarize(loads).p99Ms), "", ""],
           ],
         },
@@ -325,6 +389,8 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
         chainWithLockP50Ms: p50(chainWithLock),
         chainWithLockFloorRatio: p50(chainWithLock) / p50(floorSamples),
         fsyncsPerChain,
+        chainRawWritesP50Ms: p50(rawSamples),
+        chainOverRawWrites: p50(chain) / p50(rawSamples),
         load64P50Ms: p50(loads),
         checkpointMs,
         restoreMs,
@@ -335,6 +401,7 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
       },
       notes: [
         `Floor for the chain: ${replaces} durable atomic replaces (temp write + fsync + rename + fsync(dir)), i.e. the same number of fsyncs as the chain (${fsyncsPerChain}, counted on a chain after the first, which also creates the store's directories).`,
+        `The raw-writes row makes the chain's own durable writes (a new directory, 8 new event files, HEAD published 9 times; ${fsyncsPerChain} fsyncs) with bare fs calls. It splits the gap: the chain is ${fmtRatio(p50(chain) / p50(rawSamples))} those writes (drydock's locks, re-reads, verification and hashing), and those writes are ${fmtRatio(p50(rawSamples) / p50(floorSamples))} the floor.`,
         "The target row times the saga store's calls (create and each advance, each taking the saga's own lock); the context row is the wall time with the workspace lock the locked phase names taken and released too (it needs no fsync once its directory exists).",
         "Restore target: within 2× of the fsync-per-file copy; it also writes a safety checkpoint of the changed files first.",
         `For context only (the target stays the copy into new files): the restore is ${fmtRatio(restoreMs / overwriteMs)} a copy over the existing files with an fsync per file.`,
