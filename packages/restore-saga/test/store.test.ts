@@ -591,6 +591,15 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
     return { store, dir: opDir(store, "op-t"), saga };
   }
 
+  /** Flips one bit in the middle of the file; returns its original bytes. */
+  function flipMiddleByte(path: string): Buffer {
+    const original = fs.readFileSync(path);
+    const changed = Buffer.from(original);
+    changed[Math.floor(changed.length / 2)]! ^= 0x01;
+    fs.writeFileSync(path, changed);
+    return original;
+  }
+
   async function expectCorruptUnchanged(store: SagaStore, dir: string): Promise<void> {
     const before = snapshotDir(dir);
     await expectSagaError(store.load("op-t"), "CORRUPT");
@@ -624,10 +633,7 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
     const { store, dir, saga } = await completedSaga();
     expect((await store.load("op-t")).seq).toBe(8);
     const path = join(dir, "000003-prepared.json");
-    const original = fs.readFileSync(path);
-    const changed = Buffer.from(original);
-    changed[Math.floor(changed.length / 2)]! ^= 0x01;
-    fs.writeFileSync(path, changed);
+    const original = flipMiddleByte(path);
     const before = snapshotDir(dir);
     await expectSagaError(
       store.advance("op-t", {
@@ -653,10 +659,7 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
       const saga = await step(store, created, "aborted", { reason: "x" });
       const dir = opDir(store, id);
       const path = join(dir, target === "HEAD" ? "HEAD" : "000002-aborted.json");
-      const original = fs.readFileSync(path);
-      const changed = Buffer.from(original);
-      changed[Math.floor(changed.length / 2)]! ^= 0x01;
-      fs.writeFileSync(path, changed);
+      const original = flipMiddleByte(path);
       const before = snapshotDir(dir);
       await expectSagaError(
         store.archiveTerminal(id, { expectedSeq: saga.seq, expectedHash: saga.headHash }),
