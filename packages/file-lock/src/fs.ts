@@ -6,15 +6,19 @@ import * as nodeFs from "node:fs";
  * unsynced writes volatile. Synchronous calls, but one: critical sections are short, and a sync call
  * cannot be interleaved by another task of this process between a check and the write that depends on it.
  *
- * The exception is `fsync` (node's callback form), for flushing many files at once (`fsyncAsync`): the
- * kernel folds concurrent flushes into shared journal commits, which makes a checkpoint or a restore of
- * a thousand files about twice as fast as flushing them one by one. A `FileOps` that changes what
- * `fsyncSync` means (a model, a counter, a no-op) must change `fsync` the same way.
+ * The exceptions are `fsync` and `close` (node's callback forms). `fsync` flushes many files at once
+ * (`fsyncAsync`): the kernel folds concurrent flushes into shared journal commits, which makes a
+ * checkpoint or a restore of a thousand files about twice as fast as flushing them one by one. `close`
+ * lets a restore release the last reference to a file it replaced on libuv's threads, where the kernel
+ * frees the old blocks, instead of in the rename on the main thread. A `FileOps` that changes what
+ * `fsyncSync` or `closeSync` means (a model, a counter, a no-op) must change `fsync` or `close` the same
+ * way.
  */
 export type FileOps = Pick<
   typeof nodeFs,
   | "openSync"
   | "closeSync"
+  | "close"
   | "writeSync"
   | "readSync"
   | "fsyncSync"
@@ -45,6 +49,7 @@ export type FileOpName = keyof FileOps;
 export const nodeFileOps: FileOps = {
   openSync: nodeFs.openSync,
   closeSync: nodeFs.closeSync,
+  close: nodeFs.close,
   writeSync: nodeFs.writeSync,
   readSync: nodeFs.readSync,
   fsyncSync: nodeFs.fsyncSync,

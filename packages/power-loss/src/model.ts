@@ -453,6 +453,7 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
   const names: (keyof FileOps)[] = [
     "openSync",
     "closeSync",
+    "close",
     "writeSync",
     "readSync",
     "fsyncSync",
