@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import {
   appendFileSync,
   closeSync,
+  fstatSync,
   mkdtempSync,
   openSync,
   rmSync,
@@ -14,7 +15,7 @@ import { fileURLToPath } from "node:url";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SagaError } from "../src/errors.js";
-import { readRegularFile, readWhole } from "../src/internal/files.js";
+import { closeBehind, readRegularFile, readWhole } from "../src/internal/files.js";
 
 const PACKAGE_DIR = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -140,5 +141,64 @@ describe("readRegularFile", () => {
       expect(String((caught as Error).message)).toMatch(why);
     }
     expect(read(join(dir, "missing"))).toBeNull();
+  });
+});
+
+describe("closeBehind", () => {
+  const isOpen = (fd: number) => {
+    try {
+      fstatSync(fd);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const openSome = (n: number) => {
+    writeFileSync(join(dir, "f"), "x");
+    return Array.from({ length: n }, () => openSync(join(dir, "f"), "r"));
+  };
+
+  it("closes on libuv's threads, at most 64 at a time, the rest in place; settle waits for all", async () => {
+    const parked: (() => void)[] = [];
+    const fs: FileOps = {
+      ...nodeFileOps,
+      // Park each asynchronous close until the test lets it go, to see what is still open meanwhile.
+      close: ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+        parked.push(() => nodeFileOps.close(fd, done));
+      }) as FileOps["close"],
+    };
+    const closer = closeBehind(fs);
+    const fds = openSome(70);
+    for (const fd of fds) closer.add(fd);
+    expect(parked).toHaveLength(64);
+    expect(fds.slice(0, 64).every(isOpen)).toBe(true);
+    expect(fds.slice(64).some(isOpen)).toBe(false);
+    let settled = false;
+    const settling = closer.settle().then(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(settled).toBe(false);
+    for (const release of parked.splice(0)) release();
+    await settling;
+    expect(fds.some(isOpen)).toBe(false);
+  });
+
+  it("closes in place when the asynchronous close throws, and ignores a failed close", async () => {
+    let calls = 0;
+    const fs: FileOps = {
+      ...nodeFileOps,
+      close: ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+        calls += 1;
+        if (calls === 1) throw Object.assign(new Error("EIO"), { code: "EIO" });
+        nodeFileOps.close(fd, () => done(Object.assign(new Error("EIO"), { code: "EIO" })));
+      }) as FileOps["close"],
+    };
+    const closer = closeBehind(fs);
+    const fds = openSome(2);
+    for (const fd of fds) closer.add(fd);
+    await closer.settle();
+    expect(calls).toBe(2);
+    expect(fds.some(isOpen)).toBe(false);
   });
 });

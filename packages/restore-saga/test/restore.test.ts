@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { failNthCall, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
@@ -95,6 +95,58 @@ describe("restoreCheckpoint", () => {
     expect(safety.files).toBe(
       [...fixture.before.values()].filter((value) => value.startsWith("file")).length,
     );
+  });
+
+  it("holds each file it replaces open across the rename, closes it behind, and leaks no descriptor", async () => {
+    const inWorkspace = (path: unknown) => String(path).startsWith(`${fixture.workspace}/`);
+    const held = new Map<number, string>();
+    const log: string[] = [];
+    const spy: FileOps = {
+      ...nodeFileOps,
+      openSync: (...args: Parameters<FileOps["openSync"]>) => {
+        const fd = nodeFileOps.openSync(...args);
+        const [path, flags] = args;
+        if (
+          inWorkspace(path) &&
+          flags === (fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+        ) {
+          held.set(fd, String(path));
+          log.push(`hold ${path}`);
+        }
+        return fd;
+      },
+      renameSync: (from, to) => {
+        nodeFileOps.renameSync(from, to);
+        if (inWorkspace(to)) log.push(`rename ${to}`);
+      },
+      close: ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+        if (held.has(fd)) log.push(`close ${held.get(fd)}`);
+        nodeFileOps.close(fd, done);
+      }) as FileOps["close"],
+    };
+    const openFds = () => fs.readdirSync("/proc/self/fd").length;
+    const before = openFds();
+    await restoreCheckpoint(options({ operationId: "op-held", fs: spy }));
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
+    expect(openFds()).toBe(before);
+    // Every file whose content the restore replaced: held, then renamed over, then closed (asynchronously).
+    const replaced = [...fixture.before.entries()]
+      .filter(
+        ([path, value]) =>
+          value.startsWith("file") &&
+          fixture.after.get(path)?.startsWith("file") &&
+          fixture.after.get(path) !== value,
+      )
+      .map(([path]) => join(fixture.workspace, path));
+    expect(replaced.length).toBeGreaterThan(5);
+    for (const path of replaced) {
+      const order = [`hold ${path}`, `rename ${path}`, `close ${path}`].map((line) => log.indexOf(line));
+      expect(
+        order.every((index) => index >= 0),
+        path,
+      ).toBe(true);
+      expect([...order].sort((a, b) => a - b)).toEqual(order);
+    }
   });
 
   it("sweeps what a dead apply staged for this workspace, and nothing else", async () => {

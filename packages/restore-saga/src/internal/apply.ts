@@ -1,11 +1,23 @@
+import { constants } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
 import type { CheckpointStore } from "../checkpoints.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";
-import { ensurePrivateDir, flushBehind, fsyncPaths, isTempName, removeQuietly, writeTemp } from "./files.js";
+import {
+  type CloseBehind,
+  closeBehind,
+  ensurePrivateDir,
+  flushBehind,
+  fsyncPaths,
+  isTempName,
+  removeQuietly,
+  writeTemp,
+} from "./files.js";
 import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
+
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
 
 type FileEntry = Extract<ManifestEntry, { type: "file" }>;
 
@@ -197,23 +209,37 @@ function renameIntoPlace(
   entry: FileEntry,
   bytes: Buffer,
   durable: boolean,
+  closer: CloseBehind,
 ): void {
   const { fs } = ctx;
   const target = join(ctx.root, entry.path);
+  // The file being replaced stays open across the rename and is closed behind (see `closeBehind`): the
+  // rename then frees nothing, and the kernel frees the old blocks off this thread. Read-only, without
+  // following a symlink, never blocking on a FIFO; a target that cannot be opened is simply not held.
+  let replaced: number | null = null;
   try {
-    fs.renameSync(temp, target);
-    return;
-  } catch (error) {
-    removeQuietly(fs, temp);
-    if (errnoOf(error) !== "EXDEV") throw error;
+    replaced = fs.openSync(target, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch {
+    // Absent (a new file) or not openable: the rename goes ahead as it is.
   }
-  state.besideTarget = true;
-  const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, durable);
   try {
-    fs.renameSync(beside, target);
-  } catch (error) {
-    removeQuietly(fs, beside);
-    throw error;
+    try {
+      fs.renameSync(temp, target);
+      return;
+    } catch (error) {
+      removeQuietly(fs, temp);
+      if (errnoOf(error) !== "EXDEV") throw error;
+    }
+    state.besideTarget = true;
+    const beside = writeTemp(fs, dirname(target), basename(entry.path), bytes, entry.mode, durable);
+    try {
+      fs.renameSync(beside, target);
+    } catch (error) {
+      removeQuietly(fs, beside);
+      throw error;
+    }
+  } finally {
+    if (replaced !== null) closer.add(replaced);
   }
 }
 
@@ -251,6 +277,7 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
   const touchedDirs = new Set<string>();
   const durable = ctx.durable !== false;
   const flusher = flushBehind(fs);
+  const closer = closeBehind(fs);
   const staged = new Set<string>();
   const state = { besideTarget: false };
   let index = 0;
@@ -306,7 +333,7 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
                 ctx.beforeEach?.();
                 assertInside(fs, root, rel);
                 staged.delete(temp);
-                renameIntoPlace(ctx, state, temp, entry, bytes, durable);
+                renameIntoPlace(ctx, state, temp, entry, bytes, durable, closer);
               } catch (error) {
                 throw applyFailure(rel, error);
               }
@@ -328,6 +355,7 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
     }
   } finally {
     await flusher.settle();
+    await closer.settle();
     for (const temp of staged) removeQuietly(fs, temp);
   }
   // A directory removed later in the plan has nothing left to flush (and its parent was touched too).

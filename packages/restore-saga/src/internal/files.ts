@@ -133,6 +133,49 @@ export function flushBehind(fs: FileOps): FlushBehind {
   };
 }
 
+/** How many descriptors `closeBehind` keeps open at most; beyond it, closes run in place. */
+const CLOSE_BEHIND_LIMIT = 64;
+
+export interface CloseBehind {
+  /** Takes ownership of `fd` and closes it on libuv's threads (in place when the limit is reached). */
+  add(fd: number): void;
+  /** Waits for every close started; never throws (a failed close of a read-only descriptor loses nothing). */
+  settle(): Promise<void>;
+}
+
+/**
+ * Closes descriptors behind the caller. A restore holds each file it replaces open across the rename, so
+ * the rename only moves a name; the kernel frees the replaced file's blocks when the last reference goes,
+ * which then happens here, on libuv's threads, instead of inside the rename on the caller's (measured: a
+ * restore of 1,000 files / 98 MiB 16-22% faster in interleaved runs; the renames over existing files had
+ * taken ~580 µs each).
+ */
+export function closeBehind(fs: FileOps): CloseBehind {
+  const pending = new Set<Promise<void>>();
+  return {
+    add(fd) {
+      if (pending.size >= CLOSE_BEHIND_LIMIT) {
+        closeQuietly(fs, fd);
+        return;
+      }
+      const closing = new Promise<void>((resolve) => {
+        try {
+          fs.close(fd, () => resolve());
+        } catch {
+          closeQuietly(fs, fd);
+          resolve();
+        }
+      }).then(() => {
+        pending.delete(closing);
+      });
+      pending.add(closing);
+    },
+    async settle() {
+      while (pending.size > 0) await Promise.all(pending);
+    },
+  };
+}
+
 /** Flushes every path (see `flushBehind`) and waits for all of them. */
 export async function fsyncPaths(fs: FileOps, paths: readonly string[]): Promise<void> {
   const flusher = flushBehind(fs);
