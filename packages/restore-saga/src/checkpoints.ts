@@ -297,6 +297,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
             sweepAbandonedTemps(fs, dir, Date.now());
             sweptBlobDirs.add(dir);
           }
+          // `bytes` is a view of the walk's read buffer: written here, before the loop resumes the walk.
           temp = writeTemp(fs, dir, entry.sha256, bytes, 0o600, false);
           temps.add(temp);
           blobDirs.add(dir);

@@ -65,6 +65,33 @@ describe("checkpoint store", () => {
     expect(fs.statSync(join(dataDir, "checkpoints")).mode & 0o777).toBe(0o700);
   });
 
+  it("stores each file's exact bytes though the scan reads every file into one reused buffer", async () => {
+    // Sizes that grow past the buffer, shrink, and end empty, in walk order: a blob holding a stale tail
+    // of the file read before it, or a view past its own end, would not match these bytes.
+    const files: Record<string, Buffer> = {
+      "1-big.bin": Buffer.alloc(300 * 1024, 0x61),
+      "2-small.bin": Buffer.from("bbbbb"),
+      "3-mid.bin": Buffer.alloc(100 * 1024, 0x63),
+      "4-empty.bin": Buffer.alloc(0),
+      "5-tiny.bin": Buffer.from("d"),
+    };
+    for (const [name, bytes] of Object.entries(files)) fs.writeFileSync(join(workspace, name), bytes);
+    const store = openCheckpointStore({ dataDir });
+    const { checkpointId } = await store.createCheckpoint(workspace);
+    const manifest = await store.readManifest(checkpointId);
+    for (const [name, bytes] of Object.entries(files)) {
+      const entry = manifest.entries.find((e) => e.path === name);
+      expect(entry, name).toMatchObject({
+        type: "file",
+        size: bytes.length,
+        sha256: createHash("sha256").update(bytes).digest("hex"),
+      });
+      const sha256 = entry?.type === "file" ? entry.sha256 : "";
+      const blob = join(dataDir, "checkpoints", "blobs", sha256.slice(0, 2), sha256);
+      if (bytes.length > 0) expect(fs.readFileSync(blob).equals(bytes), name).toBe(true);
+    }
+  });
+
   it("stores identical content once across files and checkpoints", async () => {
     const store = openCheckpointStore({ dataDir });
     await store.createCheckpoint(workspace);

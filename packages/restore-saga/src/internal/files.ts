@@ -188,21 +188,45 @@ export async function fsyncPaths(fs: FileOps, paths: readonly string[]): Promise
 }
 
 /**
+ * A buffer one reader reuses from file to file (`walkTree` keeps one per walk): what `readWhole` returns
+ * into it is valid only until that reader's next read. Reading every file of a workspace into a fresh
+ * buffer had cost a 1,000-file restore 9-15% (allocating, and first touching, 98 MiB per scan).
+ */
+export interface ReadScratch {
+  buffer: Buffer;
+}
+
+/**
  * Reads exactly what `fd` (a regular file) holds. The buffer is sized from fstat plus one byte, so the
  * common case is a single read: one that returns exactly the size fstat gave, short of the extra byte, has
- * met the end of the file, with no second read that returns 0. What is returned covers only
- * bytes read (a file that shrank meanwhile is copied out, one that grew is read on in chunks), so no
- * uninitialised memory is ever handed out.
+ * met the end of the file, with no second read that returns 0. What is returned covers only bytes read
+ * (a file that grew meanwhile is read on in chunks), so no uninitialised memory is ever handed out. With
+ * `scratch`, the bytes are read into that buffer (grown when too small) and the result is a view of it
+ * that the next read through the same scratch overwrites; without, a file that shrank is copied out.
  */
-export function readWhole(fs: FileOps, fd: number, expectedSize: number, maxBytes: number): Buffer {
+export function readWhole(
+  fs: FileOps,
+  fd: number,
+  expectedSize: number,
+  maxBytes: number,
+  scratch?: ReadScratch,
+): Buffer {
   const expected = Math.min(expectedSize, maxBytes);
   const cap = expected + 1;
-  const first = Buffer.allocUnsafe(cap);
+  let first: Buffer;
+  if (scratch) {
+    if (scratch.buffer.length < cap) scratch.buffer = Buffer.allocUnsafe(Math.max(cap, 256 * 1024));
+    first = scratch.buffer.subarray(0, cap);
+  } else {
+    first = Buffer.allocUnsafe(cap);
+  }
   let length = 0;
   while (length < cap) {
     const read = fs.readSync(fd, first, length, cap - length, length);
     if (read === 0) {
-      return length === expected ? first.subarray(0, length) : Buffer.from(first.subarray(0, length));
+      return length === expected || scratch
+        ? first.subarray(0, length)
+        : Buffer.from(first.subarray(0, length));
     }
     length += read;
     // Short of the extra byte exactly at the size fstat gave: the end of the file. Any other short read

@@ -4,7 +4,7 @@ import type { FileOps } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest, sha256Hex } from "./canonical.js";
-import { closeQuietly, readWhole } from "./files.js";
+import { closeQuietly, type ReadScratch, readWhole } from "./files.js";
 
 const { O_RDONLY, O_NOFOLLOW } = constants;
 
@@ -30,8 +30,11 @@ function ioFailure(path: string, error: unknown): SagaError {
   });
 }
 
-/** Reads a regular file without following a symlink at its last component. */
-export function readFileNoFollow(fs: FileOps, path: string): Buffer {
+/**
+ * Reads a regular file without following a symlink at its last component, into `scratch` (so the result
+ * is valid only until the next read through it; see `ReadScratch`).
+ */
+function readFileNoFollow(fs: FileOps, path: string, scratch: ReadScratch): Buffer {
   let fd: number;
   try {
     fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
@@ -43,7 +46,7 @@ export function readFileNoFollow(fs: FileOps, path: string): Buffer {
     if (!stat.isFile())
       throw ioFailure(path, Object.assign(new Error("not a regular file"), { code: "EINVAL" }));
     // No bound of its own: the checkpoint refuses files over its limit once they are read, as before.
-    return readWhole(fs, fd, stat.size, Number.MAX_SAFE_INTEGER);
+    return readWhole(fs, fd, stat.size, Number.MAX_SAFE_INTEGER, scratch);
   } catch (error) {
     if (error instanceof SagaError) throw error;
     throw ioFailure(path, error);
@@ -57,7 +60,11 @@ export interface ScanOptions {
   strict: boolean;
 }
 
-/** One scanned entry; a regular file comes with the exact bytes that were hashed. */
+/**
+ * One scanned entry; a regular file comes with the exact bytes that were hashed. Those bytes live in the
+ * walk's one read buffer: valid until the walk is resumed, so a caller uses them (writes a blob) before it
+ * asks for the next entry, and copies them to keep them.
+ */
 export type WalkedEntry =
   | { entry: Extract<ManifestEntry, { type: "file" }>; bytes: Buffer }
   | { entry: Exclude<ScannedEntry, { type: "file" }>; bytes?: undefined };
@@ -65,10 +72,11 @@ export type WalkedEntry =
 /**
  * Walks a workspace without following symlinks, in path order, hashing every file, and yields entry by
  * entry, so a caller can act on (and await between) files; `scanTree` collects it. Holds one file's bytes
- * at a time.
+ * at a time, in one buffer of its own that it reuses from file to file (never shared with another walk).
  */
 export function* walkTree(fs: FileOps, root: string, options: ScanOptions): Generator<WalkedEntry> {
   let count = 0;
+  const scratch: ReadScratch = { buffer: Buffer.alloc(0) };
   function* walk(relDir: string): Generator<WalkedEntry> {
     const absDir = relDir === "" ? root : join(root, relDir);
     let names: string[];
@@ -98,7 +106,7 @@ export function* walkTree(fs: FileOps, root: string, options: ScanOptions): Gene
         yield { entry: { type: "dir", path: rel, mode } };
         yield* walk(rel);
       } else if (stat.isFile()) {
-        const bytes = readFileNoFollow(fs, abs);
+        const bytes = readFileNoFollow(fs, abs, scratch);
         yield {
           entry: { type: "file", path: rel, size: bytes.length, mode, sha256: sha256Hex(bytes) },
           bytes,
