@@ -534,7 +534,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     if (knownHead && trusted && memo?.events.length === events.length && last !== undefined) {
       // Every file is byte for byte what this store verified (or wrote) last time, when this HEAD named
       // this last event: settled, with nothing to repair.
-      return settled(id, dir, events, eventBytes, knownHead, false, archived);
+      return settled(id, dir, events, eventBytes, knownHead, archived);
     }
     const head = knownHead ? knownHead.head : verifyHead(id, headBytes);
     const namesEvent = (event: SagaEvent | undefined): boolean =>
@@ -573,25 +573,19 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       );
     }
 
-    return settled(
-      id,
-      dir,
-      events,
-      eventBytes,
-      rolledForward ? null : { bytes: headBytes, head },
-      rolledForward,
-      archived,
-    );
+    return settled(id, dir, events, eventBytes, rolledForward ? null : { bytes: headBytes, head }, archived);
   }
 
-  /** The state a replay found, remembered as verified (HEAD only when it named the last event as read). */
+  /**
+   * The state a replay found, remembered as verified. `head` is the HEAD read when it named the last event;
+   * null when the replay rolled HEAD forward (the one rewritten is not remembered).
+   */
   function settled(
     id: string,
     dir: string,
     events: SagaEvent[],
     eventBytes: Buffer[],
     head: { head: SagaHead; bytes: Buffer } | null,
-    rolledForward: boolean,
     archived: boolean,
   ): Replay {
     const created = events[0]!;
@@ -612,7 +606,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         basePhase: basePhase(events),
         terminal: isTerminalPhase(last.phase),
         events: Object.freeze(events),
-        headRolledForward: rolledForward,
+        headRolledForward: head === null,
         archived,
       }),
     };

@@ -147,7 +147,7 @@ export interface CloseBehind {
  * Closes descriptors behind the caller. A restore holds each file it replaces open across the rename, so
  * the rename only moves a name; the kernel frees the replaced file's blocks when the last reference goes,
  * which then happens here, on libuv's threads, instead of inside the rename on the caller's (measured: a
- * restore of 1,000 files / 98 MiB 16-22% faster in interleaved runs; the renames over existing files had
+ * restore of 1,000 files / 98 MiB 13-22% faster in interleaved runs; the renames over existing files had
  * taken ~580 µs each).
  */
 export function closeBehind(fs: FileOps): CloseBehind {
