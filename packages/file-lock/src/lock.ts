@@ -14,6 +14,7 @@ import {
   serializeOwner,
   writeCandidate,
 } from "./internal/files.js";
+import { type KeptOwner, keepOwner, keptOwnerKey, takeKeptOwner } from "./internal/kept-owners.js";
 import { fileIsFromEarlierBoot, judgeProcess } from "./internal/liveness.js";
 import { type LockContext, type LockOptions, resolveLockOptions } from "./options.js";
 import { type LockOwner, LockOwnerSchema } from "./schema.js";
@@ -119,8 +120,12 @@ function isSameInode(a: FileId | null, b: FileId | null): boolean {
 
 /** The part of acquisition shared by the sync and async loops: everything but the waiting. */
 class Acquisition {
-  readonly owner: LockOwner;
-  readonly candidate: string;
+  owner: LockOwner;
+  candidate: string;
+  /** With `reuseOwnerFile`: where the owner file goes after a clean release (see internal/kept-owners.ts). */
+  private readonly keepKey: string | undefined;
+  /** The candidate is a kept owner file, already written. */
+  private reused = false;
   private candidatePresent = false;
   private graceUsed = false;
   /** The last holder seen, for the timeout message. */
@@ -134,9 +139,21 @@ class Acquisition {
   ) {
     this.owner = newOwner(ctx);
     this.candidate = candidatePath(path, this.owner);
+    this.keepKey = ctx.reuseOwnerFile ? keptOwnerKey(path, this.owner) : undefined;
+    const kept = this.keepKey === undefined ? undefined : takeKeptOwner(this.keepKey, ctx.fs);
+    if (kept !== undefined) {
+      this.owner = kept.owner;
+      this.candidate = kept.candidate;
+      this.reused = true;
+    }
   }
 
   prepare(): void {
+    if (this.reused) {
+      this.candidatePresent = true;
+      this.ctx.crash("acquire.candidate-written");
+      return;
+    }
     const content = serializeOwner(this.owner);
     // Fully written before link(2) publishes it: the lock is never visible half-written or ownerless.
     try {
@@ -164,14 +181,47 @@ class Acquisition {
     }
   }
 
+  /** The kept owner file vanished (removed by hand, or by a sweep): write a new owner instead. */
+  private replaceVanishedOwner(): void {
+    this.candidatePresent = false;
+    this.reused = false;
+    this.owner = newOwner(this.ctx);
+    this.candidate = candidatePath(this.path, this.owner);
+    this.prepare();
+  }
+
+  private link(): boolean {
+    try {
+      return linkExclusive(this.ctx.fs, this.candidate, this.path, this.path);
+    } catch (error) {
+      if (!this.reused || !isLockError(error) || errnoOf(error.cause) !== "ENOENT") throw error;
+      this.replaceVanishedOwner();
+      return linkExclusive(this.ctx.fs, this.candidate, this.path, this.path);
+    }
+  }
+
+  /** The handle for a lock that now names our owner. */
+  private won(): LockHandle {
+    const { ctx, path } = this;
+    if (this.keepKey !== undefined) {
+      // Kept while held: both names point at the owner until release unlinks the lock's.
+      this.candidatePresent = false;
+      return createHandle(path, this.owner, ctx, undefined, {
+        key: this.keepKey,
+        entry: { owner: this.owner, candidate: this.candidate, fs: ctx.fs },
+      });
+    }
+    // Crash window: both names point at our owner now. A leftover candidate is swept by collectLockGarbage
+    // once we are dead; while we live, release() retries removing it.
+    this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
+    return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+  }
+
   step(): Step {
     const { ctx, path } = this;
-    if (linkExclusive(ctx.fs, this.candidate, path, path)) {
+    if (this.link()) {
       ctx.crash("acquire.published");
-      // Crash window: both names point at our owner now. A leftover candidate is swept by collectLockGarbage
-      // once we are dead; while we live, release() retries removing it.
-      this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
-      return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+      return this.won();
     }
     const read = readOwnerFile(ctx.fs, path);
     // Released between our EEXIST and the read: look again at once (the loop bounds this by waitMs).
@@ -192,9 +242,9 @@ class Acquisition {
     const holder = read.owner;
     if (holder.token === this.owner.token) {
       // Our own candidate's bytes: a link that reported failure yet happened (the NFS retransmission case of
-      // open(2)'s O_EXCL notes). The lock is ours.
-      this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
-      return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+      // open(2)'s O_EXCL notes). The lock is ours. (A kept owner is never named by a lock when it is taken
+      // out for an acquisition, so this cannot be an earlier hold of ours.)
+      return this.won();
     }
     if (judgeProcess(holder, read.file, ctx, path) === "alive") {
       this.lastHolder = holder;
@@ -218,9 +268,18 @@ class Acquisition {
     return outcome === "reaped" ? "again" : "wait";
   }
 
-  /** Removes our candidate unless it was handed to a handle; never throws (the caller is already failing or done). */
+  /**
+   * Removes our candidate unless it was handed to a handle (or keeps it, with `reuseOwnerFile`: no lock names
+   * it); never throws (the caller is already failing or done).
+   */
   dispose(): void {
-    if (this.candidatePresent) this.candidatePresent = !removeQuietly(this.ctx.fs, this.candidate);
+    if (!this.candidatePresent) return;
+    if (this.keepKey !== undefined) {
+      this.candidatePresent = false;
+      keepOwner(this.keepKey, { owner: this.owner, candidate: this.candidate, fs: this.ctx.fs });
+      return;
+    }
+    this.candidatePresent = !removeQuietly(this.ctx.fs, this.candidate);
   }
 
   /**
@@ -255,6 +314,7 @@ function createHandle(
   owner: LockOwner,
   ctx: LockContext,
   leftoverCandidate: string | undefined,
+  keep?: { key: string; entry: KeptOwner },
 ): LockHandle {
   // Frozen: the handle's owner is the proof of ownership and must keep matching the file.
   Object.freeze(owner);
@@ -314,10 +374,18 @@ function createHandle(
           });
         }
         released = true;
+        // No lock names the owner any more: keep its file for this process's next acquire of this lock.
+        if (keep !== undefined) keepOwner(keep.key, keep.entry);
+        keep = undefined;
       } catch (error) {
         throw toLockError(error, path, "released");
       } finally {
         if (released && candidate !== undefined && removeQuietly(ctx.fs, candidate)) candidate = undefined;
+        // Released without a clean unlink (the lock was gone or someone else's): the owner is not kept.
+        if (released && keep !== undefined) {
+          removeQuietly(ctx.fs, keep.entry.candidate);
+          keep = undefined;
+        }
       }
     },
   };

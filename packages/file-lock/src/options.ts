@@ -14,6 +14,15 @@ export interface LockOptions {
   maxReaperGenerations?: number;
   /** Remove a provably dead owner's lock (default true). False: throw `LOCK_OWNER_DEAD` instead. */
   reapDeadOwners?: boolean;
+  /**
+   * Keep this process's owner file after a release and publish it again, unchanged, at its next acquire of the
+   * same lock (default false). An acquire then links an existing file instead of creating one, which is most
+   * of its cost on many file systems. While the process lives, up to 16 idle `<path>.candidate-<pid>-<token>`
+   * files stay beside their locks; they are removed at exit, and by collectLockGarbage once a killed process
+   * is dead. The token is then reused by its own live process, for the same lock only, and `createdAt` is when
+   * the file was first written.
+   */
+  reuseOwnerFile?: boolean;
   /** Caller data stored in the owner file (JSON object). */
   payload?: Record<string, unknown>;
   /** Aborts a wait with `LOCK_ABORTED` (checked between attempts by the sync variants). */
@@ -66,6 +75,7 @@ export interface LockContext {
   readonly retryMs: number;
   readonly maxReaperGenerations: number;
   readonly reapDeadOwners: boolean;
+  readonly reuseOwnerFile: boolean;
   readonly payload: Record<string, unknown> | undefined;
   readonly signal: AbortSignal | undefined;
   readonly label: string;
@@ -124,6 +134,7 @@ export function resolveLockOptions(options: LockOptions | undefined): LockContex
     retryMs: bounded("retryMs", o.retryMs, 20, 1),
     maxReaperGenerations: Math.floor(bounded("maxReaperGenerations", o.maxReaperGenerations, 128, 1)),
     reapDeadOwners: o.reapDeadOwners ?? true,
+    reuseOwnerFile: o.reuseOwnerFile === true,
     payload: o.payload,
     signal: o.signal,
     label: o.label ?? "drydock",

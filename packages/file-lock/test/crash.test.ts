@@ -9,6 +9,7 @@ import {
   LOCK_CRASH_POINTS,
   type LockCrashPoint,
 } from "../src/index.js";
+import { removeKeptOwners } from "../src/internal/kept-owners.js";
 import {
   captureStderr,
   deadPid,
@@ -28,6 +29,9 @@ interface Crashed {
 }
 
 const crashed = new Map<LockCrashPoint, Crashed>();
+/** The points an acquire and release meet when they publish a kept owner file (reuseOwnerFile). */
+const REUSED_POINTS = ["acquire.candidate-written", "acquire.published", "release.verified"] as const;
+const crashedReused = new Map<LockCrashPoint, Crashed>();
 const cleanups: Array<() => void> = [];
 
 /**
@@ -50,6 +54,18 @@ beforeAll(async () => {
       crashed.set(point, { dir: temp.dir, lock, exit, stderr: stderr() });
     }),
   );
+  await Promise.all(
+    REUSED_POINTS.map(async (point) => {
+      const temp = tempDir("file-lock-crash-reused-");
+      cleanups.push(temp.remove);
+      const lock = join(temp.dir, "crash.lock");
+      const child = spawnFixture("crash.ts", ["acquire-reused", lock], { FILE_LOCK_CRASH_AT: point });
+      cleanups.push(() => killGroup(child));
+      const stderr = captureStderr(child);
+      const exit = await exited(child);
+      crashedReused.set(point, { dir: temp.dir, lock, exit, stderr: stderr() });
+    }),
+  );
 }, 120_000);
 
 afterAll(() => {
@@ -68,6 +84,27 @@ describe("crash points: a process SIGKILLed at each point is recovered from by t
       handle.release();
       collectLockGarbage(result.lock);
       expect(leftovers(result.dir)).toEqual([]);
+      expect(readdirSync(result.dir)).toEqual([]);
+    });
+  }
+});
+
+describe("crash points with a kept owner file (reuseOwnerFile): the next contender recovers the same way", () => {
+  for (const point of REUSED_POINTS) {
+    it(`recovers after a crash at ${point}`, async () => {
+      const result = crashedReused.get(point);
+      if (!result) throw new Error("crash run missing");
+      expect(result.exit, result.stderr).toEqual({ code: null, signal: "SIGKILL" });
+      // The dead process's kept owner file is still there, beside the lock or instead of it.
+      expect(leftovers(result.dir)).toHaveLength(1);
+      const handle = await acquireLock(result.lock, { waitMs: 5_000, reuseOwnerFile: true });
+      expect(inspectLock(result.lock)?.token).toBe(handle.owner.token);
+      expect(inspectLock(result.lock)?.pid).toBe(process.pid);
+      handle.release();
+      collectLockGarbage(result.lock);
+      // Only this (live) process's kept owner remains, and it goes when the process does.
+      expect(leftovers(result.dir)).toEqual([`crash.lock.candidate-${process.pid}-${handle.owner.token}`]);
+      removeKeptOwners();
       expect(readdirSync(result.dir)).toEqual([]);
     });
   }

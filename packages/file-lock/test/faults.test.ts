@@ -14,6 +14,7 @@ import {
   nodeFileOps,
   takeoverLock,
 } from "../src/index.js";
+import { removeKeptOwners } from "../src/internal/kept-owners.js";
 import { deadPid, leftovers, seedOwnerText, tempDir } from "./helpers.js";
 
 const CODES = ["EIO", "ENOSPC", "EEXIST", "EPERM", "EXDEV"] as const;
@@ -102,6 +103,36 @@ describe("injected file system faults (fail call N, for N = 1 .. until the opera
         expect(failures).toBeGreaterThan(0);
       });
     }
+
+    it(`acquire and release of a kept owner (reuseOwnerFile) with ${code} at every call: success or a LockError, then only the kept owner is left`, () => {
+      const { dir, lock } = newLock();
+      let failures = 0;
+      let completed = false;
+      for (let n = 1; n <= MAX_N && !completed; n += 1) {
+        const faulty = faultWhileArmed(n, code);
+        const options = { fs: faulty.ops, waitMs: 300, reuseOwnerFile: true };
+        acquireLockSync(lock, options).release();
+        let handle: LockHandle | undefined;
+        faulty.arm();
+        try {
+          handle = acquireLockSync(lock, options);
+          handle.release();
+        } catch (error) {
+          expectLockError(error);
+          failures += 1;
+        }
+        faulty.disarm();
+        // A release that failed left the lock ours: the retry finishes it.
+        if (handle && inspectLock(lock)?.token === handle.owner.token) handle.release();
+        completed = !faulty.fired();
+        expect(inspectLock(lock)).toBeNull();
+        expect(leftovers(dir).length).toBeLessThanOrEqual(1);
+        removeKeptOwners();
+        expectUsable(dir, lock);
+      }
+      expect(completed).toBe(true);
+      expect(failures).toBeGreaterThan(0);
+    });
 
     it(`release with ${code} at every call either succeeds or throws a LockError; a retry then releases`, () => {
       const { dir, lock } = newLock();

@@ -46,7 +46,7 @@ interface TortureRun {
 }
 
 /**
- * Spawns `workers` torture workers (half sync, half async), opens the go gate, and SIGKILLs whoever entered the
+ * Spawns `workers` torture workers (half sync, half async; in every four, two with reuseOwnerFile), opens the go gate, and SIGKILLs whoever entered the
  * critical section last, respawning it, until `sections` sections completed and `holderKills` kills landed
  * inside a section. Then stops everyone and judges the log.
  */
@@ -75,7 +75,12 @@ async function runTorture(config: {
   const spawnWorker = (slot: number): ChildProcess => {
     const id = `w${slot}.${incarnations++}`;
     const mode = slot % 2 === 0 ? "async" : "sync";
-    const child = spawnScript(worker.entry, [lock, log, counter, go, stop, id, mode, HOLD_MS], env);
+    // Slots 2 and 3 of every 4 publish a kept owner file, so both kinds of owner contend and get killed.
+    const reuse = slot % 4 >= 2 ? "1" : "0";
+    const child = spawnScript(worker.entry, [lock, log, counter, go, stop, id, mode, HOLD_MS], {
+      ...env,
+      FILE_LOCK_TORTURE_REUSE: reuse,
+    });
     const stderr = captureStderr(child);
     running.set(id, child);
     child.once("exit", (code, signal) => {

@@ -17,9 +17,10 @@ import { afterRebootLock } from "./restart.js";
 const DEAD_PID = 4_000_001;
 
 /** Only this process is alive; the planted owner's pid is provably dead (ESRCH). */
-function workloadLock(fs: LockOptions["fs"]): LockOptions {
+function workloadLock(fs: LockOptions["fs"], reuseOwnerFile = false): LockOptions {
   return {
     fs,
+    reuseOwnerFile,
     waitMs: 500,
     identity: createSystemIdentity(),
     isProcessAlive: (pid) => {
@@ -83,29 +84,35 @@ async function check(image: string, _context: ImageContext): Promise<string | nu
 }
 
 describe("file-lock under power loss", () => {
-  it("every image after every call of acquire, reap of a dead owner, release and withLock is recoverable", async () => {
-    const result = await crashSweep({
-      area: "file-lock",
-      randomImages: scale(4),
-      setup: plantDeadOwner,
-      async workload(fs, root, log) {
-        const lock = join(root, "work.lock");
-        const options = workloadLock(fs);
-        for (let i = 0; i < 2; i += 1) {
-          await log.op(async () => {
-            const handle = await acquireLock(lock, options);
-            handle.release();
-          });
-        }
-        await log.op(() => withLock(lock, () => "inside", options));
-        // A lock held when the power goes (never released).
-        await log.op(() => acquireLock(lock, options));
-      },
-      check,
-    });
-    reportSweep(result);
-    expect(result.anomalies).toEqual([]);
-    expect(result.violations).toEqual([]);
-    expect(result.crashPoints).toBeGreaterThan(20);
-  });
+  it.each([
+    ["", false],
+    [" (reuseOwnerFile: the kept owner file published again)", true],
+  ])(
+    "every image after every call of acquire, reap of a dead owner, release and withLock is recoverable%s",
+    async (_title, reuse) => {
+      const result = await crashSweep({
+        area: reuse ? "file-lock (reuseOwnerFile)" : "file-lock",
+        randomImages: scale(4),
+        setup: plantDeadOwner,
+        async workload(fs, root, log) {
+          const lock = join(root, "work.lock");
+          const options = workloadLock(fs, reuse);
+          for (let i = 0; i < 2; i += 1) {
+            await log.op(async () => {
+              const handle = await acquireLock(lock, options);
+              handle.release();
+            });
+          }
+          await log.op(() => withLock(lock, () => "inside", options));
+          // A lock held when the power goes (never released).
+          await log.op(() => acquireLock(lock, options));
+        },
+        check,
+      });
+      reportSweep(result);
+      expect(result.anomalies).toEqual([]);
+      expect(result.violations).toEqual([]);
+      expect(result.crashPoints).toBeGreaterThan(20);
+    },
+  );
 });
