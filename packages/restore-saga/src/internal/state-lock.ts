@@ -39,6 +39,9 @@ export function releaseWithRetry(handle: LockHandle): void {
 }
 
 /**
+ * The store takes one of these per call, for a few file operations each: an acquire that links a kept owner
+ * file instead of creating one is most of what the lock costs (file-lock's `reuseOwnerFile`).
+ *
  * Runs `fn` under a short cross-process lock. The store's callbacks are synchronous, so no other task of
  * this process interleaves between their reads and the writes that depend on them. Dead holders are reaped (these locks guard only the store's own files).
  */
@@ -51,7 +54,13 @@ export async function withStateLock<T>(
 ): Promise<T> {
   let handle: LockHandle;
   try {
-    handle = await acquireLock(path, { waitMs: 5_000, ...options, fs, label: "restore saga" });
+    handle = await acquireLock(path, {
+      waitMs: 5_000,
+      ...options,
+      fs,
+      label: "restore saga",
+      reuseOwnerFile: true,
+    });
   } catch (error) {
     throw lockFailed(error, what);
   }
@@ -84,7 +93,13 @@ export function withNestedLock<T>(
 ): T {
   let handle: LockHandle;
   try {
-    handle = acquireLockSync(path, { waitMs: 5_000, ...options, fs, label: "restore saga" });
+    handle = acquireLockSync(path, {
+      waitMs: 5_000,
+      ...options,
+      fs,
+      label: "restore saga",
+      reuseOwnerFile: true,
+    });
   } catch (error) {
     throw lockFailed(error, what);
   }
