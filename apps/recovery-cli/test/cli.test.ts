@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -7,6 +8,7 @@ import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { acquireLockSync } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
   openCheckpointStore,
@@ -505,6 +507,40 @@ describe("drydock against data left by killed processes", () => {
     }
     expect(await openBoatDeleteJournal({ dataDir: d.dataDir }).boatDeletionSnapshot()).toEqual([]);
     expect(await openBoatCreateJournal({ dataDir: d.dataDir }).boatCreateRecoverySnapshot()).toEqual([]);
+  });
+
+  it("locks list tells a running process's kept owner file from garbage, and gc removes only the garbage", async () => {
+    const d = dataDir("kept-owners");
+    const locks = join(d.dataDir, "restore-sagas", "workspace-0123", ".locks");
+    mkdirSync(locks, { recursive: true });
+    // This (live) process took and released a saga lock the way the store does: its owner file is kept.
+    const kept = acquireLockSync(join(locks, "op-a.lock"), { reuseOwnerFile: true });
+    kept.release();
+    // A candidate of a process that has exited: garbage.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid!;
+    const deadToken = randomUUID();
+    writeFileSync(
+      join(locks, `op-b.lock.candidate-${dead}-${deadToken}`),
+      `${JSON.stringify({ version: 1, pid: dead, token: deadToken, createdAt: Date.now() })}\n`,
+    );
+
+    const listed = jsonOut(await cli(["locks", "list", "--data-dir", d.dataDir, "--json"]));
+    const row = (name: string) =>
+      listed.locks.find((entry: { path: string }) => entry.path.endsWith(`/.locks/${name}`));
+    expect(row("op-a.lock")).toMatchObject({ kind: "saga-state", present: false, leftovers: 0, kept: 1 });
+    expect(row("op-b.lock")).toMatchObject({ kind: "saga-state", present: false, leftovers: 1, kept: 0 });
+
+    const preview = await cli(["locks", "gc", "--data-dir", d.dataDir, "--json"]);
+    expect(jsonOut(preview).candidates).toEqual([
+      `restore-sagas/workspace-0123/.locks/op-b.lock.candidate-${dead}-${deadToken}`,
+    ]);
+    // The kept file's name holds the token this process publishes next: never printed.
+    expect(preview.stdout).not.toContain(kept.owner.token);
+    const gc = jsonOut(await cli(["locks", "gc", "--data-dir", d.dataDir, "--yes", "--json"]));
+    expect(gc.removed).toEqual([
+      `restore-sagas/workspace-0123/.locks/op-b.lock.candidate-${dead}-${deadToken}`,
+    ]);
+    expect(readdirSync(locks)).toEqual([`op-a.lock.candidate-${process.pid}-${kept.owner.token}`]);
   });
 
   it("usage errors exit 2 with the JSON error on stderr", async () => {

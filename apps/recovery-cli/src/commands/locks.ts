@@ -20,11 +20,28 @@ export interface LockRow {
   transactionId: string | null;
   /** Election records and candidates beside the lock (what `locks gc` may remove). */
   leftovers: number;
+  /**
+   * Owner files of running processes beside the lock: kept for their next acquire (file-lock's
+   * `reuseOwnerFile`; the restore saga store uses it), or being published right now. `locks gc` leaves them.
+   */
+  kept: number;
   problem: string | null;
 }
 
 const LOCK_NAME = /\.lock$/;
 const LEFTOVER = /^(.*\.lock)\.(?:reap-|candidate-)/;
+const OWNER_FILE = /\.lock\.candidate-[0-9]+-[0-9a-f-]+$/;
+
+/** A candidate whose owner may still run: kept by it, not garbage. Unreadable ones count as leftovers. */
+function keptByLiveProcess(file: string): boolean {
+  if (!OWNER_FILE.test(file)) return false;
+  try {
+    const owner = inspectLock(file);
+    return owner !== null && ownerMayBeAlive(owner);
+  } catch {
+    return false;
+  }
+}
 
 function lockDirs(dataDir: string): string[] {
   const dirs = [dataDir, join(dataDir, "locks")];
@@ -76,10 +93,12 @@ export function lockPaths(dataDir: string): { path: string; leftovers: string[] 
 
 export function collectLocks(ctx: CommandContext): LockRow[] {
   return lockPaths(ctx.dataDir).map(({ path, leftovers }) => {
+    const kept = leftovers.filter(keptByLiveProcess).length;
     const base = {
       path: relative(ctx.dataDir, path),
       kind: kindOf(ctx.dataDir, path),
-      leftovers: leftovers.length,
+      leftovers: leftovers.length - kept,
+      kept,
     };
     try {
       const owner = existsSync(path) ? inspectLock(path) : null;
@@ -127,7 +146,7 @@ export async function locksList(ctx: CommandContext): Promise<Rendered> {
     rows.length === 0
       ? "No lock files.\n"
       : table(
-          ["lock", "kind", "pid", "owner", "since", "restore", "leftovers"],
+          ["lock", "kind", "pid", "owner", "since", "restore", "leftovers", "kept"],
           rows.map((row) => [
             row.path,
             row.kind,
@@ -142,6 +161,7 @@ export async function locksList(ctx: CommandContext): Promise<Rendered> {
             row.createdAt,
             row.transactionId,
             row.leftovers,
+            row.kept,
           ]),
           ctx.tty,
         );
@@ -154,7 +174,10 @@ export async function locksList(ctx: CommandContext): Promise<Rendered> {
  */
 export async function locksGc(ctx: CommandContext): Promise<Rendered> {
   const paths = lockPaths(ctx.dataDir);
-  const leftovers = paths.flatMap((entry) => entry.leftovers.map((file) => relative(ctx.dataDir, file)));
+  // A running process's kept owner file is not garbage (and its name holds a live token): not listed.
+  const leftovers = paths.flatMap((entry) =>
+    entry.leftovers.filter((file) => !keptByLiveProcess(file)).map((file) => relative(ctx.dataDir, file)),
+  );
   if (!ctx.yes) {
     const command = `${ctx.commandPrefix} locks gc --yes`;
     return {
