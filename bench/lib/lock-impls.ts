@@ -11,6 +11,8 @@ import properLockfile from "proper-lockfile";
 export type LockImpl =
   | "drydock"
   | "drydock-sync"
+  | "drydock-reuse"
+  | "drydock-reuse-sync"
   | "proper-lockfile"
   | "proper-lockfile-sync"
   | "lockfile"
@@ -36,6 +38,32 @@ export function makeLocker(impl: LockImpl, path: string): Locker {
       return {
         acquire() {
           const h = acquireLockSync(path, { waitMs: 60_000, retryMs: 20, label: "bench" });
+          return () => h.release();
+        },
+      };
+    // The same lock with reuseOwnerFile (what restore-saga's state locks use): the kept owner file is
+    // linked again instead of a new one being written.
+    case "drydock-reuse":
+      return {
+        async acquire() {
+          const h = await acquireLock(path, {
+            waitMs: 60_000,
+            retryMs: 20,
+            label: "bench",
+            reuseOwnerFile: true,
+          });
+          return () => h.release();
+        },
+      };
+    case "drydock-reuse-sync":
+      return {
+        acquire() {
+          const h = acquireLockSync(path, {
+            waitMs: 60_000,
+            retryMs: 20,
+            label: "bench",
+            reuseOwnerFile: true,
+          });
           return () => h.release();
         },
       };

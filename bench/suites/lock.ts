@@ -88,11 +88,16 @@ export async function runLock(opts: { quick: boolean }): Promise<SuiteResult> {
   const environment = describeEnvironment(dir);
   const uncontended: Record<string, number[]> = {};
   try {
-    for (const impl of ["drydock-sync", "proper-lockfile-sync", "lockfile-sync"] as const) {
+    for (const impl of [
+      "drydock-sync",
+      "drydock-reuse-sync",
+      "proper-lockfile-sync",
+      "lockfile-sync",
+    ] as const) {
       const locker = makeLocker(impl, join(dir, `${impl}.lock`));
       uncontended[impl] = timeSync(() => (locker.acquire() as () => void)(), iterations);
     }
-    for (const impl of ["drydock", "proper-lockfile", "lockfile"] as const) {
+    for (const impl of ["drydock", "drydock-reuse", "proper-lockfile", "lockfile"] as const) {
       const locker = makeLocker(impl, join(dir, `${impl}.lock`));
       uncontended[impl] = await timeAsync(async () => {
         await (await locker.acquire())();
@@ -132,6 +137,8 @@ export async function runLock(opts: { quick: boolean }): Promise<SuiteResult> {
     floorLinkLockFsyncP50Ms: floor.linkLockFsyncMs,
     uncontendedDrydockAsyncP50Ms: p50("drydock"),
     uncontendedDrydockSyncP50Ms: p50("drydock-sync"),
+    uncontendedDrydockReuseAsyncP50Ms: p50("drydock-reuse"),
+    uncontendedDrydockReuseSyncP50Ms: p50("drydock-reuse-sync"),
     uncontendedProperLockfileP50Ms: p50("proper-lockfile"),
     uncontendedLockfileP50Ms: p50("lockfile"),
   };
@@ -180,6 +187,7 @@ export async function runLock(opts: { quick: boolean }): Promise<SuiteResult> {
       "Retry settings: drydock retryMs 20 (jittered backoff from ~1 ms); proper-lockfile retries 3,000 (≈60 s) with minTimeout 1, maxTimeout 20, factor 1.5; lockfile pollPeriod 10 ms (no backoff).",
       "proper-lockfile's and lockfile's sync APIs cannot wait, so they appear uncontended only.",
       "Link floor: candidate write + link + unlink of the same bytes with raw fs calls (with and without fsync of the candidate).",
+      "drydock-reuse rows: the same lock with reuseOwnerFile (restore-saga's state locks use it): the owner file kept from the last release is linked again, so no file is created or freed; it beats the link floor, which writes a new file every time.",
     ],
   };
 }
