@@ -19,7 +19,12 @@ import {
   readRegularFile,
   replaceFile,
 } from "./internal/files.js";
-import { type StateLockOptions, withNestedLock, withStateLock } from "./internal/state-lock.js";
+import {
+  type StateLockOptions,
+  sweepDeadLockFiles,
+  withNestedLock,
+  withStateLock,
+} from "./internal/state-lock.js";
 import { verifiedChains } from "./internal/verified-chains.js";
 import {
   basePhase,
@@ -366,6 +371,22 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   const opLock = (id: string): string => join(locksDir, `${id}.lock`);
   const shardLock = join(locksDir, "shard.lock");
   const verified = verifiedChains();
+  let locksSwept = false;
+
+  /**
+   * Before the first lock a store takes: what dead processes left in `.locks/` is removed. The owner files
+   * they kept for reuse would otherwise pile up with every killed process.
+   */
+  function sweepLocksOnce(): void {
+    if (locksSwept) return;
+    locksSwept = true;
+    sweepDeadLockFiles(locksDir, fs, options.lock);
+  }
+
+  function stateLock<T>(path: string, what: string, fn: () => T | Promise<T>): Promise<T> {
+    sweepLocksOnce();
+    return withStateLock(path, what, fs, options.lock, fn);
+  }
 
   /** lstat that answers null for a missing path; any other failure is the state being unreadable. */
   function present(path: string): ReturnType<FileOps["lstatSync"]> | null {
@@ -870,7 +891,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         });
       }
       ensureLayout();
-      return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () => {
+      return stateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, () => {
         if (present(join(archiveDir, operationId))) {
           throw new SagaError({
             code: "ALREADY_EXISTS",
@@ -963,9 +984,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           message: `No active restore saga ${operationId} exists for ${workspaceRoot}.`,
         });
       }
-      return withStateLock(opLock(operationId), `restore saga ${operationId}`, fs, options.lock, () =>
-        loadLocked(operationId),
-      );
+      return stateLock(opLock(operationId), `restore saga ${operationId}`, () => loadLocked(operationId));
     },
 
     async advance(operationId, input) {
@@ -1000,7 +1019,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         });
       }
       const fence = { expectedSeq, expectedHash };
-      return withStateLock(opLock(operationId), `restore saga ${operationId}`, fs, options.lock, () => {
+      return stateLock(opLock(operationId), `restore saga ${operationId}`, () => {
         const state = loadLocked(operationId);
         if (state.seq !== expectedSeq || state.headHash !== expectedHash) {
           throw new SagaError({
@@ -1182,6 +1201,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       const diagnostics: PendingDiagnostic[] = [];
       for (const id of page) {
         try {
+          sweepLocksOnce();
           const state = await withStateLock(
             opLock(id),
             `restore saga ${id}`,
@@ -1363,7 +1383,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       throw new SagaError({ code: "NOT_FOUND", operationId: id, message: `No restore saga ${id} exists.` });
     }
     ensureLayout();
-    return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, options.lock, () =>
+    return stateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, () =>
       withStateLockSync(id, fn),
     );
   }

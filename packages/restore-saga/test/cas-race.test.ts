@@ -15,7 +15,10 @@ afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-function start(args: string[]): {
+function start(
+  args: string[],
+  env: Record<string, string> = {},
+): {
   proc: ChildProcessWithoutNullStreams;
   ready: Promise<void>;
   result: Promise<string>;
@@ -27,6 +30,7 @@ function start(args: string[]): {
       cwd: PACKAGE_DIR,
       detached: true,
       stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, ...env },
     },
   );
   cleanups.push(() => {
@@ -93,5 +97,40 @@ describe("saga compare-and-set across processes", () => {
       "000002-aborted.json",
       "HEAD",
     ]);
+  });
+
+  it("a process killed after an advance leaves its kept lock owner file; the next store sweeps it, not a live one's", async () => {
+    const base = makeTempDir("race");
+    cleanups.push(() => removeDir(base));
+    const workspace = join(base, "workspace");
+    const stateDir = join(base, "state");
+    fs.mkdirSync(workspace);
+    const store = openSagaStore({ stateDir, workspaceRoot: workspace });
+    const saga = await store.create("killed-op", {
+      kind: "checkpoint-restore",
+      checkpointId: "ckpt-x",
+      checkpointManifestDigest: HASH,
+      actorPid: process.pid,
+    });
+    const goFile = join(base, "go");
+    const child = start(
+      [stateDir, workspace, "killed-op", String(saga.seq), saga.headHash, goFile, "killed"],
+      { SAGA_CHILD_SIGKILL: "1" },
+    );
+    await child.ready;
+    fs.writeFileSync(goFile, "go");
+    expect(await child.result).toBe("ok 2");
+    const locks = join(store.shardDir, ".locks");
+    const ownerFilesOf = (pid: number) =>
+      fs.readdirSync(locks).filter((name) => name.includes(`.candidate-${pid}-`));
+    expect(ownerFilesOf(child.proc.pid!)).toEqual([expect.stringMatching(/^killed-op\.lock\.candidate-/)]);
+    const ours = ownerFilesOf(process.pid);
+    expect(ours.length).toBeGreaterThan(0);
+
+    const next = openSagaStore({ stateDir, workspaceRoot: workspace });
+    expect((await next.load("killed-op")).seq).toBe(2);
+    expect(ownerFilesOf(child.proc.pid!)).toEqual([]);
+    // This live process's kept files are not garbage.
+    expect(ownerFilesOf(process.pid)).toEqual(expect.arrayContaining(ours));
   });
 });

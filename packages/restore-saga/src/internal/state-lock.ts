@@ -1,6 +1,8 @@
+import { join } from "node:path";
 import {
   acquireLock,
   acquireLockSync,
+  collectLockGarbage,
   type FileOps,
   isLockError,
   type LockHandle,
@@ -120,4 +122,38 @@ export function withNestedLock<T>(
     throw lockFailed(error, what);
   }
   return result;
+}
+
+/** `<lock>.candidate-…` and `<lock>.reap-…` (and an election record's own candidates): what gc looks at. */
+const LOCK_LEFTOVER = /^(.+\.lock)\.(?:candidate-|reap-)/;
+
+/**
+ * Removes what dead processes left in a state-lock directory: the owner files they kept for their next
+ * acquire (`reuseOwnerFile` keeps up to 16 per process, and a SIGKILLed process cannot remove its own),
+ * candidates of a crash mid-acquire, and election records whose lock moved on. collectLockGarbage judges
+ * every file, so a live process's are kept. Hygiene only: a failure here is ignored (the next store retries).
+ */
+export function sweepDeadLockFiles(dir: string, fs: FileOps, options: StateLockOptions | undefined): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  const locks = new Set<string>();
+  for (const name of names) {
+    const lock = LOCK_LEFTOVER.exec(name)?.[1];
+    if (lock !== undefined) locks.add(lock);
+  }
+  for (const lock of locks) {
+    try {
+      collectLockGarbage(join(dir, lock), {
+        fs,
+        ...(options?.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+        ...(options?.identity ? { identity: options.identity } : {}),
+      });
+    } catch {
+      // Hygiene only.
+    }
+  }
 }
