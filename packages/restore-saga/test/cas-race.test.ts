@@ -60,21 +60,26 @@ function start(
   return { proc, ready, result };
 }
 
+/** A fresh state dir and workspace with one saga just created (seq 1), and a go file path for children. */
+async function sagaAtSeq1(operationId: string) {
+  const base = makeTempDir("race");
+  cleanups.push(() => removeDir(base));
+  const workspace = join(base, "workspace");
+  const stateDir = join(base, "state");
+  fs.mkdirSync(workspace);
+  const store = openSagaStore({ stateDir, workspaceRoot: workspace });
+  const saga = await store.create(operationId, {
+    kind: "checkpoint-restore",
+    checkpointId: "ckpt-x",
+    checkpointManifestDigest: HASH,
+    actorPid: process.pid,
+  });
+  return { workspace, stateDir, store, saga, goFile: join(base, "go") };
+}
+
 describe("saga compare-and-set across processes", () => {
   it("lets exactly one of two racing processes advance the same saga; the other gets CONFLICT", async () => {
-    const base = makeTempDir("race");
-    cleanups.push(() => removeDir(base));
-    const workspace = join(base, "workspace");
-    const stateDir = join(base, "state");
-    fs.mkdirSync(workspace);
-    const store = openSagaStore({ stateDir, workspaceRoot: workspace });
-    const saga = await store.create("race-op", {
-      kind: "checkpoint-restore",
-      checkpointId: "ckpt-x",
-      checkpointManifestDigest: HASH,
-      actorPid: process.pid,
-    });
-    const goFile = join(base, "go");
+    const { workspace, stateDir, store, saga, goFile } = await sagaAtSeq1("race-op");
     const racers = ["a", "b"].map((name) =>
       start([stateDir, workspace, "race-op", String(saga.seq), saga.headHash, goFile, name]),
     );
@@ -100,19 +105,7 @@ describe("saga compare-and-set across processes", () => {
   });
 
   it("a process killed after an advance leaves its kept lock owner file; the next store sweeps it, not a live one's", async () => {
-    const base = makeTempDir("race");
-    cleanups.push(() => removeDir(base));
-    const workspace = join(base, "workspace");
-    const stateDir = join(base, "state");
-    fs.mkdirSync(workspace);
-    const store = openSagaStore({ stateDir, workspaceRoot: workspace });
-    const saga = await store.create("killed-op", {
-      kind: "checkpoint-restore",
-      checkpointId: "ckpt-x",
-      checkpointManifestDigest: HASH,
-      actorPid: process.pid,
-    });
-    const goFile = join(base, "go");
+    const { workspace, stateDir, store, saga, goFile } = await sagaAtSeq1("killed-op");
     const child = start(
       [stateDir, workspace, "killed-op", String(saga.seq), saga.headHash, goFile, "killed"],
       { SAGA_CHILD_SIGKILL: "1" },
