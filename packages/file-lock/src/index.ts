@@ -2,7 +2,7 @@
 // election, fenced takeover. Public API only (internals live in src/internal/). Exports, by module:
 //   errors   LockError, its code → status table and guard
 //   fs       the FileOps seam shared by every drydock package that writes durable state
-//   gc       collectLockGarbage
+//   gc       collectLockGarbage, and its sweep of a whole directory of locks
 //   identity the default host / boot / process-start facts (LockIdentity)
 //   lock     acquire (async + sync), withLock, inspect, takeover, LockHandle
 //   liveness the lock's own verdict on a recorded process, for previews and initiator checks
@@ -25,7 +25,7 @@ export {
   fsyncAsync,
   nodeFileOps,
 } from "./fs.js";
-export { collectLockGarbage, type GarbageOptions } from "./gc.js";
+export { collectLockGarbage, collectLockGarbageIn, type GarbageOptions } from "./gc.js";
 export { createSystemIdentity } from "./internal/identity.js";
 export { judgeOwnerLiveness, type ProcessClaim } from "./liveness.js";
 export type { InspectOptions, LockHandle } from "./lock.js";

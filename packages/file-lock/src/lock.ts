@@ -120,8 +120,8 @@ function isSameInode(a: FileId | null, b: FileId | null): boolean {
 
 /** The part of acquisition shared by the sync and async loops: everything but the waiting. */
 class Acquisition {
-  owner: LockOwner;
-  candidate: string;
+  private owner: LockOwner;
+  private candidate: string;
   /** With `reuseOwnerFile`: where the owner file goes after a clean release (see internal/kept-owners.ts). */
   private readonly keepKey: string | undefined;
   /** The candidate is a kept owner file, already written. */

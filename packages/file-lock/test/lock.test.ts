@@ -6,6 +6,7 @@ import {
   acquireLock,
   acquireLockSync,
   collectLockGarbage,
+  collectLockGarbageIn,
   createSystemIdentity,
   errnoError,
   type FileOps,
@@ -371,6 +372,49 @@ describe("reaper election", () => {
     }
     handle.release();
     expect(collectLockGarbage(lock).removed).toEqual([files.currentRecord]);
+  });
+
+  it("collectLockGarbageIn does the same for every lock in a directory, listing it once", async () => {
+    const { dir, lock: held } = newLock("held.lock");
+    const absent = join(dir, "absent.lock");
+    const handle = await acquireLock(held);
+    const dead = await deadPid();
+    const gone = randomUUID();
+    const files = {
+      heldCurrentRecord: `${held}.reap-${handle.owner.token}`,
+      heldGoneRecord: `${held}.reap-${gone}`,
+      heldDeadCandidate: `${held}.candidate-${dead}-${randomUUID()}`,
+      absentDeadCandidate: `${absent}.candidate-${dead}-${randomUUID()}`,
+      absentDeadRecordCandidate: `${absent}.reap-${gone}.candidate-${dead}-${randomUUID()}`,
+      absentLiveCandidate: `${absent}.candidate-${process.pid}-${randomUUID()}`,
+      unrelated: join(dir, "notes.txt"),
+    };
+    for (const path of Object.values(files)) writeFileSync(path, `${dead}\n`);
+    writeFileSync(files.absentLiveCandidate, seedOwnerText(process.pid, randomUUID()));
+    let listings = 0;
+    const fs: FileOps = {
+      ...nodeFileOps,
+      readdirSync: ((path: string) => {
+        listings += 1;
+        return nodeFileOps.readdirSync(path);
+      }) as FileOps["readdirSync"],
+    };
+    const { removed } = collectLockGarbageIn(dir, { fs });
+    expect(listings).toBe(1);
+    expect(removed.sort()).toEqual(
+      [
+        files.heldGoneRecord,
+        files.heldDeadCandidate,
+        files.absentDeadCandidate,
+        files.absentDeadRecordCandidate,
+      ].sort(),
+    );
+    for (const kept of [files.heldCurrentRecord, files.absentLiveCandidate, files.unrelated, held]) {
+      expect(existsSync(kept)).toBe(true);
+    }
+    expect(inspectLock(held)?.token).toBe(handle.owner.token);
+    handle.release();
+    expect(collectLockGarbageIn(join(dir, "missing")).removed).toEqual([]);
   });
 });
 

@@ -1,8 +1,7 @@
-import { join } from "node:path";
 import {
   acquireLock,
   acquireLockSync,
-  collectLockGarbage,
+  collectLockGarbageIn,
   type FileOps,
   isLockError,
   type LockHandle,
@@ -43,7 +42,12 @@ export function releaseWithRetry(handle: LockHandle): void {
 /**
  * The store takes one of these per call, for a few file operations each: an acquire that links a kept owner
  * file instead of creating one is most of what the lock costs (file-lock's `reuseOwnerFile`).
- *
+ */
+function stateLockOptions(fs: FileOps, options: StateLockOptions | undefined): LockOptions {
+  return { waitMs: 5_000, ...options, fs, label: "restore saga", reuseOwnerFile: true };
+}
+
+/**
  * Runs `fn` under a short cross-process lock. The store's callbacks are synchronous, so no other task of
  * this process interleaves between their reads and the writes that depend on them. Dead holders are reaped (these locks guard only the store's own files).
  */
@@ -56,13 +60,7 @@ export async function withStateLock<T>(
 ): Promise<T> {
   let handle: LockHandle;
   try {
-    handle = await acquireLock(path, {
-      waitMs: 5_000,
-      ...options,
-      fs,
-      label: "restore saga",
-      reuseOwnerFile: true,
-    });
+    handle = await acquireLock(path, stateLockOptions(fs, options));
   } catch (error) {
     throw lockFailed(error, what);
   }
@@ -95,13 +93,7 @@ export function withNestedLock<T>(
 ): T {
   let handle: LockHandle;
   try {
-    handle = acquireLockSync(path, {
-      waitMs: 5_000,
-      ...options,
-      fs,
-      label: "restore saga",
-      reuseOwnerFile: true,
-    });
+    handle = acquireLockSync(path, stateLockOptions(fs, options));
   } catch (error) {
     throw lockFailed(error, what);
   }
@@ -124,36 +116,20 @@ export function withNestedLock<T>(
   return result;
 }
 
-/** `<lock>.candidate-…` and `<lock>.reap-…` (and an election record's own candidates): what gc looks at. */
-const LOCK_LEFTOVER = /^(.+\.lock)\.(?:candidate-|reap-)/;
-
 /**
  * Removes what dead processes left in a state-lock directory: the owner files they kept for their next
  * acquire (`reuseOwnerFile` keeps up to 16 per process, and a SIGKILLed process cannot remove its own),
- * candidates of a crash mid-acquire, and election records whose lock moved on. collectLockGarbage judges
- * every file, so a live process's are kept. Hygiene only: a failure here is ignored (the next store retries).
+ * candidates of a crash mid-acquire, and election records whose lock moved on. file-lock judges every file,
+ * so a live process's are kept. Hygiene only: a failure here is ignored (the next store retries).
  */
 export function sweepDeadLockFiles(dir: string, fs: FileOps, options: StateLockOptions | undefined): void {
-  let names: string[];
   try {
-    names = fs.readdirSync(dir);
+    collectLockGarbageIn(dir, {
+      fs,
+      ...(options?.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+      ...(options?.identity ? { identity: options.identity } : {}),
+    });
   } catch {
-    return;
-  }
-  const locks = new Set<string>();
-  for (const name of names) {
-    const lock = LOCK_LEFTOVER.exec(name)?.[1];
-    if (lock !== undefined) locks.add(lock);
-  }
-  for (const lock of locks) {
-    try {
-      collectLockGarbage(join(dir, lock), {
-        fs,
-        ...(options?.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
-        ...(options?.identity ? { identity: options.identity } : {}),
-      });
-    } catch {
-      // Hygiene only.
-    }
+    // Hygiene only.
   }
 }
