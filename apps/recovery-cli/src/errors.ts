@@ -102,6 +102,8 @@ export function classifyError(error: unknown): { exitCode: ExitCode; code: strin
         };
       case "ACTION_NOT_ALLOWED":
         return { exitCode: EXIT_CODES.UNSAFE, code: error.code };
+      case "NOT_FOUND":
+        return { exitCode: EXIT_CODES.NOT_FOUND, code: error.code };
     }
   }
   if (isSagaError(error)) return { exitCode: SAGA_EXIT[error.code] ?? EXIT_CODES.FAILURE, code: error.code };

@@ -447,14 +447,32 @@ describe("drydock against data left by killed processes", () => {
     const before = readFileSync(journal, "utf8");
     const closed = await closedPortUrl();
     secrets.add("tok-closed-port-0123456789");
+    const plan = jsonOut(await cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()));
+    const item = plan.plan.items.find((candidate: Parsed) => candidate.botId === "bot-keyonly");
+    expect(item.stateDigest).toMatch(/^sha256:[0-9a-f]{64}$/);
     const [status, retire, down, statusDown] = await Promise.all([
       cli(["status", "--data-dir", d.dataDir]),
-      cli(["creates", "retire", "bot-keyonly", "--data-dir", d.dataDir, "--yes", "--json"], providerEnv()),
+      cli(
+        [
+          "creates",
+          "retire",
+          "bot-keyonly",
+          "--expected-state",
+          item.stateDigest,
+          "--data-dir",
+          d.dataDir,
+          "--yes",
+          "--json",
+        ],
+        providerEnv(),
+      ),
       cli([
         "creates",
         "adopt",
         "bot-keyonly",
         "bx_22222222",
+        "--expected-state",
+        item.stateDigest,
         "--data-dir",
         d.dataDir,
         "--yes",
@@ -479,7 +497,7 @@ describe("drydock against data left by killed processes", () => {
     expect(jsonOut(statusDown).verdict).toMatch(/^INCOMPLETE/);
   });
 
-  it("a deletion killed after its fence: the plan's retry command re-sends DELETE and the fence is settled", async () => {
+  it("a deletion killed after its fence: --yes without the plan's fence is a usage error that sends nothing; the plan's retry command re-sends DELETE and the fence is settled", async () => {
     const d = D.deletion();
     const boat = deletedBoat;
     const [fencesRun, planRun] = await Promise.all([
@@ -492,17 +510,57 @@ describe("drydock against data left by killed processes", () => {
     const item = plan.plan.items.find((candidate: { kind: string }) => candidate.kind === "deletion_fence");
     expect(item.action.name).toBe("retryDeletion");
 
+    // Every Boat action needs the fence its preview printed: without it nothing is sent or written.
+    const journalFile = join(d.dataDir, "box-delete-requests.json");
+    const journalBefore = readFileSync(journalFile, "utf8");
+    const deletesBefore = sim.stats().deleteRequests;
+    const unfenced = await Promise.all(
+      [
+        ["deletions", "retry", boat.boxId],
+        ["deletions", "reconcile", boat.boxId],
+        ["creates", "retire", "bot-deleted"],
+        ["creates", "adopt", "bot-deleted", boat.boxId],
+      ].map((command) => cli([...command, "--data-dir", d.dataDir, "--yes", "--json"], providerEnv())),
+    );
+    for (const run of unfenced) {
+      expect(run.code).toBe(2);
+      expect(jsonErr(run).error).toMatchObject({
+        code: "USAGE",
+        message: expect.stringContaining("--expected-state"),
+      });
+    }
+    expect(sim.stats().deleteRequests).toBe(deletesBefore);
+    expect(readFileSync(journalFile, "utf8")).toBe(journalBefore);
+    // Nothing to act on is "not found" (exit 3), with the controller's own code.
+    const missing = await cli(
+      [
+        "creates",
+        "retire",
+        "bot-nobody",
+        "--expected-state",
+        `sha256:${"0".repeat(64)}`,
+        "--data-dir",
+        d.dataDir,
+        "--yes",
+        "--json",
+      ],
+      providerEnv(),
+    );
+    expect(missing.code).toBe(3);
+    expect(jsonErr(missing).error.code).toBe("NOT_FOUND");
+
     const applied = await cli([...argsOf(item.action.command), "--json"], providerEnv());
     expect(applied.code).toBe(0);
     expect(jsonOut(applied)).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
     const after = await openBoatDeleteJournal({ dataDir: d.dataDir }).boatDeletionSnapshot();
     expect(after.every((record) => record.phase === "accepted")).toBe(true);
     if (after.length > 0) {
-      // boat.dev accepted the DELETE but had not finished when the retry stopped polling: one reconcile.
-      const reconciled = await cli(
-        ["deletions", "reconcile", boat.boxId, "--data-dir", d.dataDir, "--yes", "--json"],
-        providerEnv(),
-      );
+      // boat.dev accepted the DELETE but had not finished when the retry stopped polling: the new plan's
+      // reconcile command (with the fence it printed) finishes it.
+      const replanned = jsonOut(await cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()));
+      const next = replanned.plan.items.find((candidate: Parsed) => candidate.kind === "deletion_fence");
+      expect(next.action.name).toBe("reconcileDeletion");
+      const reconciled = await cli([...argsOf(next.action.command), "--json"], providerEnv());
       expect(reconciled.code).toBe(0);
     }
     expect(await openBoatDeleteJournal({ dataDir: d.dataDir }).boatDeletionSnapshot()).toEqual([]);

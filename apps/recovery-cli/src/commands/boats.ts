@@ -8,6 +8,7 @@ import {
   type PlanItem,
 } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
+import { CliError } from "../errors.js";
 import { duration, type Rendered, table } from "../render.js";
 
 export function journals(ctx: CommandContext) {
@@ -70,16 +71,25 @@ export function planTable(ctx: CommandContext, items: readonly PlanItem[]): stri
 /**
  * A Boat action. Without --yes: find the plan item that proposes exactly this action for this target and
  * print it with the command to paste (nothing changes). With --yes: the action, which re-reads everything
- * it depends on and refuses with STATE_CHANGED (exit 4) when --expected-state no longer matches.
+ * it depends on and refuses with STATE_CHANGED (exit 4) when --expected-state no longer matches. --yes
+ * without --expected-state is a usage error (exit 2): a change is applied only against the exact state a
+ * person previewed, never against whatever the journals and boat.dev say at that moment.
  */
 export async function boatAction(
   ctx: CommandContext,
   action: BoatActionName,
   target: { botId?: string; boxId?: string },
-  apply: (recovery: BoatRecovery, expectedState: string | undefined) => Promise<unknown>,
+  apply: (recovery: BoatRecovery, expectedState: string) => Promise<unknown>,
 ): Promise<Rendered> {
+  const expectedState = ctx.options.expectedState;
+  if (ctx.yes && expectedState === undefined) {
+    throw new CliError(
+      "USAGE",
+      `Applying ${action} needs --expected-state sha256:… from its preview: run the same command without --yes (or \`drydock reconcile\`) and paste the command it prints. Nothing was changed.`,
+    );
+  }
   const recovery = boatRecovery(ctx);
-  if (!ctx.yes) {
+  if (!ctx.yes || expectedState === undefined) {
     const plan = await recovery.plan();
     const item =
       plan.items.find(
@@ -106,7 +116,7 @@ export async function boatAction(
       human,
     };
   }
-  const result = (await apply(recovery, ctx.options.expectedState)) as Record<string, unknown>;
+  const result = (await apply(recovery, expectedState)) as Record<string, unknown>;
   return { data: result, human: `${describe(result)}\n` };
 }
 

@@ -69,12 +69,12 @@ export async function createsList(ctx: CommandContext): Promise<Rendered> {
 
 export function createsAdopt(ctx: CommandContext, botId: string, boxId: string): Promise<Rendered> {
   return boatAction(ctx, "adopt", { botId, boxId }, (recovery, expectedState) =>
-    recovery.adopt(botId, boxId, expectedState === undefined ? {} : { expectedState }),
+    recovery.adopt(botId, boxId, { expectedState }),
   );
 }
 
 export function createsRetire(ctx: CommandContext, botId: string): Promise<Rendered> {
   return boatAction(ctx, "retireCreate", { botId }, (recovery, expectedState) =>
-    recovery.retireCreate(botId, expectedState === undefined ? {} : { expectedState }),
+    recovery.retireCreate(botId, { expectedState }),
   );
 }

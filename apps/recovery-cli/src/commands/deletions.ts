@@ -52,12 +52,12 @@ export async function deletionsList(ctx: CommandContext): Promise<Rendered> {
 
 export function deletionsReconcile(ctx: CommandContext, boxId: string): Promise<Rendered> {
   return boatAction(ctx, "reconcileDeletion", { boxId }, (recovery, expectedState) =>
-    recovery.reconcileDeletion(boxId, expectedState === undefined ? {} : { expectedState }),
+    recovery.reconcileDeletion(boxId, { expectedState }),
   );
 }
 
 export function deletionsRetry(ctx: CommandContext, boxId: string): Promise<Rendered> {
   return boatAction(ctx, "retryDeletion", { boxId }, (recovery, expectedState) =>
-    recovery.retryDeletion(boxId, expectedState === undefined ? {} : { expectedState }),
+    recovery.retryDeletion(boxId, { expectedState }),
   );
 }
