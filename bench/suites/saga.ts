@@ -323,6 +323,12 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
 
     const p50 = (x: number[]) => summarize(x).p50Ms;
     const mb = (files * bytesEach) / 2 ** 20;
+    // What the chain costs beyond its floor (locks, reads, checks, hashing) moves far less with the disk
+    // than the floor, which is all disk: so the 1.3× target holds on a disk whose durable replace costs at
+    // least replaceMsForTarget. The figure needed to state the target as a disk-speed band.
+    const chainOverheadMs = p50(chain) - p50(floorSamples);
+    const replaceMs = p50(floorSamples) / replaces;
+    const replaceMsForTarget = chainOverheadMs / (0.3 * replaces);
     return {
       id: "saga",
       title: "Restore saga: chain writes, verification, checkpoint and restore",
@@ -391,6 +397,9 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
         fsyncsPerChain,
         chainRawWritesP50Ms: p50(rawSamples),
         chainOverRawWrites: p50(chain) / p50(rawSamples),
+        chainOverheadMs,
+        replaceMs,
+        replaceMsForTarget,
         load64P50Ms: p50(loads),
         checkpointMs,
         restoreMs,
@@ -402,6 +411,7 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
       notes: [
         `Floor for the chain: ${replaces} durable atomic replaces (temp write + fsync + rename + fsync(dir)), i.e. the same number of fsyncs as the chain (${fsyncsPerChain}, counted on a chain after the first, which also creates the store's directories).`,
         `The raw-writes row makes the chain's own durable writes (a new directory, 8 new event files, HEAD published 9 times; ${fsyncsPerChain} fsyncs) with bare fs calls. It splits the gap: the chain is ${fmtRatio(p50(chain) / p50(rawSamples))} those writes (drydock's locks, re-reads, verification and hashing), and those writes are ${fmtRatio(p50(rawSamples) / p50(floorSamples))} the floor.`,
+        `What the chain adds to its floor: ${fmtMs(chainOverheadMs)} ms per chain, ${fmtMs(chainOverheadMs / 8)} ms per call (locks, re-reads, verification, hashing; it moves far less with the disk than the floor does). At this cost, 1.3× holds on a disk where one durable atomic replace costs at least ${fmtMs(replaceMsForTarget)} ms; here one cost ${fmtMs(replaceMs)} ms.`,
         "The target row times the saga store's calls (create and each advance, each taking the saga's own lock); the context row is the wall time with the workspace lock the locked phase names taken and released too (it needs no fsync once its directory exists).",
         "Restore target: within 2× of the fsync-per-file copy; it also writes a safety checkpoint of the changed files first.",
         `For context only (the target stays the copy into new files): the restore is ${fmtRatio(restoreMs / overwriteMs)} a copy over the existing files with an fsync per file.`,
