@@ -135,6 +135,7 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
       "delete archived restore sagas finished more than N days ago, keeping a receipt each (only with --yes)",
     )
     .addOption(new Option("--older-than-days <n>", "finished at least this many days ago").default("30"))
+    .option("--expected-state <digest>", "the digest of the list printed by the preview")
     .action(run((ctx) => restoresPurge(ctx)));
 
   program

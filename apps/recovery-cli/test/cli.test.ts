@@ -257,18 +257,34 @@ describe("drydock against data left by killed processes", () => {
     const purgePreview = await cli(["restores", "purge", "--older-than-days", "0", "--data-dir", d.dataDir]);
     expect(purgePreview.code).toBe(0);
     expect(purgePreview.stdout).toContain("op-completed");
-    expect(purgePreview.stdout).toContain("restores purge --older-than-days 0 --yes");
-    expect(snapshotTree(d.dataDir)).toEqual(beforePurge);
-    const purged = await cli([
-      "restores",
-      "purge",
-      "--older-than-days",
-      "0",
-      "--yes",
-      "--data-dir",
-      d.dataDir,
-      "--json",
+    expect(purgePreview.stdout).toMatch(
+      /restores purge --older-than-days 0 --expected-state sha256:[0-9a-f]{64} --yes/,
+    );
+    const previewed = jsonOut(
+      await cli(["restores", "purge", "--older-than-days", "0", "--data-dir", d.dataDir, "--json"]),
+    );
+    // The fence is the list: --yes alone, or the digest of another list (the 30-day one, empty), purge nothing.
+    const [unfenced, otherList] = await Promise.all([
+      cli(["restores", "purge", "--older-than-days", "0", "--yes", "--data-dir", d.dataDir, "--json"]),
+      cli([
+        "restores",
+        "purge",
+        "--older-than-days",
+        "0",
+        "--expected-state",
+        recent.stateDigest,
+        "--yes",
+        "--data-dir",
+        d.dataDir,
+        "--json",
+      ]),
     ]);
+    expect(unfenced.code).toBe(2);
+    expect(jsonErr(unfenced).error.code).toBe("USAGE");
+    expect(otherList.code).toBe(4);
+    expect(jsonErr(otherList).error.code).toBe("FENCE_MISMATCH");
+    expect(snapshotTree(d.dataDir)).toEqual(beforePurge);
+    const purged = await cli([...argsOf(previewed.command), "--json"]);
     expect(purged.code).toBe(0);
     expect(jsonOut(purged).purged).toEqual([
       expect.objectContaining({

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { RestoreActionName, RestorePreview } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
@@ -271,10 +272,24 @@ export interface PurgeCandidate {
 }
 
 /**
+ * The fence of a purge: a digest of exactly which archives the preview listed, each at its final seq and
+ * head hash. A purge applies only when the list it finds again is the same, so an archive that crossed the
+ * age cutoff (or appeared, or was purged by someone else) after the preview is never purged unseen.
+ */
+function purgeDigest(candidates: readonly PurgeCandidate[]): string {
+  const facts = candidates
+    .map((c) => [c.botId, c.operationId, c.seq, c.headHash] as const)
+    .sort((a, b) => (a[0] === b[0] ? a[1].localeCompare(b[1]) : a[0].localeCompare(b[0])));
+  const hash = createHash("sha256").update("drydock-restores-purge-v1\0").update(JSON.stringify(facts));
+  return `sha256:${hash.digest("hex")}`;
+}
+
+/**
  * Archived restore sagas finished at least `--older-than-days` days ago (default 30). Without --yes: the
- * list, nothing changed. With it: each is purged with the fence just read (its events deleted, a receipt
- * with its final phase, seq and head hash kept, the id never reused). An archive whose chain does not
- * verify is reported and kept: it is evidence.
+ * list and its digest, nothing changed. With --yes and that digest (`--expected-state`): each is purged
+ * with the fence just read (its events deleted, a receipt with its final phase, seq and head hash kept, the
+ * id never reused), but only if the list is still exactly the one previewed (else exit 4, nothing purged).
+ * An archive whose chain does not verify is reported and kept: it is evidence.
  */
 export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
   const days = Number(ctx.options.olderThanDays ?? "30");
@@ -305,9 +320,10 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
     }
   }
   const listed = candidates.map(({ store: _store, ...rest }) => rest);
+  const stateDigest = purgeDigest(listed);
   const keptText = kept.map((k) => `kept ${k.botId}/${k.operationId}: ${k.problem}\n`).join("");
   if (!ctx.yes) {
-    const command = `${ctx.commandPrefix} restores purge --older-than-days ${days} --yes`;
+    const command = `${ctx.commandPrefix} restores purge --older-than-days ${days} --expected-state ${stateDigest} --yes`;
     const human =
       listed.length === 0
         ? `Preview: no archived restore finished ${days} or more days ago. Nothing was changed.\n${keptText}`
@@ -316,7 +332,22 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
             listed.map((c) => [c.botId, c.operationId, c.phase, c.seq, c.finishedAt]),
             ctx.tty,
           )}Preview: ${listed.length} archived restore(s) would be purged (events deleted, a receipt kept). Nothing was changed.\n${keptText}To apply it, run:\n  ${command}\n`;
-    return { data: { ok: true, preview: true, changed: false, candidates: listed, kept, command }, human };
+    return {
+      data: { ok: true, preview: true, changed: false, candidates: listed, kept, stateDigest, command },
+      human,
+    };
+  }
+  if (ctx.options.expectedState === undefined) {
+    throw new CliError(
+      "USAGE",
+      "Purging needs --expected-state sha256:… from its preview: run `drydock restores purge` without --yes and paste the command it prints. Nothing was changed.",
+    );
+  }
+  if (ctx.options.expectedState !== stateDigest) {
+    throw new CliError(
+      "FENCE_MISMATCH",
+      `The archived restores to purge are not the ones previewed (now ${listed.length}); nothing was purged. Run \`drydock restores purge --older-than-days ${days}\` again and check the list.`,
+    );
   }
   const purged: PurgeCandidate[] = [];
   for (const { store, ...candidate } of candidates) {
