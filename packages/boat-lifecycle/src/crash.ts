@@ -20,6 +20,8 @@ export const LIFECYCLE_CRASH_POINTS = [
   "provision.after-resolve",
   /** A definitive refusal removed the key (nothing was created under it). */
   "provision.after-discard",
+  /** The remembered Boat was proven gone, and its stale create row was discarded; no new key yet. */
+  "provision.after-discard-stale",
   /** A Boat found by its deterministic name was written into the create journal. */
   "provision.after-adopt",
   /** The deletion fence (prepared record) is durable; no DELETE has left yet. */
@@ -28,6 +30,10 @@ export const LIFECYCLE_CRASH_POINTS = [
   "delete.after-delete-response",
   /** The receipt is journaled (accepted): from here on a second DELETE would be blind. */
   "delete.after-accepted",
+  /** A later receipt status (processing) polled from boat.dev is journaled. */
+  "delete.after-receipt-progress",
+  /** The completed status is journaled; the create row and the fence are not retired yet. */
+  "delete.after-receipt-completed",
   /** The fence was marked blocked (refused DELETE or blocked operation). */
   "delete.after-blocked",
   /** Proof of absence arrived; the create row is retired but the fence still stands. */

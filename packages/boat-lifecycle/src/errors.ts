@@ -89,12 +89,16 @@ export const LIFECYCLE_MESSAGES = {
     "Could not confirm whether boat.dev accepted the delete. The computer was kept fenced; retry Delete to reconcile it",
   createUnconfirmed:
     "Could not confirm whether boat.dev created the cloud computer. Its request was kept, so retrying reuses it and cannot create a second computer",
+  createRefusedKept: (why: string) =>
+    `boat.dev refused to create the cloud computer: ${why}. An earlier attempt with the same request may already have created it, so its request was kept: retrying reuses it and cannot create a second computer. If boat.dev keeps refusing, check boat.dev for an unnamed computer before repairing drydock's local state`,
   createInProgress:
     "boat.dev is still creating this bot's cloud computer — wait a moment, then retry (the same request is reused)",
   nameMismatch:
     "A cloud computer being deleted no longer has its remembered name — repair it in boat.dev before continuing",
   listUnavailable:
     "boat.dev's list of cloud computers is unavailable, so nothing was created — retry in a moment",
+  priorDeletionFailed: (boxId: string) =>
+    `nothing was created: this bot's previous cloud computer ${boxId} is still fenced for deletion and retrying its deletion failed`,
   invalidReceipt: (boxId: string) =>
     `boat.dev returned an invalid deletion receipt for ${boxId}; its deletion fence was kept`,
   deletionBlocked: (boxId: string) =>

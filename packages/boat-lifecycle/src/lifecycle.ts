@@ -1,3 +1,4 @@
+import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import { type CrashHook, noCrash } from "./crash.js";
 import { LIFECYCLE_MESSAGES, LifecycleError } from "./errors.js";
 import {
@@ -164,6 +165,8 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     if (ownerBotId !== null) assertBotId(ownerBotId);
     return exclusive(ownerBotId === null ? `box:${boxId}` : `bot:${ownerBotId}`, async () => {
       const existing = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+      // The fence this Delete deliberately retries (prepared or blocked), if one stood when it was read.
+      let retryOf: BoatDeletionRecord | undefined;
       if (existing !== null) {
         if (existing.ownerBotId !== ownerBotId) {
           throw new LifecycleError({
@@ -177,6 +180,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
         const current = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
         // An accepted operation is still running at boat.dev: a second DELETE would be blind.
         if (current?.phase === "accepted") return { ok: true, pending: true };
+        retryOf = current ?? undefined;
       }
 
       const remembered =
@@ -220,7 +224,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
           message: LIFECYCLE_MESSAGES.confirmationMismatch,
         });
       }
-      const outcome = await requestDeletion(ctx, { boxId, name: currentName, ownerBotId });
+      const outcome = await requestDeletion(ctx, { boxId, name: currentName, ownerBotId }, retryOf);
       if (outcome === "confirmed") return { ok: true };
       if (outcome === "pending") return { ok: true, pending: true };
       throw new LifecycleError({

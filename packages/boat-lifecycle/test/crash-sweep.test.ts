@@ -28,6 +28,8 @@ interface Scenario {
   setup?: (t: Harness) => Promise<{ boxId: string; name: string } | undefined>;
   /** Whether the flow's final state has a live Boat for the bot. */
   endsLive: boolean;
+  /** Boats ever billed by the end (default: one, or two when provision cleaned up the first). */
+  creates?: number;
 }
 
 const BOT = "sweep-bot";
@@ -66,6 +68,19 @@ const scenarios: Scenario[] = [
     endsLive: true,
   },
   {
+    label: "provision after the remembered Boat was deleted behind its back",
+    flow: "provision",
+    point: "provision.after-discard-stale",
+    setup: async (t) => {
+      const { boxId } = await t.lifecycle.provision(BOT);
+      const op = await t.outside.deleteSandbox(boxId);
+      for (let i = 0; i < 10 && (await t.outside.getDeletionOperation(op.id)).status !== "completed"; i += 1);
+      return undefined;
+    },
+    endsLive: true,
+    creates: 2,
+  },
+  {
     label: "provision adopting a legacy-named Boat",
     flow: "provision",
     point: "provision.after-adopt",
@@ -102,6 +117,8 @@ const scenarios: Scenario[] = [
 
 const RECEIPT_JOURNALED = new Set<LifecycleCrashPoint>([
   "delete.after-accepted",
+  "delete.after-receipt-progress",
+  "delete.after-receipt-completed",
   "delete.after-retire-create",
   "delete.after-retire-deletion",
 ]);
@@ -229,7 +246,7 @@ async function sweepOne(s: Scenario): Promise<void> {
     for (const count of perTarget.values()) expect(count, context).toBeLessThanOrEqual(1);
     if (RECEIPT_JOURNALED.has(s.point)) expect(end.deleteRequests, context).toBe(end.deletesAccepted);
     // Exactly the Boats the scenario needs were ever billed: one, or two when the first was cleaned up.
-    expect(end.createsCommitted, context).toBe(s.label === "provision cleanup" ? 2 : 1);
+    expect(end.createsCommitted, context).toBe(s.creates ?? (s.label === "provision cleanup" ? 2 : 1));
   } finally {
     run.kill();
     await t.close();

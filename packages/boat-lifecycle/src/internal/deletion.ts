@@ -95,6 +95,18 @@ async function markAccepted(ctx: Context, boxId: string, op: OperationView): Pro
   await journal(() => ctx.deleteJournal.markBoatDeletionAccepted(boxId, op));
 }
 
+/**
+ * A later status of a journaled receipt. Each write is a durable step with its own crash point: a
+ * completed status is journaled before the records are retired, so a crash between the two leaves an
+ * accepted fence whose operation recovery polls again (never a second DELETE).
+ */
+async function markStatus(ctx: Context, boxId: string, op: OperationView): Promise<void> {
+  await markAccepted(ctx, boxId, op);
+  ctx.crash.point(
+    op.status === "completed" ? "delete.after-receipt-completed" : "delete.after-receipt-progress",
+  );
+}
+
 /** Polls a journaled operation on the fixed schedule until it completes, blocks or stops answering. */
 async function followOperation(
   ctx: Context,
@@ -117,12 +129,12 @@ async function followOperation(
       return directCheck(ctx, target, "blocked");
     }
     if (polled.status === "completed") {
-      await markAccepted(ctx, target.boxId, polled);
+      await markStatus(ctx, target.boxId, polled);
       await finishDeletion(ctx, target.boxId);
       return "confirmed";
     }
     if ((STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[status] ?? 0)) {
-      await markAccepted(ctx, target.boxId, polled);
+      await markStatus(ctx, target.boxId, polled);
       status = polled.status;
     }
   }
@@ -150,15 +162,50 @@ async function invalidReceipt(ctx: Context, target: DeletionTarget): Promise<nev
   });
 }
 
+/** Same fence: same target, written by the same prepare (a re-prepared or another process's differs). */
+function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
+  return a.boxId === b.boxId && a.phase === b.phase && a.requestedAt === b.requestedAt;
+}
+
 /**
- * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller has already decided that this
- * DELETE is wanted and is not blind: no accepted operation is pending for the target.
+ * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller's earlier reads of the journal
+ * are not trusted for the decision to send DELETE: another process (bot server and recovery CLI on one
+ * data dir) may have fenced the Boat since. The decision is taken on what the journal holds right now:
+ *   - an accepted fence (someone's DELETE already has a receipt): its operation is followed, never a
+ *     second DELETE;
+ *   - a fence this call just prepared (none or a blocked one stood before): DELETE is sent;
+ *   - a prepared fence that already stood: DELETE is re-sent only when the caller read exactly that fence
+ *     and passes it as `retryOf` (the explicit retry: Delete again, or provisioning after a crash); a
+ *     prepared fence the caller did not know is another caller's DELETE in flight, so this call only reads
+ *     the Boat and reports the deletion as pending.
  */
-export async function requestDeletion(ctx: Context, target: DeletionTarget): Promise<DeletionOutcome> {
-  await journal(() => ctx.deleteJournal.prepareBoatDeletion(target));
+export async function requestDeletion(
+  ctx: Context,
+  target: DeletionTarget,
+  retryOf?: BoatDeletionRecord,
+): Promise<DeletionOutcome> {
+  const before = await journal(() => ctx.deleteJournal.getBoatDeletion(target.boxId));
+  const record = await journal(() => ctx.deleteJournal.prepareBoatDeletion(target));
   // Crash window: the fence is durable but DELETE may not have left. Recovery never sends DELETE on its
   // own; provisioning for the bot (or an explicit retry) re-sends it, which boat.dev answers idempotently.
   ctx.crash.point("delete.after-prepare");
+
+  if (record.phase === "accepted") {
+    ctx.logger.info?.("boat deletion already accepted; following its operation", {
+      boxId: target.boxId,
+      operationId: record.operationId,
+    });
+    return followJournaled(ctx, target, record);
+  }
+  const preparedNow = before === null || before.phase === "blocked";
+  const explicitRetry =
+    retryOf !== undefined && before !== null && sameFence(before, retryOf) && sameFence(record, retryOf);
+  if (!preparedNow && !explicitRetry) {
+    ctx.logger.info?.("boat deletion already in flight elsewhere; DELETE not re-sent", {
+      boxId: target.boxId,
+    });
+    return reconcileRecord(ctx, record);
+  }
 
   let op: OperationView;
   try {
@@ -227,6 +274,23 @@ export async function requestDeletion(ctx: Context, target: DeletionTarget): Pro
   return followOperation(ctx, target, op);
 }
 
+/** Follows the operation of a fence that already holds a receipt, exactly as after our own DELETE. */
+async function followJournaled(
+  ctx: Context,
+  target: DeletionTarget,
+  record: BoatDeletionRecord,
+): Promise<DeletionOutcome> {
+  if (record.operationId === undefined || record.status === undefined || record.status === "blocked") {
+    return reconcileRecord(ctx, record);
+  }
+  return followOperation(ctx, target, {
+    id: record.operationId,
+    kind: "sandbox",
+    targetId: record.boxId,
+    status: record.status,
+  });
+}
+
 /**
  * One reconcile of a journaled fence, without sending DELETE: one poll of its operation (if any), then the
  * direct read. A prepared fence can only be confirmed by a direct 404/410.
@@ -243,7 +307,7 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
     }
     if (polled !== undefined && isBound(polled, record.boxId, record.operationId)) {
       if (polled.status === "completed") {
-        if (record.phase === "accepted") await markAccepted(ctx, record.boxId, polled);
+        if (record.phase === "accepted") await markStatus(ctx, record.boxId, polled);
         await finishDeletion(ctx, record.boxId);
         return "confirmed";
       }
@@ -254,7 +318,7 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
         record.phase === "accepted" &&
         (STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[record.status ?? "pending"] ?? 0)
       ) {
-        await markAccepted(ctx, record.boxId, polled);
+        await markStatus(ctx, record.boxId, polled);
       }
     }
   }

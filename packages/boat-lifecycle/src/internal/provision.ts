@@ -32,6 +32,16 @@ export async function assertNotFenced(ctx: Context, botId: string): Promise<void
   if (await journal(() => ctx.deleteJournal.hasPendingBoatDeletionForBot(botId))) throw fenced();
 }
 
+function priorDeletionFailed(boxId: string, error: LifecycleError): LifecycleError {
+  return new LifecycleError({
+    code: error.code,
+    status: error.status,
+    boxId,
+    message: `${LIFECYCLE_MESSAGES.priorDeletionFailed(boxId)}: ${error.message}`,
+    cause: error,
+  });
+}
+
 /**
  * A bot whose previous Boat is fenced for deletion may not provision: each fence is reconciled (one poll),
  * a prepared or blocked one is sent again (not blind: no accepted operation is journaled for it), and the
@@ -50,21 +60,18 @@ export async function finishPriorDeletion(ctx: Context, botId: string): Promise<
       const current = await journal(() => ctx.deleteJournal.getBoatDeletion(record.boxId));
       if (current !== null && current.phase !== "accepted") {
         try {
-          outcome = await requestDeletion(ctx, {
-            boxId: current.boxId,
-            name: current.name,
-            ownerBotId: current.ownerBotId,
-          });
+          // The explicit retry of exactly the fence just read (prepared or blocked; never accepted).
+          outcome = await requestDeletion(
+            ctx,
+            { boxId: current.boxId, name: current.name, ownerBotId: current.ownerBotId },
+            current,
+          );
         } catch (error) {
-          // A provider refusal keeps the fence (the caller hears "being deleted"); a journal or name
-          // problem needs a person and is reported as such.
-          if (
-            isLifecycleError(error) &&
-            (error.code === "recovery_paused" || error.code === "name_mismatch")
-          ) {
-            throw error;
-          }
-          outcome = "pending";
+          // Only a "pending" outcome means the deletion is still running. A failure of the retry (lost
+          // answer, invalid receipt, refusal that blocked the fence, journal or name problem) is told as
+          // itself, naming the fence it concerns; anything else is a defect and propagates untouched.
+          if (!isLifecycleError(error)) throw error;
+          throw priorDeletionFailed(current.boxId, error);
         }
       }
     }
@@ -210,9 +217,17 @@ function createOutcomeOf(failure: ProviderFailure): CreateOutcome {
  * refusal when no attempt of this call could have committed anything; everything ambiguous keeps it, so
  * the next provision replays the same request instead of billing a second Boat.
  */
-async function postWithKey(ctx: Context, request: BoatCreateRequest, signal?: AbortSignal): Promise<string> {
+async function postWithKey(
+  ctx: Context,
+  request: BoatCreateRequest,
+  startedNow: boolean,
+  signal?: AbortSignal,
+): Promise<string> {
   const budget = freshBudget();
-  let mayHaveCommitted = false;
+  // A resumed key (journaled by an earlier call or process) may already have created a Boat: its earlier
+  // attempts are unknown here, so a refusal now proves nothing about them (seed: a resumed key never
+  // authorizes cleanup, and never a fresh key either).
+  let mayHaveCommitted = !startedNow;
   for (;;) {
     throwIfAborted(signal);
     let failure: ProviderFailure;
@@ -274,9 +289,18 @@ async function finalCreateFailure(
     return new LifecycleError({ code: "create_in_progress", message: LIFECYCLE_MESSAGES.createInProgress });
   }
   const status = failure.kind === "api" || failure.kind === "absent" ? failure.status : 400;
-  if (outcome.kind === "refused" && isDefinitiveRefusal(status) && !mayHaveCommitted) {
-    // boat.dev refused this exact request and nothing under the key can exist: a later provision may
-    // start over with a fresh key.
+  if (outcome.kind === "refused" && isDefinitiveRefusal(status)) {
+    if (mayHaveCommitted) {
+      // The key was kept: an earlier attempt under it (in this call, or in an earlier call or process)
+      // had an unknown outcome, so a Boat may exist under it. A fresh key could bill a second one.
+      return new LifecycleError({
+        code: "provider_refused",
+        status,
+        message: LIFECYCLE_MESSAGES.createRefusedKept(failure.message),
+      });
+    }
+    // boat.dev refused this exact request, the key was minted by this very call and no attempt of it
+    // could have committed: nothing under the key can exist, so a later provision may start afresh.
     await journal(() => ctx.createJournal.discardBoatCreate(request));
     // Crash window: the key is gone; nothing was created under it, so there is nothing to recover.
     ctx.crash.point("provision.after-discard");
@@ -391,6 +415,9 @@ export async function createAndName(
       }
       // The remembered Boat is proven gone (and no fence covers it): its row is stale. Start over.
       await journal(() => ctx.createJournal.discardBoatCreate(attempt.request));
+      // Crash window: the stale row is gone and no key is journaled; the Boat it named is proven absent,
+      // so the next provision simply begins afresh.
+      ctx.crash.point("provision.after-discard-stale");
       attempt = await journal(() => ctx.createJournal.beginBoatCreate(botId, CREATE_BODY_TEXT));
       ctx.crash.point("provision.after-begin");
     }
@@ -403,7 +430,7 @@ export async function createAndName(
       // A concurrent process remembered a Boat between our discard and begin: use it, never POST.
       boxId = request.boxId;
     } else {
-      boxId = await postWithKey(ctx, request, signal);
+      boxId = await postWithKey(ctx, request, startedNow, signal);
       // Crash window: boat.dev committed the Boat but its id is not journaled. Recovery retries with the
       // SAME key and gets the same id back (Idempotent-Replayed).
       ctx.crash.point("provision.after-create-response");

@@ -69,7 +69,8 @@ export function nextCreateRetry(outcome: CreateOutcome, budget: RetryBudget): Re
 
 /**
  * Statuses that prove boat.dev refused the request itself, so nothing was created under the key — but
- * only if no earlier attempt with the same key had an ambiguous outcome. 401/403 are answered before the
+ * only if no earlier attempt with the same key had an ambiguous outcome, and an earlier call's attempts are
+ * unknown: a key resumed from an earlier call or process is never discarded on a refusal. 401/403 are answered before the
  * key is looked at, 408 is a timeout, 409 concerns the key itself and 429 is answered before processing:
  * none of them proves an earlier attempt created nothing, so they keep the key.
  */

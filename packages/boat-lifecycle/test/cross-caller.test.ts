@@ -1,0 +1,239 @@
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
+import { afterEach, describe, expect, it } from "vitest";
+import { type BoatLifecycle, createBoatLifecycle } from "../src/index.js";
+import { ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
+
+/**
+ * Two callers on one data dir (bot server and recovery CLI): each has its own journals and client, so the
+ * in-process per-bot lock does not serialise them. The tests hold one caller at a chosen request with a
+ * client wrapper, let the other run, then release it, so the race is deterministic.
+ */
+
+let open: Harness | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+const use = async (options?: Parameters<typeof harness>[0]) => {
+  open = await harness(options);
+  return open;
+};
+
+interface Held {
+  /** Resolves when the held call has reached the wrapped request. */
+  reached: Promise<void>;
+  release(): void;
+}
+
+function hold(): Held & { enter(): Promise<void> } {
+  let reach!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    reach = resolve;
+  });
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return {
+    reached,
+    release,
+    async enter() {
+      reach();
+      await gate;
+    },
+  };
+}
+
+/** A second process: its own journals over the same data dir, and its own client (optionally wrapped). */
+function secondProcess(t: Harness, wrap: (base: BoatClient) => BoatClient): BoatLifecycle {
+  const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
+  return createBoatLifecycle({
+    client: wrap(base),
+    createJournal: openBoatCreateJournal({ dataDir: t.dataDir }),
+    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir }),
+    environmentId: ENV_ID,
+    sleep: async () => {},
+  });
+}
+
+describe("no blind second DELETE across processes", () => {
+  it("B read 'no fence', A's DELETE was accepted meanwhile: B follows A's operation and sends no DELETE", async () => {
+    const t = await use({ sim: { deletionPolls: 50 } });
+    const { boxId, name } = await t.lifecycle.provision("race-bot");
+    const readHeld = hold();
+    const b = secondProcess(t, (base) => ({
+      ...base,
+      async getSandbox(id, options) {
+        await readHeld.enter(); // B has read the journal (no fence) and is revalidating the name
+        return base.getSandbox(id, options);
+      },
+    }));
+    const bCall = b.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" });
+    await readHeld.reached;
+
+    expect(await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" })).toEqual({
+      ok: true,
+      pending: true,
+    });
+    const fenceAfterA = t.deleteFile()?.records[0];
+    expect(fenceAfterA).toMatchObject({ boxId, phase: "accepted" });
+
+    readHeld.release();
+    expect(await bCall).toEqual({ ok: true, pending: true });
+    expect(t.stats()).toMatchObject({ deleteRequests: 1, deletesAccepted: 1 });
+    // B polled A's operation and journaled nothing else: the same fence, the same operation.
+    expect(t.deleteFile()?.records).toEqual([
+      expect.objectContaining({ boxId, phase: "accepted", operationId: fenceAfterA?.operationId }),
+    ]);
+  });
+
+  it("B read 'no fence', A prepared and is still sending DELETE: B does not send a second one", async () => {
+    const t = await use({ sim: { deletionPolls: 50 } });
+    const { boxId, name } = await t.lifecycle.provision("race-bot");
+    const readHeld = hold();
+    const b = secondProcess(t, (base) => ({
+      ...base,
+      async getSandbox(id, options) {
+        await readHeld.enter();
+        return base.getSandbox(id, options);
+      },
+    }));
+    const deleteHeld = hold();
+    const a = secondProcess(t, (base) => ({
+      ...base,
+      async deleteSandbox(id, options) {
+        await deleteHeld.enter(); // A's fence is prepared; its DELETE has not left yet
+        return base.deleteSandbox(id, options);
+      },
+    }));
+    const bCall = b.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" });
+    await readHeld.reached;
+    const aCall = a.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" });
+    await deleteHeld.reached;
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+
+    readHeld.release();
+    expect(await bCall).toEqual({ ok: true, pending: true });
+    expect(t.stats().deleteRequests).toBe(0);
+
+    deleteHeld.release();
+    expect(await aCall).toEqual({ ok: true, pending: true });
+    expect(t.stats()).toMatchObject({ deleteRequests: 1, deletesAccepted: 1 });
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "accepted" })]);
+  });
+
+  it("an explicit retry of a prepared fence this caller read still re-sends DELETE (Delete again)", async () => {
+    const t = await use();
+    const { boxId, name } = await t.lifecycle.provision("retry-bot");
+    await t.faults({ method: "DELETE", path: "^/sandboxes/", action: "drop-before" });
+    const first = await rejection(
+      t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "retry-bot" }),
+    );
+    expect(first.code).toBe("deletion_unconfirmed");
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+    const again = await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "retry-bot" });
+    expect(again.ok).toBe(true);
+    expect(t.wire.filter((r) => r.method === "DELETE")).toHaveLength(2);
+    expect(t.stats()).toMatchObject({ deletesAccepted: 1 });
+  });
+});
+
+describe("a resumed create key is never discarded on a refusal", () => {
+  it("lost answers, restart, then a 400: the key is kept and only one Boat is ever billed", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    const first = await rejection(t.lifecycle.provision("bot-1"));
+    expect(first.code).toBe("provider_unavailable");
+    const [row] = t.createFile()?.requests ?? [];
+    expect(row).toMatchObject({ botId: "bot-1" });
+    expect(t.stats().createsCommitted).toBe(1);
+
+    t.restart();
+    await t.faults({
+      method: "POST",
+      path: "^/sandboxes$",
+      action: "fail-before",
+      status: 400,
+      code: "invalid_request",
+    });
+    const refused = await rejection(t.lifecycle.provision("bot-1"));
+    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(refused.message).toContain("its request was kept");
+    expect(refused.message).toContain("cannot create a second computer");
+    // The very same key is still journaled.
+    expect(t.createFile()?.requests).toEqual([row]);
+
+    const third = await t.lifecycle.provision("bot-1");
+    expect(third.createdThisAttempt).toBe(false);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1, unnamed: 0 });
+    const keys = new Set(posts(t).map((post) => post.idempotencyKey));
+    expect([...keys]).toEqual([row?.idempotencyKey]);
+  });
+
+  it("a key minted by this very call is still discarded on a definitive refusal (seed behaviour)", async () => {
+    const t = await use();
+    await t.faults({
+      method: "POST",
+      path: "^/sandboxes$",
+      action: "fail-before",
+      status: 400,
+      code: "invalid_request",
+    });
+    const refused = await rejection(t.lifecycle.provision("bot-1"));
+    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(t.createFile()?.requests).toEqual([]);
+  });
+});
+
+describe("provisioning behind a fence whose deletion retry fails", () => {
+  const prepareFence = async (t: Harness) => {
+    const { boxId, name } = await t.lifecycle.provision("fenced-bot");
+    await t.faults({ method: "DELETE", path: "^/sandboxes/", action: "drop-before" });
+    await rejection(t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "fenced-bot" }));
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+    return boxId;
+  };
+
+  it("a refused DELETE is told as the refusal of the named fence, not as 'being deleted'", async () => {
+    const t = await use();
+    const boxId = await prepareFence(t);
+    await t.faults({
+      method: "DELETE",
+      path: "^/sandboxes/",
+      action: "fail-before",
+      status: 422,
+      code: "invalid_request",
+    });
+    const error = await rejection(t.lifecycle.provision("fenced-bot"));
+    expect(error).toMatchObject({ code: "provider_refused", status: 422 });
+    expect(error.message).toContain(boxId);
+    expect(error.message).toContain("still fenced for deletion");
+    expect((error as unknown as { boxId: string }).boxId).toBe(boxId);
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "blocked" })]);
+    expect(t.stats()).toMatchObject({ createRequests: 1, live: 1 });
+  });
+
+  it("an unconfirmed DELETE is told as unconfirmed", async () => {
+    const t = await use();
+    const boxId = await prepareFence(t);
+    await t.faults({ method: "DELETE", path: "^/sandboxes/", action: "drop-after" });
+    const error = await rejection(t.lifecycle.provision("fenced-bot"));
+    expect(error.code).toBe("deletion_unconfirmed");
+    expect(error.message).toContain(boxId);
+    expect(t.stats().createRequests).toBe(1);
+  });
+
+  it("a programming error is not disguised as a deletion in progress", async () => {
+    const t = await use();
+    await prepareFence(t);
+    const broken = secondProcess(t, (base) => ({
+      ...base,
+      async deleteSandbox() {
+        throw new TypeError("boom: not a provider failure");
+      },
+    }));
+    await expect(broken.provision("fenced-bot")).rejects.toThrow(TypeError);
+  });
+});
