@@ -5,8 +5,10 @@ import { type BoatCreateJournal, KEY_RETENTION_MS } from "@drydock/boat-create-j
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
-import type { CrashHook, Phase, SagaState } from "@drydock/restore-saga";
+import { type BoatPlan, type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
+import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
+  isSagaError,
   openCheckpointStore,
   openSagaStore,
   restoreCheckpoint,
@@ -23,11 +25,12 @@ import { z } from "zod";
 import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
+import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
 import { workspaceFiles } from "./workspace-files.js";
 
 export interface RecoverySource {
-  /** Everything that needs a person, redacted: the same data as `drydock status`. */
-  plan(): Promise<{ items: unknown[] }>;
+  /** The recovery controller's Boat plan: everything about Boats that needs a person, redacted. */
+  plan(): Promise<BoatPlan>;
 }
 
 export interface ServerDeps {
@@ -61,6 +64,11 @@ const CreateBotBody = z
   .strict();
 
 const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
+/** Needed only while the bot has a live Boat (then it must name it); a bot without one takes no body. */
+const DeleteBotBody = z
+  .object({ confirmName: z.string().min(1).max(100) })
+  .strict()
+  .nullish();
 
 /** Redaction is structural: responses are built from these fields only, never by spreading internal records. */
 type BotView = { readonly botId: string; readonly name: string; readonly createdAt: string };
@@ -87,6 +95,42 @@ function sagaView(state: SagaState) {
     archived: state.archived,
     events: state.events.map((e) => ({ seq: e.seq, phase: e.phase, timestamp: e.timestamp })),
   };
+}
+
+/**
+ * Every failed restore answers with `details.recoveryRequired` (boolean) and, when known, the
+ * `operationId` a person would act on: this restore's own saga when it failed, or the restore whose lock
+ * blocks the workspace (also as `blockingOperationId`). A failure of this restore that kept the workspace
+ * lock answers 503 `restore_recovery_required`; a workspace held by another restore keeps the saga's code
+ * and status (409 RECOVERY_REQUIRED / WORKSPACE_LOCKED), like every other workspace route.
+ */
+function restoreFailure(error: unknown): HttpProblem {
+  if (isSagaError(error)) {
+    const { operationId: own, ownerOperationId: blocking, workspaceLockRetained } = error.details;
+    const recoveryRequired = workspaceLockRetained === true || error.code === "RECOVERY_REQUIRED";
+    const operationId = own ?? blocking;
+    const ownRetained = recoveryRequired && own !== undefined && workspaceLockRetained === true;
+    const next = operationId ? ` Run: drydock restores show ${operationId}` : "";
+    return new HttpProblem(
+      ownRetained ? 503 : error.status,
+      ownRetained ? "restore_recovery_required" : error.code,
+      `${error.message}${recoveryRequired ? next : ""}`,
+      {
+        recoveryRequired,
+        ...(operationId === undefined ? {} : { operationId }),
+        ...(blocking !== undefined && blocking !== own ? { blockingOperationId: blocking } : {}),
+      },
+    );
+  }
+  const mapped = toHttpError(error);
+  const previous = mapped.body.error.details;
+  const problem = new HttpProblem(mapped.status, mapped.body.error.code, mapped.body.error.message, {
+    ...(typeof previous === "object" && previous !== null ? previous : {}),
+    recoveryRequired: false,
+  });
+  // The server log still shows what really failed (an internal error's details never reach the body).
+  if (!(error instanceof HttpProblem)) problem.cause = error;
+  return problem;
 }
 
 function randomBotId(): string {
@@ -338,8 +382,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return { ok: true, bot: { ...botView(bot), computer: computerView(bot.botId, await readJournals()) } };
   });
 
-  app.delete("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
+  app.delete("/v1/bots/:botId", { schema: { params: BotIdParam, body: DeleteBotBody } }, async (request) => {
     const { botId } = request.params;
+    const confirmName = request.body?.confirmName;
     await requireBot(botId);
     return exclusive(botId, async () => {
       const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
@@ -374,11 +419,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         if (!row.boxId) continue;
         const boat = await deps.lifecycle.findBoat(botId);
         if (!boat) continue;
-        const result = await deps.lifecycle.deleteBoat({
-          boxId: boat.boxId,
-          confirmName: boat.name ?? "",
-          ownerBotId: botId,
-        });
+        // A live Boat is deleted only on the same confirmation DELETE /v1/bots/:botId/computer asks for; a
+        // wrong name is refused by the lifecycle (confirmation_mismatch) before anything is sent.
+        if (confirmName === undefined) {
+          throw new HttpProblem(
+            409,
+            "confirmation_required",
+            `This bot still has a cloud computer (${boat.boxId}${boat.name ? `, named '${boat.name}'` : ""}). Deleting the bot deletes it too: send { "confirmName": "<the computer's name>" }, or delete the computer first (DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
+            { boxId: boat.boxId, ...(boat.name ? { name: boat.name } : {}) },
+          );
+        }
+        const result = await deps.lifecycle.deleteBoat({ boxId: boat.boxId, confirmName, ownerBotId: botId });
         if (result.pending) {
           throw new HttpProblem(
             409,
@@ -579,13 +630,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     { schema: { params: RestoreParams } },
     async (request) => {
       const { botId, checkpointId } = request.params;
-      await requireBot(botId);
-      const known = await checkpoints.listCheckpoints(workspaceRoot(botId));
-      if (!known.some((c) => c.checkpointId === checkpointId)) {
-        throw new HttpProblem(404, "checkpoint_not_found", `This bot has no checkpoint '${checkpointId}'.`);
-      }
-      return exclusive(botId, async () => {
-        try {
+      try {
+        await requireBot(botId);
+        const known = await checkpoints.listCheckpoints(workspaceRoot(botId));
+        if (!known.some((c) => c.checkpointId === checkpointId)) {
+          throw new HttpProblem(404, "checkpoint_not_found", `This bot has no checkpoint '${checkpointId}'.`);
+        }
+        return await exclusive(botId, async () => {
           const result = await restoreCheckpoint({
             dataDir: deps.dataDir,
             workspaceRoot: workspaceRoot(botId),
@@ -593,27 +644,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             ...(deps.restoreCrash ? { crash: deps.restoreCrash } : {}),
           });
           return { ok: true, operationId: result.operationId, phase: result.phase, warning: result.warning };
-        } catch (error) {
-          const details = error as {
-            operationId?: string;
-            workspaceLockRetained?: boolean;
-            status?: number;
-            message?: string;
-            code?: string;
-          };
-          if (details.operationId) {
-            const recoveryRequired =
-              details.workspaceLockRetained === true || details.code === "RECOVERY_REQUIRED";
-            throw new HttpProblem(
-              recoveryRequired ? 503 : (details.status ?? 409),
-              recoveryRequired ? "restore_recovery_required" : (details.code ?? "restore_failed"),
-              `${details.message ?? "The restore failed."}${recoveryRequired ? ` Run: drydock restores show ${details.operationId}` : ""}`,
-              { operationId: details.operationId, recoveryRequired },
-            );
-          }
-          throw error;
-        }
-      });
+        });
+      } catch (error) {
+        throw restoreFailure(error);
+      }
     },
   );
 
@@ -641,19 +675,51 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   );
 
   // --- recovery -------------------------------------------------------------------------------------------
+  /**
+   * The same data as `drydock status`: the recovery controller's Boat plan and every restore it would list
+   * (all pages, and the store's diagnostics: finished-but-unarchived sagas still holding the lock, corrupt
+   * or busy ones), each with the fenced command to act on it. What cannot be read is reported in
+   * `unreadable` (and `complete: false`) instead of hiding what can: the answer is still 200, like the
+   * status command's INCOMPLETE verdict. `open` counts what needs a person, as status's ATTENTION does.
+   */
   app.get("/v1/recovery", async () => {
-    const boats = await deps.recovery.plan();
-    const restores: { botId: string; operationId: string; phase: Phase | string; seq: number }[] = [];
-    for (const bot of await deps.bots.list()) {
-      if (!existsSync(workspaceRoot(bot.botId))) continue;
-      const pending = await sagaStore(bot.botId).listPending();
-      for (const item of pending.items) {
-        restores.push({ botId: bot.botId, operationId: item.operationId, phase: item.phase, seq: item.seq });
+    const commandPrefix = drydockCommandPrefix(deps.dataDir);
+    const unreadable: Unreadable[] = [];
+    let boats: (PlanItem & { attention: boolean })[] = [];
+    try {
+      const plan = await deps.recovery.plan();
+      if (!plan.providerListed) {
+        unreadable.push({
+          area: "boats",
+          subject: "boat.dev",
+          message: `boat.dev could not be listed (${plan.providerError ?? "unknown error"}), so Boats no journal knows were not looked for; retry, or run \`${commandPrefix} reconcile\` with the provider configured.`,
+        });
       }
+      // As `drydock status` (one rule, in the recovery controller): work in progress needs no person.
+      boats = plan.items.map((item) => ({ ...item, attention: planItemNeedsAttention(item) }));
+    } catch (error) {
+      unreadable.push({
+        area: "boats",
+        subject: "journals",
+        message: `The Boat recovery plan could not be made (${error instanceof Error ? error.message : String(error)}); run \`${commandPrefix} status\` to see what is unreadable.`,
+      });
     }
-    const open = boats.items.length + restores.length;
+    const found = await collectRestoreRecovery(deps.dataDir, commandPrefix);
+    unreadable.push(...found.unreadable);
+    const open =
+      boats.filter((item) => item.attention).length +
+      found.restores.filter((item) => item.attention).length +
+      unreadable.length;
     deps.metrics.recoveryItemsOpen.set(open);
-    return { ok: true, open, boats: boats.items, restores, startup: deps.startupReport() };
+    return {
+      ok: true,
+      open,
+      complete: unreadable.length === 0,
+      boats,
+      restores: found.restores,
+      unreadable,
+      startup: deps.startupReport(),
+    };
   });
 
   return app;

@@ -30,7 +30,7 @@ export function createMetrics() {
     }),
     providerRetries: new Counter({
       name: "drydock_provider_retries_total",
-      help: "Create requests retried with the same idempotency key.",
+      help: "boat.dev create requests retried with the same idempotency key (by the lifecycle, within one provision).",
       registers: [registry],
     }),
     refusals: new Counter({
@@ -41,7 +41,7 @@ export function createMetrics() {
     }),
     recoveryItemsOpen: new Gauge({
       name: "drydock_recovery_items_open",
-      help: "Items that need a person, as last computed by GET /v1/recovery or at startup.",
+      help: "Items that need a person, as last computed by GET /v1/recovery (0 until it is first called).",
       registers: [registry],
     }),
   };

@@ -16,6 +16,7 @@ import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import { ensureDataDir, loadEnvironmentId, loadServerToken } from "./data-dir.js";
 import { countingFetch, createMetrics } from "./metrics.js";
+import { drydockCommandPrefix } from "./recovery.js";
 
 export interface StartOptions {
   /** Tests only: crash hooks for the lifecycle and restore crash points. */
@@ -83,9 +84,18 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
       info: (message: string, fields?: Record<string, unknown>) => app?.log.info(fields ?? {}, message),
       warn: (message: string, fields?: Record<string, unknown>) => app?.log.warn(fields ?? {}, message),
     },
+    onCreateRetry: () => metrics.providerRetries.inc(),
     ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
   });
-  const recovery = createBoatRecovery({ lifecycle, createJournal, deleteJournal, client, environmentId });
+  const recovery = createBoatRecovery({
+    lifecycle,
+    createJournal,
+    deleteJournal,
+    client,
+    environmentId,
+    // The plan's commands name this data directory, as `drydock status` prints them.
+    commandPrefix: drydockCommandPrefix(config.dataDir),
+  });
 
   let startupReport: RecoveryReport | null = null;
   app = await buildServer({

@@ -1,10 +1,11 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
+import { drydockCommandPrefix } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import type { MainOptions } from "./program.js";
-import { type Colors, colors, shellQuote } from "./render.js";
+import { type Colors, colors } from "./render.js";
 
 export interface GlobalOptions {
   dataDir?: string;
@@ -97,6 +98,6 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
       }
       return text;
     },
-    commandPrefix: `drydock --data-dir ${shellQuote(dataDir)}`,
+    commandPrefix: drydockCommandPrefix(dataDir),
   };
 }

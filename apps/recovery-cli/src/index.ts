@@ -2,6 +2,7 @@
 // are plain functions of a CommandContext that return data; `main` parses, renders and maps errors to exit
 // codes, with injected streams.
 
+export { shellQuote } from "@drydock/recovery-controller";
 export { type CreateRow, createsAdopt, createsList, createsRetire } from "./commands/creates.js";
 export { type DeletionRow, deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
 export { type LockRow, locksGc, locksList } from "./commands/locks.js";
@@ -26,4 +27,4 @@ export {
 } from "./errors.js";
 export { type BufferIo, bufferIo, type CliIo } from "./io.js";
 export { type MainOptions, main } from "./program.js";
-export { type Rendered, shellQuote } from "./render.js";
+export type { Rendered } from "./render.js";

@@ -66,8 +66,3 @@ export function duration(ms: number): string {
   if (hours < 48) return `${hours}h ${minutes % 60}m`;
   return `${Math.floor(hours / 24)}d ${hours % 24}h`;
 }
-
-/** Quotes an argument for a POSIX shell only when it needs it, so pasted commands work as printed. */
-export function shellQuote(value: string): string {
-  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
-}

@@ -47,6 +47,12 @@ export interface BoatLifecycleOptions {
   /** Every wait (create backoff, deletion polls) goes through it, so tests can make them instant. */
   sleep?: Sleep;
   logger?: LifecycleLogger;
+  /**
+   * Called each time a create is sent again with the same idempotency key (after a lost answer, a 5xx, a
+   * 429 or an in-progress answer), e.g. to count retries in a metric. An observer only: what it throws is
+   * ignored, and it cannot change the decision.
+   */
+  onCreateRetry?: (info: { botId: string; outcome: string }) => void;
   /** Test-only crash hook (see `LIFECYCLE_CRASH_POINTS`); production passes nothing. */
   crash?: CrashHook;
   /**
@@ -106,6 +112,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     now: options.now ?? Date.now,
     sleep: options.sleep ?? realSleep,
     logger: options.logger ?? {},
+    onCreateRetry: options.onCreateRetry ?? (() => {}),
     crash: options.crash ?? noCrash,
     scopedName: (botId) => {
       // Two SHA-256 per name; a listing asks for every bot's name on every request, so names are kept

@@ -13,7 +13,12 @@ import {
   startBoatSimulator,
 } from "@drydock/boat-provider/simulator";
 import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { type BoatLifecycle, type CrashHook, createBoatLifecycle } from "../src/index.js";
+import {
+  type BoatLifecycle,
+  type BoatLifecycleOptions,
+  type CrashHook,
+  createBoatLifecycle,
+} from "../src/index.js";
 
 export const ENV_ID = "0b6a1c52-7f8e-4d3a-9c21-5e4f3a2b1c0d";
 
@@ -43,7 +48,11 @@ export interface Harness {
   clearFaults(): Promise<void>;
   stats(): SimStats;
   /** A fresh lifecycle with freshly opened journals over the same data dir: a process restart. */
-  restart(options?: { crash?: CrashHook; knownBotIds?: () => readonly string[] }): BoatLifecycle;
+  restart(options?: {
+    crash?: CrashHook;
+    knownBotIds?: () => readonly string[];
+    onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+  }): BoatLifecycle;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
   createFile(): { version: number; requests: Array<Record<string, unknown>> } | null;
@@ -133,7 +142,13 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
         sleeps.push(ms);
       };
 
-  const make = (extra: { crash?: CrashHook; knownBotIds?: () => readonly string[] } = {}) =>
+  const make = (
+    extra: {
+      crash?: CrashHook;
+      knownBotIds?: () => readonly string[];
+      onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+    } = {},
+  ) =>
     createBoatLifecycle({
       client,
       createJournal: openBoatCreateJournal({
@@ -150,6 +165,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       now: journalNow,
       sleep,
       ...(extra.crash === undefined ? {} : { crash: extra.crash }),
+      ...(extra.onCreateRetry === undefined ? {} : { onCreateRetry: extra.onCreateRetry }),
       ...((extra.knownBotIds ?? options.knownBotIds) === undefined
         ? {}
         : { knownBotIds: extra.knownBotIds ?? options.knownBotIds }),

@@ -109,6 +109,26 @@ describe("provision: create with the journaled key", () => {
     expect(result.createdThisAttempt).toBe(false);
   });
 
+  it("onCreateRetry hears each same-key retry, and an observer that throws changes nothing", async () => {
+    const t = await use();
+    const heard: { botId: string; outcome: string }[] = [];
+    t.restart({ onCreateRetry: (info) => heard.push(info) });
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "fail-before", status: 503, times: 1 });
+    await t.lifecycle.provision("bot-1");
+    expect(posts(t)).toHaveLength(2);
+    expect(heard).toEqual([{ botId: "bot-1", outcome: "server-error" }]);
+
+    t.restart({
+      onCreateRetry: () => {
+        throw new Error("a broken metric");
+      },
+    });
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "fail-before", status: 503, times: 1 });
+    const second = await t.lifecycle.provision("bot-2");
+    expect(second.boxId).toMatch(/^bx_/);
+    expect(posts(t)).toHaveLength(4);
+  });
+
   it("restart after 5xx: the provider's message surfaces, 2 POSTs share the key; after a restart the 3rd reuses it", async () => {
     const t = await use();
     await t.faults({ method: "POST", path: "^/sandboxes$", action: "fail-before", status: 503, times: 2 });

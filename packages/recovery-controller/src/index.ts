@@ -36,6 +36,18 @@ export type {
   SagaView,
   WorkspaceOwner,
 } from "./ports.js";
+// What needs a person, reported the same way by the CLI and the bot server
+export {
+  allPending,
+  drydockCommandPrefix,
+  listWorkspaces,
+  planItemNeedsAttention,
+  type RestoreReportGap,
+  type RestoreReportItem,
+  reportRestores,
+  restoreCommand,
+  shellQuote,
+} from "./report.js";
 // Restore recovery
 export {
   type AbortInput,

@@ -1,95 +1,39 @@
 import { createHash } from "node:crypto";
-import type { RestoreActionName, RestorePreview } from "@drydock/recovery-controller";
+import {
+  restoreCommand as commandFor,
+  type RestoreActionName,
+  type RestorePreview,
+  type RestoreReportItem,
+  reportRestores,
+} from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
-import { allPending, controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
+import { controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
 
 const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
 
-/** The exact command that applies `action` against the previewed fence. */
+/** The exact command that applies `action` against the previewed fence, for this data directory. */
 export function restoreCommand(
   ctx: CommandContext,
   action: RestoreActionName,
   preview: RestorePreview,
 ): string {
-  const { fence } = preview;
-  return [
-    ctx.commandPrefix,
-    "restores",
-    action,
-    preview.saga.operationId,
-    "--expected-seq",
-    String(fence.expectedSeq),
-    "--expected-hash",
-    fence.expectedHash,
-    "--expected-owner-digest",
-    fence.expectedOwnerDigest ?? "none",
-    "--yes",
-  ].join(" ");
+  return commandFor(ctx.commandPrefix, action, preview);
 }
 
-function nextAction(preview: RestorePreview): RestoreActionName | null {
-  return ACTIONS.find((action) => preview.actions[action].eligible) ?? null;
-}
+/** One restore `restores list` and `status` show (the recovery controller's report item). */
+export type RestoreListItem = RestoreReportItem;
 
-export interface RestoreListItem {
-  botId: string;
-  operationId: string;
-  phase: string;
-  basePhase: string | null;
-  seq: number;
-  updatedAt: string | null;
-  ownerAlive: boolean | null;
-  /** The eligible action, or null when none is (a running restore, or one that needs inspection). */
-  next: RestoreActionName | null;
-  command: string | null;
-  problem: string | null;
-}
-
+/**
+ * Every restore that may need a person, as the bot server's GET /v1/recovery reports it too (one
+ * function in the recovery controller). A workspace whose sagas cannot be listed fails the command, as
+ * the listing error it is.
+ */
 export async function collectRestores(ctx: CommandContext): Promise<RestoreListItem[]> {
-  const items: RestoreListItem[] = [];
-  for (const workspace of workspaces(ctx)) {
-    const pending = await allPending(workspace.store);
-    const controller = controllerFor(ctx, workspace);
-    const ids = new Set<string>();
-    for (const item of pending.items) ids.add(item.operationId);
-    // Terminal-but-unarchived sagas are diagnostics for listPending, yet an operator must release them.
-    for (const diagnostic of pending.diagnostics) ids.add(diagnostic.operationId);
-    for (const operationId of [...ids].sort()) {
-      const listed = pending.items.find((item) => item.operationId === operationId);
-      try {
-        const preview = await controller.preview(operationId);
-        const next = nextAction(preview);
-        items.push({
-          botId: workspace.botId,
-          operationId,
-          phase: preview.saga.phase,
-          basePhase: preview.saga.basePhase,
-          seq: preview.saga.seq,
-          updatedAt: listed?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
-          ownerAlive: preview.owner?.alive ?? null,
-          next,
-          command: next === null ? null : restoreCommand(ctx, next, preview),
-          problem: null,
-        });
-      } catch (error) {
-        items.push({
-          botId: workspace.botId,
-          operationId,
-          phase: listed?.phase ?? "unknown",
-          basePhase: listed?.basePhase ?? null,
-          seq: listed?.seq ?? 0,
-          updatedAt: listed?.updatedAt ?? null,
-          ownerAlive: null,
-          next: null,
-          command: null,
-          problem: error instanceof Error ? error.message : String(error),
-        });
-      }
-    }
-  }
-  return items;
+  const { restores, gaps } = await reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix });
+  if (gaps[0] !== undefined) throw gaps[0].error;
+  return restores;
 }
 
 export async function restoresList(ctx: CommandContext): Promise<Rendered> {

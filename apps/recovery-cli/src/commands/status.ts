@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import type { PlanItem } from "@drydock/recovery-controller";
+import { type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
@@ -87,15 +87,10 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   }
   if (planItems !== null) {
     for (const item of planItems) {
-      const inProgress =
-        item.kind === "create_in_window" ||
-        (item.kind === "deletion_fence" &&
-          item.facts.fencePhase === "accepted" &&
-          item.facts.fenceStatus !== "completed");
       findings.push({
         area:
           item.kind === "deletion_fence" ? "deletion" : item.kind.startsWith("create") ? "create" : "boat",
-        attention: !inProgress,
+        attention: planItemNeedsAttention(item),
         subject: item.boxId ?? item.botId ?? item.kind,
         message: item.summary,
         command: item.action.command,

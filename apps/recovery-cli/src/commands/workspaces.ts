@@ -1,11 +1,12 @@
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
   createRestoreRecoveryController,
+  listWorkspaces,
   type RestoreRecoveryController,
   sagaStateDir,
 } from "@drydock/recovery-controller";
-import { openSagaStore, type PendingList, type SagaStore } from "@drydock/restore-saga";
+import { openSagaStore, type SagaStore } from "@drydock/restore-saga";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 
@@ -17,28 +18,11 @@ export interface Workspace {
 
 /** `<dataDir>/workspaces/<botId>`: every bot workspace that exists, with its saga store. */
 export function workspaces(ctx: CommandContext): Workspace[] {
-  const dir = join(ctx.dataDir, "workspaces");
-  let names: string[];
-  try {
-    names = readdirSync(dir).sort();
-  } catch {
-    return [];
-  }
-  const out: Workspace[] = [];
-  for (const botId of names) {
-    const root = join(dir, botId);
-    try {
-      if (!statSync(root).isDirectory()) continue;
-    } catch {
-      continue;
-    }
-    out.push({
-      botId,
-      root,
-      store: openSagaStore({ stateDir: sagaStateDir(ctx.dataDir), workspaceRoot: root }),
-    });
-  }
-  return out;
+  return listWorkspaces(ctx.dataDir).map(({ botId, root }) => ({
+    botId,
+    root,
+    store: openSagaStore({ stateDir: sagaStateDir(ctx.dataDir), workspaceRoot: root }),
+  }));
 }
 
 /** The workspace whose shard holds `operationId`, active or archived. */
@@ -62,19 +46,4 @@ export function findSaga(ctx: CommandContext, operationId: string): Workspace {
 
 export function controllerFor(ctx: CommandContext, workspace: Workspace): RestoreRecoveryController {
   return createRestoreRecoveryController({ dataDir: ctx.dataDir, workspaceRoot: workspace.root });
-}
-
-/** Every pending saga of one workspace, page by page (bounded: 64 pages of 64). */
-export async function allPending(store: SagaStore): Promise<PendingList> {
-  const merged: PendingList = { items: [], diagnostics: [], nextCursor: null, truncated: false };
-  let after: string | undefined;
-  for (let page = 0; page < 64; page += 1) {
-    const list = await store.listPending({ ...(after === undefined ? {} : { after }), limit: 64 });
-    merged.items.push(...list.items);
-    merged.diagnostics.push(...list.diagnostics);
-    if (list.nextCursor === null) return merged;
-    after = list.nextCursor;
-  }
-  merged.truncated = true;
-  return merged;
 }

@@ -56,6 +56,7 @@ export interface Context {
   now: () => number;
   sleep: Sleep;
   logger: LifecycleLogger;
+  onCreateRetry: (info: { botId: string; outcome: string }) => void;
   crash: CrashHook;
   scopedName(botId: string): string;
   legacyName(botId: string): string;

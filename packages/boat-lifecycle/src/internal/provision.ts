@@ -255,6 +255,11 @@ async function postWithKey(
         botId: request.botId,
         outcome: outcome.kind,
       });
+      try {
+        ctx.onCreateRetry({ botId: request.botId, outcome: outcome.kind });
+      } catch {
+        // An observer (a metric) must never change what provisioning does.
+      }
       if (decision.waitMs > 0) await ctx.sleep(decision.waitMs, signal);
       continue;
     }

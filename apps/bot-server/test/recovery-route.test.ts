@@ -1,0 +1,280 @@
+/**
+ * What a person must see and confirm: GET /v1/recovery lists every restore `drydock status` lists (a
+ * finished-but-unarchived saga still holding the lock included), a failed restore names the operation to
+ * act on, DELETE /v1/bots/:botId never deletes a live Boat without its name, and provider retries are
+ * counted.
+ */
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
+import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { type RunningServer, startServer } from "../src/server.js";
+import { api, spawnServer, tempDir } from "./helpers.js";
+
+describe("a restore killed after `completed`, before its lock was released (server restarted)", () => {
+  it("GET /v1/recovery lists it with its fenced command, and a new restore's 409 names it", async () => {
+    const tmp = tempDir("recovery-done");
+    const botId = "finisher";
+    let server = await spawnServer(tmp.dir, {
+      DRYDOCK_CRASH_POINT: "restore.after-completed",
+      DRYDOCK_TOKEN: "t".repeat(32),
+    });
+    try {
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "f", botId })).status).toBe(201);
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+      const checkpointId = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+        .checkpointId as string;
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+      await call("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`).catch(() => undefined);
+      expect((await server.exited).signal).toBe("SIGKILL");
+
+      server = await spawnServer(tmp.dir, { DRYDOCK_TOKEN: "t".repeat(32) });
+      const again = api(server.url, server.token);
+      const recovery = (await again("GET", "/v1/recovery")).json;
+      expect(recovery.open).toBe(1);
+      expect(recovery.complete).toBe(true);
+      expect(recovery.restores).toHaveLength(1);
+      const [item] = recovery.restores;
+      expect(item).toMatchObject({
+        botId,
+        phase: "completed",
+        diagnostic: "terminal_unarchived",
+        ownerAlive: false,
+        next: "release",
+        attention: true,
+        problem: null,
+      });
+      // The same fence `drydock restores show` prints, from the recovery controller's preview.
+      const preview = await createRestoreRecoveryController({
+        dataDir: tmp.dir,
+        workspaceRoot: join(tmp.dir, "workspaces", botId),
+      }).preview(item.operationId);
+      expect(item.command).toBe(
+        `drydock --data-dir ${tmp.dir} restores release ${item.operationId} --expected-seq ${preview.fence.expectedSeq} --expected-hash ${preview.fence.expectedHash} --expected-owner-digest ${preview.fence.expectedOwnerDigest} --yes`,
+      );
+      expect(JSON.stringify(recovery)).not.toContain(server.token);
+      const metrics = (await again("GET", "/metrics")).text;
+      expect(metrics).toMatch(/^drydock_recovery_items_open 1$/m);
+
+      // A new restore is blocked by the dead one's lock: the body says recovery is required and names it.
+      const blocked = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`);
+      expect(blocked.status).toBe(409);
+      expect(blocked.json.error.code).toBe("RECOVERY_REQUIRED");
+      expect(blocked.json.error.details).toEqual({
+        recoveryRequired: true,
+        operationId: item.operationId,
+        blockingOperationId: item.operationId,
+      });
+    } finally {
+      server.kill();
+      tmp.cleanup();
+    }
+  });
+});
+
+let server: RunningServer;
+const tmp = tempDir("recovery-route");
+beforeAll(async () => {
+  server = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
+    print: () => {},
+  });
+  await server.startup;
+});
+afterAll(async () => {
+  await server?.close();
+  tmp.cleanup();
+});
+
+async function armFault(rules: unknown[]): Promise<void> {
+  const sim = server.simulator;
+  if (!sim) throw new Error("the test server runs the embedded simulator");
+  const armed = await fetch(`${sim.url}/_sim/faults`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ rules }),
+  });
+  expect(armed.status).toBe(200);
+}
+
+describe("GET /v1/recovery with more open restores than one page of the saga store", () => {
+  it("lists every one of them (65 > the store's page of 64) and counts them all in the gauge", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Many", botId: "many" })).status).toBe(201);
+    const store = openSagaStore({
+      stateDir: sagaStateDir(tmp.dir),
+      workspaceRoot: join(tmp.dir, "workspaces", "many"),
+    });
+    const ids = Array.from({ length: 65 }, (_, i) => `op-${String(i).padStart(3, "0")}`);
+    for (const id of ids) {
+      await store.create(id, {
+        kind: "checkpoint-restore",
+        checkpointId: "ckpt-1",
+        checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+        actorPid: 2 ** 22 + 1,
+      });
+    }
+    const res = await call("GET", "/v1/recovery");
+    expect(res.status).toBe(200);
+    const mine = (res.json.restores as { botId: string; operationId: string }[]).filter(
+      (r) => r.botId === "many",
+    );
+    expect(mine.map((r) => r.operationId)).toEqual(ids);
+    expect(res.json.open).toBeGreaterThanOrEqual(65);
+    const gauge = /^drydock_recovery_items_open (\d+)$/m.exec((await call("GET", "/metrics")).text)?.[1];
+    expect(Number(gauge)).toBe(res.json.open);
+  });
+});
+
+describe("GET /v1/recovery when a journal cannot be read", () => {
+  it("still answers 200 with the restores it can read, and names what it could not read", async () => {
+    const call = api(server.url, server.token);
+    const journal = join(tmp.dir, "box-create-requests.json");
+    const original = existsSync(journal) ? readFileSync(journal) : null;
+    writeFileSync(journal, "{ not json");
+    try {
+      const res = await call("GET", "/v1/recovery");
+      expect(res.status).toBe(200);
+      expect(res.json.complete).toBe(false);
+      expect(res.json.unreadable).toEqual([expect.objectContaining({ area: "boats", subject: "journals" })]);
+      expect(res.json.open).toBeGreaterThanOrEqual(1);
+      expect(Array.isArray(res.json.restores)).toBe(true);
+    } finally {
+      if (original === null) rmSync(journal);
+      else writeFileSync(journal, original);
+    }
+  });
+});
+
+describe("a restore refused because another restore is running", () => {
+  it("answers 409 WORKSPACE_LOCKED with recoveryRequired: false and the running operation's id", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Held", botId: "held" })).status).toBe(201);
+    expect((await call("PUT", "/v1/bots/held/files/a.txt", "x")).status).toBe(201);
+    const checkpointId = (await call("POST", "/v1/bots/held/checkpoints")).json.checkpoint.checkpointId;
+    const held = await acquireWorkspaceLock({
+      dataDir: tmp.dir,
+      workspaceRoot: join(tmp.dir, "workspaces", "held"),
+      transactionId: "restore-running-elsewhere",
+    });
+    try {
+      const res = await call("POST", `/v1/bots/held/checkpoints/${checkpointId}/restore`);
+      expect(res.status).toBe(409);
+      expect(res.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect(res.json.error.details).toEqual({
+        recoveryRequired: false,
+        operationId: "restore-running-elsewhere",
+        blockingOperationId: "restore-running-elsewhere",
+      });
+    } finally {
+      held.release();
+    }
+    const missing = await call("POST", "/v1/bots/held/checkpoints/nope/restore");
+    expect(missing.status).toBe(404);
+    expect(missing.json.error.details).toEqual({ recoveryRequired: false });
+  });
+});
+
+describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
+  it("refuses without { confirmName } or with a wrong one, sending no DELETE to boat.dev; deletes with it", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    expect((await call("POST", "/v1/bots", { name: "Live", botId: "live" })).status).toBe(201);
+    const created = await call("POST", "/v1/bots/live/computer");
+    expect(created.status).toBe(201);
+    const { boxId, name } = created.json.computer;
+    const before = sim.stats();
+
+    const bare = await call("DELETE", "/v1/bots/live");
+    expect(bare.status).toBe(409);
+    expect(bare.json.error.code).toBe("confirmation_required");
+    expect(bare.json.error.message).toContain("confirmName");
+    expect(bare.json.error.message).toContain("/v1/bots/live/computer");
+    const wrong = await call("DELETE", "/v1/bots/live", { confirmName: "not-its-name" });
+    expect(wrong.status).toBe(409);
+    expect(wrong.json.error.code).toBe("confirmation_mismatch");
+    expect(sim.stats().deleteRequests).toBe(before.deleteRequests);
+    expect(sim.stats().live).toBe(before.live);
+    expect((await call("GET", "/v1/bots/live")).status).toBe(200);
+    expect((await call("GET", "/v1/bots/live/computer")).json.computer).toMatchObject({
+      status: "ready",
+      boxId,
+    });
+
+    const confirmed = await call("DELETE", "/v1/bots/live", { confirmName: name });
+    expect(confirmed.status).toBe(200);
+    expect(sim.stats().deleteRequests).toBe(before.deleteRequests + 1);
+    expect(sim.stats().live).toBe(before.live - 1);
+    expect((await call("GET", "/v1/bots/live")).status).toBe(404);
+  });
+
+  it("deletes a bot that never had a Boat without any body", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Bare", botId: "bare" })).status).toBe(201);
+    expect((await call("DELETE", "/v1/bots/bare")).status).toBe(200);
+    expect((await call("GET", "/v1/bots/bare")).status).toBe(404);
+  });
+});
+
+describe("drydock_provider_retries_total", () => {
+  it("counts a create retried with the same key after boat.dev answered 503", async () => {
+    const call = api(server.url, server.token);
+    const retries = async () => {
+      const text = (await call("GET", "/metrics")).text;
+      return Number(/^drydock_provider_retries_total (\d+)$/m.exec(text)?.[1]);
+    };
+    const before = await retries();
+    expect((await call("POST", "/v1/bots", { name: "Retry", botId: "retry" })).status).toBe(201);
+    await armFault([{ action: "fail-before", method: "POST", path: "/sandboxes$", status: 503, times: 1 }]);
+    const created = await call("POST", "/v1/bots/retry/computer");
+    expect(created.status).toBe(201);
+    expect(server.simulator?.stats().createsCommitted).toBeGreaterThan(0);
+    expect(await retries()).toBe(before + 1);
+  });
+});
+
+describe("a restore that fails after its intent in this process", () => {
+  it("answers 503 restore_recovery_required with recoveryRequired: true and its own operation id", async () => {
+    const dir = tempDir("recovery-failed");
+    let armed = false;
+    const failing = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
+      {
+        print: () => {},
+        crash: {
+          restore: {
+            point(name: string) {
+              if (armed && name === "restore.after-intent-committed")
+                throw new Error("test: injected failure");
+            },
+          },
+        },
+      },
+    );
+    try {
+      await failing.startup;
+      const call = api(failing.url, failing.token);
+      expect((await call("POST", "/v1/bots", { name: "F", botId: "fails" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/fails/files/a.txt", "v1")).status).toBe(201);
+      const checkpointId = (await call("POST", "/v1/bots/fails/checkpoints")).json.checkpoint.checkpointId;
+      expect((await call("PUT", "/v1/bots/fails/files/a.txt", "v2")).status).toBe(201);
+      armed = true;
+      const res = await call("POST", `/v1/bots/fails/checkpoints/${checkpointId}/restore`);
+      expect(res.status).toBe(503);
+      expect(res.json.error.code).toBe("restore_recovery_required");
+      expect(res.json.error.details.recoveryRequired).toBe(true);
+      const { operationId } = res.json.error.details;
+      expect(operationId).toMatch(/^restore-/);
+      expect(res.json.error.message).toContain(`drydock restores show ${operationId}`);
+      // The same operation is what GET /v1/recovery lists for a person.
+      const listed = (await call("GET", "/v1/recovery")).json.restores;
+      expect(listed.map((r: { operationId: string }) => r.operationId)).toEqual([operationId]);
+    } finally {
+      await failing.close();
+      dir.cleanup();
+    }
+  });
+});

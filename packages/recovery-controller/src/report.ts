@@ -1,0 +1,202 @@
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import {
+  openSagaStore,
+  type PendingDiagnostic,
+  type PendingList,
+  type SagaStore,
+} from "@drydock/restore-saga";
+import { sagaStateDir } from "./defaults.js";
+import { createRestoreRecoveryController } from "./restore.js";
+import type { PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
+
+/**
+ * What needs a person, gathered the one way both the operator CLI (`drydock status`, `restores list`) and
+ * the bot server (`GET /v1/recovery`) report it, so the two can never disagree on what is open or on the
+ * command to paste.
+ */
+
+const RESTORE_ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
+
+/** A word a POSIX shell reads as itself: unchanged when it is plain, else single-quoted. */
+export function shellQuote(value: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/** `drydock --data-dir <dir>`: the start of every command printed for that data directory. */
+export function drydockCommandPrefix(dataDir: string): string {
+  return `drydock --data-dir ${shellQuote(dataDir)}`;
+}
+
+/** The exact command that applies `action` against the fence `preview` showed. */
+export function restoreCommand(prefix: string, action: RestoreActionName, preview: RestorePreview): string {
+  const { fence } = preview;
+  return [
+    prefix,
+    "restores",
+    action,
+    preview.saga.operationId,
+    "--expected-seq",
+    String(fence.expectedSeq),
+    "--expected-hash",
+    fence.expectedHash,
+    "--expected-owner-digest",
+    fence.expectedOwnerDigest ?? "none",
+    "--yes",
+  ].join(" ");
+}
+
+/**
+ * Whether a Boat plan item needs a person. A create still inside boat.dev's 24-hour window and a deletion
+ * boat.dev accepted and is still working on are work in progress; everything else the plan lists is not.
+ */
+export function planItemNeedsAttention(item: PlanItem): boolean {
+  const inProgress =
+    item.kind === "create_in_window" ||
+    (item.kind === "deletion_fence" &&
+      item.facts.fencePhase === "accepted" &&
+      item.facts.fenceStatus !== "completed");
+  return !inProgress;
+}
+
+/** `<dataDir>/workspaces/<botId>` directories that exist, sorted by bot id (a deleted bot's too). */
+export function listWorkspaces(dataDir: string): { botId: string; root: string }[] {
+  const dir = join(dataDir, "workspaces");
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  const out: { botId: string; root: string }[] = [];
+  for (const botId of names) {
+    const root = join(dir, botId);
+    try {
+      if (statSync(root).isDirectory()) out.push({ botId, root });
+    } catch {
+      // Vanished since the listing.
+    }
+  }
+  return out;
+}
+
+/** Every pending saga of one workspace, page by page (bounded: 64 pages of 64, then `truncated`). */
+export async function allPending(store: SagaStore): Promise<PendingList> {
+  const merged: PendingList = { items: [], diagnostics: [], nextCursor: null, truncated: false };
+  let after: string | undefined;
+  for (let page = 0; page < 64; page += 1) {
+    const list = await store.listPending({ ...(after === undefined ? {} : { after }), limit: 64 });
+    merged.items.push(...list.items);
+    merged.diagnostics.push(...list.diagnostics);
+    if (list.nextCursor === null) return merged;
+    after = list.nextCursor;
+  }
+  merged.truncated = true;
+  return merged;
+}
+
+/** One restore that needs (or may need) a person, as `drydock restores list` shows it. Redacted. */
+export interface RestoreReportItem {
+  botId: string;
+  operationId: string;
+  phase: string;
+  basePhase: string | null;
+  seq: number;
+  updatedAt: string | null;
+  /** Liveness of the workspace lock's owner; null when no owner holds it (or it could not be read). */
+  ownerAlive: boolean | null;
+  /** The one eligible fenced action, or null (running, or it needs inspection). */
+  next: RestoreActionName | null;
+  /** The exact command that applies `next` against the previewed fence, or null. */
+  command: string | null;
+  /** Why the saga could not be previewed (corrupt, busy), or null. */
+  problem: string | null;
+  /** What the store's pending listing said of it when it is not a plain pending saga, or null. */
+  diagnostic: PendingDiagnostic["status"] | null;
+  /** false only for a restore whose owner is still running (work in progress). */
+  attention: boolean;
+}
+
+/** A workspace whose sagas could not be listed: the report is incomplete there. */
+export interface RestoreReportGap {
+  botId: string;
+  /** What went wrong, for a person. */
+  message: string;
+  /** The failure itself (never sent to a client as is). */
+  error: unknown;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Every restore of a data directory that a person may have to settle: each workspace's pending sagas (all
+ * pages) and the store's diagnostics (a finished saga not archived yet still holds its lock; a corrupt or
+ * busy one needs a look), each previewed by the restore recovery controller with the fenced command for its
+ * one eligible action. A workspace that cannot be listed becomes a gap; the others are still reported.
+ */
+export async function reportRestores(options: {
+  dataDir: string;
+  /** Start of every printed command, e.g. `drydockCommandPrefix(dataDir)`. */
+  commandPrefix: string;
+}): Promise<{ restores: RestoreReportItem[]; gaps: RestoreReportGap[] }> {
+  const { dataDir, commandPrefix } = options;
+  const restores: RestoreReportItem[] = [];
+  const gaps: RestoreReportGap[] = [];
+  for (const { botId, root } of listWorkspaces(dataDir)) {
+    let pending: PendingList;
+    try {
+      pending = await allPending(openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot: root }));
+    } catch (error) {
+      gaps.push({
+        botId,
+        message: `the restores of bot ${botId} could not be listed: ${messageOf(error)}`,
+        error,
+      });
+      continue;
+    }
+    const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root });
+    const listed = new Map(pending.items.map((item) => [item.operationId, item]));
+    const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d.status]));
+    for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {
+      const item = listed.get(operationId);
+      const diagnostic = diagnostics.get(operationId) ?? null;
+      try {
+        const preview = await controller.preview(operationId);
+        const next = RESTORE_ACTIONS.find((action) => preview.actions[action].eligible) ?? null;
+        const ownerAlive = preview.owner?.alive ?? null;
+        restores.push({
+          botId,
+          operationId,
+          phase: preview.saga.phase,
+          basePhase: preview.saga.basePhase,
+          seq: preview.saga.seq,
+          updatedAt: item?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
+          ownerAlive,
+          next,
+          command: next === null ? null : restoreCommand(commandPrefix, next, preview),
+          problem: null,
+          diagnostic,
+          attention: ownerAlive !== true,
+        });
+      } catch (error) {
+        restores.push({
+          botId,
+          operationId,
+          phase: item?.phase ?? "unknown",
+          basePhase: item?.basePhase ?? null,
+          seq: item?.seq ?? 0,
+          updatedAt: item?.updatedAt ?? null,
+          ownerAlive: null,
+          next: null,
+          command: null,
+          problem: messageOf(error),
+          diagnostic,
+          attention: true,
+        });
+      }
+    }
+  }
+  return { restores, gaps };
+}
