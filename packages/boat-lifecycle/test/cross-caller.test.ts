@@ -171,20 +171,8 @@ describe("a resumed create key is never discarded on a refusal", () => {
     const keys = new Set(posts(t).map((post) => post.idempotencyKey));
     expect([...keys]).toEqual([row?.idempotencyKey]);
   });
-
-  it("a key minted by this very call is still discarded on a definitive refusal (seed behaviour)", async () => {
-    const t = await use();
-    await t.faults({
-      method: "POST",
-      path: "^/sandboxes$",
-      action: "fail-before",
-      status: 400,
-      code: "invalid_request",
-    });
-    const refused = await rejection(t.lifecycle.provision("bot-1"));
-    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
-    expect(t.createFile()?.requests).toEqual([]);
-  });
+  // A key minted by the very call that was refused is still discarded: provision.test.ts, "a definitive 4xx
+  // discards the key".
 });
 
 describe("provisioning behind a fence whose deletion retry fails", () => {
