@@ -6,15 +6,18 @@ import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import {
   applyPlan,
   planFromScan,
-  planRestore,
   type RestorePlan,
+  restrictPlan,
   sweepStaging,
+  touchedPaths,
   type VerifiedBlobs,
+  verifyPaths,
   verifyPlanBlobs,
   verifyTree,
 } from "./internal/apply.js";
 import { domainDigest } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
+import { scanTree } from "./internal/tree.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
 import type { Phase } from "./schema.js";
 import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store.js";
@@ -278,7 +281,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
 
     held.assertOwned();
     saga = await step(store, saga, "intent_committed", {
-      intentCommitDigest: domainDigest("drydock-restore-intent-v1", {
+      intentCommitDigest: intentDigest({
         operationId,
         checkpointId: options.checkpointId,
         checkpointManifestDigest: target.manifestDigest,
@@ -479,12 +482,27 @@ export interface RollbackOptions {
   durable?: boolean;
 }
 
+/** What `intent_committed` commits to: this operation, its target checkpoint and the exact plan. */
+function intentDigest(intent: {
+  operationId: string;
+  checkpointId: string;
+  checkpointManifestDigest: string;
+  planDigest: string;
+}): string {
+  return domainDigest("drydock-restore-intent-v1", intent);
+}
+
 /**
- * Rolls a restore that stopped after `mutation_started` back to its safety checkpoint, exactly (files
- * the restore added are removed): recovery_required (if needed) → recovery_started →
- * rollback_prepared → rollback_started → workspace_rolled_back → rolled_back. The caller holds the
- * lease and, afterwards, releases it and archives the saga. A failure leaves the saga where it stopped
- * (a later rollback starts a new cycle from recovery_required).
+ * Rolls a restore that stopped after `mutation_started` back to its safety checkpoint, for exactly the
+ * paths that restore's plan touched (files it added are removed, files it changed or removed come back):
+ * recovery_required (if needed) → recovery_started → rollback_prepared → rollback_started →
+ * workspace_rolled_back → rolled_back. Everything else in the workspace is left as it is, including what
+ * was written after the restore stopped; only something written inside a directory the restore created
+ * (which the rollback would have to delete) makes it refuse, with `CONFLICT` and nothing changed. The
+ * touched paths are recomputed from the safety checkpoint and the target checkpoint and must give the very
+ * plan the saga's intent committed to (`CORRUPT` otherwise). The caller holds the lease and, afterwards,
+ * releases it and archives the saga. A failure leaves the saga where it stopped (a later rollback starts a
+ * new cycle from recovery_required).
  */
 export async function rollbackFromSafetyCheckpoint(options: RollbackOptions): Promise<SagaState> {
   try {
@@ -553,6 +571,41 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
       message: `The safety checkpoint ${safetyCheckpointId} of restore ${saga.operationId} changed after it was recorded; refusing to roll back from it.`,
     });
   }
+  // The paths the interrupted restore may have changed: its plan, recomputed from the safety checkpoint
+  // (the workspace as it was scanned) and the target, and proven to be the plan its intent committed to.
+  const created = saga.events[0]!;
+  const checkpointId = created.evidence.checkpointId as string;
+  const checkpointManifestDigest = created.evidence.checkpointManifestDigest as string;
+  const intentEvent = saga.events.findLast((event) => event.phase === "intent_committed");
+  const target = checkpoints.readVerifiedManifest(checkpointId);
+  const original = planFromScan(safety.manifest.entries, target.manifest.entries);
+  if (
+    target.manifestDigest !== checkpointManifestDigest ||
+    intentEvent?.evidence.intentCommitDigest !==
+      intentDigest({
+        operationId: saga.operationId,
+        checkpointId,
+        checkpointManifestDigest,
+        planDigest: original.planDigest,
+      })
+  ) {
+    throw new SagaError({
+      code: "CORRUPT",
+      operationId: saga.operationId,
+      message: `The checkpoints of restore ${saga.operationId} no longer give the plan its intent committed to, so which files it touched cannot be told; refusing to roll back. Nothing was changed; inspect checkpoint ${checkpointId} and safety checkpoint ${safetyCheckpointId}.`,
+    });
+  }
+  const touched = touchedPaths(original);
+  const current = scanTree(fs, root, { strict: false });
+  const { plan, outside } = restrictPlan(planFromScan(current, safety.manifest.entries), current, touched);
+  if (outside.length > 0) {
+    throw new SagaError({
+      code: "CONFLICT",
+      operationId: saga.operationId,
+      message: `Rolling back restore ${saga.operationId} would delete ${outside.slice(0, 3).join(", ")}${outside.length > 3 ? ` and ${outside.length - 3} more` : ""}, written after the restore stopped inside a directory the restore created. Nothing was changed; move them out of that directory, then retry the rollback.`,
+    });
+  }
+
   const recoveryRequestId = options.recoveryRequestId ?? `rollback-${randomUUID()}`;
   // What the interrupted apply staged is never promoted; remove it whether or not anything needs rolling back.
   sweepStaging(fs, stagingDirFor(dataDir, store));
@@ -571,7 +624,6 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
     recoveryRequestId,
   });
 
-  const plan = planRestore(fs, root, safety.manifest.entries);
   const verified = verifyPlanBlobs(checkpoints, plan);
   const binding = {
     recoveryRequestId,
@@ -600,7 +652,7 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
       plan,
     );
   }
-  const poststateDigest = verifyTree(fs, root, safety.treeDigest);
+  const poststateDigest = verifyPaths(fs, root, safety.manifest.entries, touched);
   saga = await step(store, saga, "workspace_rolled_back", {
     recoveryRequestId,
     rolledBackCount,

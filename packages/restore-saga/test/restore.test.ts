@@ -262,6 +262,62 @@ describe("restoreCheckpoint", () => {
     expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
   });
 
+  /** A restore that fails mid-apply (its third file rename), keeping the lock for recovery. */
+  async function stoppedMidApply(operationId: string): Promise<void> {
+    const faulty = failNthCall(nodeFileOps, {
+      n: 3,
+      code: "EIO",
+      count: (name, args) => name === "renameSync" && String(args[1]).startsWith(fixture.workspace),
+    });
+    const error = await rejection(restoreCheckpoint(options({ operationId, fs: faulty.ops })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+  }
+
+  it("rolls back only what the restore touched: what was written after it stopped stays", async () => {
+    await stoppedMidApply("op-third-party");
+    // While the restore waits for an operator, the workspace is written to: a new file, and a file the
+    // restore's plan never touched (d1/f1.txt is the same before and after the checkpoint) is edited.
+    expect(fixture.before.get("d1/f1.txt")).toBe(fixture.after.get("d1/f1.txt"));
+    fs.writeFileSync(join(fixture.workspace, "user-notes.txt"), "written after the restore stopped");
+    fs.writeFileSync(join(fixture.workspace, "d1", "f1.txt"), "edited after the restore stopped");
+    const written = snapshotTree(fixture.workspace);
+
+    const recovered = await recoverRestore({
+      dataDir: fixture.dataDir,
+      workspaceRoot: fixture.workspace,
+      operationId: "op-third-party",
+      isProcessAlive: everyoneDead,
+    });
+    expect(recovered.outcome).toBe("rolled_back");
+    const expected = new Map(fixture.before);
+    for (const path of ["user-notes.txt", "d1/f1.txt"]) expected.set(path, written.get(path)!);
+    expect(sameTree(snapshotTree(fixture.workspace), expected)).toBe(true);
+  });
+
+  it("refuses a rollback that would delete a file written inside a directory the restore created", async () => {
+    await stoppedMidApply("op-inside-new-dir");
+    // The plan creates new-dir (absent before), and mkdirs run before the renames that failed.
+    expect(fs.statSync(join(fixture.workspace, "new-dir")).isDirectory()).toBe(true);
+    fs.writeFileSync(join(fixture.workspace, "new-dir", "user.txt"), "not the restore's");
+    const store = sagaStoreFor(fixture.dataDir, fixture.workspace);
+    const stopped = await store.load("op-inside-new-dir");
+    const beforeRollback = snapshotTree(fixture.workspace);
+
+    const error = await rejection(
+      recoverRestore({
+        dataDir: fixture.dataDir,
+        workspaceRoot: fixture.workspace,
+        operationId: "op-inside-new-dir",
+        isProcessAlive: everyoneDead,
+      }),
+    );
+    expect(error.code).toBe("CONFLICT");
+    expect(error.message).toContain("new-dir/user.txt");
+    expect(error.message).toContain("Nothing was changed");
+    expect(snapshotTree(fixture.workspace)).toEqual(beforeRollback);
+    expect((await store.load("op-inside-new-dir")).seq).toBe(stopped.seq);
+  });
+
   it("refuses to write through a directory swapped for a symlink during the restore", async () => {
     // After the intent, something replaces a workspace directory with a symlink to a place outside it.
     const elsewhere = join(fixture.dataDir, "..", "elsewhere");

@@ -105,6 +105,60 @@ export function planFromScan(
   };
 }
 
+function opPath(op: PlanOp): string {
+  return op.op === "write" ? op.entry.path : op.path;
+}
+
+/** Every path a plan changes (removes, creates, rewrites or chmods). */
+export function touchedPaths(plan: RestorePlan): Set<string> {
+  return new Set(plan.ops.map(opPath));
+}
+
+function ancestors(path: string): string[] {
+  const parts = path.split("/");
+  return parts.slice(1).map((_, i) => parts.slice(0, i + 1).join("/"));
+}
+
+/**
+ * The part of `plan` (made from `current`) that touches only `paths`, plus the creation of any missing
+ * directory those changes need. What lies outside `paths` is left exactly as it is, even where it differs
+ * from the plan's target: the rollback of a restore undoes what that restore did, not what someone wrote
+ * since. Returns the restricted plan, or the entries it would have to delete although they lie outside
+ * `paths` (something written inside a directory the restore created): the caller refuses then.
+ */
+export function restrictPlan(
+  plan: RestorePlan,
+  current: readonly ScannedEntry[],
+  paths: ReadonlySet<string>,
+): { plan: RestorePlan; outside: string[] } {
+  const kept = plan.ops.filter((op) => op.op !== "mkdir" && paths.has(opPath(op)));
+  const needed = new Set(
+    kept.filter((op) => op.op === "write" || op.op === "chmod").flatMap((op) => ancestors(opPath(op))),
+  );
+  const ops = plan.ops.filter(
+    (op) => kept.includes(op) || (op.op === "mkdir" && (paths.has(op.path) || needed.has(op.path))),
+  );
+  const removed = new Set(ops.filter((op) => op.op === "remove").map(opPath));
+  const outside: string[] = [];
+  for (const op of ops) {
+    if (op.op !== "remove" || op.kind !== "dir") continue;
+    const prefix = `${op.path}/`;
+    for (const entry of current) {
+      if (entry.path.startsWith(prefix) && !removed.has(entry.path)) outside.push(entry.path);
+    }
+  }
+  const { prestateDigest, targetDigest } = plan;
+  return {
+    plan: {
+      ops,
+      prestateDigest,
+      targetDigest,
+      planDigest: domainDigest(PLAN_DOMAIN, { prestateDigest, targetDigest, ops, paths: [...paths].sort() }),
+    },
+    outside: outside.sort(),
+  };
+}
+
 export interface ApplyContext {
   fs: FileOps;
   root: string;
@@ -380,6 +434,39 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
 }
 
 /** Scans the workspace again and demands it equal the target tree exactly. Returns the post-state digest. */
+/**
+ * After a restricted apply: each of `paths` must now be exactly as in `expected` (present with the same
+ * type, content and mode, or absent like there); the rest of the workspace is not compared. Returns the
+ * digest of the whole workspace as it now is.
+ */
+export function verifyPaths(
+  fs: FileOps,
+  root: string,
+  expected: readonly ManifestEntry[],
+  paths: ReadonlySet<string>,
+): string {
+  const post = scanTree(fs, root, { strict: false });
+  const now = new Map<string, ScannedEntry>(post.map((entry) => [entry.path, entry]));
+  const wanted = new Map<string, ManifestEntry>(expected.map((entry) => [entry.path, entry]));
+  for (const path of paths) {
+    const a = now.get(path);
+    const b = wanted.get(path);
+    const same =
+      a === undefined || b === undefined
+        ? a === b
+        : a.type === b.type &&
+          (a.type !== "file" || b.type !== "file" || (a.sha256 === b.sha256 && a.mode === b.mode)) &&
+          (a.type !== "dir" || b.type !== "dir" || a.mode === b.mode);
+    if (!same) {
+      throw new SagaError({
+        code: "WRITE_FAILED",
+        message: `After rolling back, ${path} in the workspace ${root} is not as the safety checkpoint holds it (something else changed it meanwhile, or a change was lost). Nothing else was changed; retry the rollback.`,
+      });
+    }
+  }
+  return treeDigest(post);
+}
+
 export function verifyTree(fs: FileOps, root: string, targetDigest: string): string {
   const post = treeDigest(scanTree(fs, root, { strict: false }));
   if (post !== targetDigest) {
