@@ -175,6 +175,8 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   // cost on a large journal: ~35 ms for 4,096 create rows) whenever nobody else wrote in between, which
   // the racy-window rule cannot prove right after a write.
   let validated: { bytes: Buffer; doc: T } | null = null;
+  /** How many documents this journal has saved: tells a failed release after a save from one before. */
+  let saves = 0;
   let swept = false;
 
   function emptyDoc(): T {
@@ -296,6 +298,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     } catch (error) {
       throw stateError("unavailable", error);
     }
+    saves += 1;
     // Only after the write returned: a failed write must not make its bytes look validated-and-current
     // (they are still compared byte for byte with what the next read finds, so this is belt and braces).
     validated = { bytes: Buffer.from(text), doc: deepFreeze(result.doc) };
@@ -317,6 +320,9 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     } catch (error) {
       throw stateError("unavailable", error);
     }
+    // A section runs under the lock, synchronously, and the release follows it at once: a change in
+    // `saves` between here and a lock failure means that failure was the release, after the save.
+    const savesBefore = saves;
     try {
       return await withLock(
         lockFile,
@@ -335,8 +341,12 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
       // The lock's own failures become the journal's state error (the seeds' wording: "…recovery state
       // is locked by another … process"), keeping the LockError as the cause. An abort is the caller's
       // own request, not a state problem, so it propagates as the LockError it is.
-      if (isLockError(error) && error.code !== "LOCK_ABORTED")
-        throw stateError(lockErrorDetail(error, label), error);
+      if (isLockError(error) && error.code !== "LOCK_ABORTED") {
+        // The seeds report a failed release as recovery state too; after a save it must not read as
+        // "nothing changed": the new document is on disk, only the lock is in doubt.
+        const saved = saves !== savesBefore ? " (the change itself was saved)" : "";
+        throw stateError(`${lockErrorDetail(error, label)}${saved}`, error);
+      }
       throw error;
     }
   }

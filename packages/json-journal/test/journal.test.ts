@@ -446,6 +446,48 @@ describe("lock failures become the caller's stateError, with the LockError as ca
     expect(readFileSync(file, "utf8")).toBe(serialize({ version: 1, items: [] }));
   });
 
+  it("a release that fails after a save says the change was saved; after a read it does not", async () => {
+    const failOnce = new Set<string>();
+    const lockFs: FileOps = {
+      ...nodeFileOps,
+      unlinkSync: (path) => {
+        if (failOnce.delete(String(path))) throw Object.assign(new Error("EIO: injected"), { code: "EIO" });
+        return nodeFileOps.unlinkSync(path);
+      },
+    };
+    const journalOn = (name: string) =>
+      openJsonJournal<Doc>({
+        file: join(dir, `${name}.json`),
+        schema: DocSchema,
+        empty: { version: 1, items: [] },
+        stateError: (detail, cause) => new StateError(detail, { cause }),
+        lock: { fs: lockFs, waitMs: 50 },
+      });
+    const written = journalOn("written");
+    failOnce.add(join(dir, "written.lock"));
+    const afterSave = await written
+      .update(() => ({ next: { version: 1, items: [{ name: "a", value: 1 }] }, result: null }))
+      .then(
+        () => null,
+        (caught: unknown) => caught as StateError,
+      );
+    expect(afterSave?.detail).toMatch(/\(the change itself was saved\)$/);
+    expect(isLockError(afterSave?.cause) && afterSave.cause.code).toBe("LOCK_IO");
+    expect(JSON.parse(readFileSync(join(dir, "written.json"), "utf8"))).toEqual({
+      version: 1,
+      items: [{ name: "a", value: 1 }],
+    });
+
+    const onlyRead = journalOn("read");
+    failOnce.add(join(dir, "read.lock"));
+    const afterRead = await onlyRead.read().then(
+      () => null,
+      (caught: unknown) => caught as StateError,
+    );
+    expect(afterRead).toBeInstanceOf(StateError);
+    expect(afterRead?.detail).not.toContain("saved");
+  });
+
   it("an aborted wait propagates as the LockError itself", async () => {
     const handle = await acquireLock(join(dir, "things.lock"));
     try {
