@@ -249,7 +249,11 @@ export function createBoatClient(options: BoatClientOptions): BoatClient {
       return new BoatApiError({
         status,
         code: envelope.data.error.code,
-        message: `boat.dev refused ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}).`,
+        // A 5xx is not a refusal: boat.dev may have done the work before it failed (a create may exist).
+        message:
+          status >= 500
+            ? `boat.dev failed ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}); the request may have taken effect.`
+            : `boat.dev refused ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}).`,
         ...(requestId === undefined ? {} : { requestId }),
         ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
         details: envelope.data.error.details ?? {},

@@ -97,6 +97,14 @@ describe("create", () => {
       });
     expect((await send("{not json")).status).toBe(400);
     expect((await send(JSON.stringify({ ttlSeconds: -1, noEnv: true }))).status).toBe(400);
+    // A key that is not a UUID v4 is refused too, and creates nothing.
+    const notUuid = await fetch(`${h.sim.apiUrl}/sandboxes`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${h.sim.token}`, "idempotency-key": "not-a-uuid" },
+      body: JSON.stringify(BODY),
+    });
+    expect(notUuid.status).toBe(400);
+    expect((await h.stats()).createsCommitted).toBe(0);
     // The refused requests did not bind the key: it still creates a Boat.
     const created = await h.client.createSandbox(BODY, { idempotencyKey: key });
     expect(created.replayed).toBe(false);
@@ -234,11 +242,31 @@ describe("delete and poll", () => {
     expect(p2).toMatchObject({ status: "completed", stage: "completed" });
     expect(p2.completedAt).toBeDefined();
     expect(await h.stats()).toMatchObject({ deletesAccepted: 1, deleteRequests: 2, live: 0 });
-    // Recently deleted → 410 gone; later → 404 not_found.
+    // Read of a recently deleted Boat → 410 gone, later 404 not_found; delete and rename → 404 (BOAT_DEV_API
+    // allows 410 for a read only).
     expect(await apiError(h.client.getSandbox(sandbox.id))).toMatchObject({ status: 410, code: "gone" });
-    expect(await apiError(h.client.deleteSandbox(sandbox.id))).toMatchObject({ status: 410, code: "gone" });
+    expect(await apiError(h.client.deleteSandbox(sandbox.id))).toMatchObject({
+      status: 404,
+      code: "not_found",
+    });
+    expect(await apiError(h.client.renameSandbox(sandbox.id, "late"))).toMatchObject({
+      status: 404,
+      code: "not_found",
+    });
     await h.advance(60_000);
     expect(await apiError(h.client.getSandbox(sandbox.id))).toMatchObject({ status: 404, code: "not_found" });
+  });
+
+  it("finishes an accepted deletion nobody polls once its time is up (the clock moves operations too)", async () => {
+    const { sandbox } = await h.client.createSandbox(BODY, { idempotencyKey: randomUUID() });
+    const op = await h.client.deleteSandbox(sandbox.id);
+    await h.advance(299_000);
+    expect((await h.client.getSandbox(sandbox.id)).id).toBe(sandbox.id);
+    await h.advance(1_000);
+    // Seen without a poll: the Boat is gone, and its operation completed.
+    expect(await apiError(h.client.getSandbox(sandbox.id))).toMatchObject({ status: 410, code: "gone" });
+    expect((await h.stats()).live).toBe(0);
+    expect(await h.client.getDeletionOperation(op.id)).toMatchObject({ status: "completed" });
   });
 
   it("answers 404 for deleting an unknown Boat and polling an unknown operation", async () => {

@@ -40,6 +40,11 @@ export interface BoatSimulatorOptions {
   allowNonLoopback?: boolean;
   /** Polls a deletion operation takes to finish: poll 1 → processing, poll N → completed. Default 2. */
   deletionPolls?: number;
+  /**
+   * Simulator time after which an accepted deletion finishes (or ends blocked) even if nobody polls it, as
+   * boat.dev's own work goes on while a client is down: seen by the next request or clock move. Default 5 min.
+   */
+  deletionMs?: number;
   /** Simulator time a deleted Boat answers 410 gone before it answers 404. Default 60 s. */
   goneWindowMs?: number;
   /** Simulator time a new Boat reports "provisioning" before "running". Default 1 s. */
@@ -134,6 +139,7 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
   const wallNow = options.now ?? Date.now;
   const listLagMs = options.listLagMs ?? 0;
   const deletionPolls = options.deletionPolls ?? 2;
+  const deletionMs = options.deletionMs ?? 300_000;
   const goneWindowMs = options.goneWindowMs ?? 60_000;
   const provisionMs = options.provisionMs ?? 1_000;
   const stateFile = options.stateFile;
@@ -263,6 +269,21 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
     }
   }
 
+  /** Finishes every deletion whose simulated time is up; true when one changed. */
+  function settleDueOperations(): boolean {
+    let changed = false;
+    for (const op of operations.values()) {
+      if (
+        (op.status === "pending" || op.status === "processing") &&
+        simNow() - op.requestedAt >= deletionMs
+      ) {
+        finishOperation(op);
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
   function stats(): SimStats {
     const perName: Record<string, number> = {};
     let live = 0;
@@ -298,11 +319,12 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
   const notFound = (): Outcome => error(404, "not_found", "No such sandbox.");
 
   /** A Boat as GET/PATCH/DELETE see it: missing, recently deleted (410) or long deleted (404). */
-  function lookup(id: string): { boat: SimSandboxRecord } | { outcome: Outcome } {
+  /** A live Boat, or the answer for a missing one: 410 `gone` only for a read of one deleted recently. */
+  function lookup(id: string, read = false): { boat: SimSandboxRecord } | { outcome: Outcome } {
     const boat = BOAT_ID.test(id) ? boats.get(id) : undefined;
     if (!boat) return { outcome: notFound() };
     if (boat.deletedAt !== null) {
-      if (simNow() - boat.deletedAt < goneWindowMs) {
+      if (read && simNow() - boat.deletedAt < goneWindowMs) {
         return { outcome: error(410, "gone", "This sandbox was deleted.") };
       }
       return { outcome: notFound() };
@@ -366,7 +388,10 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
     if (key === undefined || key.length === 0) {
       return error(400, "idempotency_key_required", "Send an Idempotency-Key header (a UUID v4).");
     }
-    if (key.length > 255) return error(400, "invalid_request", "The Idempotency-Key is longer than 255.");
+    // BOAT_DEV_API: `Idempotency-Key: <uuid v4>`; anything else is refused before a key is looked at.
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i.test(key)) {
+      return error(400, "invalid_request", "The Idempotency-Key must be a UUID v4.");
+    }
     const parsed = createSandboxBodySchema.safeParse(body);
     if (!parsed.success) {
       return error(400, "invalid_request", "The body must be { ttlSeconds, noEnv }.", {
@@ -434,7 +459,7 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
 
   async function read(id: string, fault: FaultState | undefined): Promise<Outcome> {
     await pauseFor(fault);
-    const found = lookup(id);
+    const found = lookup(id, true);
     if ("outcome" in found) return found.outcome;
     return { status: 200, body: { ok: true, sandbox: sandboxView(found.boat) } };
   }
@@ -562,6 +587,8 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
     requestId: string,
   ): Promise<void> {
     const method = req.method ?? "GET";
+    // boat.dev's deletions go on between requests: whatever finished meanwhile is seen by this one.
+    if (settleDueOperations()) persist();
     const sandboxMatch = /^\/sandboxes\/([^/]+)$/.exec(path);
     const opMatch = /^\/deletion-operations\/([^/]+)$/.exec(path);
     let route: ((body: unknown, fault: FaultState | undefined) => Promise<Outcome>) | undefined;
@@ -750,6 +777,7 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
   function advanceClock(ms: number): void {
     if (!Number.isInteger(ms) || ms < 0) throw new RangeError("advanceMs must be a non-negative integer");
     clockOffsetMs += ms;
+    settleDueOperations();
     persist();
   }
 
