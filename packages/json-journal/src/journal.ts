@@ -320,13 +320,15 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     } catch (error) {
       throw stateError("unavailable", error);
     }
-    // A section runs under the lock, synchronously, and the release follows it at once: a change in
-    // `saves` between here and a lock failure means that failure was the release, after the save.
-    const savesBefore = saves;
+    // Counted when the section starts, under the lock: the section runs synchronously and the release
+    // follows it at once, so a change in `saves` by the time a lock failure arrives means that failure was
+    // this call's release, after this call's save (null: the section never ran, the lock was never held).
+    let savesBefore: number | null = null;
     try {
       return await withLock(
         lockFile,
         (handle) => {
+          savesBefore = saves;
           try {
             sweepOnce();
             return section(handle);
@@ -344,7 +346,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
       if (isLockError(error) && error.code !== "LOCK_ABORTED") {
         // The seeds report a failed release as recovery state too; after a save it must not read as
         // "nothing changed": the new document is on disk, only the lock is in doubt.
-        const saved = saves !== savesBefore ? " (the change itself was saved)" : "";
+        const saved = savesBefore !== null && saves !== savesBefore ? " (the change itself was saved)" : "";
         throw stateError(`${lockErrorDetail(error, label)}${saved}`, error);
       }
       throw error;

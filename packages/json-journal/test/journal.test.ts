@@ -486,6 +486,20 @@ describe("lock failures become the caller's stateError, with the LockError as ca
     );
     expect(afterRead).toBeInstanceOf(StateError);
     expect(afterRead?.detail).not.toContain("saved");
+
+    // Two calls on one journal: A saves while B waits for the lock; B saves nothing and its release fails.
+    // Only A's own save counts for A, none for B.
+    const shared = journalOn("shared");
+    const a = shared.update(() => ({ next: { version: 1, items: [{ name: "a", value: 1 }] }, result: "A" }));
+    const b = shared.update(() => ({ result: "B" }));
+    await a;
+    failOnce.add(join(dir, "shared.lock"));
+    const bError = await b.then(
+      () => null,
+      (caught: unknown) => caught as StateError,
+    );
+    expect(bError).toBeInstanceOf(StateError);
+    expect(bError?.detail).not.toContain("saved");
   });
 
   it("an aborted wait propagates as the LockError itself", async () => {
