@@ -3,6 +3,7 @@ import {
   inspectWorkspaceLock,
   openSagaStore,
   ownerDigest,
+  rollbackBlockers,
   rollbackFromSafetyCheckpoint,
   type WorkspaceLease,
   type WorkspaceLockOwner,
@@ -47,6 +48,7 @@ export function defaultRestorePorts(options: {
     },
   };
   const rollback: RecoveryRollback = {
+    blockers: (operationId) => rollbackBlockers({ dataDir, workspaceRoot, operationId }),
     run: ({ operationId, fence, lease, recoveryRequestId }) =>
       rollbackFromSafetyCheckpoint({
         dataDir,

@@ -92,6 +92,12 @@ export interface RecoveryWorkspaceLock {
  * workspace_rolled_back → rolled_back. Fails with the saga left where it stopped.
  */
 export interface RecoveryRollback {
+  /**
+   * Read-only: why the rollback could not run now, in words for a person (empty when it could), from
+   * what only the workspace can tell (something written since the restore stopped that the rollback would
+   * have to delete). Optional: without it the preview reports only the saga's and the lock's blockers.
+   */
+  blockers?(operationId: string): Promise<string[]>;
   run(input: {
     operationId: string;
     fence: { expectedSeq: number; expectedHash: string };

@@ -122,8 +122,8 @@ export interface RestoreReportGap {
   botId: string;
   /** What went wrong, for a person. */
   message: string;
-  /** The failure itself (never sent to a client as is). */
-  error: unknown;
+  /** The failure itself (never sent to a client as is); absent when the listing was only cut short. */
+  error?: unknown;
 }
 
 function messageOf(error: unknown): string {
@@ -155,6 +155,12 @@ export async function reportRestores(options: {
         error,
       });
       continue;
+    }
+    if (pending.truncated) {
+      gaps.push({
+        botId,
+        message: `bot ${botId} has more pending restores than one report lists (${pending.items.length + pending.diagnostics.length} shown)`,
+      });
     }
     const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root });
     const listed = new Map(pending.items.map((item) => [item.operationId, item]));

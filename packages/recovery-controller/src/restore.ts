@@ -589,6 +589,15 @@ export function createRestoreRecoveryController(
     const fence = validateFence(fenceInput);
     const previewed = await loadExact(operationId, fence);
     assertRollbackable(previewed);
+    // Refused before the lock is taken over, so a refusal changes nothing (not even the saga's phase).
+    const workspaceBlockers = (await rollbackPort.blockers?.(operationId)) ?? [];
+    if (workspaceBlockers.length > 0) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Restore ${operationId} cannot be rolled back now: ${workspaceBlockers.join("; ")}. Nothing was changed.`,
+        { operationId, phase: previewed.phase, basePhase: basePhaseOf(previewed) },
+      );
+    }
     const owner = await inspectBound(operationId, fence.expectedOwnerDigest);
     if (owner === null) {
       // Files change only under the lock, and a failed restore keeps it: a missing owner here means the
@@ -665,7 +674,7 @@ export function createRestoreRecoveryController(
       else blockers.push(...ownerBlocker);
       return { eligible: blockers.length === 0, blockers };
     })();
-    const rollbackVerdict = ((): ActionVerdict => {
+    const rollbackVerdict = await (async (): Promise<ActionVerdict> => {
       if (archived) return { eligible: false, blockers: ["the restore is archived"] };
       const blockers = rollbackBlockers(saga);
       if (blockers.length === 0) {
@@ -673,6 +682,8 @@ export function createRestoreRecoveryController(
         else if (owner === null) blockers.push("no retained workspace lock to take over");
         else blockers.push(...ownerBlocker);
       }
+      // What only the workspace can tell (something written since that the rollback would delete).
+      if (blockers.length === 0) blockers.push(...((await rollbackPort.blockers?.(operationId)) ?? []));
       return { eligible: blockers.length === 0, blockers };
     })();
 

@@ -1,3 +1,5 @@
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { inspectWorkspaceLock, isSagaError, SagaError } from "@drydock/restore-saga";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -396,6 +398,32 @@ describe("restore recovery controller", () => {
       "workspace_rolled_back",
       "rolled_back",
     ]);
+  });
+
+  it("does not roll back over a file written since inside a directory the restore created: not eligible, nothing changed", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a", "nd/x.txt": "x" });
+    const target = await checkpoint(box);
+    rmSync(join(box.workspace, "nd"), { recursive: true });
+    writeTree(box.workspace, { "a.txt": "new a" });
+    // The plan's first change is `mkdir nd`; the restore dies right after it.
+    await killedRestore(box, target, "op-blocked", "restore.after-entry-applied");
+    writeTree(box.workspace, { "nd/mine.txt": "written while the restore waited" });
+    const stopped = snapshotTree(box.workspace);
+    const ownerBefore = owner();
+
+    const recovery = createRestoreRecoveryController({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+    const preview = await recovery.preview("op-blocked");
+    expect(preview.actions.rollback.eligible).toBe(false);
+    expect(preview.actions.rollback.blockers.join(" ")).toContain("nd/mine.txt");
+    const seq = preview.saga.seq;
+
+    await expect(recovery.rollback("op-blocked", preview.fence)).rejects.toMatchObject({
+      code: "ACTION_NOT_ALLOWED",
+    });
+    expect(snapshotTree(box.workspace)).toEqual(stopped);
+    expect((await box.store.load("op-blocked")).seq).toBe(seq);
+    expect(owner()).toEqual(ownerBefore);
   });
 
   it("refuses malformed fences before reading anything", async () => {

@@ -50,6 +50,7 @@ export {
   type RestoreResult,
   type RollbackOptions,
   restoreCheckpoint,
+  rollbackBlockers,
   rollbackFromSafetyCheckpoint,
 } from "./restore.js";
 // Formats

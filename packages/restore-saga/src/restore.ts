@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { basename, isAbsolute, join, resolve, sep } from "node:path";
 import { type FileOps, type LockOptions, nodeFileOps } from "@drydock/file-lock";
-import { canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
+import { type CheckpointStore, canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import {
   applyPlan,
@@ -552,6 +552,110 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
       message: `Restore saga ${saga.operationId} is ${saga.phase} (base ${saga.basePhase}); only a restore stopped after mutation_started can be rolled back.`,
     });
   }
+  const { plan, touched, safety, safetyCheckpointId, safetyManifestDigest, originalTargetCount, outside } =
+    planRollback(fs, root, saga, checkpoints);
+  if (outside.length > 0) {
+    throw new SagaError({
+      code: "CONFLICT",
+      operationId: saga.operationId,
+      message: `Nothing was changed: ${outsideMessage(saga.operationId, outside)}.`,
+    });
+  }
+
+  const recoveryRequestId = options.recoveryRequestId ?? `rollback-${randomUUID()}`;
+  // What the interrupted apply staged is never promoted; remove it whether or not anything needs rolling back.
+  sweepStaging(fs, stagingDirFor(dataDir, store));
+
+  if (saga.phase !== "recovery_required") {
+    saga = await step(store, saga, "recovery_required", {
+      reason: "A rollback through the safety checkpoint was requested.",
+      errorCode: "ROLLBACK_REQUESTED",
+    });
+  }
+  lease.assertOwned();
+  saga = await step(store, saga, "recovery_started", {
+    workspaceLockOwner: lease.owner,
+    lockOwnerDigest: lease.ownerDigest,
+    recoveryAction: "rollback-partial-mutation",
+    recoveryRequestId,
+  });
+
+  const verified = verifyPlanBlobs(checkpoints, plan);
+  const binding = {
+    recoveryRequestId,
+    safetyCheckpointId,
+    safetyManifestDigest,
+    rollbackPlanIdentity: plan.planDigest,
+    originalMutationTargetCount: originalTargetCount,
+    targetCount: plan.ops.length,
+  };
+  saga = await step(store, saga, "rollback_prepared", binding);
+  let rolledBackCount = 0;
+  if (plan.ops.length > 0) {
+    lease.assertOwned();
+    saga = await step(store, saga, "rollback_started", binding);
+    rolledBackCount = await applyPlan(
+      {
+        fs,
+        root,
+        stagingDir: stagingDirFor(dataDir, store),
+        checkpoints,
+        durable,
+        verified,
+        beforeEach: () => lease.assertOwned(),
+        onApplied: () => crash.point("rollback.after-entry-applied"),
+      },
+      plan,
+    );
+  }
+  const poststateDigest = verifyPaths(fs, root, safety.manifest.entries, touched);
+  saga = await step(store, saga, "workspace_rolled_back", {
+    recoveryRequestId,
+    rolledBackCount,
+    poststateDigest,
+  });
+  lease.assertOwned();
+  return step(store, saga, "rolled_back", {
+    recoveryRequestId,
+    recoveryAction: "rollback-partial-mutation",
+    rollbackPlanIdentity: plan.planDigest,
+    poststateDigest,
+  });
+}
+
+/**
+ * Read-only: why a rollback of `operationId` could not run now, in words for a person (empty when it
+ * could). Checks what only the workspace can tell: the restore's touched paths (proven against its intent)
+ * against what was written since it stopped. The phase, fence and lock are the recovery controller's to
+ * check. Anything that cannot be read is itself a reason.
+ */
+export async function rollbackBlockers(options: {
+  dataDir: string;
+  workspaceRoot: string;
+  operationId: string;
+  fs?: FileOps;
+}): Promise<string[]> {
+  const fs = options.fs ?? nodeFileOps;
+  try {
+    const { dataDir, root } = checkLayout(fs, options);
+    const store = openSagaStore({ stateDir: join(dataDir, "restore-sagas"), workspaceRoot: root, fs });
+    const saga = await store.load(options.operationId);
+    if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) return [];
+    const checkpoints = openCheckpointStore({ dataDir, fs });
+    const { outside } = planRollback(fs, root, saga, checkpoints);
+    return outside.length > 0 ? [outsideMessage(saga.operationId, outside)] : [];
+  } catch (error) {
+    return [`the rollback could not be planned: ${error instanceof Error ? error.message : String(error)}`];
+  }
+}
+
+/**
+ * The rollback of `saga` as it would run now: the restore's plan recomputed from the safety checkpoint
+ * (the workspace as it was scanned) and the target, proven to be the plan its intent committed to, and the
+ * part of "make the workspace equal the safety checkpoint" that touches only those paths. `outside` lists
+ * what that part would have to delete or replace although the restore never touched it.
+ */
+function planRollback(fs: FileOps, root: string, saga: SagaState, checkpoints: CheckpointStore) {
   const safetyEvent = saga.events.findLast((event) => event.phase === "safety_ready");
   const mutationEvent = saga.events.findLast((event) => event.phase === "mutation_started");
   if (!safetyEvent || !mutationEvent) {
@@ -598,73 +702,20 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
   const touched = touchedPaths(original);
   const current = scanTree(fs, root, { strict: false });
   const { plan, outside } = restrictPlan(planFromScan(current, safety.manifest.entries), current, touched);
-  if (outside.length > 0) {
-    throw new SagaError({
-      code: "CONFLICT",
-      operationId: saga.operationId,
-      message: `Rolling back restore ${saga.operationId} would delete ${outside.slice(0, 3).join(", ")}${outside.length > 3 ? ` and ${outside.length - 3} more` : ""}, written after the restore stopped inside a directory the restore created. Nothing was changed; move them out of that directory, then retry the rollback.`,
-    });
-  }
-
-  const recoveryRequestId = options.recoveryRequestId ?? `rollback-${randomUUID()}`;
-  // What the interrupted apply staged is never promoted; remove it whether or not anything needs rolling back.
-  sweepStaging(fs, stagingDirFor(dataDir, store));
-
-  if (saga.phase !== "recovery_required") {
-    saga = await step(store, saga, "recovery_required", {
-      reason: "A rollback through the safety checkpoint was requested.",
-      errorCode: "ROLLBACK_REQUESTED",
-    });
-  }
-  lease.assertOwned();
-  saga = await step(store, saga, "recovery_started", {
-    workspaceLockOwner: lease.owner,
-    lockOwnerDigest: lease.ownerDigest,
-    recoveryAction: "rollback-partial-mutation",
-    recoveryRequestId,
-  });
-
-  const verified = verifyPlanBlobs(checkpoints, plan);
-  const binding = {
-    recoveryRequestId,
+  return {
+    plan,
+    touched,
+    safety,
     safetyCheckpointId,
     safetyManifestDigest,
-    rollbackPlanIdentity: plan.planDigest,
-    originalMutationTargetCount: mutationEvent.evidence.targetCount as number,
-    targetCount: plan.ops.length,
+    originalTargetCount: mutationEvent.evidence.targetCount as number,
+    outside,
   };
-  saga = await step(store, saga, "rollback_prepared", binding);
-  let rolledBackCount = 0;
-  if (plan.ops.length > 0) {
-    lease.assertOwned();
-    saga = await step(store, saga, "rollback_started", binding);
-    rolledBackCount = await applyPlan(
-      {
-        fs,
-        root,
-        stagingDir: stagingDirFor(dataDir, store),
-        checkpoints,
-        durable,
-        verified,
-        beforeEach: () => lease.assertOwned(),
-        onApplied: () => crash.point("rollback.after-entry-applied"),
-      },
-      plan,
-    );
-  }
-  const poststateDigest = verifyPaths(fs, root, safety.manifest.entries, touched);
-  saga = await step(store, saga, "workspace_rolled_back", {
-    recoveryRequestId,
-    rolledBackCount,
-    poststateDigest,
-  });
-  lease.assertOwned();
-  return step(store, saga, "rolled_back", {
-    recoveryRequestId,
-    recoveryAction: "rollback-partial-mutation",
-    rollbackPlanIdentity: plan.planDigest,
-    poststateDigest,
-  });
+}
+
+/** What a rollback would have to delete although its restore never touched it, as a person reads it. */
+function outsideMessage(operationId: string, outside: readonly string[]): string {
+  return `rolling back restore ${operationId} would delete ${outside.slice(0, 3).join(", ")}${outside.length > 3 ? ` and ${outside.length - 3} more` : ""}, written since the restore stopped where the rollback must remove or create a directory; move them away, then retry the rollback`;
 }
 
 /** True when recovery may abort this saga (the workspace is provably untouched). */

@@ -28,11 +28,12 @@ export type RestoreListItem = RestoreReportItem;
 /**
  * Every restore that may need a person, as the bot server's GET /v1/recovery reports it too (one
  * function in the recovery controller). A workspace whose sagas cannot be listed fails the command, as
- * the listing error it is.
+ * the listing error it is (a listing cut short at 4,096 is shown as far as it goes, as before).
  */
 export async function collectRestores(ctx: CommandContext): Promise<RestoreListItem[]> {
   const { restores, gaps } = await reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix });
-  if (gaps[0] !== undefined) throw gaps[0].error;
+  const failed = gaps.find((gap) => gap.error !== undefined);
+  if (failed !== undefined) throw failed.error;
   return restores;
 }
 

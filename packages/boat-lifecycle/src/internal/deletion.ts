@@ -170,7 +170,9 @@ function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
 /**
  * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller's earlier reads of the journal
  * are not trusted for the decision to send DELETE: another process (bot server and recovery CLI on one
- * data dir) may have fenced the Boat since. The decision is taken on what the journal holds right now:
+ * data dir) may have fenced the Boat since. The decision is taken on the fence the prepare returns (one
+ * window stays: another process preparing between this call's own read and its prepare, two local journal
+ * calls; both then send DELETE, which boat.dev answers with the same operation):
  *   - an accepted fence (someone's DELETE already has a receipt): its operation is followed, never a
  *     second DELETE;
  *   - a fence this call just prepared (none or a blocked one stood before): DELETE is sent;

@@ -131,21 +131,29 @@ export function restrictPlan(
   current: readonly ScannedEntry[],
   paths: ReadonlySet<string>,
 ): { plan: RestorePlan; outside: string[] } {
-  const kept = plan.ops.filter((op) => op.op !== "mkdir" && paths.has(opPath(op)));
-  const needed = new Set(
-    kept.filter((op) => op.op === "write" || op.op === "chmod").flatMap((op) => ancestors(opPath(op))),
-  );
-  const ops = plan.ops.filter(
-    (op) => kept.includes(op) || (op.op === "mkdir" && (paths.has(op.path) || needed.has(op.path))),
-  );
+  const keep = (op: PlanOp): boolean => paths.has(opPath(op));
+  // Every directory a kept creation or change needs above it (a removal needs nothing created).
+  const needed = new Set<string>();
+  for (const op of plan.ops) {
+    if (op.op !== "remove" && keep(op)) for (const above of ancestors(opPath(op))) needed.add(above);
+  }
+  const ops = plan.ops.filter((op) => keep(op) || (op.op === "mkdir" && needed.has(op.path)));
   const removed = new Set(ops.filter((op) => op.op === "remove").map(opPath));
+  const removedDirs = new Set(
+    ops.filter((op) => op.op === "remove" && op.kind === "dir").map((op) => opPath(op)),
+  );
+  const currentByPath = new Map<string, ScannedEntry>(current.map((entry) => [entry.path, entry]));
   const outside: string[] = [];
-  for (const op of ops) {
-    if (op.op !== "remove" || op.kind !== "dir") continue;
-    const prefix = `${op.path}/`;
-    for (const entry of current) {
-      if (entry.path.startsWith(prefix) && !removed.has(entry.path)) outside.push(entry.path);
+  // What lies outside `paths` but would go anyway: inside a directory the kept changes remove...
+  for (const entry of current) {
+    if (!removed.has(entry.path) && ancestors(entry.path).some((above) => removedDirs.has(above))) {
+      outside.push(entry.path);
     }
+  }
+  // ...or in the way of a directory they need (something put where one of its parents belongs).
+  for (const path of needed) {
+    const entry = currentByPath.get(path);
+    if (entry !== undefined && entry.type !== "dir" && !removed.has(path)) outside.push(path);
   }
   const { prestateDigest, targetDigest } = plan;
   return {
