@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
-import { accessSync, existsSync, constants as fsConstants, mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { accessSync, existsSync, constants as fsConstants, mkdirSync, realpathSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { type BoatCreateJournal, KEY_RETENTION_MS } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
@@ -26,7 +26,7 @@ import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
 import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
-import { workspaceFiles } from "./workspace-files.js";
+import { sweepStaleWorkspaceTemps, WorkspacePathError, workspaceFiles } from "./workspace-files.js";
 
 export interface RecoverySource {
   /** The recovery controller's Boat plan: everything about Boats that needs a person, redacted. */
@@ -179,6 +179,22 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   );
 
   const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
+  /**
+   * A bot's workspace is (re)created only by what writes it (file writes, checkpoints, restores), before
+   * its lock is taken (the lock resolves the directory); reads never create it.
+   */
+  const ensureWorkspace = (botId: string): void => {
+    mkdirSync(join(deps.dataDir, "workspaces"), { recursive: true, mode: 0o700 });
+    try {
+      mkdirSync(workspaceRoot(botId), { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  };
+  const workspaceExists = (botId: string): boolean => existsSync(workspaceRoot(botId));
+  /** A missing workspace has no checkpoints (the store would refuse to resolve it, naming its path). */
+  const listWorkspaceCheckpoints = async (botId: string) =>
+    workspaceExists(botId) ? checkpoints.listCheckpoints(workspaceRoot(botId)) : [];
   const checkpoints = openCheckpointStore({ dataDir: deps.dataDir });
   /**
    * File writes, deletions and checkpoints hold the workspace lock for their short duration, like a restore
@@ -254,6 +270,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   });
 
+  const scrubPaths = (message: string): string => {
+    let out = message;
+    const roots = [deps.dataDir];
+    try {
+      roots.push(realpathSync(deps.dataDir));
+    } catch {
+      // Unresolvable: the configured spelling is all there is to elide.
+    }
+    for (const root of roots.sort((a, b) => b.length - a.length)) {
+      if (root.length > 1) out = out.replaceAll(root, "<dataDir>");
+    }
+    return out;
+  };
+
   app.setErrorHandler(async (error, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(error)) {
       const where = (error as { validationContext?: string }).validationContext ?? "request";
@@ -283,7 +313,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     const mapped = toHttpError(error);
     if (mapped.status >= 500) request.log.error({ err: error }, "request failed");
-    if (mapped.status === 409 || mapped.status === 429 || mapped.status === 503) {
+    // Answers never name server paths: a package message that does gets the data directory elided.
+    mapped.body.error.message = scrubPaths(mapped.body.error.message);
+    // A bad file path is the client's mistake, not a refusal of work (busy, fenced, paused).
+    const clientMistake = error instanceof WorkspacePathError;
+    if (!clientMistake && (mapped.status === 409 || mapped.status === 429 || mapped.status === 503)) {
       deps.metrics.refusals.inc({ status: String(mapped.status), code: mapped.body.error.code });
     }
     return reply.code(mapped.status).send(mapped.body);
@@ -422,11 +456,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         // A live Boat is deleted only on the same confirmation DELETE /v1/bots/:botId/computer asks for; a
         // wrong name is refused by the lifecycle (confirmation_mismatch) before anything is sent.
         if (confirmName === undefined) {
+          // The name the lifecycle compares confirmName with: the Boat's own, or for an unnamed Boat the
+          // bot's scoped Boat name (deleteBoat falls back to it for a Boat of this bot).
+          const name = boat.name ?? deps.lifecycle.boatNameFor(botId);
           throw new HttpProblem(
             409,
             "confirmation_required",
-            `This bot still has a cloud computer (${boat.boxId}${boat.name ? `, named '${boat.name}'` : ""}). Deleting the bot deletes it too: send { "confirmName": "<the computer's name>" }, or delete the computer first (DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
-            { boxId: boat.boxId, ...(boat.name ? { name: boat.name } : {}) },
+            `This bot still has a cloud computer (${boat.boxId}, ${boat.name ? "named" : "unnamed; confirm it as"} '${name}'). Deleting the bot deletes it too: send { "confirmName": "${name}" }, or delete the computer first (DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
+            { boxId: boat.boxId, name },
           );
         }
         const result = await deps.lifecycle.deleteBoat({ boxId: boat.boxId, confirmName, ownerBotId: botId });
@@ -583,22 +620,32 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       );
     }
     const body = request.body;
-    const written = await withWorkspace(botId, "file-write", () =>
-      workspaceFiles(workspaceRoot(botId)).write(request.params["*"], body),
-    );
+    const path = request.params["*"];
+    ensureWorkspace(botId);
+    const written = await withWorkspace(botId, "file-write", () => {
+      // Temps an interrupted write left beside this one (and at the top) go now, under the lock.
+      const parent = dirname(path);
+      sweepStaleWorkspaceTemps(workspaceRoot(botId), { dirs: parent === "." ? [""] : ["", parent] });
+      return workspaceFiles(workspaceRoot(botId), { maxFileBytes: deps.maxFileBytes }).write(path, body);
+    });
     return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
   });
 
   app.get("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(botId);
-    const data = workspaceFiles(workspaceRoot(botId)).read(request.params["*"]);
+    const data = workspaceFiles(workspaceRoot(botId), { maxFileBytes: deps.maxFileBytes }).read(
+      request.params["*"],
+    );
     return reply.header("content-type", "application/octet-stream").send(data);
   });
 
   app.delete("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request) => {
     const { botId } = request.params;
     await requireBot(botId);
+    if (!workspaceExists(botId)) {
+      throw new HttpProblem(404, "file_not_found", `No file at '${request.params["*"]}' in this workspace.`);
+    }
     await withWorkspace(botId, "file-delete", () =>
       workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]),
     );
@@ -609,16 +656,32 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(botId);
-    const created = await exclusive(botId, () =>
-      withWorkspace(botId, "checkpoint", () => checkpoints.createCheckpoint(workspaceRoot(botId))),
-    );
+    const created = await exclusive(botId, () => {
+      ensureWorkspace(botId);
+      return withWorkspace(botId, "checkpoint", () => {
+        // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
+        sweepStaleWorkspaceTemps(workspaceRoot(botId));
+        return checkpoints.createCheckpoint(workspaceRoot(botId));
+      });
+    });
     return reply.code(201).send({ ok: true, checkpoint: created });
   });
 
   app.get("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request) => {
     const { botId } = request.params;
     await requireBot(botId);
-    return { ok: true, checkpoints: await checkpoints.listCheckpoints(workspaceRoot(botId)) };
+    // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
+    const rows = await listWorkspaceCheckpoints(botId);
+    return {
+      ok: true,
+      checkpoints: rows.map((c) => ({
+        checkpointId: c.checkpointId,
+        createdAt: c.createdAt,
+        ...(c.kind === undefined ? {} : { kind: c.kind }),
+        files: c.files,
+        bytes: c.bytes,
+      })),
+    };
   });
 
   const RestoreParams = z.object({
@@ -632,7 +695,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const { botId, checkpointId } = request.params;
       try {
         await requireBot(botId);
-        const known = await checkpoints.listCheckpoints(workspaceRoot(botId));
+        const known = await listWorkspaceCheckpoints(botId);
         if (!known.some((c) => c.checkpointId === checkpointId)) {
           throw new HttpProblem(404, "checkpoint_not_found", `This bot has no checkpoint '${checkpointId}'.`);
         }

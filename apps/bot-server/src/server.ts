@@ -38,6 +38,19 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** `url` without userinfo (`user:password@`), for banners and logs; an unparsable URL is hidden whole. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.username === "" && parsed.password === "") return url;
+    parsed.username = "";
+    parsed.password = "";
+    return parsed.toString();
+  } catch {
+    return url.includes("@") ? "[unparsable URL; redacted]" : url;
+  }
+}
+
 /**
  * Starts the bot server on `config`: data directory, token, provider (embedded simulator when none is
  * configured), journals, lifecycle, HTTP. Then runs `recoverAtStartup()`, which finishes what can be
@@ -139,7 +152,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
   print(
     simulator
       ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed)`
-      : `  boat.dev:       ${provider.apiUrl}`,
+      : `  boat.dev:       ${redactUrl(provider.apiUrl)}`,
   );
 
   const startup = lifecycle.recoverAtStartup().then(
