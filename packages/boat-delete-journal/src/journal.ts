@@ -38,6 +38,14 @@ export interface OpenBoatDeleteJournalOptions {
 export interface BoatDeleteJournal {
   /** Write the immutable target before DELETE is sent; in-flight work wins, a blocked fence is retried. */
   prepareBoatDeletion(identity: BoatDeletionIdentity): Promise<BoatDeletionRecord>;
+  /**
+   * `prepareBoatDeletion` that also says whether this very call wrote the prepared fence (`prepared`: none
+   * or a blocked one stood) or handed back one that already stood, decided in the same transaction: the
+   * caller may send DELETE on its own fence, and no other process can slip a fence in between.
+   */
+  prepareBoatDeletionOnce(
+    identity: BoatDeletionIdentity,
+  ): Promise<{ record: BoatDeletionRecord; prepared: boolean }>;
   /** Bind boat.dev's receipt (pending, processing or completed) to the fence; statuses only move forward. */
   markBoatDeletionAccepted(boxId: string, operation: unknown): Promise<BoatDeletionRecord>;
   /** Keep the fence but mark it blocked, with or without a (blocked) receipt. */
@@ -102,6 +110,13 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
     async prepareBoatDeletion(identity) {
       const target = parseIdentity(identity);
       return update((doc, at) => prepareStep(doc, target, at));
+    },
+    async prepareBoatDeletionOnce(identity) {
+      const target = parseIdentity(identity);
+      return update((doc, at) => {
+        const step = prepareStep(doc, target, at);
+        return { ...step, result: { record: step.result, prepared: step.next !== undefined } };
+      });
     },
     async markBoatDeletionAccepted(boxId, value) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");

@@ -94,6 +94,31 @@ describe("prepareBoatDeletion", () => {
   });
 });
 
+describe("prepareBoatDeletionOnce", () => {
+  it("says whether this very call wrote the prepared fence: none or blocked before → true; one standing → false", async () => {
+    let now = T0;
+    const s = setup({ now: () => now });
+    const journal = s.open();
+    const first = await journal.prepareBoatDeletionOnce(target);
+    expect(first).toEqual({
+      record: { ...target, phase: "prepared", requestedAt: T0, updatedAt: T0 },
+      prepared: true,
+    });
+    now += 1_000;
+    // Another process's call (a new journal object) finds it standing and writes nothing.
+    const before = s.text();
+    expect(await s.open().prepareBoatDeletionOnce(target)).toEqual({ record: first.record, prepared: false });
+    expect(s.text()).toBe(before);
+    const accepted = await journal.markBoatDeletionAccepted(BOX, receipt());
+    expect(await journal.prepareBoatDeletionOnce(target)).toEqual({ record: accepted, prepared: false });
+    await journal.markBoatDeletionBlocked(BOX, receipt({ status: "blocked" }));
+    now += 1_000;
+    const again = await journal.prepareBoatDeletionOnce(target);
+    expect(again.prepared).toBe(true);
+    expect(again.record).toMatchObject({ phase: "prepared", requestedAt: T0 + 2_000 });
+  });
+});
+
 describe("markBoatDeletionAccepted", () => {
   it("moves pending -> processing -> completed, ignores a stale pending, and snapshots are copies", async () => {
     let now = T0;

@@ -124,6 +124,40 @@ describe("no blind second DELETE across processes", () => {
     expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "accepted" })]);
   });
 
+  it("A prepares in the very instant before B's own prepare: B learns it from that prepare and sends nothing", async () => {
+    const t = await use({ sim: { deletionPolls: 50 } });
+    const { boxId, name } = await t.lifecycle.provision("race-bot");
+    const target = { boxId, name, ownerBotId: "race-bot" };
+    const other = openBoatDeleteJournal({ dataDir: t.dataDir });
+    const real = openBoatDeleteJournal({ dataDir: t.dataDir });
+    // B's journal lets the other process write its fence just before each of B's prepares: whatever B read
+    // before that moment is stale, and only the prepare's own answer can tell.
+    const racing: typeof real = {
+      ...real,
+      async prepareBoatDeletion(identity) {
+        await other.prepareBoatDeletion(target);
+        return real.prepareBoatDeletion(identity);
+      },
+      async prepareBoatDeletionOnce(identity) {
+        await other.prepareBoatDeletion(target);
+        return real.prepareBoatDeletionOnce(identity);
+      },
+    };
+    const b = createBoatLifecycle({
+      client: createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token }),
+      createJournal: openBoatCreateJournal({ dataDir: t.dataDir }),
+      deleteJournal: racing,
+      environmentId: ENV_ID,
+      sleep: async () => {},
+    });
+    expect(await b.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" })).toEqual({
+      ok: true,
+      pending: true,
+    });
+    expect(t.stats().deleteRequests).toBe(0);
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+  });
+
   it("an explicit retry of a prepared fence this caller read still re-sends DELETE (Delete again)", async () => {
     const t = await use();
     const { boxId, name } = await t.lifecycle.provision("retry-bot");

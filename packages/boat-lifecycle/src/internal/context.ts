@@ -32,6 +32,7 @@ export type LifecycleCreateJournal = Pick<
 export type LifecycleDeleteJournal = Pick<
   BoatDeleteJournal,
   | "prepareBoatDeletion"
+  | "prepareBoatDeletionOnce"
   | "markBoatDeletionAccepted"
   | "markBoatDeletionBlocked"
   | "boatDeletionSnapshot"

@@ -170,9 +170,8 @@ function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
 /**
  * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller's earlier reads of the journal
  * are not trusted for the decision to send DELETE: another process (bot server and recovery CLI on one
- * data dir) may have fenced the Boat since. The decision is taken on the fence the prepare returns (one
- * window stays: another process preparing between this call's own read and its prepare, two local journal
- * calls; both then send DELETE, which boat.dev answers with the same operation):
+ * data dir) may have fenced the Boat since. The decision is taken on the fence the prepare returns, in the
+ * same journal transaction that says whether this call wrote it (`prepareBoatDeletionOnce`):
  *   - an accepted fence (someone's DELETE already has a receipt): its operation is followed, never a
  *     second DELETE;
  *   - a fence this call just prepared (none or a blocked one stood before): DELETE is sent;
@@ -186,8 +185,10 @@ export async function requestDeletion(
   target: DeletionTarget,
   retryOf?: BoatDeletionRecord,
 ): Promise<DeletionOutcome> {
-  const before = await journal(() => ctx.deleteJournal.getBoatDeletion(target.boxId));
-  const record = await journal(() => ctx.deleteJournal.prepareBoatDeletion(target));
+  // One journal transaction decides whether this call wrote the fence: no other process can slip one in.
+  const { record, prepared: preparedNow } = await journal(() =>
+    ctx.deleteJournal.prepareBoatDeletionOnce(target),
+  );
   // Crash window: the fence is durable but DELETE may not have left. Recovery never sends DELETE on its
   // own; provisioning for the bot (or an explicit retry) re-sends it, which boat.dev answers idempotently.
   ctx.crash.point("delete.after-prepare");
@@ -199,9 +200,8 @@ export async function requestDeletion(
     });
     return followJournaled(ctx, target, record);
   }
-  const preparedNow = before === null || before.phase === "blocked";
-  const explicitRetry =
-    retryOf !== undefined && before !== null && sameFence(before, retryOf) && sameFence(record, retryOf);
+  // A fence that already stood is re-sent only when it is exactly the one the caller read and retries.
+  const explicitRetry = !preparedNow && retryOf !== undefined && sameFence(record, retryOf);
   if (!preparedNow && !explicitRetry) {
     ctx.logger.info?.("boat deletion already in flight elsewhere; DELETE not re-sent", {
       boxId: target.boxId,
