@@ -46,6 +46,16 @@ function options(extra: Partial<RestoreOptions> = {}): RestoreOptions {
   };
 }
 
+/** Recovery of `operationId` as an operator would run it, its owner declared dead. */
+function recover(operationId: string) {
+  return recoverRestore({
+    dataDir: fixture.dataDir,
+    workspaceRoot: fixture.workspace,
+    operationId,
+    isProcessAlive: everyoneDead,
+  });
+}
+
 async function rejection(promise: Promise<unknown>): Promise<SagaError> {
   try {
     await promise;
@@ -243,12 +253,7 @@ describe("restoreCheckpoint", () => {
     ).toBe("WORKSPACE_LOCKED");
 
     // Recovery: take over the (declared dead) owner and roll back through the safety checkpoint.
-    const recovered = await recoverRestore({
-      dataDir: fixture.dataDir,
-      workspaceRoot: fixture.workspace,
-      operationId: "op-mid",
-      isProcessAlive: everyoneDead,
-    });
+    const recovered = await recover("op-mid");
     expect(recovered.outcome).toBe("rolled_back");
     expect(recovered.saga!.events.map((event) => event.phase).slice(6)).toEqual([
       "recovery_required",
@@ -282,12 +287,7 @@ describe("restoreCheckpoint", () => {
     fs.writeFileSync(join(fixture.workspace, "d1", "f1.txt"), "edited after the restore stopped");
     const written = snapshotTree(fixture.workspace);
 
-    const recovered = await recoverRestore({
-      dataDir: fixture.dataDir,
-      workspaceRoot: fixture.workspace,
-      operationId: "op-third-party",
-      isProcessAlive: everyoneDead,
-    });
+    const recovered = await recover("op-third-party");
     expect(recovered.outcome).toBe("rolled_back");
     const expected = new Map(fixture.before);
     for (const path of ["user-notes.txt", "d1/f1.txt"]) expected.set(path, written.get(path)!);
@@ -303,14 +303,7 @@ describe("restoreCheckpoint", () => {
     const stopped = await store.load("op-inside-new-dir");
     const beforeRollback = snapshotTree(fixture.workspace);
 
-    const error = await rejection(
-      recoverRestore({
-        dataDir: fixture.dataDir,
-        workspaceRoot: fixture.workspace,
-        operationId: "op-inside-new-dir",
-        isProcessAlive: everyoneDead,
-      }),
-    );
+    const error = await rejection(recover("op-inside-new-dir"));
     expect(error.code).toBe("CONFLICT");
     expect(error.message).toContain("new-dir/user.txt");
     expect(error.message).toContain("Nothing was changed");
@@ -356,12 +349,7 @@ describe("restoreCheckpoint", () => {
     fs.writeFileSync(join(mine, ".f1.txt.4242.0123456789abcdef.tmp"), "half a file");
 
     // Nothing in the workspace changed, so the rollback has nothing to apply, and still sweeps.
-    const recovered = await recoverRestore({
-      dataDir: fixture.dataDir,
-      workspaceRoot: fixture.workspace,
-      operationId: "op-first-fails",
-      isProcessAlive: everyoneDead,
-    });
+    const recovered = await recover("op-first-fails");
     expect(recovered.outcome).toBe("rolled_back");
     expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
     expect(fs.readdirSync(mine)).toEqual([]);
