@@ -3,6 +3,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
+import { loadConfig } from "../src/config.js";
+import { type RunningServer, startServer } from "../src/server.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = join(HERE, "..", "..", "..");
@@ -100,4 +103,28 @@ export function api(url: string, token: string | null): Api {
     }
     return { status: res.status, json, text, headers: res.headers };
   };
+}
+
+/**
+ * A server in this process on a fresh data directory for the whole test file (started before its tests,
+ * closed and removed after them); `onStart` receives it. Returns the data directory.
+ */
+export function inProcessServer(
+  label: string,
+  onStart: (server: RunningServer) => void,
+): { dir: string; cleanup(): void } {
+  const tmp = tempDir(label);
+  let running: RunningServer | undefined;
+  beforeAll(async () => {
+    running = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
+      print: () => {},
+    });
+    await running.startup;
+    onStart(running);
+  });
+  afterAll(async () => {
+    await running?.close();
+    tmp.cleanup();
+  });
+  return tmp;
 }

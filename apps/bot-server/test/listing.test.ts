@@ -1,11 +1,10 @@
 import { KEY_RETENTION_MS, openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { CREATE_REQUEST_BODY } from "@drydock/boat-lifecycle";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { openBotRegistry } from "../src/bots.js";
-import { loadConfig } from "../src/config.js";
-import { type RunningServer, startServer } from "../src/server.js";
-import { api, tempDir } from "./helpers.js";
+import type { RunningServer } from "../src/server.js";
+import { api, inProcessServer } from "./helpers.js";
 
 // GET /v1/bots reads bots.json and both journals without their locks and keeps its last rendered body
 // while nothing in it changed. These tests change each input behind the server's back, the way another
@@ -13,18 +12,8 @@ import { api, tempDir } from "./helpers.js";
 // its own, sharing nothing with the server's but the files. Each change must show in the very next GET.
 
 let server: RunningServer;
-const tmp = tempDir("listing");
-
-beforeAll(async () => {
-  server = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
-    print: () => {},
-  });
-  await server.startup;
-});
-
-afterAll(async () => {
-  await server?.close();
-  tmp.cleanup();
+const tmp = inProcessServer("listing", (started) => {
+  server = started;
 });
 
 type Listed = { botId: string; name: string; computer: { status: string; boxId?: string; problem?: string } };

@@ -8,10 +8,10 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
-import { api, spawnServer, tempDir } from "./helpers.js";
+import { api, inProcessServer, spawnServer, tempDir } from "./helpers.js";
 
 describe("a restore killed after `completed`, before its lock was released (server restarted)", () => {
   it("GET /v1/recovery lists it with its fenced command, and a new restore's 409 names it", async () => {
@@ -76,16 +76,8 @@ describe("a restore killed after `completed`, before its lock was released (serv
 });
 
 let server: RunningServer;
-const tmp = tempDir("recovery-route");
-beforeAll(async () => {
-  server = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
-    print: () => {},
-  });
-  await server.startup;
-});
-afterAll(async () => {
-  await server?.close();
-  tmp.cleanup();
+const tmp = inProcessServer("recovery-route", (started) => {
+  server = started;
 });
 
 async function armFault(rules: unknown[]): Promise<void> {

@@ -3,7 +3,7 @@ import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { type BoatLifecycle, createBoatLifecycle } from "../src/index.js";
-import { ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
+import { createRefused400, ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
 
 /**
  * Two callers on one data dir (bot server and recovery CLI): each has its own journals and client, so the
@@ -46,6 +46,17 @@ function hold(): Held & { enter(): Promise<void> } {
   };
 }
 
+/** A second process whose every Boat read waits at `held` (it has read the journal and revalidates). */
+function secondProcessReadingAt(t: Harness, held: ReturnType<typeof hold>): BoatLifecycle {
+  return secondProcess(t, (base) => ({
+    ...base,
+    async getSandbox(id, options) {
+      await held.enter();
+      return base.getSandbox(id, options);
+    },
+  }));
+}
+
 /** A second process: its own journals over the same data dir, and its own client (optionally wrapped). */
 function secondProcess(t: Harness, wrap: (base: BoatClient) => BoatClient): BoatLifecycle {
   const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
@@ -63,13 +74,8 @@ describe("no blind second DELETE across processes", () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
     const readHeld = hold();
-    const b = secondProcess(t, (base) => ({
-      ...base,
-      async getSandbox(id, options) {
-        await readHeld.enter(); // B has read the journal (no fence) and is revalidating the name
-        return base.getSandbox(id, options);
-      },
-    }));
+    // B has read the journal (no fence) and is revalidating the name when it is held.
+    const b = secondProcessReadingAt(t, readHeld);
     const bCall = b.deleteBoat({ boxId, confirmName: name, ownerBotId: "race-bot" });
     await readHeld.reached;
 
@@ -93,13 +99,7 @@ describe("no blind second DELETE across processes", () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
     const readHeld = hold();
-    const b = secondProcess(t, (base) => ({
-      ...base,
-      async getSandbox(id, options) {
-        await readHeld.enter();
-        return base.getSandbox(id, options);
-      },
-    }));
+    const b = secondProcessReadingAt(t, readHeld);
     const deleteHeld = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
@@ -185,13 +185,7 @@ describe("a resumed create key is never discarded on a refusal", () => {
     expect(t.stats().createsCommitted).toBe(1);
 
     t.restart();
-    await t.faults({
-      method: "POST",
-      path: "^/sandboxes$",
-      action: "fail-before",
-      status: 400,
-      code: "invalid_request",
-    });
+    await t.faults(createRefused400);
     const refused = await rejection(t.lifecycle.provision("bot-1"));
     expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
     expect(refused.message).toContain("its request was kept");

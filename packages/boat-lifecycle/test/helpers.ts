@@ -251,3 +251,12 @@ export async function rejection(
   }
   throw new Error("expected the call to fail");
 }
+
+/** boat.dev refusing every create with a definitive 400 (nothing created under the key). */
+export const createRefused400: FaultRule = {
+  method: "POST",
+  path: "^/sandboxes$",
+  action: "fail-before",
+  status: 400,
+  code: "invalid_request",
+};

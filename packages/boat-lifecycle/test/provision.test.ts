@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createBoatLifecycle, LIFECYCLE_MESSAGES, legacyBoatName, scopedBoatName } from "../src/index.js";
 import {
   createOutside,
+  createRefused400,
   deletes,
   ENV_ID,
   type Harness,
@@ -207,13 +208,7 @@ describe("provision: create with the journaled key", () => {
 
   it("a definitive 4xx discards the key; the next provision starts over with a fresh key", async () => {
     const t = await use();
-    await t.faults({
-      method: "POST",
-      path: "^/sandboxes$",
-      action: "fail-before",
-      status: 400,
-      code: "invalid_request",
-    });
+    await t.faults(createRefused400);
     const error = await rejection(t.lifecycle.provision("bot-1"));
     expect(error).toMatchObject({ code: "provider_refused", status: 400 });
     expect(error.message).toContain("boat.dev refused to create the cloud computer");
