@@ -25,8 +25,18 @@ export interface SweepStaleTempsOptions {
    * convention): only ESRCH, returned as `false` or thrown, counts as dead.
    */
   isProcessAlive?: (pid: number) => boolean;
+  /**
+   * A dead writer's temp is removed only once it was last modified at least this long ago (default
+   * STALE_TEMP_MS, 5 minutes). The pid in a temp's name is only meaningful in the writer's pid namespace:
+   * a live writer in another namespace on this host (a container) can look dead here. 0 removes at once;
+   * a journal does that under its lock, where no writer of its document can be mid-write.
+   */
+  minAgeMs?: number;
   fs?: FileOps;
 }
+
+/** How old a dead writer's temp must be before `sweepStaleTemps` removes it (as the bot-server's sweep). */
+export const STALE_TEMP_MS = 5 * 60 * 1000;
 
 // One description of the steps, run by a synchronous or an asynchronous driver, so writeFileAtomic and
 // writeFileAtomicAsync cannot drift apart. Each step is one system call.
@@ -271,6 +281,23 @@ export async function writeFileAtomicAsync(
   else await runAsync(steps, performAsync);
 }
 
+/**
+ * fsync a directory, so the entries created in it (a renamed file, a new subdirectory) survive a power
+ * loss. Throws the fs error.
+ */
+export function syncDirectory(fs: FileOps, dir: string): void {
+  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // The fsync already succeeded (or its error is being reported); a failed close changes nothing.
+    }
+  }
+}
+
 /** Dead only on proof: ESRCH. EPERM means the pid exists (another user); anything else is not a proof. */
 export function defaultIsProcessAlive(pid: number): boolean {
   try {
@@ -282,7 +309,8 @@ export function defaultIsProcessAlive(pid: number): boolean {
 }
 
 /**
- * Removes temporary files of writeFileAtomic (and of the seeds' writer) whose writer process is dead.
+ * Removes temporary files of writeFileAtomic (and of the seeds' writer) whose writer process is dead and
+ * that were last modified at least `minAgeMs` ago (default 5 minutes, see SweepStaleTempsOptions).
  * A temp is never promoted: it may be a prefix of what its writer meant, and the rename that would have
  * made it the target never happened, so the target already holds the last complete version. Temps of
  * live pids (including this process) are left alone: they may be mid-write.
@@ -292,6 +320,10 @@ export function sweepStaleTemps(dir: string, options?: SweepStaleTempsOptions): 
     throw invalidArgument("sweepStaleTemps needs a directory path.");
   }
   const fs = options?.fs ?? realFs;
+  const minAgeMs = options?.minAgeMs ?? STALE_TEMP_MS;
+  if (typeof minAgeMs !== "number" || !(minAgeMs >= 0)) {
+    throw invalidArgument("sweepStaleTemps' minAgeMs must be a number of milliseconds, 0 or more.");
+  }
   const probe = options?.isProcessAlive ?? defaultIsProcessAlive;
   const isProcessAlive = (pid: number): boolean => {
     try {
@@ -318,6 +350,11 @@ export function sweepStaleTemps(dir: string, options?: SweepStaleTempsOptions): 
     if (temp.pid === process.pid || isProcessAlive(temp.pid)) continue;
     const path = join(dir, name);
     try {
+      if (minAgeMs > 0) {
+        // Unknown age (e.g. the temp just vanished) is no proof of staleness: leave it.
+        const stats = fs.lstatSync(path, { throwIfNoEntry: false });
+        if (!stats || Date.now() - stats.mtimeMs < minAgeMs) continue;
+      }
       fs.unlinkSync(path);
       removed.push(path);
     } catch (error) {

@@ -2,7 +2,7 @@
 
 // Atomic writes
 export type { SweepStaleTempsOptions, WriteFileAtomicOptions } from "./atomic.js";
-export { sweepStaleTemps, writeFileAtomic, writeFileAtomicAsync } from "./atomic.js";
+export { STALE_TEMP_MS, sweepStaleTemps, writeFileAtomic, writeFileAtomicAsync } from "./atomic.js";
 
 // Errors
 export {

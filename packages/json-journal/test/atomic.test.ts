@@ -1,8 +1,14 @@
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isJsonJournalError, sweepStaleTemps, writeFileAtomic, writeFileAtomicAsync } from "../src/index.js";
+import {
+  isJsonJournalError,
+  STALE_TEMP_MS,
+  sweepStaleTemps,
+  writeFileAtomic,
+  writeFileAtomicAsync,
+} from "../src/index.js";
 import { deadPid, makeTempDir, removeDir, tempsIn } from "./helpers.js";
 
 const FAULT_CODES = ["EIO", "ENOSPC", "EEXIST", "EPERM", "EXDEV"] as const;
@@ -164,6 +170,13 @@ describe("writeFileAtomic under injected fs faults (fail call N = 1.. until succ
 });
 
 describe("sweepStaleTemps", () => {
+  /** Writes `path` as last modified `ageMs` ago (a temp its writer abandoned that long ago). */
+  const writeAged = (path: string, data: string, ageMs = STALE_TEMP_MS + 60_000) => {
+    writeFileSync(path, data);
+    const when = (Date.now() - ageMs) / 1000;
+    utimesSync(path, when, when);
+  };
+
   it("removes temps of dead writers only, never promotes them, and honours the seeds' temp names", () => {
     const target = join(dir, "doc.json");
     writeFileSync(target, "current\n");
@@ -177,7 +190,7 @@ describe("sweepStaleTemps", () => {
       selfOurs: `.doc.json.${process.pid}.00000000000000bb.tmp`,
       unrelated: "notes.tmp",
     };
-    for (const name of Object.values(names)) writeFileSync(join(dir, name), "partial");
+    for (const name of Object.values(names)) writeAged(join(dir, name), "partial");
 
     expect(sweepStaleTemps(dir, { name: "doc.json" }).removed.sort()).toEqual(
       [join(dir, names.deadOurs), join(dir, names.deadSeed)].sort(),
@@ -190,7 +203,7 @@ describe("sweepStaleTemps", () => {
   });
 
   it("asks the injected liveness check and treats a missing directory as empty", () => {
-    writeFileSync(join(dir, ".doc.json.4242.0123456789abcdef.tmp"), "x");
+    writeAged(join(dir, ".doc.json.4242.0123456789abcdef.tmp"), "x");
     const asked: number[] = [];
     const alive = (pid: number) => {
       asked.push(pid);
@@ -200,6 +213,29 @@ describe("sweepStaleTemps", () => {
     expect(asked).toEqual([4242]);
     expect(sweepStaleTemps(dir, { isProcessAlive: () => false }).removed).toHaveLength(1);
     expect(sweepStaleTemps(join(dir, "absent")).removed).toEqual([]);
+  });
+
+  it("keeps a dead writer's temp until it is minAgeMs old: a live writer in another pid namespace can look dead", () => {
+    const dead = deadPid();
+    const young = `.doc.json.${dead}.00000000000000a1.tmp`;
+    const almost = `.doc.json.${dead}.00000000000000a2.tmp`;
+    const old = `.doc.json.${dead}.00000000000000a3.tmp`;
+    const liveOld = `.doc.json.${process.ppid}.00000000000000a4.tmp`;
+    writeAged(join(dir, young), "being written", 0);
+    writeAged(join(dir, almost), "being written", STALE_TEMP_MS - 30_000);
+    writeAged(join(dir, old), "abandoned");
+    writeAged(join(dir, liveOld), "slow but alive");
+    expect(STALE_TEMP_MS).toBe(5 * 60 * 1000);
+    expect(sweepStaleTemps(dir).removed).toEqual([join(dir, old)]);
+    expect(readdirSync(dir).sort()).toEqual([almost, liveOld, young].sort());
+    // A caller that knows no writer can be mid-write (a journal, under its lock) removes them at once.
+    expect(sweepStaleTemps(dir, { minAgeMs: 0 }).removed.sort()).toEqual(
+      [join(dir, almost), join(dir, young)].sort(),
+    );
+    expect(readdirSync(dir)).toEqual([liveOld]);
+    expect(() => sweepStaleTemps(dir, { minAgeMs: -1 })).toThrow(
+      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
+    );
   });
 
   it("fails with SWEEP_FAILED when the directory cannot be listed", () => {

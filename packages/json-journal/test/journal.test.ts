@@ -1,5 +1,14 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { acquireLock, type FileOps, failNthCall, isLockError, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -188,6 +197,22 @@ describe("damaged files are refused with the caller's stateError and left byte-i
       ),
       detail: "duplicate names",
     },
+    // JSON.parse keeps the last copy of a repeated name: read that way, the next update would drop a row.
+    {
+      name: "a member name repeated at the top level",
+      bytes: Buffer.from('{"version":1,"items":[{"name":"a","value":1}],"items":[]}\n'),
+      detail: "invalid",
+    },
+    {
+      name: "a member name repeated inside a row",
+      bytes: Buffer.from(valid.replace('"value": 2', '"value": 2,\n      "value": 3')),
+      detail: "invalid",
+    },
+    {
+      name: "a member name repeated with escapes (\\u0069tems is items)",
+      bytes: Buffer.from('{"version":1,"items":[{"name":"a","value":1}],"\\u0069tems":[]}'),
+      detail: "invalid",
+    },
   ];
 
   for (const testCase of cases) {
@@ -226,6 +251,20 @@ describe("damaged files are refused with the caller's stateError and left byte-i
       expect(readdirSync(dir)).toEqual(["things.json"]);
     });
   }
+
+  it("a repeated member name is refused with a cause that names it; other layouts and escapes still read", async () => {
+    writeFileSync(file, '{\n  "version": 1,\n  "items": [{ "name": "a", "value": 1 }],\n  "items": []\n}\n');
+    const error = (await open()
+      .read()
+      .catch((caught: unknown) => caught)) as StateError;
+    expect(error).toBeInstanceOf(StateError);
+    expect(error.detail).toBe("invalid");
+    expect(String((error.cause as Error).message)).toMatch(/repeats the member name "items" .*\(line 4\)/);
+    // Not the journal's own layout, but every name once: read as usual.
+    const compact = '{"version":1,"\\u0069tems":[{"name":"a","value":1},{"name":"b","value":2}]}';
+    writeFileSync(file, compact);
+    expect((await open().read()).items).toHaveLength(2);
+  });
 
   it("a directory or a FIFO at the document's path is unreadable and left in place", async () => {
     mkdirSync(file);
@@ -315,6 +354,42 @@ describe("a caller's bug never reaches the disk", () => {
       expect(await journal.read()).toEqual(stored);
     });
   }
+
+  it("a next larger than maxBytes is refused before anything is written, so the journal can always read its file", async () => {
+    const small = () =>
+      openJsonJournal<Doc>({
+        file,
+        schema: DocSchema,
+        empty: { version: 1, items: [] },
+        stateError: (detail, cause) => new StateError(detail, { cause }),
+        maxBytes: 200,
+      });
+    writeFileSync(file, serialize(stored));
+    const before = readFileSync(file);
+    const big: Doc = {
+      version: 1,
+      items: Array.from({ length: 20 }, (_, i) => ({ name: `item-${i}`, value: i })),
+    };
+    const error = await small()
+      .update(() => ({ next: big, result: "saved" }))
+      .catch((caught: unknown) => caught);
+    expect(isJsonJournalError(error)).toBe(true);
+    expect(error).toMatchObject({ code: "INVALID_NEXT_DOCUMENT", status: 500 });
+    expect((error as Error).message).toMatch(/larger than maxBytes \(200\).*Nothing was written/);
+    expect(readFileSync(file).equals(before)).toBe(true);
+    expect(readdirSync(dir)).toEqual(["things.json"]);
+    expect(await small().read()).toEqual(stored);
+    // Exactly maxBytes is still allowed (and reads back).
+    const exact = openJsonJournal<Doc>({
+      file,
+      schema: DocSchema,
+      empty: { version: 1, items: [] },
+      stateError: (detail, cause) => new StateError(detail, { cause }),
+      maxBytes: Buffer.byteLength(serialize(big)),
+    });
+    await exact.update(() => ({ next: big, result: null }));
+    expect(await exact.read()).toEqual(big);
+  });
 
   it("an async fn is refused as INVALID_ARGUMENT and writes nothing", async () => {
     const journal = open();
@@ -502,6 +577,25 @@ describe("lock failures become the caller's stateError, with the LockError as ca
     expect(bError?.detail).not.toContain("saved");
   });
 
+  it("a lock taken away while fn runs is 'lock ownership changed unexpectedly', not a raw LockError; nothing written", async () => {
+    const lockFile = join(dir, "things.lock");
+    const thief = `${JSON.stringify({ version: 1, pid: 1, token: "0b8f7c0e-5d0e-4c59-9a57-3c0f2d0b1a11", createdAt: 1 })}\n`;
+    const error = await open()
+      .update((doc) => {
+        // Someone replaces the lock while fn runs (a reaper that judged us dead, an operator).
+        writeFileSync(lockFile, thief);
+        return { next: { ...doc, items: [{ name: "x", value: 1 }] }, result: null };
+      })
+      .catch((caught: unknown) => caught);
+    expect(isLockError(error)).toBe(false);
+    expect(error).toBeInstanceOf(StateError);
+    expect((error as StateError).detail).toBe("lock ownership changed unexpectedly");
+    const cause = (error as StateError).cause;
+    expect(isLockError(cause) && cause.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(existsSync(file)).toBe(false);
+    expect(readFileSync(lockFile, "utf8")).toBe(thief);
+  });
+
   it("an aborted wait propagates as the LockError itself", async () => {
     const handle = await acquireLock(join(dir, "things.lock"));
     try {
@@ -518,6 +612,85 @@ describe("lock failures become the caller's stateError, with the LockError as ca
     } finally {
       handle.release();
     }
+  });
+});
+
+describe("directories created by a call are flushed into their parents before anything is saved", () => {
+  /** Records fsyncs (by path, the document's temp as "temp") and renames; optionally fails one fsync. */
+  function recording(failFsyncOf?: string): { ops: FileOps; log: string[] } {
+    const log: string[] = [];
+    let failed = false;
+    const ops: FileOps = {
+      ...nodeFileOps,
+      fsyncSync: ((fd: number) => {
+        const path = readlinkSync(`/proc/self/fd/${fd}`);
+        log.push(`fsync ${path.endsWith(".tmp") ? "temp" : path}`);
+        if (path === failFsyncOf && !failed) {
+          failed = true;
+          throw Object.assign(new Error("EIO: injected"), { code: "EIO" });
+        }
+        nodeFileOps.fsyncSync(fd);
+      }) as FileOps["fsyncSync"],
+      renameSync: ((from: string, to: string) => {
+        log.push("rename");
+        nodeFileOps.renameSync(from, to);
+      }) as FileOps["renameSync"],
+    };
+    return { ops, log };
+  }
+
+  const openAt = (path: string, ops: FileOps, durable = true) =>
+    openJsonJournal<Doc>({
+      file: path,
+      schema: DocSchema,
+      empty: { version: 1, items: [] },
+      stateError: (detail, cause) => new StateError(detail, { cause }),
+      fs: ops,
+      durable,
+    });
+  const doc: Doc = { version: 1, items: [{ name: "first", value: 1 }] };
+
+  it("flushes the parent of each new directory, deepest first, before the first record is written", async () => {
+    const real = realpathSync(dir);
+    const nested = join(real, "a", "b", "things.json");
+    const { ops, log } = recording();
+    const journal = openAt(nested, ops);
+    await journal.update(() => ({ next: doc, result: null }));
+    expect(log).toEqual([
+      `fsync ${join(real, "a")}`,
+      `fsync ${real}`,
+      "fsync temp",
+      "rename",
+      `fsync ${join(real, "a", "b")}`,
+    ]);
+    // The directories exist now: later calls (and other journals) flush nothing more than the write.
+    log.length = 0;
+    await journal.update(() => ({ next: doc, result: null }));
+    await openAt(nested, ops).update(() => ({ next: doc, result: null }));
+    expect(log.filter((line) => line !== "fsync temp" && line !== "rename")).toEqual([
+      `fsync ${join(real, "a", "b")}`,
+      `fsync ${join(real, "a", "b")}`,
+    ]);
+    // Not durable: no fsync at all.
+    log.length = 0;
+    await openAt(join(real, "c", "things.json"), ops, false).update(() => ({ next: doc, result: null }));
+    expect(log).toEqual(["rename"]);
+  });
+
+  it("a failed flush is 'unavailable', writes nothing, and is retried by the next call", async () => {
+    const real = realpathSync(dir);
+    const nested = join(real, "a", "things.json");
+    const { ops, log } = recording(real);
+    const journal = openAt(nested, ops);
+    const error = await journal
+      .update(() => ({ next: doc, result: null }))
+      .catch((caught: unknown) => caught);
+    expect((error as StateError).detail).toBe("unavailable");
+    expect(existsSync(nested)).toBe(false);
+    log.length = 0;
+    await journal.update(() => ({ next: doc, result: null }));
+    expect(log[0]).toBe(`fsync ${real}`);
+    expect(JSON.parse(readFileSync(nested, "utf8"))).toEqual(doc);
   });
 });
 

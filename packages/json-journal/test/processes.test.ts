@@ -95,7 +95,8 @@ describe("real processes", () => {
         lastSeen = doc.seq;
 
         const leftovers = tempsIn(dir);
-        const { removed } = sweepStaleTemps(dir);
+        // minAgeMs 0: the writer was just killed (and reaped), its temps are seconds old.
+        const { removed } = sweepStaleTemps(dir, { minAgeMs: 0 });
         expect(removed.length).toBe(leftovers.length);
         sweptTemps += removed.length;
         expect(tempsIn(dir)).toEqual([]);
