@@ -297,6 +297,12 @@ for (const file of results.testResults ?? []) {
   byFile.set(path, { status: file.status, message: file.message ?? "", tests });
 }
 
+// The torture test prints its figures; a run that included it but printed none proved nothing.
+const tortureRan = byFile.has("packages/file-lock/test/torture.test.ts");
+if (tortureRan && !torture) {
+  printed.push({ area: "lock", metric: "torture figures missing (counted as lost)", value: "missing" });
+}
+
 /** Figures that follow from a passing test's own assertions (named as such in the document). */
 const passedTest = (file, pattern) =>
   (byFile.get(file)?.tests ?? []).find((t) => pattern.test(t.title) && t.status === "passed");
@@ -322,7 +328,7 @@ if (declared) {
     {
       area: "restore",
       metric:
-        "declared restore crash points (each SIGKILLed at by the kill loop, plus repeats and random-moment kills)",
+        "declared restore crash points (the forward ones SIGKILLed at by the kill loop, plus repeats and random-moment kills; the rollback's by the rollback kill test)",
       value: declared.restore,
     },
   );
@@ -384,10 +390,14 @@ for (const area of AREAS) {
       lines.push(`- **${file}** — ${what}: **did not run**`);
       continue;
     }
+    // Only a passing test counts. A skipped, pending or todo test is a check that did not run, and a file
+    // with no passing test proved nothing: both count as failures, so a `.skip` cannot read as a pass.
     const filePassed = result.tests.filter((t) => t.status === "passed").length;
     const fileFailed =
-      result.tests.filter((t) => t.status === "failed").length +
-      (result.status === "failed" && result.tests.every((t) => t.status !== "failed") ? 1 : 0);
+      result.tests.filter((t) => t.status !== "passed").length +
+      ((result.status === "failed" && result.tests.every((t) => t.status === "passed")) || filePassed === 0
+        ? 1
+        : 0);
     passed += filePassed;
     failed += fileFailed;
     lines.push(
@@ -437,6 +447,7 @@ for (const area of AREAS) {
   );
 }
 if (resultsError) failedChecks += 1;
+if (tortureRan && !torture) failedChecks += 1;
 if (output.code !== 0 && failedChecks === 0) failedChecks += 1;
 
 /** Findings are derived from the figures, so the document never keeps one that a fix has removed. */
