@@ -106,12 +106,26 @@ const ITEM_DOMAIN = "drydock-recovery-plan-item-v1";
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /**
+ * The status of a direct read that proves the Boat does not exist, else null. Only boat.dev's own answer
+ * is proof: 404/410 carrying its error envelope with `not_found` / `gone`. A 404/410 without the envelope
+ * (a proxy's or load balancer's page: the client's `http_error`) or with any other code proves nothing,
+ * exactly as @drydock/boat-lifecycle's `classifyProviderError` judges it; so does every 5xx, 429 and
+ * transport failure.
+ */
+function absenceProof(error: unknown): 404 | 410 | null {
+  if (!isBoatApiError(error)) return null;
+  if (error.status !== 404 && error.status !== 410) return null;
+  if (error.code !== "not_found" && error.code !== "gone") return null;
+  return error.status;
+}
+
+/**
  * Boat recovery: a read-only plan of everything that needs a person, and four actions that each re-read
  * the exact facts they depend on (journal rows, fence, a direct GET of the Boat) and refuse when those
  * moved since the plan (STATE_CHANGED) or when the rules no longer allow the action.
  *
- * Proof of absence is only ever a direct 404/410 for the Boat's own id: the provider's list is eventually
- * consistent, so a Boat missing from it proves nothing.
+ * Proof of absence is only ever boat.dev's own direct 404/410 for the Boat's own id (`absenceProof`): the
+ * provider's list is eventually consistent, so a Boat missing from it proves nothing.
  */
 export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   const { lifecycle, createJournal, deleteJournal, client, environmentId } = options;
@@ -123,9 +137,8 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       const boat = await client.getSandbox(boxId);
       return { kind: "present", name: boat.name, state: boat.state };
     } catch (error) {
-      if (isBoatApiError(error) && (error.status === 404 || error.status === 410)) {
-        return { kind: "absent", status: error.status };
-      }
+      const proof = absenceProof(error);
+      if (proof !== null) return { kind: "absent", status: proof };
       return { kind: "unknown", reason: error instanceof Error ? error.message : String(error) };
     }
   }
@@ -437,9 +450,8 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       const boat = await client.getSandbox(boxId);
       return { kind: "present", name: boat.name, state: boat.state };
     } catch (error) {
-      if (isBoatApiError(error) && (error.status === 404 || error.status === 410)) {
-        return { kind: "absent", status: error.status };
-      }
+      const proof = absenceProof(error);
+      if (proof !== null) return { kind: "absent", status: proof };
       throw error;
     }
   }

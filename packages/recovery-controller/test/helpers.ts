@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   acquireWorkspaceLock,
@@ -15,6 +15,7 @@ import {
 const here = dirname(fileURLToPath(import.meta.url));
 const PACKAGE_DIR = join(here, "..");
 export const RESTORE_CHILD = join(here, "fixtures", "restore-child.ts");
+export const ROLLBACK_CHILD = join(here, "fixtures", "rollback-child.ts");
 
 export const dead = (): boolean => false;
 export const H = (c: string): string => `sha256:${c.repeat(64)}`;
@@ -134,14 +135,49 @@ export async function killedRestore(
   crashPoint: string,
   occurrence = 1,
 ): Promise<{ signal: NodeJS.Signals | null; stdout: string; pid: number }> {
-  const child = spawn(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", RESTORE_CHILD], {
-    cwd: PACKAGE_DIR,
-    env: {
-      ...process.env,
+  return runUntilCrash(
+    RESTORE_CHILD,
+    {
       DRYDOCK_DATA_DIR: box.dataDir,
       DRYDOCK_WORKSPACE: box.workspace,
       DRYDOCK_CHECKPOINT_ID: checkpointId,
       DRYDOCK_OPERATION_ID: operationId,
+    },
+    crashPoint,
+    occurrence,
+  );
+}
+
+/**
+ * Runs the rollback child (an operator's preview + rollback through the controller, in its own process)
+ * until it SIGKILLs itself at the `occurrence`-th `crashPoint` (hang guard: 30 s).
+ */
+export async function killedRollback(
+  box: Sandbox,
+  operationId: string,
+  crashPoint: string,
+  occurrence = 1,
+): Promise<{ signal: NodeJS.Signals | null; stdout: string; pid: number }> {
+  return runUntilCrash(
+    ROLLBACK_CHILD,
+    { DRYDOCK_DATA_DIR: box.dataDir, DRYDOCK_WORKSPACE: box.workspace, DRYDOCK_OPERATION_ID: operationId },
+    crashPoint,
+    occurrence,
+  );
+}
+
+/** Runs a crash-test child to its self-inflicted SIGKILL; fails if it never reached the point. */
+async function runUntilCrash(
+  fixture: string,
+  env: Record<string, string>,
+  crashPoint: string,
+  occurrence: number,
+): Promise<{ signal: NodeJS.Signals | null; stdout: string; pid: number }> {
+  const child = spawn(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", fixture], {
+    cwd: PACKAGE_DIR,
+    env: {
+      ...process.env,
+      ...env,
       DRYDOCK_CRASH_POINT: crashPoint,
       DRYDOCK_CRASH_OCCURRENCE: String(occurrence),
     },
@@ -167,7 +203,9 @@ export async function killedRestore(
       child.on("close", (_code, sig) => resolve(sig));
     });
     if (!stdout.includes(`crash ${crashPoint}`)) {
-      throw new Error(`the restore child did not reach ${crashPoint}: ${stdout} ${stderr}`);
+      throw new Error(
+        `the child ${basename(fixture)} did not reach ${crashPoint}#${occurrence}: ${stdout} ${stderr}`,
+      );
     }
     return { signal, stdout, pid: child.pid! };
   } finally {
