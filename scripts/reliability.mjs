@@ -131,6 +131,14 @@ const AREAS = [
         "abort, release and rollback cases, fenced",
       ],
       ["packages/recovery-controller/test/boat-recovery.test.ts", "Boat recovery plan and actions"],
+      [
+        "packages/recovery-controller/test/rollback-kill.test.ts",
+        "a rollback SIGKILLed mid-way (once or twice), then recovered again: workspace back exactly",
+      ],
+      [
+        "packages/recovery-controller/test/boat-recovery-faults.test.ts",
+        "every provider fault on the Boat read: actions refuse, journals unchanged, plan says unknown",
+      ],
     ],
   },
   {
@@ -328,7 +336,7 @@ if (declared) {
     {
       area: "restore",
       metric:
-        "declared restore crash points (the forward ones SIGKILLed at by the kill loop, plus repeats and random-moment kills; the rollback's by the rollback kill test)",
+        "declared restore crash points (the forward ones SIGKILLed at by the kill loop, plus repeats and random-moment kills; the rollback's by recovery-controller's rollback-kill test)",
       value: declared.restore,
     },
   );
