@@ -320,6 +320,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (!clientMistake && (mapped.status === 409 || mapped.status === 429 || mapped.status === 503)) {
       deps.metrics.refusals.inc({ status: String(mapped.status), code: mapped.body.error.code });
     }
+    if (mapped.retryAfterS !== undefined) reply.header("retry-after", String(mapped.retryAfterS));
     return reply.code(mapped.status).send(mapped.body);
   });
 

@@ -1,3 +1,5 @@
+import { isLifecycleError } from "@drydock/boat-lifecycle";
+
 /**
  * One place that turns anything thrown into an HTTP answer. Every drydock package error carries `code`,
  * `status` and a plain-language `message` (what happened, what to do next); those pass through as they are.
@@ -11,6 +13,8 @@ export interface HttpErrorBody {
 export interface HttpError {
   status: number;
   body: HttpErrorBody;
+  /** The `Retry-After` header (whole seconds, rounded up) when boat.dev said how long to wait. */
+  retryAfterS?: number;
 }
 
 interface CodedError {
@@ -59,7 +63,15 @@ export function toHttpError(error: unknown): HttpError {
   }
   if (isCoded(error)) {
     // Provider transport and 5xx errors arrive as 502/503 from the packages; pass the package's status on.
-    return { status: error.status, body: { ok: false, error: { code: error.code, message: error.message } } };
+    const mapped: HttpError = {
+      status: error.status,
+      body: { ok: false, error: { code: error.code, message: error.message } },
+    };
+    // boat.dev's Retry-After travels on to the caller, so a client backs off as long as boat.dev asked.
+    if (isLifecycleError(error) && error.retryAfterMs !== undefined) {
+      mapped.retryAfterS = Math.max(0, Math.ceil(error.retryAfterMs / 1_000));
+    }
+    return mapped;
   }
   return {
     status: 500,

@@ -1,8 +1,10 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import { LifecycleError } from "@drydock/boat-lifecycle";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
+import { toHttpError } from "../src/http-errors.js";
 import { type RunningServer, startServer } from "../src/server.js";
 import { api, tempDir } from "./helpers.js";
 
@@ -137,6 +139,44 @@ describe("workspace writes respect the workspace lock", () => {
     }
     expect((await call("PUT", "/v1/bots/locked/files/a.txt", "after")).status).toBe(201);
     expect((await call("GET", "/v1/bots/locked/files/a.txt")).text).toBe("after");
+  });
+});
+
+describe("boat.dev's Retry-After reaches the caller", () => {
+  it("a create boat.dev rate limits for an hour answers 429 with Retry-After: 3600 and says the wait", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    expect((await call("POST", "/v1/bots", { name: "Rae", botId: "rae" })).status).toBe(201);
+    const rules = [{ method: "POST", path: "^/sandboxes$", action: "rate-limit", retryAfterS: 3600 }];
+    const armed = await fetch(`${sim.url}/_sim/faults`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ rules }),
+    });
+    expect(armed.status).toBe(200);
+    const limited = await call("POST", "/v1/bots/rae/computer");
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("retry-after")).toBe("3600");
+    expect(limited.json.error.code).toBe("provider_refused");
+    expect(limited.json.error.message).toContain("retry in 60 minutes");
+    // Once boat.dev lets it through, the same request finishes; answers without a wait carry no header.
+    const created = await call("POST", "/v1/bots/rae/computer");
+    expect(created.status).toBe(200);
+    expect(created.headers.get("retry-after")).toBeNull();
+  });
+
+  it("whole seconds, rounded up, only for a lifecycle error that carries a wait", () => {
+    const wait = (retryAfterMs?: number) =>
+      toHttpError(
+        new LifecycleError({
+          code: "provider_unavailable",
+          status: 502,
+          message: "m",
+          ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+        }),
+      ).retryAfterS;
+    expect([wait(1_500), wait(1_000), wait(0), wait()]).toEqual([2, 1, 0, undefined]);
   });
 });
 

@@ -33,6 +33,7 @@ export {
   BotIdSchema,
   IDEMPOTENCY_KEY,
   KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
   MAX_REQUEST_BODY_LENGTH,
   MAX_REQUESTS,
   RequestBodySchema,

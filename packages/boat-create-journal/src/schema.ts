@@ -9,6 +9,12 @@ import { z } from "zod";
 
 /** boat.dev keeps an Idempotency-Key for 24 hours; past that a retry could bill a second Boat. */
 export const KEY_RETENTION_MS = 24 * 60 * 60 * 1_000;
+/**
+ * A key is trusted for retries only until `createdAt + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS`: the hour
+ * covers clock skew between this machine and boat.dev and the waits inside one call (Retry-After, timeouts),
+ * so a retry never reaches boat.dev after it has forgotten the key.
+ */
+export const KEY_SAFETY_MARGIN_MS = 60 * 60 * 1_000;
 /** Rows kept at most; a larger file is refused as invalid, a full journal refuses new creates. */
 export const MAX_REQUESTS = 4_096;
 /** Longest provider request body journaled, in UTF-16 code units (JavaScript `length`). */

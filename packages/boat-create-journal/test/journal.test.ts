@@ -20,6 +20,7 @@ import {
   isJournalStateError,
   JournalStateError,
   KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
   openBoatCreateJournal,
 } from "../src/index.js";
 import { deadPid, expectPaused, refusal, tempDataDir } from "./helpers.js";
@@ -83,12 +84,24 @@ describe("beginBoatCreate across restarts", () => {
     expect(s.text()).toBe(before);
   });
 
-  it("reuses a pending key 1 ms before 24 hours and refuses it 1 ms after (expired key)", async () => {
+  it("reuses a pending key 1 ms before its trust deadline, refuses it within the last hour and after 24 hours", async () => {
     let now = T0;
     const s = setup({ now: () => now });
     const { request } = await s.open().beginBoatCreate("bot-1", BODY);
-    now = T0 + KEY_RETENTION_MS - 1;
+    now = T0 + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS - 1;
     expect(await s.open().beginBoatCreate("bot-1", BODY)).toEqual({ request, startedNow: false });
+    now = T0 + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
+    const unchanged = s.text();
+    await expectPaused(
+      s.open().beginBoatCreate("bot-1", BODY),
+      "too close to the end of boat.dev's 24-hour retry window",
+    );
+    now = T0 + KEY_RETENTION_MS - 1;
+    await expectPaused(
+      s.open().beginBoatCreate("bot-1", BODY),
+      "too close to the end of boat.dev's 24-hour retry window",
+    );
+    expect(s.text()).toBe(unchanged);
     now = T0 + KEY_RETENTION_MS + 1;
     const before = s.text();
     await expectPaused(s.open().beginBoatCreate("bot-1", BODY), "older than boat.dev's 24-hour retry window");
@@ -144,6 +157,24 @@ describe("remember, resolve, snapshot, retire, discard", () => {
     const { request } = await journal.beginBoatCreate("bot-1", BODY);
     await journal.discardBoatCreate(request);
     await expectPaused(journal.rememberCreatedBoat(request, "bx_abcdefgh"), "out of date");
+  });
+
+  it("refuses to discard a row another process remembered under the same key, and keeps it", async () => {
+    const s = setup();
+    const a = s.open();
+    const { request } = await a.beginBoatCreate("bot-1", BODY);
+    // Process B resumes the same key, boat.dev answers it, B remembers and resolves the Boat.
+    const b = s.open();
+    const resumed = await b.beginBoatCreate("bot-1", BODY);
+    expect(resumed).toEqual({ request, startedNow: false });
+    await b.resolveBoatCreate(await b.rememberCreatedBoat(resumed.request, "bx_abcdefgh"));
+    const before = s.text();
+    // A's own POST was refused: its discard must not erase B's Boat.
+    await expectPaused(a.discardBoatCreate(request), "out of date");
+    expect(s.text()).toBe(before);
+    expect(await a.boatCreateRecoverySnapshot()).toEqual([
+      expect.objectContaining({ botId: "bot-1", boxId: "bx_abcdefgh", resolved: true }),
+    ]);
   });
 
   it("leaves the file untouched when retire or discard match nothing", async () => {

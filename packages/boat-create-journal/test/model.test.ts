@@ -10,6 +10,7 @@ import {
   CREATE_JOURNAL_FILE,
   isJournalStateError,
   KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
   openBoatCreateJournal,
 } from "../src/index.js";
 import { tempDataDir } from "./helpers.js";
@@ -102,6 +103,8 @@ const begin = (bot: string, body: string): Op => ({
         return fail("waiting for an earlier cloud computer request to be reconciled");
       if (m.now - row.createdAt >= KEY_RETENTION_MS)
         return fail("older than boat.dev's 24-hour retry window");
+      if (m.now - row.createdAt >= KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS)
+        return fail("too close to the end of boat.dev's 24-hour retry window");
       return ok({ request: m.hold(row), startedNow: false });
     }
     const fresh: Row = { botId: bot, requestBody: body, idempotencyKey: m.mint(), createdAt: m.now };
@@ -148,7 +151,11 @@ const discard = (heldIndex: number): Op => ({
   name: `discard(held[${heldIndex}])`,
   apply(m) {
     const held = m.held[heldIndex % m.held.length]!;
-    for (const [bot, row] of m.rows) if (row.idempotencyKey === held.idempotencyKey) m.rows.delete(bot);
+    for (const [bot, row] of m.rows) {
+      if (row.idempotencyKey !== held.idempotencyKey) continue;
+      if (!sameAttempt(row, held) || row.boxId !== held.boxId) return fail("out of date");
+      m.rows.delete(bot);
+    }
     return ok(undefined);
   },
   exec: (env, m) => env.journal.discardBoatCreate(m.held[heldIndex % m.held.length]!),
@@ -322,7 +329,13 @@ const commandArbs = [
     {
       weight: 2,
       arbitrary: fc
-        .constantFrom(1_000, 60 * 60 * 1_000, KEY_RETENTION_MS / 2, KEY_RETENTION_MS - 1)
+        .constantFrom(
+          1_000,
+          60 * 60 * 1_000,
+          KEY_RETENTION_MS / 2,
+          KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS,
+          KEY_RETENTION_MS - 1,
+        )
         .map(advance),
     },
   ),

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { isLifecycleError, LIFECYCLE_ERROR_STATUS, LIFECYCLE_MESSAGES, LifecycleError } from "./errors.js";
+import {
+  describeWait,
+  isLifecycleError,
+  LIFECYCLE_ERROR_STATUS,
+  LIFECYCLE_MESSAGES,
+  LifecycleError,
+  retryIn,
+} from "./errors.js";
 
 describe("LifecycleError", () => {
   it("derives the status from the code table", () => {
@@ -12,6 +19,31 @@ describe("LifecycleError", () => {
 
   it("carries the provider's status where the table allows it", () => {
     expect(new LifecycleError({ code: "provider_refused", status: 422, message: "m" }).status).toBe(422);
+  });
+
+  it("carries boat.dev's Retry-After, and says the wait as a person reads it", () => {
+    const error = new LifecycleError({
+      code: "provider_refused",
+      status: 429,
+      retryAfterMs: 3_600_000,
+      message: "m",
+    });
+    expect(error.retryAfterMs).toBe(3_600_000);
+    expect(new LifecycleError({ code: "bot_busy", message: "m" }).retryAfterMs).toBeUndefined();
+    expect([1, 1_000, 45_500, 90_000, 91_000, 3_600_000, 5_400_001, 7_200_000].map(describeWait)).toEqual([
+      "1 second",
+      "1 second",
+      "46 seconds",
+      "90 seconds",
+      "2 minutes",
+      "60 minutes",
+      "2 hours",
+      "2 hours",
+    ]);
+    expect(retryIn(undefined)).toBe("retry in a moment");
+    expect(retryIn(0)).toBe("retry in a moment");
+    expect(retryIn(30_000)).toBe("retry in a moment");
+    expect(retryIn(120_000)).toBe("retry in 2 minutes (boat.dev asked to wait that long)");
   });
 
   it("is recognised across copies by its registered marker, not by instanceof", () => {

@@ -1,3 +1,5 @@
+import { MAX_RETRY_AFTER_MS } from "./internal/retry.js";
+
 /**
  * Every failure of a lifecycle call, with the HTTP status the bot server answers with. The default status
  * of each code lives in this one table, so a code without a status does not compile. A few codes carry
@@ -55,6 +57,8 @@ export interface LifecycleErrorInit {
   status?: number;
   /** The Boat concerned, when one is known (never a key, body or token). */
   boxId?: string;
+  /** How long boat.dev asked to wait before a retry (its Retry-After), when it said so. */
+  retryAfterMs?: number;
   cause?: unknown;
 }
 
@@ -63,6 +67,8 @@ export class LifecycleError extends Error {
   readonly code: LifecycleErrorCode;
   readonly status: number;
   readonly boxId: string | undefined;
+  /** boat.dev's Retry-After (ms) for this failure: retrying earlier is pointless (the bot server sends it on). */
+  readonly retryAfterMs: number | undefined;
   readonly [MARKER] = true;
 
   constructor(init: LifecycleErrorInit) {
@@ -70,12 +76,35 @@ export class LifecycleError extends Error {
     this.code = init.code;
     this.status = init.status ?? LIFECYCLE_ERROR_STATUS[init.code];
     this.boxId = init.boxId;
+    this.retryAfterMs = init.retryAfterMs;
   }
 }
 
 /** True for a `LifecycleError`, even one thrown by a second copy of this package. */
 export function isLifecycleError(value: unknown): value is LifecycleError {
   return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+}
+
+/** A Retry-After as a person reads it, rounded up: "45 seconds", "20 minutes", "3 hours". */
+export function describeWait(ms: number): string {
+  const seconds = Math.max(1, Math.ceil(ms / 1_000));
+  const [amount, unit] =
+    seconds <= 90
+      ? [seconds, "second"]
+      : seconds <= 90 * 60
+        ? [Math.ceil(seconds / 60), "minute"]
+        : [Math.ceil(seconds / 3_600), "hour"];
+  return `${amount} ${unit}${amount === 1 ? "" : "s"}`;
+}
+
+/**
+ * "retry in a moment", or, when boat.dev asked for longer than a moment (more than the in-call cap,
+ * MAX_RETRY_AFTER_MS), that wait.
+ */
+export function retryIn(retryAfterMs: number | undefined): string {
+  return retryAfterMs === undefined || retryAfterMs <= MAX_RETRY_AFTER_MS
+    ? "retry in a moment"
+    : `retry in ${describeWait(retryAfterMs)} (boat.dev asked to wait that long)`;
 }
 
 /** The seeds' wording, in one place so tests and docs can quote it. */
@@ -93,6 +122,8 @@ export const LIFECYCLE_MESSAGES = {
     `boat.dev refused to create the cloud computer: ${why}. An earlier attempt with the same request may already have created it, so its request was kept: retrying reuses it and cannot create a second computer. If boat.dev keeps refusing, check boat.dev for an unnamed computer before repairing drydock's local state`,
   createInProgress:
     "boat.dev is still creating this bot's cloud computer — wait a moment, then retry (the same request is reused)",
+  createKeyNearExpiry:
+    "Cloud computer creation is paused because this bot's unfinished create request is too close to the end of boat.dev's 24-hour retry window: boat.dev may forget it before a retry arrives, and a forgotten request would create a second computer. The request was kept and no new one was made. Check boat.dev for an unnamed Boat (made when `drydock creates list` says the request started) before repairing drydock's local state",
   nameMismatch:
     "A cloud computer being deleted no longer has its remembered name — repair it in boat.dev before continuing",
   listUnavailable:

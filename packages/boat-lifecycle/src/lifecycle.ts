@@ -1,3 +1,4 @@
+import { KEY_RETENTION_MS } from "@drydock/boat-create-journal";
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import { type CrashHook, noCrash } from "./crash.js";
 import { LIFECYCLE_MESSAGES, LifecycleError } from "./errors.js";
@@ -20,6 +21,7 @@ import {
   assertNotFenced,
   createAndName,
   finishPriorDeletion,
+  keyTrustDeadline,
   locate,
   type ProvisionResult,
 } from "./internal/provision.js";
@@ -35,7 +37,7 @@ import {
 } from "./schema.js";
 
 /** boat.dev keeps an Idempotency-Key for 24 hours; past that a retry could bill a second Boat. */
-export const CREATE_KEY_RETENTION_MS = 24 * 60 * 60 * 1_000;
+export const CREATE_KEY_RETENTION_MS = KEY_RETENTION_MS;
 
 export interface BoatLifecycleOptions {
   client: LifecycleClient;
@@ -295,13 +297,14 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
       const now = ctx.now();
       for (const row of await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())) {
         if (row.resolved) continue;
-        const ageMs = Math.max(0, now - row.createdAt);
+        const retryWindowLeftMs = Math.max(0, keyTrustDeadline(row.createdAt) - now);
         report.unresolvedCreates.push({
           botId: row.botId,
           ...(row.boxId === undefined ? {} : { boxId: row.boxId }),
-          ageMs,
-          retryWindowLeftMs: Math.max(0, CREATE_KEY_RETENTION_MS - ageMs),
-          expired: ageMs >= CREATE_KEY_RETENTION_MS,
+          ageMs: Math.max(0, now - row.createdAt),
+          retryWindowLeftMs,
+          // Only a key-only row depends on its key: a row with a Boat id is finished by a direct read.
+          expired: row.boxId === undefined && retryWindowLeftMs === 0,
         });
       }
     } catch (error) {

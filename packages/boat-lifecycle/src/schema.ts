@@ -85,9 +85,15 @@ export const recoveryReportSchema = z.object({
       /** Absent: boat.dev's answer was never journaled; the key alone may still own a Boat. */
       boxId: z.string().optional(),
       ageMs: z.number(),
-      /** Time left in boat.dev's 24-hour idempotency window; 0 when it has passed. */
+      /**
+       * Time left until the key is no longer sent: boat.dev's 24-hour idempotency window less the create
+       * journal's KEY_SAFETY_MARGIN_MS (1 h); 0 when it has passed.
+       */
       retryWindowLeftMs: z.number(),
-      /** Past the window a retry could bill a second Boat: a person must reconcile it in boat.dev. */
+      /**
+       * A key-only row past that point: a retry could bill a second Boat, so a person must reconcile it in
+       * boat.dev. Never set for a row with a Boat id (it needs no key).
+       */
       expired: z.boolean(),
     }),
   ),

@@ -201,6 +201,38 @@ describe("a resumed create key is never discarded on a refusal", () => {
   });
   // A key minted by the very call that was refused is still discarded: provision.test.ts, "a definitive 4xx
   // discards the key".
+
+  it("A's refused POST never erases the row B remembered under A's key: one Boat, ever", async () => {
+    // The listing lags (eventually consistent), so only the journal knows B's Boat for a while.
+    const t = await use({ sim: { listLagMs: 10_000 } });
+    const postHeld = hold();
+    // Process A: it has minted and journaled the key; its POST is held until B has finished.
+    const a = secondProcess(t, (base) => ({
+      ...base,
+      async createSandbox(body, options) {
+        await postHeld.enter();
+        return base.createSandbox(body, options);
+      },
+    }));
+    const aCall = rejection(a.provision("bot-1"));
+    await postHeld.reached;
+    // Process B resumes A's key, creates, names and resolves the Boat.
+    const b = await t.lifecycle.provision("bot-1");
+    expect(b.createdThisAttempt).toBe(false);
+    const rows = t.createFile()?.requests;
+    expect(rows).toEqual([expect.objectContaining({ boxId: b.boxId, resolved: true })]);
+    // Now A's POST is refused with a definitive 400 (a gateway, or a refusal before the key lookup).
+    await t.faults(createRefused400);
+    postHeld.release();
+    const refused = await aCall;
+    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(refused.message).toContain("its request was kept");
+    expect(t.createFile()?.requests).toEqual(rows);
+    // Any later provision (the listing still lagging) finds B's Boat: no second one.
+    await t.clearFaults();
+    expect(await t.restart().provision("bot-1")).toEqual({ ...b, createdThisAttempt: false });
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
+  });
 });
 
 describe("provisioning behind a fence whose deletion retry fails", () => {

@@ -247,6 +247,26 @@ describe("deleteBoat: fenced, confirmed, target-bound", () => {
     expect(t.deleteFile()?.records).toEqual([]);
   });
 
+  it("a proxy's envelope-less 404 is no proof the Boat is gone: 502, nothing retired, no DELETE", async () => {
+    const t = await use();
+    const { boxId, name } = await provisioned(t);
+    const rows = t.createFile()?.requests;
+    t.tamper((request, response) =>
+      request.method === "GET" && request.path === `/sandboxes/${boxId}`
+        ? new Response("<html><body>404 Not Found</body></html>", {
+            status: 404,
+            headers: { "content-type": "text/html" },
+          })
+        : response,
+    );
+    const error = await rejection(t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "bot-1" }));
+    expect(error).toMatchObject({ code: "provider_unavailable", status: 502 });
+    expect(deletes(t)).toHaveLength(0);
+    expect(t.createFile()?.requests).toEqual(rows);
+    expect(t.deleteFile()).toBeNull();
+    expect(t.stats()).toMatchObject({ live: 1, deleteRequests: 0 });
+  });
+
   it("a foreign Boat is not deletable: no DELETE is sent", async () => {
     const t = await use();
     const foreign = await createOutside(t, "someone-elses-computer");

@@ -42,7 +42,10 @@ export interface Harness {
   wire: WireRequest[];
   /** Every wait the lifecycle asked for (instant in tests). */
   sleeps: number[];
-  /** Journal clock; advance it to age create keys. */
+  /**
+   * One clock for this installation (journals, lifecycle) and the simulator (key retention, operations):
+   * advance it to age create keys on both sides, as real time would.
+   */
   clock: { offsetMs: number };
   faults(...rules: FaultRule[]): Promise<void>;
   clearFaults(): Promise<void>;
@@ -91,6 +94,8 @@ export interface HarnessOptions {
   knownBotIds?: () => readonly string[];
   /** Real waits instead of instant ones (for tests where the provider must make progress meanwhile). */
   realSleep?: boolean;
+  /** Instant waits still move the shared clock by their length (for tests about time running out). */
+  sleepMovesClock?: boolean;
 }
 
 function readJson<T>(path: string): T | null {
@@ -103,11 +108,12 @@ function readJson<T>(path: string): T | null {
 }
 
 export async function harness(options: HarnessOptions = {}): Promise<Harness> {
-  const sim = await startBoatSimulator({ provisionMs: 0, ...options.sim });
+  const clock = { offsetMs: 0 };
+  const journalNow = () => Date.now() + clock.offsetMs;
+  const sim = await startBoatSimulator({ provisionMs: 0, now: journalNow, ...options.sim });
   const dataDir = mkdtempSync(join(tmpdir(), "drydock-lifecycle-"));
   const wire: WireRequest[] = [];
   const sleeps: number[] = [];
-  const clock = { offsetMs: 0 };
   let tamper: Tamper | null = null;
 
   const observed = async (input: string, init: RequestInit): Promise<Response> => {
@@ -131,7 +137,6 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
   });
   const outside = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
-  const journalNow = () => Date.now() + clock.offsetMs;
   const sleep = options.realSleep
     ? (ms: number) =>
         new Promise<void>((resolve) => {
@@ -140,6 +145,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
         })
     : async (ms: number) => {
         sleeps.push(ms);
+        if (options.sleepMovesClock) clock.offsetMs += ms;
       };
 
   const make = (

@@ -1,5 +1,6 @@
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { KEY_RETENTION_MS, KEY_SAFETY_MARGIN_MS, openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { createBoatLifecycle, LIFECYCLE_MESSAGES, legacyBoatName, scopedBoatName } from "../src/index.js";
 import {
@@ -256,6 +257,112 @@ describe("provision: create with the journaled key", () => {
     expect(posts(t)).toHaveLength(2);
   });
 
+  it("a resumed key within an hour of boat.dev's 24-hour window is never POSTed again: 503, key kept", async () => {
+    // One clock for both sides, and waits move it, as real time would.
+    const t = await use({ sleepMovesClock: true });
+    // The first create commits a Boat but both answers are lost: the key stays journaled, key-only.
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    expect((await rejection(t.lifecycle.provision("bot-1"))).code).toBe("provider_unavailable");
+    const [row] = t.createFile()?.requests ?? [];
+    expect(t.stats().createsCommitted).toBe(1);
+
+    // Half a second inside the window, boat.dev rate limits once (Retry-After 1 s): a retry after that
+    // wait would reach boat.dev after it forgot the key and bill a second Boat.
+    t.clock.offsetMs += KEY_RETENTION_MS - 500;
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "rate-limit", retryAfterS: 1 });
+    const error = await rejection(t.restart().provision("bot-1"));
+    expect(error).toMatchObject({ code: "recovery_paused", status: 503 });
+    expect(error.message).toContain("too close to the end of boat.dev's 24-hour retry window");
+    expect(error.message).toContain("Check boat.dev for an unnamed Boat");
+    expect(posts(t)).toHaveLength(2);
+    expect(t.createFile()?.requests).toEqual([row]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1 });
+  });
+
+  it("the key's deadline is re-checked before the first POST of a call", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    await rejection(t.lifecycle.provision("bot-1"));
+    const [row] = t.createFile()?.requests ?? [];
+    // The journal still trusts the key (1 s before its deadline) ...
+    t.clock.offsetMs += KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS - 1_000;
+    t.restart({
+      crash: {
+        point(name) {
+          // ... but the deadline passes between the journal's answer and the POST.
+          if (name === "provision.after-begin") t.clock.offsetMs += 2_000;
+        },
+      },
+    });
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "recovery_paused", status: 503 });
+    expect(error.message).toBe(LIFECYCLE_MESSAGES.createKeyNearExpiry);
+    expect(posts(t)).toHaveLength(2);
+    expect(t.createFile()?.requests).toEqual([row]);
+  });
+
+  it("the key's deadline is re-checked before every retry: waits that cross it stop the call, key kept", async () => {
+    const t = await use({ sleepMovesClock: true });
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    await rejection(t.lifecycle.provision("bot-1"));
+    const [row] = t.createFile()?.requests ?? [];
+    // 2 s before the deadline boat.dev answers 429 with Retry-After 3 s: the wait crosses the deadline.
+    t.clock.offsetMs += KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS - 2_000;
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "rate-limit", retryAfterS: 3 });
+    const error = await rejection(t.restart().provision("bot-1"));
+    expect(error).toMatchObject({ code: "recovery_paused", status: 503 });
+    expect(error.message).toBe(LIFECYCLE_MESSAGES.createKeyNearExpiry);
+    expect(t.sleeps).toEqual([3_000]);
+    expect(posts(t)).toHaveLength(3);
+    expect(new Set(posts(t).map((p) => p.idempotencyKey))).toEqual(new Set([row?.idempotencyKey]));
+    expect(t.createFile()?.requests).toEqual([row]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1 });
+  });
+
+  it("429 with a Retry-After beyond 30 s: no wait inside the call; the error carries the wait and says it", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "rate-limit", retryAfterS: 3600 });
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "provider_refused", status: 429, retryAfterMs: 3_600_000 });
+    expect(error.message).toContain("rate limiting");
+    expect(error.message).toContain("retry in 60 minutes");
+    expect(t.sleeps).toEqual([]);
+    expect(posts(t)).toHaveLength(1);
+    expect(t.createFile()?.requests).toHaveLength(1);
+  });
+
+  it("idempotency_in_progress with a Retry-After beyond 30 s: 409 carries the wait", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "in-progress", retryAfterS: 120 });
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "create_in_progress", status: 409, retryAfterMs: 120_000 });
+    expect(error.message).toContain("retry in 2 minutes");
+    expect(posts(t)).toHaveLength(1);
+  });
+
+  it("a 5xx's Retry-After is waited before its one retry with the same key", async () => {
+    const t = await use();
+    t.tamper(withRetryAfter("2"));
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "fail-before", status: 503 });
+    await t.lifecycle.provision("bot-1");
+    expect(t.sleeps).toEqual([2_000]);
+    expect(posts(t)).toHaveLength(2);
+    expect(new Set(posts(t).map((p) => p.idempotencyKey)).size).toBe(1);
+  });
+
+  it("a 5xx's Retry-After beyond 30 s: stops at once, key kept, the error carries the wait", async () => {
+    const t = await use();
+    t.tamper(withRetryAfter("3600"));
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "fail-before", status: 503 });
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "provider_unavailable", status: 502, retryAfterMs: 3_600_000 });
+    expect(error.message).toContain("Its request was kept");
+    expect(error.message).toContain("retry in 60 minutes");
+    expect(posts(t)).toHaveLength(1);
+    expect(t.sleeps).toEqual([]);
+    expect(t.createFile()?.requests).toHaveLength(1);
+  });
+
   it("list unavailable: provisioning never POSTs", async () => {
     const t = await use();
     await t.faults({ method: "GET", path: "^/sandboxes$", action: "fail-before", status: 503 });
@@ -336,5 +443,102 @@ describe("provision: create with the journaled key", () => {
     });
     expect(await other.findBoat("bot-1")).toBeNull();
     expect(other.boatNameFor("bot-1")).not.toBe(mine.name);
+  });
+});
+
+/** A lifecycle on the harness's data dir whose client refuses POSTs number `refused` at connect (never sent). */
+function connectRefusing(t: Harness, refused: (post: number) => boolean) {
+  let count = 0;
+  return createBoatLifecycle({
+    client: createBoatClient({
+      baseUrl: t.sim.apiUrl,
+      token: t.sim.token,
+      fetch: async (input: string, init: RequestInit) => {
+        if (init.method === "POST" && refused(++count)) {
+          throw new TypeError("fetch failed", {
+            cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1"), { code: "ECONNREFUSED" }),
+          });
+        }
+        return fetch(input, init);
+      },
+    }),
+    createJournal: openBoatCreateJournal({ dataDir: t.dataDir }),
+    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir }),
+    environmentId: ENV_ID,
+    sleep: async () => {},
+  });
+}
+
+/** Adds boat.dev's Retry-After to every 5xx answer of a create. */
+function withRetryAfter(seconds: string) {
+  return (request: { method: string; path: string }, response: Response) =>
+    request.method === "POST" && response.status >= 500
+      ? new Response(response.body, {
+          status: response.status,
+          headers: { "content-type": "application/json", "retry-after": seconds },
+        })
+      : response;
+}
+
+describe("provision: the final create error never says 'nothing was created' when something may have been", () => {
+  it("a lost answer, then a retry refused at connect: 'could not confirm', key kept, the next call replays", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after" });
+    const error = await rejection(connectRefusing(t, (post) => post === 2).provision("bot-1"));
+    expect(error).toMatchObject({
+      code: "provider_unavailable",
+      status: 503,
+      message: LIFECYCLE_MESSAGES.createUnconfirmed,
+    });
+    expect(t.stats().createsCommitted).toBe(1);
+    expect(t.createFile()?.requests).toHaveLength(1);
+    const replayed = await t.lifecycle.provision("bot-1");
+    expect(replayed.createdThisAttempt).toBe(false);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1, unnamed: 0 });
+  });
+
+  it("a resumed key whose POSTs are all refused at connect: 'could not confirm', since an earlier call may have created it", async () => {
+    const t = await use();
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    await rejection(t.lifecycle.provision("bot-1"));
+    const error = await rejection(connectRefusing(t, () => true).provision("bot-1"));
+    expect(error).toMatchObject({
+      code: "provider_unavailable",
+      message: LIFECYCLE_MESSAGES.createUnconfirmed,
+    });
+    expect(t.createFile()?.requests).toHaveLength(1);
+  });
+
+  it("a key minted by this call and never sent: 'could not be reached, so no cloud computer was created'", async () => {
+    const t = await use();
+    const error = await rejection(connectRefusing(t, () => true).provision("bot-1"));
+    expect(error.code).toBe("provider_unavailable");
+    expect(error.message).toContain("no cloud computer was created");
+    expect(t.stats().createRequests).toBe(0);
+  });
+});
+
+describe("provision: only boat.dev's own 404/410 proves a remembered Boat gone", () => {
+  it("a proxy's envelope-less 404 for the remembered Boat: 502, row kept, no second Boat", async () => {
+    const t = await use({ sim: { listLagMs: 10_000 } });
+    const first = await t.lifecycle.provision("bot-1");
+    const rows = t.createFile()?.requests;
+    // A front proxy answers GET /sandboxes/{id} with its own 404 page (no boat.dev envelope).
+    t.tamper((request, response) =>
+      request.method === "GET" && /^\/sandboxes\/bx_/.test(request.path)
+        ? new Response("<html><body>404 Not Found</body></html>", {
+            status: 404,
+            headers: { "content-type": "text/html" },
+          })
+        : response,
+    );
+    const error = await rejection(t.restart().provision("bot-1"));
+    expect(error).toMatchObject({ code: "provider_unavailable", status: 502 });
+    expect(error.message).toContain("no error envelope");
+    expect(t.createFile()?.requests).toEqual(rows);
+    expect(posts(t)).toHaveLength(1);
+    t.tamper(null);
+    expect(await t.lifecycle.provision("bot-1")).toEqual({ ...first, createdThisAttempt: false });
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
   });
 });

@@ -1,3 +1,4 @@
+import { KEY_SAFETY_MARGIN_MS } from "@drydock/boat-create-journal";
 import { afterEach, describe, expect, it } from "vitest";
 import { recoveryReportSchema } from "../src/index.js";
 import { deletes, type Harness, harness, patches, posts } from "./helpers.js";
@@ -13,6 +14,8 @@ afterEach(async () => {
 });
 
 const DAY = 24 * 60 * 60 * 1000;
+/** Where a key stops being sent: boat.dev's 24 hours less the create journal's 1-hour safety margin. */
+const TRUSTED = DAY - KEY_SAFETY_MARGIN_MS;
 
 describe("recoverAtStartup", () => {
   it("reports unresolved creates with their age against the 24-hour window, and never creates anything", async () => {
@@ -22,7 +25,7 @@ describe("recoverAtStartup", () => {
     await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
     await t.lifecycle.provision("bot-2").catch(() => undefined); // key-only row, Boat committed
     await t.lifecycle.provision("bot-3"); // resolved: not reported
-    t.clock.offsetMs = DAY - 60_000;
+    t.clock.offsetMs = TRUSTED - 60_000;
     t.wire.length = 0;
 
     const report = await t.restart().recoverAtStartup();
@@ -32,7 +35,7 @@ describe("recoverAtStartup", () => {
     expect(report.unresolvedCreates.map((c) => c.botId).sort()).toEqual(["bot-1", "bot-2"]);
     for (const entry of report.unresolvedCreates) {
       expect(entry.expired).toBe(false);
-      expect(entry.ageMs).toBeGreaterThanOrEqual(DAY - 60_000);
+      expect(entry.ageMs).toBeGreaterThanOrEqual(TRUSTED - 60_000);
       expect(entry.retryWindowLeftMs).toBeLessThanOrEqual(60_000);
       expect(entry.retryWindowLeftMs).toBeGreaterThan(0);
       expect(entry.boxId).toBeUndefined();
@@ -42,9 +45,36 @@ describe("recoverAtStartup", () => {
     expect(patches(t)).toHaveLength(0);
     expect(deletes(t)).toHaveLength(0);
 
+    // From the deadline on, the key is never sent again: expired, although boat.dev still keeps it an hour.
+    t.clock.offsetMs = TRUSTED;
+    const atDeadline = await t.lifecycle.recoverAtStartup();
+    expect(atDeadline.unresolvedCreates).toHaveLength(2);
+    expect(atDeadline.unresolvedCreates.every((c) => c.expired && c.retryWindowLeftMs === 0)).toBe(true);
+
     t.clock.offsetMs = DAY + 1;
     const later = await t.lifecycle.recoverAtStartup();
     expect(later.unresolvedCreates.every((c) => c.expired && c.retryWindowLeftMs === 0)).toBe(true);
+  });
+
+  it("a remembered but unresolved Boat is never reported expired: it needs no key", async () => {
+    const t = await use();
+    // The process dies right after boat.dev's answer was remembered, before the rename.
+    t.restart({
+      crash: {
+        point(name) {
+          if (name === "provision.after-remember") throw new Error("killed");
+        },
+      },
+    });
+    await expect(t.lifecycle.provision("bot-1")).rejects.toThrow("killed");
+    t.clock.offsetMs = DAY + 1;
+    const report = await t.restart().recoverAtStartup();
+    expect(report.unresolvedCreates).toEqual([
+      expect.objectContaining({ botId: "bot-1", boxId: expect.stringMatching(/^bx_/), expired: false }),
+    ]);
+    // And it is indeed finished without its key: a direct read, a rename, no POST.
+    await t.lifecycle.provision("bot-1");
+    expect(posts(t)).toHaveLength(1);
   });
 
   it("polls accepted deletions, retires the ones proven finished, sends no DELETE", async () => {

@@ -4,6 +4,7 @@ import {
   type BoatCreateJournalFile,
   type BoatCreateRequest,
   KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
   MAX_REQUESTS,
 } from "../schema.js";
 import { checkCreateJournal } from "./check.js";
@@ -65,10 +66,24 @@ describe("beginStep", () => {
     expect(step).toEqual({ result: { request: known, startedNow: false } });
   });
 
-  it("reuses a pending key 1 ms before the 24-hour window closes", () => {
-    const step = beginStep(doc([row()]), "bot-1", BODY, ctx(T0 + KEY_RETENTION_MS - 1));
+  it("reuses a pending key 1 ms before its trust deadline (24 hours minus the safety margin)", () => {
+    const step = beginStep(
+      doc([row()]),
+      "bot-1",
+      BODY,
+      ctx(T0 + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS - 1),
+    );
     expect(step.result.startedNow).toBe(false);
     expect(step.next).toBeUndefined();
+  });
+
+  it("refuses a pending key from its trust deadline up to 24 hours, minting no new key", () => {
+    expect(KEY_SAFETY_MARGIN_MS).toBe(60 * 60 * 1_000);
+    for (const age of [KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS, KEY_RETENTION_MS - 1]) {
+      expect(refusal(() => beginStep(doc([row()]), "bot-1", BODY, ctx(T0 + age)))).toBe(
+        "too close to the end of boat.dev's 24-hour retry window",
+      );
+    }
   });
 
   it("refuses a pending key exactly at and after 24 hours, minting no new key", () => {
@@ -172,10 +187,23 @@ describe("retireStep and discardStep", () => {
     expect(retireStep(doc([known]), "bx_zzzzzzzz")).toEqual({ result: undefined });
   });
 
-  it("discard removes by key only and writes nothing for an unknown key", () => {
+  it("discard removes the caller's exact row and writes nothing for an unknown key", () => {
     const mine = row();
-    expect(discardStep(doc([mine]), mine).next?.requests).toEqual([]);
+    const other = row({ botId: "bot-2" });
+    expect(discardStep(doc([mine, other]), mine).next?.requests).toEqual([other]);
     expect(discardStep(doc([mine]), { ...mine, idempotencyKey: key() })).toEqual({ result: undefined });
+    const gone = row({ boxId: "bx_abcdefgh", resolved: true });
+    expect(discardStep(doc([gone]), { ...gone, resolved: undefined }).next?.requests).toEqual([]);
+  });
+
+  it("discard refuses a row another process remembered (or changed) under the same key", () => {
+    const held = row();
+    // Another process resumed the key, got the Boat and resolved the row.
+    const remembered = { ...held, boxId: "bx_abcdefgh", resolved: true as const };
+    expect(refusal(() => discardStep(doc([remembered]), held))).toBe("out of date");
+    // A stale holder of a remembered row does not erase a row remembering something else.
+    expect(refusal(() => discardStep(doc([held]), { ...held, boxId: "bx_abcdefgh" }))).toBe("out of date");
+    expect(refusal(() => discardStep(doc([held]), { ...held, requestBody: "{}" }))).toBe("out of date");
   });
 });
 

@@ -6,6 +6,7 @@ import {
   type BoatCreateRequest,
   type BoatCreateView,
   KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
   MAX_REQUESTS,
 } from "../schema.js";
 
@@ -52,10 +53,16 @@ export function beginStep(
       // The earlier key may own a Boat; a new key for a new body could bill a second one.
       throw createPaused("waiting for an earlier cloud computer request to be reconciled");
     }
-    if (ctx.now - pending.createdAt >= KEY_RETENTION_MS) {
+    const ageMs = ctx.now - pending.createdAt;
+    if (ageMs >= KEY_RETENTION_MS) {
       // Past boat.dev's 24-hour idempotency window, neither this key nor a new one is safe: a retry may
       // create a second billable Boat. Only a person can reconcile it.
       throw createPaused("older than boat.dev's 24-hour retry window");
+    }
+    if (ageMs >= KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS) {
+      // Inside the safety margin: with clock skew or the waits of one call, a retry could reach boat.dev
+      // after it forgot the key. The key is kept (never a new one); a person reconciles it.
+      throw createPaused("too close to the end of boat.dev's 24-hour retry window");
     }
     return { result: { request: copy(pending), startedNow: false } };
   }
@@ -154,10 +161,15 @@ export function retireStep(doc: BoatCreateJournalFile, boxId: string): Step<unde
     : { next: file(next), result: undefined };
 }
 
-/** Only when the request provably created nothing (a definitive client refusal). */
+/**
+ * Only when the request provably created nothing (a definitive client refusal), or its remembered Boat is
+ * proven gone. The stored row must still be exactly the caller's (same bot, body, key and Boat id): another
+ * process may have remembered a Boat under the same key meanwhile, and erasing that row would let the next
+ * provision bill a second Boat. A row already gone is nothing to discard.
+ */
 export function discardStep(doc: BoatCreateJournalFile, request: BoatCreateRequest): Step<undefined> {
-  const next = doc.requests.filter((candidate) => candidate.idempotencyKey !== request.idempotencyKey);
-  return next.length === doc.requests.length
-    ? { result: undefined }
-    : { next: file(next), result: undefined };
+  const current = doc.requests.find((candidate) => candidate.idempotencyKey === request.idempotencyKey);
+  if (current === undefined) return { result: undefined };
+  if (!sameAttempt(current, request) || current.boxId !== request.boxId) throw createPaused("out of date");
+  return { next: file(doc.requests.filter((candidate) => candidate !== current)), result: undefined };
 }

@@ -120,7 +120,10 @@ export function fromJournalError(error: unknown): unknown {
 
 /** How a provider failure is handled: every branch of the flows switches on this, nothing else. */
 export type ProviderFailure =
-  /** 404/410 on an immutable id: proof that the Boat (or operation) does not exist. */
+  /**
+   * boat.dev's own 404 `not_found` / 410 `gone` on an immutable id: proof that the Boat (or operation) does
+   * not exist. A 404/410 without boat.dev's envelope (a proxy's page) is not proof: it is an `api` failure.
+   */
   | { kind: "absent"; status: number; message: string }
   /** boat.dev answered with an error (or an answer the client could not accept: status 502). */
   | {
@@ -144,12 +147,15 @@ export function classifyProviderError(error: unknown): ProviderFailure {
     };
   }
   if (isBoatApiError(error)) {
-    if (error.status === 404 || error.status === 410) {
+    const missing = error.status === 404 || error.status === 410;
+    if (missing && (error.code === "not_found" || error.code === "gone")) {
       return { kind: "absent", status: error.status, message: error.message };
     }
     return {
       kind: "api",
-      status: error.status,
+      // Proof of absence only comes from boat.dev itself: a 404/410 without its envelope (the client's
+      // `http_error`, e.g. a proxy's page) proves nothing, so it counts as a bad gateway answer (unknown).
+      status: missing ? 502 : error.status,
       code: String(error.code),
       message: error.message,
       retryAfterMs: error.retryAfterMs,
@@ -160,7 +166,12 @@ export function classifyProviderError(error: unknown): ProviderFailure {
 
 /** The generic mapping for a provider failure of a read or rename: 4xx refused, 5xx/none unavailable. */
 export function providerError(what: string, failure: ProviderFailure, boxId?: string): LifecycleError {
-  const base = { ...(boxId === undefined ? {} : { boxId }) };
+  const base = {
+    ...(boxId === undefined ? {} : { boxId }),
+    ...(failure.kind === "api" && failure.retryAfterMs !== undefined
+      ? { retryAfterMs: failure.retryAfterMs }
+      : {}),
+  };
   switch (failure.kind) {
     case "transport":
       if (failure.aborted) return cancelledError();

@@ -244,6 +244,7 @@ export async function requestDeletion(
         code: failure.status >= 500 ? "provider_unavailable" : "provider_refused",
         status: failure.status >= 500 ? 502 : failure.status,
         boxId: target.boxId,
+        ...(failure.retryAfterMs === undefined ? {} : { retryAfterMs: failure.retryAfterMs }),
         message: `boat delete failed: ${failure.message}. The computer was kept fenced; retry Delete to reconcile it`,
       });
     }

@@ -1,10 +1,16 @@
-import type { BoatCreateRequest } from "@drydock/boat-create-journal";
-import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
+import {
+  type BoatCreateRequest,
+  isJournalStateError,
+  KEY_RETENTION_MS,
+  KEY_SAFETY_MARGIN_MS,
+} from "@drydock/boat-create-journal";
+import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError, retryIn } from "../errors.js";
 import { type Boat, CREATE_REQUEST_BODY } from "../schema.js";
 import {
   type Context,
   cancelledError,
   classifyProviderError,
+  fromJournalError,
   journal,
   messageOf,
   type ProviderFailure,
@@ -12,10 +18,24 @@ import {
   throwIfAborted,
 } from "./context.js";
 import { finishDeletion, reconcileRecord, requestDeletion } from "./deletion.js";
-import { type CreateOutcome, freshBudget, isDefinitiveRefusal, nextCreateRetry } from "./retry.js";
+import {
+  type CreateOutcome,
+  freshBudget,
+  isDefinitiveRefusal,
+  MAX_RETRY_AFTER_MS,
+  nextCreateRetry,
+} from "./retry.js";
 
 /** The exact bytes journaled with the key; boat.dev binds the key to the body, so they never change. */
 export const CREATE_BODY_TEXT = JSON.stringify(CREATE_REQUEST_BODY);
+
+/**
+ * Until when a journaled key may still be sent: boat.dev's 24 hours less the safety margin (clock skew, the
+ * waits inside one call). The create journal refuses to resume a key past it; every POST re-checks it.
+ */
+export function keyTrustDeadline(createdAt: number): number {
+  return createdAt + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
+}
 
 export interface ProvisionResult {
   boxId: string;
@@ -151,6 +171,9 @@ export async function locate(ctx: Context, botId: string, signal?: AbortSignal):
       code: "provider_unavailable",
       status: 503,
       message: `${LIFECYCLE_MESSAGES.listUnavailable} (${failure.message})`,
+      ...(failure.kind === "api" && failure.retryAfterMs !== undefined
+        ? { retryAfterMs: failure.retryAfterMs }
+        : {}),
     });
   }
   const hits = listed.filter((sandbox) => isOwnName(ctx, botId, sandbox.name) && sandbox.state !== "error");
@@ -202,7 +225,9 @@ function createOutcomeOf(failure: ProviderFailure): CreateOutcome {
     case "absent":
       return { kind: "refused", status: failure.status, code: "not_found" };
     case "api":
-      if (failure.status >= 500) return { kind: "server-error", status: failure.status };
+      if (failure.status >= 500) {
+        return { kind: "server-error", status: failure.status, retryAfterMs: failure.retryAfterMs };
+      }
       if (failure.status === 409 && failure.code === "idempotency_in_progress") {
         return { kind: "in-progress", retryAfterMs: failure.retryAfterMs };
       }
@@ -230,6 +255,12 @@ async function postWithKey(
   let mayHaveCommitted = !startedNow;
   for (;;) {
     throwIfAborted(signal);
+    if (ctx.now() >= keyTrustDeadline(request.createdAt)) {
+      // Checked before every POST, since waits and timeouts add up: boat.dev may forget the key before
+      // this request arrives, and a forgotten key creates a second Boat. The key stays journaled (never a
+      // new one); only a person can reconcile it.
+      throw new LifecycleError({ code: "recovery_paused", message: LIFECYCLE_MESSAGES.createKeyNearExpiry });
+    }
     let failure: ProviderFailure;
     try {
       const { sandbox } = await ctx.client.createSandbox(CREATE_REQUEST_BODY, {
@@ -278,44 +309,63 @@ async function finalCreateFailure(
     return new LifecycleError({
       code: "provider_unavailable",
       status: 503,
-      message: failure.committed
+      // "Nothing was created" only when no attempt under this key (of this call, or of an earlier one
+      // for a resumed key) could have committed: an earlier lost answer may hide a Boat.
+      message: mayHaveCommitted
         ? LIFECYCLE_MESSAGES.createUnconfirmed
         : "boat.dev could not be reached, so no cloud computer was created — retry in a moment",
     });
   }
+  const retryAfterMs = failure.kind === "api" ? failure.retryAfterMs : undefined;
+  const wait = retryAfterMs === undefined ? {} : { retryAfterMs };
+  // The seeds' messages already say "a moment"; a longer wait boat.dev asked for is said instead.
+  const waitNote =
+    retryAfterMs !== undefined && retryAfterMs > MAX_RETRY_AFTER_MS ? ` — ${retryIn(retryAfterMs)}` : "";
   if (outcome.kind === "server-error") {
     return new LifecycleError({
+      ...wait,
       code: "provider_unavailable",
       status: 502,
-      message: `boat.dev could not create the cloud computer: ${failure.message}. Its request was kept, so retrying reuses it and cannot create a second computer`,
+      message: `boat.dev could not create the cloud computer: ${failure.message}. Its request was kept, so retrying reuses it and cannot create a second computer${waitNote}`,
     });
   }
   if (outcome.kind === "in-progress") {
-    return new LifecycleError({ code: "create_in_progress", message: LIFECYCLE_MESSAGES.createInProgress });
+    return new LifecycleError({
+      ...wait,
+      code: "create_in_progress",
+      message: `${LIFECYCLE_MESSAGES.createInProgress}${waitNote}`,
+    });
   }
   const status = failure.kind === "api" || failure.kind === "absent" ? failure.status : 400;
   if (outcome.kind === "refused" && isDefinitiveRefusal(status)) {
-    if (mayHaveCommitted) {
-      // The key was kept: an earlier attempt under it (in this call, or in an earlier call or process)
-      // had an unknown outcome, so a Boat may exist under it. A fresh key could bill a second one.
-      return new LifecycleError({
-        code: "provider_refused",
-        status,
-        message: LIFECYCLE_MESSAGES.createRefusedKept(failure.message),
-      });
-    }
+    // The key is kept when an earlier attempt under it (in this call, or in an earlier call or process)
+    // had an unknown outcome, so a Boat may exist under it: a fresh key could bill a second one.
+    const kept = new LifecycleError({
+      code: "provider_refused",
+      status,
+      message: LIFECYCLE_MESSAGES.createRefusedKept(failure.message),
+    });
+    if (mayHaveCommitted) return kept;
     // boat.dev refused this exact request, the key was minted by this very call and no attempt of it
     // could have committed: nothing under the key can exist, so a later provision may start afresh.
-    await journal(() => ctx.createJournal.discardBoatCreate(request));
+    // Unless another process resumed the key meanwhile and remembered a Boat under it: the journal then
+    // refuses the discard (out of date), and everything is kept.
+    try {
+      await ctx.createJournal.discardBoatCreate(request);
+    } catch (error) {
+      if (isJournalStateError(error) && error.detail === "out of date") return kept;
+      throw fromJournalError(error);
+    }
     // Crash window: the key is gone; nothing was created under it, so there is nothing to recover.
     ctx.crash.point("provision.after-discard");
   }
   return new LifecycleError({
+    ...wait,
     code: "provider_refused",
     status,
     message:
       status === 429
-        ? `boat.dev is rate limiting requests: ${failure.message} — retry in a moment`
+        ? `boat.dev is rate limiting requests: ${failure.message} — ${retryIn(retryAfterMs)}`
         : `boat.dev refused to create the cloud computer: ${failure.message}`,
   });
 }

@@ -47,6 +47,21 @@ describe("create retry policy", () => {
     expect(nextCreateRetry({ kind: "transport" }, other).retry).toBe(false);
   });
 
+  it("waits a 5xx's Retry-After before the ambiguous retry, and not at all beyond 30 s", () => {
+    expect(
+      nextCreateRetry({ kind: "server-error", status: 503, retryAfterMs: 2_000 }, freshBudget()),
+    ).toEqual({
+      retry: true,
+      waitMs: 2_000,
+    });
+    const budget = freshBudget();
+    expect(nextCreateRetry({ kind: "server-error", status: 503, retryAfterMs: 3_600_000 }, budget)).toEqual({
+      retry: false,
+    });
+    // The budget was not spent on a retry that was not made.
+    expect(budget.ambiguousLeft).toBe(1);
+  });
+
   it("never retries a refusal", () => {
     expect(nextCreateRetry({ kind: "refused", status: 400, code: "invalid_request" }, freshBudget())).toEqual(
       {

@@ -8,7 +8,8 @@
 export const IN_PROGRESS_BACKOFF_MS = [250, 750, 1_500] as const;
 /**
  * One retry for an ambiguous outcome (lost response, timeout, 5xx, ok without an id). Lost responses and
- * 5xx share it: two ambiguous answers in a row mean boat.dev is unwell, and the key is kept for later.
+ * 5xx share it: two ambiguous answers in a row mean boat.dev is unwell, and the key is kept for later. A
+ * 5xx's Retry-After is waited first (up to MAX_RETRY_AFTER_MS).
  */
 export const AMBIGUOUS_RETRIES = 1;
 /** One retry after a 429, waiting Retry-After (at least the first backoff step). */
@@ -20,7 +21,7 @@ export const DELETE_POLL_SCHEDULE_MS = [0, 100, 250, 500, 1_000, 2_000] as const
 
 export type CreateOutcome =
   | { kind: "transport" }
-  | { kind: "server-error"; status: number }
+  | { kind: "server-error"; status: number; retryAfterMs?: number }
   | { kind: "missing-id" }
   | { kind: "in-progress"; retryAfterMs?: number }
   | { kind: "rate-limited"; retryAfterMs?: number }
@@ -43,10 +44,13 @@ export function nextCreateRetry(outcome: CreateOutcome, budget: RetryBudget): Re
   switch (outcome.kind) {
     case "transport":
     case "server-error":
-    case "missing-id":
-      if (budget.ambiguousLeft <= 0) return { retry: false };
+    case "missing-id": {
+      // A 5xx's Retry-After is honoured like a 429's: waited when short, otherwise handed to the caller.
+      const waitMs = outcome.kind === "server-error" ? (outcome.retryAfterMs ?? 0) : 0;
+      if (budget.ambiguousLeft <= 0 || waitMs > MAX_RETRY_AFTER_MS) return { retry: false };
       budget.ambiguousLeft -= 1;
-      return { retry: true, waitMs: 0 };
+      return { retry: true, waitMs };
+    }
     case "in-progress": {
       const step = IN_PROGRESS_BACKOFF_MS[budget.inProgressStep];
       if (step === undefined) return { retry: false };
