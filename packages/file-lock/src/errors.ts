@@ -14,7 +14,10 @@ export const LOCK_ERROR_STATUS = {
   LOCK_UNREADABLE: 503,
   /** `kill(pid, 0)` gave an answer that proves neither life nor death; the lock is kept. */
   LOCK_OWNER_UNVERIFIABLE: 503,
-  /** The owner is provably dead and `reapDeadOwners` is false: only `takeoverLock` may replace it. */
+  /**
+   * The owner is provably dead and `reapDeadOwners` is false: only `takeoverLock` may replace it. Also a lock torn
+   * by a power loss (a file from an earlier boot whose bytes never reached the disk): its owner is unknown.
+   */
   LOCK_OWNER_DEAD: 409,
   /** The lock file no longer holds this handle's owner (or no longer the owner a takeover expected). */
   LOCK_OWNERSHIP_LOST: 409,
@@ -40,6 +43,22 @@ export interface LockErrorInit {
   path?: string;
   /** The owner found in the lock, when there was a readable one (its token is never put in `message`). */
   owner?: LockOwner;
+  /** A lock torn by a power loss, reported as LOCK_OWNER_DEAD when `reapDeadOwners` is false. */
+  tornLock?: TornLock;
+}
+
+/**
+ * A lock file from an earlier boot that cannot be read as an owner (its bytes were lost in a power loss), as
+ * LOCK_OWNER_DEAD reports it when `reapDeadOwners` is false. `takeoverLock` accepts it in place of an owner and
+ * replaces only this very file: same device, inode, size and change time (any write since changes the change
+ * time, and a file changed after the boot is not taken over).
+ */
+export interface TornLock {
+  readonly torn: true;
+  readonly dev: number;
+  readonly ino: number;
+  readonly size: number;
+  readonly ctimeMs: number;
 }
 
 export class LockError extends Error {
@@ -51,6 +70,8 @@ export class LockError extends Error {
    * lock token, so it is non-enumerable: loggers that serialise an error's own fields do not print it.
    */
   declare readonly owner: LockOwner | undefined;
+  /** Set on LOCK_OWNER_DEAD for a lock torn by a power loss (no owner to read): pass it to takeoverLock. */
+  declare readonly tornLock: TornLock | undefined;
 
   constructor(init: LockErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -58,6 +79,7 @@ export class LockError extends Error {
     this.code = init.code;
     this.status = LOCK_ERROR_STATUS[init.code];
     this.path = init.path;
+    if (init.tornLock !== undefined) this.tornLock = init.tornLock;
     Object.defineProperty(this, "owner", { value: init.owner, enumerable: false });
     Object.defineProperty(this, LOCK_ERROR_MARK, { value: true });
   }

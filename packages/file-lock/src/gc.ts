@@ -16,7 +16,8 @@ const ESCAPE = /[.*+?^${}()|[\]\\]/g;
  *   so such a record can never again authorise anything; a record for the current lock is kept
  *   (its election may be running);
  * - candidates `<path>[.reap-…].candidate-<pid>-<token>` whose process is provably dead (same liveness rules as
- *   the lock: a live or unverifiable process keeps its candidate).
+ *   the lock: a live or unverifiable process keeps its candidate), unless the candidate is still linked under
+ *   another name (the lock or a record: the same inode).
  * The lock itself is never touched. A lock that is garbage is keyed as the boot-time rule keys it (by inode), so
  * its own election survives; if the lock cannot even be stat'ed, election records are all kept.
  */
@@ -84,20 +85,26 @@ function collectFrom(path: string, names: readonly string[], ctx: LockContext): 
           ? garbageElectionKey(lock.file)
           : undefined;
   const removed: string[] = [];
+  // Records first: a candidate still linked as a record it published is free once that record is gone.
+  for (const name of names) {
+    const record = recordName.exec(name);
+    const full = join(directory, name);
+    if (record && currentKey !== undefined && record[1] !== currentKey && removeQuietly(ctx.fs, full))
+      removed.push(full);
+  }
   for (const name of names) {
     const full = join(directory, name);
-    const record = recordName.exec(name);
-    if (record) {
-      if (currentKey !== undefined && record[1] !== currentKey && removeQuietly(ctx.fs, full))
-        removed.push(full);
-      continue;
-    }
     const candidate = candidateName.exec(name);
     if (!candidate) continue;
     const pid = Number(candidate[1]);
     if (!Number.isSafeInteger(pid) || pid < 1 || pid > MAX_PID) continue;
     const read = readOwnerFile(ctx.fs, full);
     if (read.kind === "absent") continue;
+    // Still the lock's (or a record's) other name, as after a crash right after link(2), or a kept owner
+    // (reuseOwnerFile) while held. Unlinking it would change that inode's ctime, and the boot-time rule reads
+    // the ctime: a torn lock from before the boot would then look new and be refused forever. It goes once the
+    // lock (or record) it is linked as is gone.
+    if (read.file !== null && read.file.nlink > 1) continue;
     // A readable candidate carries its full identity (start time, boot id); a torn one only its name's pid.
     const claim = read.kind === "owner" && read.owner.pid === pid ? read.owner : { pid };
     let dead = false;

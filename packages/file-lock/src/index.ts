@@ -15,6 +15,7 @@ export {
   LockError,
   type LockErrorCode,
   type LockErrorInit,
+  type TornLock,
 } from "./errors.js";
 export type { FailNthOptions, FaultyFileOps } from "./fs.js";
 export {

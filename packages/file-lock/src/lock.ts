@@ -1,10 +1,12 @@
 import { dirname } from "node:path";
 import { isDeepStrictEqual } from "node:util";
-import { errnoOf, isLockError, LockError, toLockError } from "./errors.js";
+import { errnoOf, isLockError, LockError, type TornLock, toLockError } from "./errors.js";
 import { claimElection, resignElection } from "./internal/election.js";
 import {
+  type BadFile,
   candidatePath,
   type FileId,
+  fsyncPath,
   garbageElectionKey,
   linkExclusive,
   newOwner,
@@ -15,7 +17,7 @@ import {
   writeCandidate,
 } from "./internal/files.js";
 import { type KeptOwner, keepOwner, keptOwnerKey, takeKeptOwner } from "./internal/kept-owners.js";
-import { fileIsFromEarlierBoot, judgeProcess } from "./internal/liveness.js";
+import { fileIsFromEarlierBoot, inOtherPidNamespace, judgeProcess } from "./internal/liveness.js";
 import { type LockContext, type LockOptions, resolveLockOptions } from "./options.js";
 import { type LockOwner, LockOwnerSchema } from "./schema.js";
 
@@ -39,19 +41,57 @@ type Step = LockHandle | "again" | "wait";
 /** Consecutive immediate retries before backing off anyway: a lock that keeps vanishing must not spin. */
 const MAX_IMMEDIATE_RETRIES = 3;
 
-function describeHolder(owner: LockOwner | undefined): string {
+function describeHolder(owner: LockOwner | undefined, ctx: LockContext): string {
   if (!owner) return "";
-  return owner.host ? ` (pid ${owner.pid} on ${owner.host})` : ` (pid ${owner.pid})`;
+  const where = owner.host ? ` on ${owner.host}` : "";
+  // Another pid namespace (another container on this host): its pid means nothing here, so say why it is kept.
+  const namespace = inOtherPidNamespace(owner, ctx)
+    ? ` in pid namespace ${owner.pidNamespace}, not this process's ${ctx.identity.pidNamespace?.() ?? "(unknown)"}: it cannot be checked from here, so it is never judged dead`
+    : "";
+  return ` (pid ${owner.pid}${where}${namespace})`;
 }
 
-function badLockError(read: Extract<OwnerRead, { kind: "bad" }>, path: string): LockError {
+function badLockError(read: BadFile, path: string): LockError {
   const what = read.code === "LOCK_INVALID" ? "is not a valid lock owner file" : "could not be read";
   return new LockError({
     code: read.code,
     path,
     cause: read.cause,
-    message: `The lock ${path} ${what}, so it was left exactly as it is and nothing was taken. Inspect it; remove it by hand only once no process is using it.`,
+    message: `The lock ${path} ${what} (${read.reason}), so it was left exactly as it is and nothing was taken. Inspect it; remove it by hand only once no process is using it.`,
   });
+}
+
+/** A lock torn by a power loss, with `reapDeadOwners: false`: its owner is unknown but not running. */
+function tornLockError(read: BadFile & { file: FileId }, path: string): LockError {
+  const { dev, ino, size, ctimeMs } = read.file;
+  return new LockError({
+    code: "LOCK_OWNER_DEAD",
+    path,
+    cause: read.cause,
+    tornLock: { torn: true, dev, ino, size, ctimeMs },
+    message: `The lock ${path} was last written before this machine booted and does not hold a readable owner (${read.reason}): its bytes were lost in a power loss, so its owner is unknown but no longer running. It is kept for recovery: settle the work it guarded, then take it over explicitly (takeoverLock with error.tornLock).`,
+  });
+}
+
+function isTornLock(expected: LockOwner | TornLock): expected is TornLock {
+  return (expected as { torn?: unknown }).torn === true;
+}
+
+/** The very file a TornLock names, still from before this boot. */
+function isTornFile(file: FileId | null, torn: TornLock, ctx: LockContext): boolean {
+  return (
+    file !== null &&
+    file.dev === torn.dev &&
+    file.ino === torn.ino &&
+    file.size === torn.size &&
+    file.ctimeMs === torn.ctimeMs &&
+    fileIsFromEarlierBoot(file, ctx)
+  );
+}
+
+/** A published lock's name reaches the disk only with its directory (`durable`). */
+function flushLockDirectory(path: string, ctx: LockContext): void {
+  fsyncPath(ctx.fs, dirname(path));
 }
 
 function ownerDeadError(owner: LockOwner, path: string): LockError {
@@ -157,12 +197,12 @@ class Acquisition {
     const content = serializeOwner(this.owner);
     // Fully written before link(2) publishes it: the lock is never visible half-written or ownerless.
     try {
-      writeCandidate(this.ctx.fs, this.candidate, content, this.path);
+      writeCandidate(this.ctx.fs, this.candidate, content, this.path, this.ctx.durable);
     } catch (error) {
       // The directory is created only when missing: an extra mkdir on every acquire is measurable.
       if (!isLockError(error) || errnoOf(error.cause) !== "ENOENT") throw error;
       this.createDirectory();
-      writeCandidate(this.ctx.fs, this.candidate, content, this.path);
+      writeCandidate(this.ctx.fs, this.candidate, content, this.path, this.ctx.durable);
     }
     this.candidatePresent = true;
     this.ctx.crash("acquire.candidate-written");
@@ -170,7 +210,13 @@ class Acquisition {
 
   private createDirectory(): void {
     try {
-      this.ctx.fs.mkdirSync(dirname(this.path), { recursive: true, mode: 0o700 });
+      const lockDir = dirname(this.path);
+      const first = this.ctx.fs.mkdirSync(lockDir, { recursive: true, mode: 0o700 });
+      // durable: each directory made here reaches the disk with its parent (the lock's name with its own).
+      for (let dir = lockDir; this.ctx.durable && first !== undefined; dir = dirname(dir)) {
+        fsyncPath(this.ctx.fs, dirname(dir));
+        if (dir === first || dirname(dir) === dir) break;
+      }
     } catch (error) {
       throw new LockError({
         code: "LOCK_IO",
@@ -214,7 +260,29 @@ class Acquisition {
     // Crash window: both names point at our owner now. A leftover candidate is swept by collectLockGarbage
     // once we are dead; while we live, release() retries removing it.
     this.candidatePresent = !removeQuietly(ctx.fs, this.candidate);
+    if (ctx.durable) this.flushPublished();
     return createHandle(path, this.owner, ctx, this.candidatePresent ? this.candidate : undefined);
+  }
+
+  /**
+   * `durable`: the lock's name is on disk before acquire returns (after the candidate's removal, so a power
+   * loss does not bring that back). If the flush fails, the lock is given up again: nothing ran under it.
+   */
+  private flushPublished(): void {
+    const { ctx, path } = this;
+    try {
+      flushLockDirectory(path, ctx);
+    } catch (error) {
+      const gaveUp = removeQuietly(ctx.fs, path);
+      throw new LockError({
+        code: "LOCK_IO",
+        path,
+        cause: error,
+        message: gaveUp
+          ? `The lock ${path} was taken but could not be flushed to disk (${errnoOf(error) ?? "unknown error"}), so it was given up again and nothing is held. Check the disk and retry.`
+          : `The lock ${path} was taken but could not be flushed to disk (${errnoOf(error) ?? "unknown error"}), and removing it failed too: this process holds it until it exits. Check the disk.`,
+      });
+    }
   }
 
   step(): Step {
@@ -230,6 +298,8 @@ class Acquisition {
       // Only the boot-time rule may remove a lock whose bytes cannot be trusted (a power loss can leave an
       // unsynced owner file empty); otherwise fail closed and leave the bytes alone.
       if (read.file === null || !fileIsFromEarlierBoot(read.file, ctx)) throw badLockError(read, path);
+      // With reapDeadOwners false a lock is evidence: a torn one is reported like a dead owner, never removed.
+      if (!ctx.reapDeadOwners) throw tornLockError({ ...read, file: read.file }, path);
       const seen = read.file;
       const outcome = reap(
         path,
@@ -303,8 +373,8 @@ class Acquisition {
       path: this.path,
       ...(holder ? { owner: holder } : {}),
       message: this.holderBeingRecovered
-        ? `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder)} that has exited, and another live process is recovering it; gave up after ${this.ctx.waitMs} ms. Retry later; if this persists, check the processes named in its .reap- files.`
-        : `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder)}; gave up after ${this.ctx.waitMs} ms. Retry later, or check that process if this persists.`,
+        ? `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder, this.ctx)} that has exited, and another live process is recovering it; gave up after ${this.ctx.waitMs} ms. Retry later; if this persists, check the processes named in its .reap- files.`
+        : `The lock ${this.path} is locked by another ${this.ctx.label} process${describeHolder(holder, this.ctx)}; gave up after ${this.ctx.waitMs} ms. Retry later, or check that process if this persists.`,
     });
   }
 }
@@ -347,9 +417,26 @@ function createHandle(
     },
     release(): void {
       if (released) return;
+      // A lock this process cannot read is not proof that it lost it: nothing is removed, the hold stands.
+      const stillHeld = (cause: unknown, code: "LOCK_IO" | BadFile["code"], reason: string): LockError =>
+        new LockError({
+          code,
+          path,
+          cause,
+          message:
+            code === "LOCK_INVALID"
+              ? `release() found the lock ${path} no longer holding a valid owner (${reason}): something other than this lock changed it. It was left as it is; inspect it, and remove it by hand only once nothing uses it.`
+              : `The lock ${path} could not be read while releasing it (${reason}), so it was left as it is and this process still holds it. Retry release(); if it keeps failing, exit the process so others can recover the lock.`,
+        });
       try {
-        const read = readOwnerFile(ctx.fs, path);
-        if (read.kind === "bad") throw badLockError(read, path);
+        let read: OwnerRead;
+        try {
+          read = readOwnerFile(ctx.fs, path);
+        } catch (error) {
+          const reason = errnoOf(isLockError(error) ? error.cause : error) ?? "unknown error";
+          throw stillHeld(error, "LOCK_IO", reason);
+        }
+        if (read.kind === "bad") throw stillHeld(read.cause, read.code, read.reason);
         if (read.kind === "absent" || read.owner.token !== owner.token || read.owner.pid !== owner.pid) {
           released = true;
           throw lost(
@@ -532,20 +619,27 @@ export function inspectLock(path: string, options?: InspectOptions): LockOwner |
 
 /**
  * Replaces a dead owner's lock with a new one owned by this process, only if the file still holds exactly
- * `expected` (as returned by inspectLock or carried by LOCK_OWNER_DEAD) and that owner is provably dead.
- * Race-free: it wins the reap election for `expected.token`, re-checks under it, and rename(2)s a fully
- * written candidate over the lock, so the lock is never absent (no acquirer can slip in) and no other reaper
- * can act meanwhile. Waits up to `waitMs` only while another live reaper holds that election.
+ * `expected` (as returned by inspectLock or carried by LOCK_OWNER_DEAD) and that owner is provably dead; or,
+ * for `expected` a `TornLock` (LOCK_OWNER_DEAD's `tornLock`), only if the lock is still that very torn file.
+ * Race-free: it wins the reap election for `expected.token` (for a torn lock, the election every reaper of that
+ * file would hold), re-checks under it, and rename(2)s a fully written candidate over the lock, so the lock is
+ * never absent (no acquirer can slip in) and no other reaper can act meanwhile. Waits up to `waitMs` only while
+ * another live reaper holds that election. With `durable`, the candidate is flushed before the rename and the
+ * directory after it.
  */
 export async function takeoverLock(
   path: string,
-  expected: LockOwner,
+  expected: LockOwner | TornLock,
   options?: LockOptions,
 ): Promise<LockHandle> {
   const ctx = resolveLockOptions(options);
   if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
-  const parsed = LockOwnerSchema.safeParse(expected);
-  if (!parsed.success) throw new TypeError("takeoverLock: expected must be a lock owner (see inspectLock)");
+  const torn = isTornLock(expected) ? expected : undefined;
+  if (torn === undefined && !LockOwnerSchema.safeParse(expected).success)
+    throw new TypeError(
+      "takeoverLock: expected must be a lock owner (see inspectLock) or a LockError's tornLock",
+    );
+  const electionKey = torn === undefined ? (expected as LockOwner).token : garbageElectionKey(torn);
   const owner = newOwner(ctx);
   const candidate = candidatePath(path, owner);
   let candidateWritten = false;
@@ -555,38 +649,46 @@ export async function takeoverLock(
       path,
       message: `The lock ${path} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
     });
+  /** Whether the lock is still exactly what the caller inspected, and dead; throws when it is not. */
+  const check = (read: OwnerRead): LockOwner | "dead" => {
+    if (torn !== undefined) {
+      if (read.kind === "bad" && isTornFile(read.file, torn, ctx)) return "dead";
+      throw changed();
+    }
+    if (read.kind === "bad") throw badLockError(read, path);
+    if (read.kind === "absent" || !isDeepStrictEqual(read.owner, expected)) throw changed();
+    return judgeProcess(read.owner, read.file, ctx, path) === "alive" ? read.owner : "dead";
+  };
   try {
     const deadline = ctx.monotonicNow() + ctx.waitMs;
     for (let attempt = 0; ; attempt += 1) {
       if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
-      const read = readOwnerFile(ctx.fs, path);
-      if (read.kind === "bad") throw badLockError(read, path);
-      if (read.kind === "absent" || !isDeepStrictEqual(read.owner, expected)) throw changed();
-      if (judgeProcess(read.owner, read.file, ctx, path) === "alive") {
+      const alive = check(readOwnerFile(ctx.fs, path));
+      if (alive !== "dead") {
         throw new LockError({
           code: "LOCK_TIMEOUT",
           path,
-          owner: read.owner,
-          message: `The lock ${path} is locked by another ${ctx.label} process${describeHolder(read.owner)} that is still running, so it cannot be taken over.`,
+          owner: alive,
+          message: `The lock ${path} is locked by another ${ctx.label} process${describeHolder(alive, ctx)} that may still be running, so it cannot be taken over.`,
         });
       }
       if (!candidateWritten) {
-        writeCandidate(ctx.fs, candidate, serializeOwner(owner), path);
+        writeCandidate(ctx.fs, candidate, serializeOwner(owner), path, ctx.durable);
         candidateWritten = true;
         ctx.crash("takeover.candidate-written");
       }
-      const win = claimElection(path, expected.token, ctx);
+      const win = claimElection(path, electionKey, ctx);
       if (win !== null) {
         try {
           ctx.crash("takeover.elected");
-          const now = readOwnerFile(ctx.fs, path);
-          if (now.kind === "bad") throw badLockError(now, path);
-          if (now.kind === "absent" || !isDeepStrictEqual(now.owner, expected)) throw changed();
-          if (judgeProcess(now.owner, now.file, ctx, path) === "alive") throw changed();
+          if (check(readOwnerFile(ctx.fs, path)) !== "dead") throw changed();
           // Under election authority nobody else changes the lock; rename replaces it in one step.
           ctx.fs.renameSync(candidate, path);
           candidateWritten = false;
           ctx.crash("takeover.replaced");
+          // A failed flush leaves the lock ours (the old owner's is gone either way): no handle, so it stays
+          // held until this process exits, and can then be taken over again. Never given up to a plain acquire.
+          if (ctx.durable) flushTakenOver(path, ctx);
           return createHandle(path, owner, ctx, undefined);
         } finally {
           resignElection(win, ctx);
@@ -606,5 +708,18 @@ export async function takeoverLock(
     throw toLockError(error, path, "taken over");
   } finally {
     if (candidateWritten) removeQuietly(ctx.fs, candidate);
+  }
+}
+
+function flushTakenOver(path: string, ctx: LockContext): void {
+  try {
+    flushLockDirectory(path, ctx);
+  } catch (error) {
+    throw new LockError({
+      code: "LOCK_IO",
+      path,
+      cause: error,
+      message: `The lock ${path} was taken over but could not be flushed to disk (${errnoOf(error) ?? "unknown error"}). It now names this process, which holds it until it exits; then take it over again. Check the disk.`,
+    });
   }
 }

@@ -23,6 +23,14 @@ export interface LockOptions {
    * the file was first written.
    */
   reuseOwnerFile?: boolean;
+  /**
+   * Make the lock survive a power loss (default false). The owner file is flushed before link(2) publishes it,
+   * and the lock's directory after, so once acquire (or takeoverLock) returns, the lock is on disk with its
+   * owner. Two fsyncs per acquire: for a lock that is evidence after a crash (restore-saga's workspace lock),
+   * not for short locks, which only have to be recoverable (the boot-time rule). Release is not flushed: a
+   * released lock that comes back after a power loss names a dead owner.
+   */
+  durable?: boolean;
   /** Caller data stored in the owner file (JSON object). */
   payload?: Record<string, unknown>;
   /** Aborts a wait with `LOCK_ABORTED` (checked between attempts by the sync variants). */
@@ -76,6 +84,7 @@ export interface LockContext {
   readonly maxReaperGenerations: number;
   readonly reapDeadOwners: boolean;
   readonly reuseOwnerFile: boolean;
+  readonly durable: boolean;
   readonly payload: Record<string, unknown> | undefined;
   readonly signal: AbortSignal | undefined;
   readonly label: string;
@@ -126,6 +135,11 @@ export function resolveLockOptions(options: LockOptions | undefined): LockContex
       `file-lock option payload must be a plain JSON object of at most ${MAX_PAYLOAD_BYTES} bytes that survives JSON.stringify unchanged`,
     );
   }
+  if (o.durable === true && o.reuseOwnerFile === true) {
+    throw new TypeError(
+      "file-lock options durable and reuseOwnerFile cannot be combined: a kept owner file is published again as it is",
+    );
+  }
   if (o.label !== undefined && (typeof o.label !== "string" || o.label.length === 0)) {
     throw new TypeError("file-lock option label must be a non-empty string");
   }
@@ -135,6 +149,7 @@ export function resolveLockOptions(options: LockOptions | undefined): LockContex
     maxReaperGenerations: Math.floor(bounded("maxReaperGenerations", o.maxReaperGenerations, 128, 1)),
     reapDeadOwners: o.reapDeadOwners ?? true,
     reuseOwnerFile: o.reuseOwnerFile === true,
+    durable: o.durable === true,
     payload: o.payload,
     signal: o.signal,
     label: o.label ?? "drydock",

@@ -24,6 +24,12 @@ export const LockOwnerSchema = z.looseObject({
   bootId: z.string().min(1).max(64).optional(),
   /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); absent = pid reuse undetectable. */
   startTime: z.number().int().nonnegative().optional(),
+  /**
+   * The owner's pid namespace, `readlink /proc/self/ns/pid` (e.g. "pid:[4026531836]"). Absent in seed files and
+   * in owners written before it was recorded: those are judged as before (their pid is probed here). A recorded
+   * namespace other than the reader's means the pid cannot be probed from here: the owner is never judged dead.
+   */
+  pidNamespace: z.string().min(1).max(64).optional(),
   /** Caller data, e.g. the workspace lock's `{ transactionId, workspaceRoot, purpose }`. */
   payload: z.record(z.string(), z.unknown()).optional(),
 });

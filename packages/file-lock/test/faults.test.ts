@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, existsSync, openSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
@@ -211,6 +212,56 @@ describe("injected file system faults (fail call N, for N = 1 .. until the opera
         }
         completed = !faulty.fired();
         expect(leftovers(dir)).toEqual([]);
+        expect(readdirSync(dir)).toEqual([]);
+      }
+      expect(completed).toBe(true);
+    }
+  });
+
+  it("durable acquire and takeover with a fault at every call: published and flushed, or given up typed", async () => {
+    const { dir, lock } = newLock();
+    const dead = await deadPid();
+    for (const code of CODES) {
+      let completed = false;
+      for (let n = 1; n <= MAX_N && !completed; n += 1) {
+        const faulty = faultWhileArmed(n, code);
+        faulty.arm();
+        let handle: LockHandle | undefined;
+        try {
+          handle = acquireLockSync(lock, { fs: faulty.ops, waitMs: 300, durable: true });
+        } catch (error) {
+          expectLockError(error);
+        }
+        faulty.disarm();
+        handle?.release();
+        completed = !faulty.fired();
+        // A failed flush gave the lock up again: nothing is left, and the lock is free.
+        expectUsable(dir, lock);
+      }
+      expect(completed).toBe(true);
+      completed = false;
+      for (let n = 1; n <= MAX_N && !completed; n += 1) {
+        writeFileSync(lock, seedOwnerText(dead, randomUUID()));
+        const expected = inspectLock(lock);
+        if (!expected) throw new Error("no lock");
+        const faulty = faultWhileArmed(n, code);
+        faulty.arm();
+        try {
+          const taken = await takeoverLock(lock, expected, { fs: faulty.ops, durable: true });
+          faulty.disarm();
+          taken.release();
+        } catch (error) {
+          faulty.disarm();
+          expectLockError(error);
+          const now = inspectLock(lock);
+          // Untouched, or replaced and not flushed: then it names this live process, never nobody.
+          if (!isDeepStrictEqual(now, expected)) {
+            expect((error as Error).message).toContain("taken over but could not be flushed");
+            expect(now?.pid).toBe(process.pid);
+          }
+          nodeFileOps.unlinkSync(lock);
+        }
+        completed = !faulty.fired();
         expect(readdirSync(dir)).toEqual([]);
       }
       expect(completed).toBe(true);

@@ -26,13 +26,27 @@ export function leftovers(dir: string): string[] {
   return readdirSync(dir).filter((name) => name.includes(".candidate-") || name.includes(".reap-"));
 }
 
-/** Runs a TypeScript fixture in its own process group, through tsx, on the package sources. */
-export function spawnFixture(name: string, args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(
+/**
+ * Runs a TypeScript fixture in its own process group, through tsx, on the package sources. `wrapper` is a
+ * command that runs node for it (e.g. `["unshare", "--pid", "--fork", "--mount-proc"]`).
+ */
+export function spawnFixture(
+  name: string,
+  args: string[],
+  env: Record<string, string> = {},
+  wrapper: string[] = [],
+): ChildProcess {
+  const [command = process.execPath, ...rest] = [
+    ...wrapper,
     process.execPath,
-    ["--conditions=@drydock/source", "--import", "tsx", join(FIXTURES, name), ...args],
-    { cwd: PACKAGE_DIR, detached: true, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } },
-  );
+    ...["--conditions=@drydock/source", "--import", "tsx", join(FIXTURES, name), ...args],
+  ];
+  return spawn(command, rest, {
+    cwd: PACKAGE_DIR,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
 }
 
 /** Kills the child's whole process group; safe to call on an exited child. */

@@ -1,15 +1,18 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { linkSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
   acquireLockSync,
+  collectLockGarbage,
   createSystemIdentity,
   errnoError,
   inspectLock,
+  judgeOwnerLiveness,
   type LockIdentity,
+  takeoverLock,
 } from "../src/index.js";
 import { deadPid, killGroup, leftovers, seedOwnerText, spawnSleeper, tempDir } from "./helpers.js";
 
@@ -115,6 +118,27 @@ describe("liveness verdicts, in the order the liveness function applies them", (
     }
   });
 
+  it("keeps a torn lock from before the boot recoverable after collectLockGarbage met its kept-owner twin", async () => {
+    // What a power loss leaves of a holder that used reuseOwnerFile (restore-saga's state locks): the lock and
+    // its kept owner file are one inode, and the unflushed bytes read back empty.
+    const { dir, lock } = newLock();
+    const twin = `${lock}.candidate-${await deadPid()}-${randomUUID()}`;
+    writeFileSync(twin, "");
+    linkSync(twin, lock);
+    const written = statSync(lock).ctimeMs;
+    await new Promise((r) => setTimeout(r, 50));
+    // The machine booted 20 ms after those files were last changed.
+    const rebooted = { identity: identity({ bootTimeMs: () => written + 20 }) };
+    // A store sweeps garbage when it opens, before it takes any lock. Unlinking the twin would change the
+    // lock's ctime (same inode), and the lock would no longer look older than the boot.
+    const swept = collectLockGarbage(lock, rebooted).removed;
+    await expectRecovered(lock, rebooted);
+    expect(swept).toEqual([]);
+    // Once the lock is gone the twin is an ordinary dead candidate.
+    expect(collectLockGarbage(lock, rebooted).removed).toEqual([twin]);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it("lets a recorded bootId of this boot win over the ctime rule", async () => {
     const { dir, lock } = newLock();
     const pid = sleeper();
@@ -188,5 +212,67 @@ describe("liveness verdicts, in the order the liveness function applies them", (
       ownerText({ pid: zombie, bootId: system.bootId(), startTime: system.processStartTime(zombie) }),
     );
     await expectRefused(dir, lock, "LOCK_TIMEOUT", {});
+  });
+});
+
+describe("pid namespaces (containers on one host and boot)", () => {
+  const ours = system.pidNamespace?.();
+  const other = "pid:[4026500001]";
+
+  /** An owner of this host and boot whose pid is free in our namespace. */
+  async function ownerIn(pidNamespace: string | undefined, pid?: number): Promise<string> {
+    return ownerText({
+      pid: pid ?? (await deadPid()),
+      host: system.hostname(),
+      bootId: system.bootId(),
+      startTime: 1,
+      ...(pidNamespace === undefined ? {} : { pidNamespace }),
+    });
+  }
+
+  it("records this process's pid namespace in the owner", async () => {
+    const { lock } = newLock();
+    expect(ours).toBe(readlinkSync("/proc/self/ns/pid"));
+    const handle = await acquireLock(lock);
+    expect(inspectLock(lock)?.pidNamespace).toBe(ours);
+    expect(handle.owner.pidNamespace).toBe(ours);
+    handle.release();
+  });
+
+  it("never judges an owner in another pid namespace dead (even with reapDeadOwners false), and names it", async () => {
+    const { dir, lock } = newLock();
+    const pid = await deadPid();
+    writeFileSync(lock, await ownerIn(other, pid));
+    await expectRefused(dir, lock, "LOCK_TIMEOUT", {});
+    await expectRefused(dir, lock, "LOCK_TIMEOUT", { reapDeadOwners: false });
+    const error = (await acquireLock(lock, { waitMs: 50, label: "journal" }).catch(
+      (e: unknown) => e,
+    )) as Error;
+    expect(error.message).toContain(`locked by another journal process (pid ${pid} on ${system.hostname()}`);
+    expect(error.message).toContain(`in pid namespace ${other}, not this process's ${ours}`);
+    const owner = inspectLock(lock);
+    if (owner === null) throw new Error("lock vanished");
+    await expect(takeoverLock(lock, owner, { waitMs: 50 })).rejects.toMatchObject({ code: "LOCK_TIMEOUT" });
+    expect(judgeOwnerLiveness(owner)).toBe("alive");
+    // Its candidate (a crash between write and link) is kept as well.
+    const candidate = `${lock}.candidate-${pid}-${randomUUID()}`;
+    writeFileSync(candidate, await ownerIn(other, pid));
+    expect(collectLockGarbage(lock).removed).toEqual([]);
+    expect(readdirSync(dir).sort()).toEqual([lock, candidate].map((p) => p.slice(dir.length + 1)).sort());
+  });
+
+  it("never judges an owner that recorded a namespace dead when this process's own is unknown", async () => {
+    const { dir, lock } = newLock();
+    writeFileSync(lock, await ownerIn(ours));
+    await expectRefused(dir, lock, "LOCK_TIMEOUT", { identity: identity({ pidNamespace: () => undefined }) });
+  });
+
+  it("probes an owner of this namespace as before, and an owner without the field (seed format) too", async () => {
+    for (const pidNamespace of [ours, undefined]) {
+      const { dir, lock } = newLock();
+      writeFileSync(lock, await ownerIn(pidNamespace));
+      await expectRecovered(lock);
+      expect(leftovers(dir)).toEqual([]);
+    }
   });
 });

@@ -1,6 +1,15 @@
 import { createHash, randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import {
+  appendFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireLock,
@@ -14,6 +23,7 @@ import {
   isLockError,
   LOCK_ERROR_STATUS,
   LockError,
+  type LockOptions,
   type LockOwner,
   LockOwnerSchema,
   nodeFileOps,
@@ -32,6 +42,17 @@ function newLock(name = "x.lock"): { dir: string; lock: string } {
   const dir = tempDir();
   dirs.push(dir);
   return { dir: dir.dir, lock: join(dir.dir, name) };
+}
+
+/** The real file system, but opening `path` fails with `code`. */
+function failOpenOf(path: string, code: string): FileOps {
+  return {
+    ...nodeFileOps,
+    openSync: ((file: string, ...rest: unknown[]) => {
+      if (file === path) throw errnoError(code, "open", file);
+      return (nodeFileOps.openSync as (...a: unknown[]) => number)(file, ...rest);
+    }) as FileOps["openSync"],
+  };
 }
 
 function snapshot(dir: string): Record<string, string> {
@@ -75,6 +96,7 @@ describe("acquire and release", () => {
       hostname: () => "h".repeat(300),
       bootId: () => "",
       processStartTime: () => -1,
+      pidNamespace: () => "n".repeat(300),
     };
     const handle = await acquireLock(lock, { identity });
     const owner = inspectLock(lock);
@@ -226,6 +248,72 @@ describe("failing closed", () => {
     };
     expect((await caught(acquireLock(lock, { waitMs: 100, fs }))).code).toBe("LOCK_UNREADABLE");
     expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("names the errno, or what is wrong with the bytes, in a bad lock's message", async () => {
+    const { dir, lock } = newLock();
+    writeFileSync(lock, "");
+    expect((await caught(acquireLock(lock, { waitMs: 100 }))).message).toContain("(empty)");
+    writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+    const fs = failOpenOf(lock, "EACCES");
+    const error = await caught(acquireLock(lock, { waitMs: 100, fs }));
+    expect(error.code).toBe("LOCK_UNREADABLE");
+    expect(error.message).toContain("(EACCES)");
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+  });
+
+  for (const code of ["EMFILE", "ENFILE", "ENOMEM", "EINTR"]) {
+    it(`does not judge a lock it could not open for want of descriptors or memory (${code}): LOCK_IO, nothing changed`, async () => {
+      const { dir, lock } = newLock();
+      // A lock that would be reaped at once if it were judged (its owner is from before the boot).
+      writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+      const identity = { ...createSystemIdentity(), bootTimeMs: () => Date.now() + 60_000 };
+      const fs = failOpenOf(lock, code);
+      const before = snapshot(dir);
+      for (const error of [
+        await caught(acquireLock(lock, { waitMs: 100, fs, identity })),
+        await caught(Promise.resolve().then(() => inspectLock(lock, { fs }))),
+      ]) {
+        expect(error.code).toBe("LOCK_IO");
+        expect(error.message).toContain(code);
+        expect(error.message).toContain("not judged");
+        expect(error.message).not.toContain("remove it by hand");
+      }
+      expect(snapshot(dir)).toEqual(before);
+    });
+  }
+
+  it("a release that cannot read its own lock says this process still holds it, and a retry releases", async () => {
+    for (const code of ["EMFILE", "EIO"]) {
+      const { dir, lock } = newLock();
+      let fail = false;
+      const fs: FileOps = {
+        ...nodeFileOps,
+        openSync: ((path: string, ...rest: unknown[]) => {
+          if (fail && path === lock) {
+            fail = false;
+            throw errnoError(code, "open", path);
+          }
+          return (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+        }) as FileOps["openSync"],
+      };
+      const handle = await acquireLock(lock, { fs });
+      fail = true;
+      let error: unknown;
+      try {
+        handle.release();
+      } catch (e) {
+        error = e;
+      }
+      if (!isLockError(error)) throw new Error(`expected a LockError, got ${String(error)}`);
+      expect(error.message).toContain(code);
+      expect(error.message).toContain("this process still holds it");
+      expect(error.message).toContain("Retry release()");
+      expect(error.message).not.toContain("nothing was taken");
+      expect(inspectLock(lock)?.token).toBe(handle.owner.token);
+      handle.release();
+      expect(readdirSync(dir)).toEqual([]);
+    }
   });
 
   it("refuses an invalid election record with LOCK_INVALID and leaves both files", async () => {
@@ -472,6 +560,54 @@ describe("reapDeadOwners: false and takeoverLock", () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 
+  it("reports a torn lock from before the boot as LOCK_OWNER_DEAD with its file, never reaping it", async () => {
+    // A lock published without `durable` whose bytes a power loss took: its owner is unknown, but it is a lock.
+    const { dir, lock } = newLock();
+    writeFileSync(lock, "");
+    const rebooted = { identity: { ...createSystemIdentity(), bootTimeMs: () => Date.now() + 60_000 } };
+    const before = snapshot(dir);
+    const error = await caught(acquireLock(lock, { ...rebooted, reapDeadOwners: false, waitMs: 200 }));
+    expect(error.code).toBe("LOCK_OWNER_DEAD");
+    expect(error.owner).toBeUndefined();
+    const { dev, ino, ctimeMs } = statSync(lock);
+    expect(error.tornLock).toEqual({ torn: true, dev, ino, size: 0, ctimeMs });
+    expect(error.message).toContain("power loss");
+    expect(error.message).toContain("(empty)");
+    expect(() => acquireLockSync(lock, { ...rebooted, reapDeadOwners: false })).toThrow(
+      expect.objectContaining({ code: "LOCK_OWNER_DEAD" }),
+    );
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it("takes over a torn lock only while it is still that very file", async () => {
+    const { dir, lock } = newLock();
+    const rebooted = { identity: { ...createSystemIdentity(), bootTimeMs: () => Date.now() + 60_000 } };
+    const torn = async () => {
+      const error = await caught(acquireLock(lock, { ...rebooted, reapDeadOwners: false, waitMs: 200 }));
+      if (error.tornLock === undefined) throw new Error(`expected a torn lock, got ${error.code}`);
+      return error.tornLock;
+    };
+    writeFileSync(lock, "\0\0\0");
+    const first = await torn();
+    // Another torn file at the name (another inode), then the same inode with other bytes: not what was seen.
+    writeFileSync(join(dir, "other"), "\0\0\0");
+    renameSync(join(dir, "other"), lock);
+    expect((await caught(takeoverLock(lock, first, rebooted))).code).toBe("LOCK_OWNERSHIP_LOST");
+    const second = await torn();
+    appendFileSync(lock, "\0");
+    expect((await caught(takeoverLock(lock, second, rebooted))).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(readFileSync(lock, "utf8")).toBe("\0\0\0\0");
+    // Not torn by a power loss: a file changed after the boot is never taken over.
+    const third = await torn();
+    expect((await caught(takeoverLock(lock, third))).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(readdirSync(dir)).toEqual(["x.lock"]);
+    const handle = await takeoverLock(lock, third, { ...rebooted, payload: { transactionId: "t1" } });
+    expect(inspectLock(lock)).toEqual(handle.owner);
+    expect(leftovers(dir)).toEqual([]);
+    handle.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
   it("refuses to take over a lock whose owner is alive", async () => {
     const { dir, lock } = newLock();
     const holder = await acquireLock(lock);
@@ -596,5 +732,121 @@ describe("bounded and cancellable waits", () => {
     expect(clock.readings()).toBeLessThan(200);
     // Every election record was given up; only the adversary's last lock remains.
     expect(readdirSync(dir)).toEqual(["x.lock"]);
+  });
+});
+
+describe("durable", () => {
+  /** The real file system, logging flushes and name changes by role (lock, candidate, record, dir). */
+  function tracingFs(lock: string): { fs: FileOps; log: string[] } {
+    const log: string[] = [];
+    const open = new Map<number, string>();
+    const role = (path: string): string =>
+      path === lock
+        ? "lock"
+        : path === dirname(lock)
+          ? "dir"
+          : basename(path).includes(".reap-")
+            ? "record"
+            : basename(path).includes(".candidate-")
+              ? "candidate"
+              : path;
+    const fs: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: string, ...rest: unknown[]) => {
+        const fd = (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+        open.set(fd, path);
+        return fd;
+      }) as FileOps["openSync"],
+      fsyncSync: (fd) => {
+        log.push(`fsync ${role(open.get(fd) ?? "?")}`);
+        nodeFileOps.fsyncSync(fd);
+      },
+      linkSync: (from, to) => {
+        log.push(`link ${role(String(from))} -> ${role(String(to))}`);
+        nodeFileOps.linkSync(from, to);
+      },
+      renameSync: (from, to) => {
+        log.push(`rename ${role(String(from))} -> ${role(String(to))}`);
+        nodeFileOps.renameSync(from, to);
+      },
+      unlinkSync: (path) => {
+        log.push(`unlink ${role(String(path))}`);
+        nodeFileOps.unlinkSync(path);
+      },
+    };
+    return { fs, log };
+  }
+
+  it("flushes the owner before link(2) and the directory after; without it nothing is flushed", async () => {
+    const { lock } = newLock();
+    const traced = tracingFs(lock);
+    const handle = await acquireLock(lock, { fs: traced.fs, durable: true });
+    expect(traced.log).toEqual([
+      "fsync candidate",
+      "link candidate -> lock",
+      "unlink candidate",
+      "fsync dir",
+    ]);
+    handle.release();
+    expect(traced.log.slice(4)).toEqual(["unlink lock"]);
+    traced.log.length = 0;
+    acquireLockSync(lock, { fs: traced.fs }).release();
+    expect(traced.log.filter((entry) => entry.startsWith("fsync"))).toEqual([]);
+  });
+
+  it("flushes every directory it creates into its parent before the lock is published", async () => {
+    const { dir } = newLock();
+    const lock = join(dir, "a", "b", "x.lock");
+    const traced = tracingFs(lock);
+    const handle = await acquireLock(lock, { fs: traced.fs, durable: true });
+    const a = join(dir, "a");
+    expect(traced.log).toEqual([
+      "unlink candidate", // the first write found no directory, and cleans up after itself
+      `fsync ${a}`,
+      `fsync ${dir}`,
+      "fsync candidate",
+      "link candidate -> lock",
+      "unlink candidate",
+      "fsync dir",
+    ]);
+    handle.release();
+  });
+
+  it("takeover flushes its owner before the rename and the directory after (election records are not)", async () => {
+    const { dir, lock } = newLock();
+    writeFileSync(lock, seedOwnerText(await deadPid(), randomUUID()));
+    const error = await caught(acquireLock(lock, { reapDeadOwners: false }));
+    const traced = tracingFs(lock);
+    const handle = await takeoverLock(lock, error.owner as LockOwner, { fs: traced.fs, durable: true });
+    expect(traced.log).toEqual([
+      "fsync candidate",
+      "link record -> record",
+      "unlink record",
+      "rename candidate -> lock",
+      "fsync dir",
+      "unlink record",
+    ]);
+    handle.release();
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("gives the lock up again when the directory cannot be flushed, and says so", async () => {
+    const { dir, lock } = newLock();
+    const fs: FileOps = {
+      ...nodeFileOps,
+      fsyncSync: (fd) => {
+        if (nodeFileOps.fstatSync(fd).isDirectory()) throw errnoError("EIO", "fsync");
+        nodeFileOps.fsyncSync(fd);
+      },
+    };
+    const error = await caught(acquireLock(lock, { fs, durable: true }));
+    expect(error.code).toBe("LOCK_IO");
+    expect(error.message).toContain("could not be flushed to disk (EIO), so it was given up again");
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("cannot be combined with reuseOwnerFile, which publishes a kept file as it is", () => {
+    const options: LockOptions = { durable: true, reuseOwnerFile: true };
+    expect(() => acquireLockSync(join(newLock().dir, "x.lock"), options)).toThrow(TypeError);
   });
 });

@@ -1,9 +1,18 @@
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, acquireLockSync, collectLockGarbage, inspectLock, isLockError } from "../src/index.js";
+import {
+  acquireLock,
+  acquireLockSync,
+  collectLockGarbage,
+  createSystemIdentity,
+  inspectLock,
+  isLockError,
+  type LockOwner,
+  takeoverLock,
+} from "../src/index.js";
 import {
   captureStderr,
   deadPid,
@@ -183,4 +192,41 @@ describe("real processes", () => {
     const handle = await acquireLock(lock, { waitMs: 5_000 });
     handle.release();
   });
+
+  it("never reaps the lock of a live holder in another pid namespace on this host and boot", async (ctx) => {
+    // Two containers of one pod, or docker --network host: same host name, same boot, their own pids.
+    const unshare = ["unshare", "--pid", "--fork", "--mount-proc"];
+    const probe = spawnSync(unshare[0] as string, [...unshare.slice(1), "true"], { stdio: "ignore" });
+    const why = probe.error
+      ? `unshare is not available here (${(probe.error as NodeJS.ErrnoException).code})`
+      : probe.status !== 0
+        ? `unshare --pid is not permitted here (exit ${probe.status}; it needs root or user namespaces)`
+        : null;
+    ctx.skip(why !== null, `cannot start a process in its own pid namespace: ${why}`);
+    const dir = newDir();
+    const lock = join(dir, "ns.lock");
+    const holder = track(spawnFixture("holder.ts", [lock], {}, unshare));
+    const line = await waitForLine(holder, "held ");
+    const owner = JSON.parse(line.slice("held ".length)) as LockOwner;
+    const before = readFileSync(lock, "utf8");
+    for (const reapDeadOwners of [true, false]) {
+      const error = await acquireLock(lock, { waitMs: 300, reapDeadOwners }).catch((e: unknown) => e);
+      expect(isLockError(error) && error.code).toBe("LOCK_TIMEOUT");
+      expect((error as Error).message).toContain(`in pid namespace ${owner.pidNamespace}`);
+    }
+    // Same host and boot; only the namespace tells the holder apart.
+    expect(owner.host).toBe(createSystemIdentity().hostname());
+    expect(owner.pidNamespace).toMatch(/^pid:\[\d+\]$/);
+    expect(owner.pidNamespace).not.toBe(createSystemIdentity().pidNamespace?.());
+    const takeover = await takeoverLock(lock, owner, { waitMs: 100 }).catch((e: unknown) => e);
+    expect(isLockError(takeover) && takeover.code).toBe("LOCK_TIMEOUT");
+    expect(readFileSync(lock, "utf8")).toBe(before);
+    expect(holder.exitCode).toBeNull();
+    // Once it is gone its lock still cannot be proven dead from here (like another host's): a person removes it.
+    killGroup(holder);
+    await exited(holder);
+    const after = await acquireLock(lock, { waitMs: 100 }).catch((e: unknown) => e);
+    expect(isLockError(after) && after.code).toBe("LOCK_TIMEOUT");
+    expect(readFileSync(lock, "utf8")).toBe(before);
+  }, 30_000);
 });

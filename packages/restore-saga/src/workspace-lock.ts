@@ -1,10 +1,10 @@
-import { hostname } from "node:os";
 import { isAbsolute, join, sep } from "node:path";
 import {
   acquireLockSync,
   type FileOps,
   inspectLock,
   isLockError,
+  judgeOwnerLiveness,
   type LockHandle,
   type LockOptions,
   nodeFileOps,
@@ -25,7 +25,10 @@ import {
 /**
  * Workspace lock: one @drydock/file-lock file per workspace, `<dataDir>/locks/ws-<sha256(root)>.lock`,
  * owned with `reapDeadOwners: false` (a dead restore's lock is evidence, not garbage) and carrying the
- * payload `{ transactionId, workspaceRoot, purpose }`.
+ * payload `{ transactionId, workspaceRoot, purpose }`. Published with `durable: true`: the owner is flushed
+ * before link(2) and the directory after, by acquire and by takeover alike, so a lock that a failed restore
+ * retains (retainForRecovery writes nothing: it keeps the file acquire or takeover published) is still there
+ * after a power loss. Two fsyncs per restore; the registry lock stays a plain short lock.
  *
  * Overlap (a lock on /a refuses /a/b and the reverse) is decided by a scan of every workspace lock in the
  * directory, made while holding `<dataDir>/locks/registry.lock`. Every acquisition and takeover scans and
@@ -168,20 +171,13 @@ export function inspectWorkspaceLock(options: WorkspaceLockBaseOptions): Workspa
 type Judge = (owner: WorkspaceLockOwner) => "alive" | "dead";
 
 function makeJudge(options: WorkspaceLockBaseOptions): Judge {
-  const probe = options.isProcessAlive ?? ((pid: number) => process.kill(pid, 0));
-  const host = options.identity?.hostname() ?? hostname();
-  // Only proof of death counts: another host is never probed, ESRCH is dead, anything else (EPERM, an
-  // unknown errno) is treated as alive. file-lock's own judge (used for the exact path) also detects a
-  // reused pid; for an overlapping neighbour's lock this cheaper judge only decides which error to give.
-  return (owner) => {
-    if (owner.host !== undefined && owner.host !== host) return "alive";
-    try {
-      probe(owner.pid);
-      return "alive";
-    } catch (error) {
-      return errnoOf(error) === "ESRCH" ? "dead" : "alive";
-    }
+  const seams = {
+    ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
   };
+  // file-lock's own verdict, so an overlapping neighbour's lock is judged as its own path would be (another
+  // host or pid namespace is never dead); for a neighbour it only decides which error to give.
+  return (owner) => (judgeOwnerLiveness(owner, seams) === "dead" ? "dead" : "alive");
 }
 
 function blockedError(owner: WorkspaceLockOwner, dead: boolean, root: string): SagaError {
@@ -272,6 +268,7 @@ function prepare(options: WorkspaceLockOptions): Prepared {
     fs,
     payload,
     reapDeadOwners: false,
+    durable: true,
     label: "workspace restore",
     ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
     ...(options.identity ? { identity: options.identity } : {}),

@@ -1,5 +1,7 @@
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { hostname } from "node:os";
+import { basename, join } from "node:path";
+import { createSystemIdentity, type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
@@ -12,7 +14,7 @@ import {
   withWorkspaceRecoveryLock,
   workspaceLockPath,
 } from "../src/index.js";
-import { everyoneDead, makeTempDir, removeDir } from "./helpers.js";
+import { deadPid, everyoneDead, makeTempDir, removeDir } from "./helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -265,5 +267,103 @@ describe("workspace lock", () => {
       acquireWorkspaceLock({ dataDir, workspaceRoot: "/", transactionId: "op-1" }),
     );
     expect(error.code).toBe("INVALID_ARGUMENT");
+  });
+
+  it("publishes the lock durably: the owner is flushed before it appears and the directory after", async () => {
+    // A lock retained for recovery must survive a power loss: retainForRecovery writes nothing, so what
+    // acquire and takeover published is what recovery finds.
+    const log: string[] = [];
+    const open = new Map<number, string>();
+    const name = (path: string): string =>
+      !basename(path).startsWith("ws-")
+        ? basename(path)
+        : path.includes(".reap-")
+          ? "record"
+          : path.includes(".candidate-")
+            ? "candidate"
+            : "lock";
+    const traced: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: string, ...rest: unknown[]) => {
+        const fd = (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+        open.set(fd, path);
+        return fd;
+      }) as FileOps["openSync"],
+      fsyncSync: (fd) => {
+        log.push(`fsync ${name(open.get(fd) ?? "?")}`);
+        nodeFileOps.fsyncSync(fd);
+      },
+      linkSync: (from, to) => {
+        log.push(`link ${name(String(from))} -> ${name(String(to))}`);
+        nodeFileOps.linkSync(from, to);
+      },
+      renameSync: (from, to) => {
+        log.push(`rename ${name(String(from))} -> ${name(String(to))}`);
+        nodeFileOps.renameSync(from, to);
+      },
+    };
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const ws = (entry: string) => !entry.includes("registry");
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-d", fs: traced });
+    expect(log.filter(ws)).toEqual(["fsync candidate", "link candidate -> lock", "fsync locks"]);
+    // The registry lock stays a short, unflushed lock.
+    expect(log.filter((entry) => entry.startsWith("fsync"))).toEqual(["fsync candidate", "fsync locks"]);
+    log.length = 0;
+    const dead = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    await takeoverWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-d",
+      expectedOwner: dead,
+      isProcessAlive: everyoneDead,
+      fs: traced,
+    });
+    expect(log.filter(ws)).toEqual([
+      "fsync candidate",
+      "link record -> record",
+      "rename candidate -> lock",
+      "fsync locks",
+    ]);
+  });
+
+  it("refuses a workspace lock torn by a power loss instead of reaping it, and leaves it", async () => {
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const path = workspaceLockPath(dataDir, workspace);
+    fs.writeFileSync(path, "");
+    // The machine booted after the file was last changed: its unflushed bytes were lost.
+    const identity = { ...createSystemIdentity(), bootTimeMs: () => Date.now() + 60_000 };
+    const error = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1", identity }),
+    );
+    expect(error.code).toBe("LOCK_FAILED");
+    expect(fs.readFileSync(path, "utf8")).toBe("");
+  });
+
+  it("reports a restore running in another pid namespace (another container) as running, never as dead", async () => {
+    const child = join(workspace, "child");
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const system = createSystemIdentity();
+    const pid = await deadPid();
+    for (const root of [workspace, child]) {
+      const owner = {
+        version: 1,
+        pid,
+        token: "6f1c1f0e-2a3b-4c5d-8e9f-0a1b2c3d4e5f",
+        createdAt: 1_767_000_000_000,
+        host: hostname(),
+        bootId: system.bootId(),
+        pidNamespace: "pid:[4026500001]",
+        payload: { transactionId: "op-elsewhere", workspaceRoot: root, purpose: "checkpoint-restore" },
+      };
+      const path = workspaceLockPath(dataDir, root);
+      fs.writeFileSync(path, `${JSON.stringify(owner)}\n`);
+      // Its own workspace (file-lock's judge on the exact path), then its parent (the overlap scan's judge).
+      const error = await rejection(
+        acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-new", waitMs: 0 }),
+      );
+      expect(error.code).toBe("WORKSPACE_LOCKED");
+      expect(error.details.ownerOperationId).toBe("op-elsewhere");
+      fs.rmSync(path);
+    }
   });
 });

@@ -45,7 +45,7 @@ export function claimElection(lockPath: string, targetToken: string, ctx: LockCo
           code: current.code,
           path: lockPath,
           cause: current.cause,
-          message: `The lock ${lockPath} cannot be recovered: its stale-lock recovery record ${recordPath} is ${current.code === "LOCK_INVALID" ? "invalid" : "unreadable"}. It was left untouched; inspect it, and remove it by hand only once no process is using the lock.`,
+          message: `The lock ${lockPath} cannot be recovered: its stale-lock recovery record ${recordPath} is ${current.code === "LOCK_INVALID" ? "invalid" : "unreadable"} (${current.reason}). It was left untouched; inspect it, and remove it by hand only once no process is using the lock.`,
         });
       }
       reaperIdentity = `unreadable:${current.file.dev}:${current.file.ino}:${current.file.ctimeMs}`;

@@ -20,6 +20,9 @@ export interface FileId {
   dev: number;
   ino: number;
   ctimeMs: number;
+  size: number;
+  /** Names of the inode: a candidate still linked as the lock (or a record) has 2. */
+  nlink: number;
 }
 
 export type BadFile = {
@@ -27,6 +30,8 @@ export type BadFile = {
   code: "LOCK_INVALID" | "LOCK_UNREADABLE";
   file: FileId | null;
   cause: unknown;
+  /** Why, for messages: the errno, or what is wrong with the bytes. */
+  reason: string;
 };
 
 export type OwnerRead = { kind: "absent" } | { kind: "owner"; owner: LockOwner; file: FileId } | BadFile;
@@ -39,8 +44,36 @@ export type RecordRead =
 
 type RawRead = { kind: "absent" } | { kind: "text"; text: string; file: FileId } | BadFile;
 
-function fileId(stat: { dev: number; ino: number; ctimeMs: number }): FileId {
-  return { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs };
+function fileId(stat: FileId): FileId {
+  return { dev: stat.dev, ino: stat.ino, ctimeMs: stat.ctimeMs, size: stat.size, nlink: stat.nlink };
+}
+
+/**
+ * Errors that say something about this process, not about the file: no descriptor, no memory, a signal. The
+ * file was not judged at all, so it is neither refused as unreadable nor recovered: the call fails with
+ * LOCK_IO and changes nothing.
+ */
+const PROCESS_LEVEL: Readonly<Record<string, string>> = {
+  EMFILE: "this process has run out of file descriptors",
+  ENFILE: "the system has run out of file descriptors",
+  ENOMEM: "the system is out of memory",
+  EINTR: "the call was interrupted by a signal",
+};
+
+function notJudged(error: unknown, path: string): LockError | undefined {
+  const code = errnoOf(error);
+  const why = code === undefined ? undefined : PROCESS_LEVEL[code];
+  if (why === undefined) return undefined;
+  return new LockError({
+    code: "LOCK_IO",
+    path,
+    cause: error,
+    message: `The lock file ${path} could not be read by this process (${code}: ${why}). That says nothing about the file: it was not judged, and nothing was changed. Free descriptors or memory (or raise the limit), then retry.`,
+  });
+}
+
+function bad(code: BadFile["code"], file: FileId | null, cause: unknown, reason?: string): BadFile {
+  return { kind: "bad", code, file, cause, reason: reason ?? errnoOf(cause) ?? String(cause) };
 }
 
 /**
@@ -54,27 +87,26 @@ function readRaw(fs: FileOps, path: string): RawRead {
   } catch (error) {
     const code = errnoOf(error);
     if (code === "ENOENT") return { kind: "absent" };
+    const processLevel = notJudged(error, path);
+    if (processLevel) throw processLevel;
     let file: FileId | null = null;
     try {
       file = fileId(fs.lstatSync(path));
     } catch (statError) {
       if (errnoOf(statError) === "ENOENT") return { kind: "absent" };
     }
-    return { kind: "bad", code: code === "ELOOP" ? "LOCK_INVALID" : "LOCK_UNREADABLE", file, cause: error };
+    if (code === "ELOOP") return bad("LOCK_INVALID", file, error, "ELOOP: it is a symbolic link");
+    return bad("LOCK_UNREADABLE", file, error);
   }
   let file: FileId | null = null;
   try {
     const stat = fs.fstatSync(fd);
     file = fileId(stat);
     if (!stat.isFile())
-      return { kind: "bad", code: "LOCK_INVALID", file, cause: new Error("not a regular file") };
+      return bad("LOCK_INVALID", file, new Error("not a regular file"), "not a regular file");
     if (stat.size > MAX_OWNER_BYTES) {
-      return {
-        kind: "bad",
-        code: "LOCK_INVALID",
-        file,
-        cause: new Error("larger than an owner file can be"),
-      };
+      const why = "larger than an owner file can be";
+      return bad("LOCK_INVALID", file, new Error(why), why);
     }
     // Sized from fstat (owner files are a few hundred bytes; zero-filling the 64 KiB bound on every read
     // cost more than the rest of an acquire). Grows only if the file grew after fstat, up to the bound.
@@ -83,12 +115,8 @@ function readRaw(fs: FileOps, path: string): RawRead {
     for (;;) {
       if (length === buffer.length) {
         if (length > MAX_OWNER_BYTES) {
-          return {
-            kind: "bad",
-            code: "LOCK_INVALID",
-            file,
-            cause: new Error("larger than an owner file can be"),
-          };
+          const why = "larger than an owner file can be";
+          return bad("LOCK_INVALID", file, new Error(why), why);
         }
         const grown = Buffer.allocUnsafe(Math.min(buffer.length * 2, MAX_OWNER_BYTES + 1));
         buffer.copy(grown, 0, 0, length);
@@ -100,7 +128,9 @@ function readRaw(fs: FileOps, path: string): RawRead {
     }
     return { kind: "text", text: buffer.toString("utf8", 0, length), file };
   } catch (error) {
-    return { kind: "bad", code: "LOCK_UNREADABLE", file, cause: error };
+    const processLevel = notJudged(error, path);
+    if (processLevel) throw processLevel;
+    return bad("LOCK_UNREADABLE", file, error);
   } finally {
     try {
       fs.closeSync(fd);
@@ -108,6 +138,12 @@ function readRaw(fs: FileOps, path: string): RawRead {
       // A failed close of a read-only descriptor loses nothing: the bytes were already read.
     }
   }
+}
+
+/** What a power loss leaves of an unflushed file (nothing, or zeros) reads differently from other garbage. */
+function notJson(text: string): string {
+  if (text.length === 0) return "empty";
+  return /^\0+$/.test(text) ? "only NUL bytes" : "not JSON";
 }
 
 function parseJson(text: string): { ok: true; value: unknown } | { ok: false; cause: unknown } {
@@ -122,9 +158,9 @@ export function readOwnerFile(fs: FileOps, path: string): OwnerRead {
   const raw = readRaw(fs, path);
   if (raw.kind !== "text") return raw;
   const json = parseJson(raw.text);
-  if (!json.ok) return { kind: "bad", code: "LOCK_INVALID", file: raw.file, cause: json.cause };
+  if (!json.ok) return bad("LOCK_INVALID", raw.file, json.cause, notJson(raw.text));
   const parsed = LockOwnerSchema.safeParse(json.value);
-  if (!parsed.success) return { kind: "bad", code: "LOCK_INVALID", file: raw.file, cause: parsed.error };
+  if (!parsed.success) return bad("LOCK_INVALID", raw.file, parsed.error, "not a lock owner record");
   return { kind: "owner", owner: parsed.data, file: raw.file };
 }
 
@@ -137,16 +173,12 @@ export function readRecordFile(fs: FileOps, path: string, targetToken: string): 
     if (Number.isSafeInteger(pid) && pid <= MAX_PID) return { kind: "legacy", pid, file: raw.file };
   }
   const json = parseJson(raw.text);
-  if (!json.ok) return { kind: "bad", code: "LOCK_INVALID", file: raw.file, cause: json.cause };
+  if (!json.ok) return bad("LOCK_INVALID", raw.file, json.cause, notJson(raw.text));
   const parsed = ReaperRecordSchema.safeParse(json.value);
-  if (!parsed.success) return { kind: "bad", code: "LOCK_INVALID", file: raw.file, cause: parsed.error };
+  if (!parsed.success) return bad("LOCK_INVALID", raw.file, parsed.error, "not an election record");
   if (parsed.data.targetToken !== targetToken) {
-    return {
-      kind: "bad",
-      code: "LOCK_INVALID",
-      file: raw.file,
-      cause: new Error("record names another lock"),
-    };
+    const why = "the record names another lock";
+    return bad("LOCK_INVALID", raw.file, new Error(why), why);
   }
   return { kind: "record", record: parsed.data, file: raw.file };
 }
@@ -167,6 +199,9 @@ export function newOwner(ctx: LockContext): LockOwner {
   if (bootId !== undefined && shape.bootId.safeParse(bootId).success) owner.bootId = bootId;
   const startTime = ctx.identity.processStartTime(process.pid);
   if (startTime !== undefined && shape.startTime.safeParse(startTime).success) owner.startTime = startTime;
+  const pidNamespace = ctx.identity.pidNamespace?.();
+  if (pidNamespace !== undefined && shape.pidNamespace.safeParse(pidNamespace).success)
+    owner.pidNamespace = pidNamespace;
   // A copy: the caller mutating its object later must not make the handle disagree with the file.
   if (ctx.payload !== undefined) owner.payload = structuredClone(ctx.payload);
   return owner;
@@ -194,7 +229,7 @@ export function successorElectionPath(lockPath: string, targetToken: string, rea
  * uuid's shape so records keep the `<path>.reap-<token>` format, and it names the inode and its change time, so
  * every contender on this host derives the same key and a new lock at the same name gets another.
  */
-export function garbageElectionKey(file: FileId): string {
+export function garbageElectionKey(file: Pick<FileId, "dev" | "ino" | "ctimeMs">): string {
   const hex = createHash("sha256")
     .update(`unreadable-lock:${file.dev}:${file.ino}:${file.ctimeMs}`)
     .digest("hex");
@@ -205,14 +240,31 @@ export function garbageElectionKey(file: FileId): string {
 /** Link errors meaning "no hard links on this file system", as opposed to a transient failure. */
 const NO_HARD_LINKS = new Set(["EPERM", "ENOTSUP", "EOPNOTSUPP", "EXDEV", "ENOSYS"]);
 
+/** fsync of a file or directory by name (a read-only descriptor flushes on Linux). */
+export function fsyncPath(fs: FileOps, path: string): void {
+  const fd = fs.openSync(path, constants.O_RDONLY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /**
- * Writes `content` to a new candidate file. Not fsynced, on purpose: a lock only has to be recoverable after a
- * power loss, not to survive it, and the boot-time rule recovers a lock whose bytes never reached the disk.
- * On any failure the partial candidate is removed before the error leaves.
+ * Writes `content` to a new candidate file. Not fsynced unless `durable`: a lock only has to be recoverable
+ * after a power loss, not to survive it, and the boot-time rule recovers a lock whose bytes never reached the
+ * disk. On any failure the partial candidate is removed before the error leaves.
  */
-export function writeCandidate(fs: FileOps, candidate: string, content: string, lockPath: string): void {
+export function writeCandidate(
+  fs: FileOps,
+  candidate: string,
+  content: string,
+  lockPath: string,
+  durable = false,
+): void {
   try {
     fs.writeFileSync(candidate, content, { flag: "wx", mode: 0o600 });
+    if (durable) fsyncPath(fs, candidate);
   } catch (error) {
     removeQuietly(fs, candidate);
     throw new LockError({

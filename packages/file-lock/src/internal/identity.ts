@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 
 /**
@@ -15,6 +15,12 @@ export interface LockIdentity {
   bootTimeMs(): number | undefined;
   /** Field 22 of /proc/<pid>/stat; undefined when unknown (no /proc, or no such process). */
   processStartTime(pid: number): number | undefined;
+  /**
+   * This process's pid namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]"); undefined where
+   * unknown. Optional, so an identity written before it existed still type-checks: without it this process's
+   * namespace is unknown, and an owner that recorded one is never judged dead.
+   */
+  pidNamespace?(): string | undefined;
 }
 
 function readText(path: string): string | undefined {
@@ -44,13 +50,14 @@ export function parseBootTimeMs(procStat: string): number | undefined {
 }
 
 /**
- * The real machine. Host name, boot id and this process's own start time cannot change while it runs, so
- * they are read once; boot time is re-read on each use because /proc/stat derives it from the wall clock.
+ * The real machine. Host name, boot id, this process's own start time and its pid namespace cannot change
+ * while it runs, so they are read once; boot time is re-read on each use because /proc/stat derives it from the wall clock.
  */
 export function createSystemIdentity(): LockIdentity {
   let host: string | undefined;
   let boot: { id: string | undefined } | undefined;
   let ownStart: { value: number | undefined } | undefined;
+  let pidNs: { value: string | undefined } | undefined;
   const startTimeOf = (pid: number): number | undefined => {
     const text = readText(`/proc/${pid}/stat`);
     return text === undefined ? undefined : parseProcStatStartTime(text);
@@ -74,6 +81,18 @@ export function createSystemIdentity(): LockIdentity {
         return ownStart.value;
       }
       return startTimeOf(pid);
+    },
+    pidNamespace: () => {
+      if (pidNs === undefined) {
+        let value: string | undefined;
+        try {
+          value = readlinkSync("/proc/self/ns/pid");
+        } catch {
+          value = undefined;
+        }
+        pidNs = { value };
+      }
+      return pidNs.value;
     },
   };
 }

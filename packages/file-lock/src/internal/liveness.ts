@@ -8,6 +8,7 @@ export interface ProcessClaim {
   host?: string | undefined;
   bootId?: string | undefined;
   startTime?: number | undefined;
+  pidNamespace?: string | undefined;
 }
 
 export type Liveness = "alive" | "dead";
@@ -20,11 +21,14 @@ export type Liveness = "alive" | "dead";
  *   3. no `bootId`, file ctime older than boot time → dead: the file was last changed before this boot
  *      (ctime cannot be set by any caller); a recorded bootId is the stronger proof and wins over this rule,
  *      which a forward clock step right after boot could fool.
- *   4. kill(pid, 0) fails with ESRCH               → dead.
- *   5. kill(pid, 0) fails with EPERM               → alive: a process owns the pid, we may not signal it.
- *   6. kill(pid, 0) fails with anything else       → LOCK_OWNER_UNVERIFIABLE (fail closed).
- *   7. `startTime` recorded and the live pid's start time differs → dead: the pid was reused.
- *   8. otherwise                                   → alive. Zombies are alive: kill(0) reaches them and their
+ *   4. `pidNamespace` recorded and not this process's (or ours unknown) → alive: its pid names another process,
+ *      or none, in our namespace (two containers of one pod, docker --network host). An owner without the
+ *      field (the seeds' format, older owners) is probed as before: it is taken to be in our namespace.
+ *   5. kill(pid, 0) fails with ESRCH               → dead.
+ *   6. kill(pid, 0) fails with EPERM               → alive: a process owns the pid, we may not signal it.
+ *   7. kill(pid, 0) fails with anything else       → LOCK_OWNER_UNVERIFIABLE (fail closed).
+ *   8. `startTime` recorded and the live pid's start time differs → dead: the pid was reused.
+ *   9. otherwise                                   → alive. Zombies are alive: kill(0) reaches them and their
  *      /proc entry keeps its start time until they are reaped.
  * Precedent: tox-dev/filelock `owner_is_stale`, PostgreSQL postmaster.pid, Mercurial lock.py.
  */
@@ -42,6 +46,7 @@ export function judgeProcess(
   } else if (file !== null && fileIsFromEarlierBoot(file, ctx)) {
     return "dead";
   }
+  if (inOtherPidNamespace(claim, ctx)) return "alive";
   try {
     if (!ctx.isProcessAlive(claim.pid)) return "dead";
   } catch (error) {
@@ -67,4 +72,9 @@ export function judgeProcess(
 export function fileIsFromEarlierBoot(file: FileId, ctx: LockContext): boolean {
   const bootTimeMs = ctx.identity.bootTimeMs();
   return bootTimeMs !== undefined && file.ctimeMs < bootTimeMs;
+}
+
+/** Whether the claim names a pid namespace that is not provably ours: its pid cannot be probed from here. */
+export function inOtherPidNamespace(claim: ProcessClaim, ctx: LockContext): boolean {
+  return claim.pidNamespace !== undefined && claim.pidNamespace !== ctx.identity.pidNamespace?.();
 }
