@@ -1,7 +1,7 @@
 import { timingSafeEqual } from "node:crypto";
 import { accessSync, existsSync, constants as fsConstants, mkdirSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { type BoatCreateJournal, KEY_RETENTION_MS } from "@drydock/boat-create-journal";
+import { type BoatCreateJournal, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
@@ -519,11 +519,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return journals;
   }
 
-  /** The first instant after `now` at which some create row turns "older than 24 hours" (see computerView). */
+  /** The first instant after `now` at which some create row's key stops being retried (see computerView). */
   function nextExpiry(journals: Journals, now: number): number {
     let next = Number.POSITIVE_INFINITY;
     for (const row of journals.creates.values()) {
-      const at = row.createdAt + KEY_RETENTION_MS + 1;
+      const at = keyTrustDeadline(row.createdAt);
       if (at > now && at < next) next = at;
     }
     return next;
@@ -548,12 +548,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (row.resolved && row.boxId)
       return { status: "ready", boxId: row.boxId, name: deps.lifecycle.boatNameFor(botId) };
     if (busy.has(botId)) return { status: "provisioning", ...(row.boxId ? { boxId: row.boxId } : {}) };
-    const expired = now - row.createdAt > KEY_RETENTION_MS;
+    const expired = now >= keyTrustDeadline(row.createdAt);
     return {
       status: "needs_attention",
       ...(row.boxId ? { boxId: row.boxId } : {}),
       problem: expired
-        ? "An earlier computer creation is older than boat.dev's 24-hour retry window; check boat.dev for an unnamed Boat (see drydock status)."
+        ? "An earlier computer creation is too close to or past the end of boat.dev's 24-hour retry window, so drydock will not retry it; check boat.dev for an unnamed Boat (see drydock status)."
         : "An earlier computer creation was interrupted; POST the computer again to finish it with the same request.",
     };
   }

@@ -1,4 +1,4 @@
-import { KEY_RETENTION_MS, openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { KEY_RETENTION_MS, KEY_SAFETY_MARGIN_MS, openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { CREATE_REQUEST_BODY } from "@drydock/boat-lifecycle";
 import { describe, expect, it, vi } from "vitest";
@@ -70,15 +70,16 @@ describe("GET /v1/bots follows every change, whoever makes it", () => {
     expect(Object.keys(await list())).toEqual(["ada"]);
   });
 
-  it("an interrupted create turns 'older than 24 hours' at its instant, even while the listing is unchanged", async () => {
+  it("an interrupted create turns 'no longer retried' at its key's deadline, even while the listing is unchanged", async () => {
     const call = api(server.url, server.token);
     const problemOf = async (botId: string): Promise<string> => {
       const bots = (await call("GET", "/v1/bots")).json.bots as Listed[];
       return bots.find((b) => b.botId === botId)?.computer.problem ?? "";
     };
     await openBotRegistry(tmp.dir).create({ botId: "cyd", name: "Cyd" });
-    // Journaled by an instance whose clock says the create started 24 hours minus one second ago.
-    const startedAt = Date.now() - KEY_RETENTION_MS + 1_000;
+    // Journaled by an instance whose clock says the create started one second before its key's deadline
+    // (boat.dev's 24 hours less the 1-hour safety margin).
+    const startedAt = Date.now() - (KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS) + 1_000;
     const old = openBoatCreateJournal({ dataDir: tmp.dir, now: () => startedAt });
     const { request } = await old.beginBoatCreate("cyd", "{}");
     expect(await problemOf("cyd")).toMatch(/interrupted/);
@@ -86,7 +87,7 @@ describe("GET /v1/bots follows every change, whoever makes it", () => {
     try {
       // Two seconds later nothing on disk has changed, but the answer has.
       vi.setSystemTime(Date.now() + 2_000);
-      expect(await problemOf("cyd")).toMatch(/24-hour retry window/);
+      expect(await problemOf("cyd")).toMatch(/24-hour retry window, so drydock will not retry it/);
     } finally {
       vi.useRealTimers();
     }

@@ -34,6 +34,7 @@ export {
   IDEMPOTENCY_KEY,
   KEY_RETENTION_MS,
   KEY_SAFETY_MARGIN_MS,
+  keyTrustDeadline,
   MAX_REQUEST_BODY_LENGTH,
   MAX_REQUESTS,
   RequestBodySchema,

@@ -15,6 +15,10 @@ export const KEY_RETENTION_MS = 24 * 60 * 60 * 1_000;
  * so a retry never reaches boat.dev after it has forgotten the key.
  */
 export const KEY_SAFETY_MARGIN_MS = 60 * 60 * 1_000;
+/** Until when a key journaled at `createdAt` may still be sent: boat.dev's 24 hours less the safety margin. */
+export function keyTrustDeadline(createdAt: number): number {
+  return createdAt + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
+}
 /** Rows kept at most; a larger file is refused as invalid, a full journal refuses new creates. */
 export const MAX_REQUESTS = 4_096;
 /** Longest provider request body journaled, in UTF-16 code units (JavaScript `length`). */

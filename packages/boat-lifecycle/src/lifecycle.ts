@@ -1,4 +1,4 @@
-import { KEY_RETENTION_MS } from "@drydock/boat-create-journal";
+import { KEY_RETENTION_MS, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import { type CrashHook, noCrash } from "./crash.js";
 import { LIFECYCLE_MESSAGES, LifecycleError } from "./errors.js";
@@ -21,7 +21,6 @@ import {
   assertNotFenced,
   createAndName,
   finishPriorDeletion,
-  keyTrustDeadline,
   locate,
   type ProvisionResult,
 } from "./internal/provision.js";

@@ -519,6 +519,29 @@ describe("provision: the final create error never says 'nothing was created' whe
 });
 
 describe("provision: only boat.dev's own 404/410 proves a remembered Boat gone", () => {
+  it("a proxy's envelope-less 400 for the first POST is no refusal by boat.dev: key kept, one Boat ever", async () => {
+    const t = await use({ sim: { listLagMs: 10_000 } });
+    // boat.dev committed the create, but a front proxy (a WAF) replaced its answer with its own 400 page.
+    t.tamper((request, response) =>
+      request.method === "POST" && request.path === "/sandboxes"
+        ? new Response("<html><body>400 Bad Request</body></html>", {
+            status: 400,
+            headers: { "content-type": "text/html" },
+          })
+        : response,
+    );
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(error.message).toContain("its request was kept");
+    const rows = t.createFile()?.requests ?? [];
+    expect(rows).toHaveLength(1);
+    t.tamper(null);
+    const boat = await t.restart().provision("bot-1");
+    expect(boat.boxId).toMatch(/^bx_/);
+    expect(t.createFile()?.requests[0]?.idempotencyKey).toBe(rows[0]?.idempotencyKey);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
+  });
+
   it("a proxy's envelope-less 404 for the remembered Boat: 502, row kept, no second Boat", async () => {
     const t = await use({ sim: { listLagMs: 10_000 } });
     const first = await t.lifecycle.provision("bot-1");

@@ -529,7 +529,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (row !== undefined && row.boxId === undefined && now() - row.createdAt < CREATE_WINDOW_MS) {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
-        `Bot ${botId} has a create request still inside boat.dev's 24-hour window; retrying provisioning reuses its key and settles it. Adopting now could orphan that key's Boat.`,
+        `Bot ${botId} has a create request whose key drydock still retries (boat.dev's 24-hour window less a 1-hour safety margin); retrying provisioning reuses its key and settles it. Adopting now could orphan that key's Boat.`,
         ids,
       );
     }

@@ -1,3 +1,4 @@
+import { KEY_RETENTION_MS, KEY_SAFETY_MARGIN_MS } from "@drydock/boat-create-journal";
 import { z } from "zod";
 
 /** `sha256:` + 64 lower-case hex: saga hashes and owner digests. */
@@ -88,8 +89,11 @@ export type RestoreActionResult = z.infer<typeof RestoreActionResultSchema>;
 
 export const BOAT_ID_PATTERN = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
 export const BOT_ID_PATTERN = /^[A-Za-z0-9_-]{1,120}$/;
-/** boat.dev's idempotency window: a create key older than this may create a second Boat if reused. */
-export const CREATE_WINDOW_MS = 24 * 60 * 60 * 1000;
+/**
+ * How long drydock retries a create key: boat.dev's 24-hour idempotency window less the create journal's
+ * 1-hour safety margin (clock skew, waits inside a call). Past it the key is never sent again.
+ */
+export const CREATE_WINDOW_MS = KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
 
 export const BoatActionNameSchema = z.enum(["adopt", "reconcileDeletion", "retryDeletion", "retireCreate"]);
 export type BoatActionName = z.infer<typeof BoatActionNameSchema>;

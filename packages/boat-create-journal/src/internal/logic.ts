@@ -6,7 +6,7 @@ import {
   type BoatCreateRequest,
   type BoatCreateView,
   KEY_RETENTION_MS,
-  KEY_SAFETY_MARGIN_MS,
+  keyTrustDeadline,
   MAX_REQUESTS,
 } from "../schema.js";
 
@@ -59,7 +59,7 @@ export function beginStep(
       // create a second billable Boat. Only a person can reconcile it.
       throw createPaused("older than boat.dev's 24-hour retry window");
     }
-    if (ageMs >= KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS) {
+    if (ctx.now >= keyTrustDeadline(pending.createdAt)) {
       // Inside the safety margin: with clock skew or the waits of one call, a retry could reach boat.dev
       // after it forgot the key. The key is kept (never a new one); a person reconciles it.
       throw createPaused("too close to the end of boat.dev's 24-hour retry window");

@@ -1,8 +1,7 @@
 import {
   type BoatCreateRequest,
   isJournalStateError,
-  KEY_RETENTION_MS,
-  KEY_SAFETY_MARGIN_MS,
+  keyTrustDeadline,
 } from "@drydock/boat-create-journal";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError, retryIn } from "../errors.js";
 import { type Boat, CREATE_REQUEST_BODY } from "../schema.js";
@@ -28,14 +27,6 @@ import {
 
 /** The exact bytes journaled with the key; boat.dev binds the key to the body, so they never change. */
 export const CREATE_BODY_TEXT = JSON.stringify(CREATE_REQUEST_BODY);
-
-/**
- * Until when a journaled key may still be sent: boat.dev's 24 hours less the safety margin (clock skew, the
- * waits inside one call). The create journal refuses to resume a key past it; every POST re-checks it.
- */
-export function keyTrustDeadline(createdAt: number): number {
-  return createdAt + KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
-}
 
 export interface ProvisionResult {
   boxId: string;
@@ -346,6 +337,10 @@ async function finalCreateFailure(
       message: LIFECYCLE_MESSAGES.createRefusedKept(failure.message),
     });
     if (mayHaveCommitted) return kept;
+    // Only boat.dev's own refusal (its error envelope) proves the request created nothing. A 4xx page
+    // without the envelope (a proxy's or a WAF's, `http_error`) may stand in for an answer boat.dev gave
+    // after committing: the key is kept, so a retry reuses it.
+    if (failure.kind === "api" && failure.code === "http_error") return kept;
     // boat.dev refused this exact request, the key was minted by this very call and no attempt of it
     // could have committed: nothing under the key can exist, so a later provision may start afresh.
     // Unless another process resumed the key meanwhile and remembered a Boat under it: the journal then
