@@ -176,6 +176,17 @@ function hasMarker(value: unknown, marker: symbol): boolean {
 export function isBoatApiError(value: unknown): value is BoatApiError {
   return hasMarker(value, API_MARKER);
 }
+/**
+ * True when `error` is boat.dev's own proof that what was read does not exist: 404 `not_found` or 410 `gone`
+ * with its error envelope. A 404/410 without the envelope (a proxy's page: `http_error`) proves nothing.
+ */
+export function provesAbsence(error: unknown): boolean {
+  return (
+    isBoatApiError(error) &&
+    (error.status === 404 || error.status === 410) &&
+    (error.code === "not_found" || error.code === "gone")
+  );
+}
 /** True for a BoatTransportError from any copy of this package. */
 export function isBoatTransportError(value: unknown): value is BoatTransportError {
   return hasMarker(value, TRANSPORT_MARKER);

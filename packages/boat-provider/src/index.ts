@@ -25,6 +25,7 @@ export {
   type BoatTransportErrorInit,
   isBoatApiError,
   isBoatTransportError,
+  provesAbsence,
   type TransportPhase,
 } from "./errors.js";
 // Schemas and types

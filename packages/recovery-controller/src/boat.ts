@@ -1,5 +1,5 @@
 import { classifyName } from "@drydock/boat-lifecycle";
-import { isBoatApiError } from "@drydock/boat-provider";
+import { provesAbsence } from "@drydock/boat-provider";
 import { recoveryError } from "./errors.js";
 import { digestOf } from "./internal/digest.js";
 import {
@@ -106,17 +106,12 @@ const ITEM_DOMAIN = "drydock-recovery-plan-item-v1";
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /**
- * The status of a direct read that proves the Boat does not exist, else null. Only boat.dev's own answer
- * is proof: 404/410 carrying its error envelope with `not_found` / `gone`. A 404/410 without the envelope
- * (a proxy's or load balancer's page: the client's `http_error`) or with any other code proves nothing,
- * exactly as @drydock/boat-lifecycle's `classifyProviderError` judges it; so does every 5xx, 429 and
- * transport failure.
+ * The status of a direct read that proves the Boat does not exist, else null: only boat.dev's own 404
+ * `not_found` / 410 `gone` (`provesAbsence`, the rule boat-lifecycle applies too). A proxy's 404 page, a
+ * 5xx, a 429 or a transport failure proves nothing.
  */
 function absenceProof(error: unknown): 404 | 410 | null {
-  if (!isBoatApiError(error)) return null;
-  if (error.status !== 404 && error.status !== 410) return null;
-  if (error.code !== "not_found" && error.code !== "gone") return null;
-  return error.status;
+  return provesAbsence(error) ? (error as { status: 404 | 410 }).status : null;
 }
 
 /**

@@ -3,7 +3,7 @@ import { isJournalStateError as isCreateJournalError } from "@drydock/boat-creat
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
 import type { BoatClient } from "@drydock/boat-provider";
-import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
+import { isBoatApiError, isBoatTransportError, provesAbsence } from "@drydock/boat-provider";
 import type { CrashHook } from "../crash.js";
 import { isLifecycleError, LifecycleError } from "../errors.js";
 
@@ -147,10 +147,8 @@ export function classifyProviderError(error: unknown): ProviderFailure {
     };
   }
   if (isBoatApiError(error)) {
+    if (provesAbsence(error)) return { kind: "absent", status: error.status, message: error.message };
     const missing = error.status === 404 || error.status === 410;
-    if (missing && (error.code === "not_found" || error.code === "gone")) {
-      return { kind: "absent", status: error.status, message: error.message };
-    }
     return {
       kind: "api",
       // Proof of absence only comes from boat.dev itself: a 404/410 without its envelope (the client's
