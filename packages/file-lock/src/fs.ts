@@ -36,6 +36,7 @@ export type FileOps = Pick<
   | "rmdirSync"
   | "rmSync"
   | "chmodSync"
+  | "fchmodSync"
   | "symlinkSync"
   | "readlinkSync"
   | "realpathSync"
@@ -67,6 +68,7 @@ export const nodeFileOps: FileOps = {
   rmdirSync: nodeFs.rmdirSync,
   rmSync: nodeFs.rmSync,
   chmodSync: nodeFs.chmodSync,
+  fchmodSync: nodeFs.fchmodSync,
   symlinkSync: nodeFs.symlinkSync,
   readlinkSync: nodeFs.readlinkSync,
   realpathSync: nodeFs.realpathSync,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isAbsolute, join, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, sep } from "node:path";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { writeFileAtomic } from "@drydock/json-journal";
 import { errnoOf, SagaError } from "./errors.js";
@@ -11,11 +11,12 @@ import {
   fsyncPaths,
   isTempName,
   lstatOrNull,
+  MODE_BITS,
   readRegularFile,
   removeQuietly,
   writeTemp,
 } from "./internal/files.js";
-import { treeDigest, walkTree } from "./internal/tree.js";
+import { MAX_CHECKPOINT_FILE_BYTES, treeDigest, walkTree } from "./internal/tree.js";
 import {
   CHECKPOINT_ID_PATTERN,
   CHECKPOINT_MANIFEST_SCHEMA,
@@ -32,8 +33,9 @@ import {
  */
 
 const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
-/** Largest single file a checkpoint holds (read whole into memory). */
-export const MAX_CHECKPOINT_FILE_BYTES = 512 * 1024 * 1024;
+
+/** Largest single file a checkpoint holds (read whole into memory); a larger one is refused unread. */
+export { MAX_CHECKPOINT_FILE_BYTES };
 
 export interface CheckpointStoreOptions {
   dataDir: string;
@@ -116,6 +118,14 @@ export interface CaptureOptions {
    * the capture is abandoned (its unpublished temps removed) and the error propagates.
    */
   whileFlushing?: (entries: readonly ManifestEntry[]) => void;
+  /**
+   * Which files must not be deduplicated against a stored blob unchecked (default: none; a blob of the
+   * same name and size is trusted, and verified whenever it is read). For each of these whose blob is
+   * already stored, the blob is compared with the bytes just read and, if it differs (damaged), replaced
+   * by them atomically and durably, like a new blob; if that fails, the capture fails. A restore passes
+   * the files it will change, whose blobs its rollback needs, so only those are read back.
+   */
+  verifyReused?: (entry: Extract<ManifestEntry, { type: "file" }>) => boolean;
 }
 
 export interface CheckpointStore {
@@ -148,6 +158,36 @@ function corrupt(what: string, why: string, cause?: unknown): SagaError {
     cause,
     message: `The checkpoint ${what} ${why}. It was left as it is; the checkpoint cannot be used to restore.`,
   });
+}
+
+/**
+ * Refuses a data directory inside the workspace `root` (canonical), judged by where it really is: the
+ * realpath of the data directory, or of its nearest existing ancestor if it does not exist yet (a
+ * symlink that leads into the workspace would otherwise pass, and a restore would delete its own saga
+ * and lock).
+ */
+export function assertDataDirOutside(fs: FileOps, dataDir: string, root: string): void {
+  let real: string;
+  try {
+    let missing = "";
+    let existing = dataDir;
+    while (lstatOrNull(fs, existing) === null && dirname(existing) !== existing) {
+      missing = join(basename(existing), missing);
+      existing = dirname(existing);
+    }
+    real = join(fs.realpathSync(existing), missing);
+  } catch (error) {
+    throw new SagaError({
+      code: "INVALID_ARGUMENT",
+      cause: error,
+      message: `The data directory ${dataDir} cannot be resolved (${errnoOf(error) ?? "error"}). Check the path and its symlinks.`,
+    });
+  }
+  if (real === root || real.startsWith(root + sep)) {
+    throw invalid(
+      `The data directory ${dataDir}${real === dataDir ? "" : ` (really ${real})`} must not be inside the workspace ${root}: a restore would delete it. Use a data directory outside the workspace.`,
+    );
+  }
 }
 
 export function canonicalWorkspaceRoot(fs: FileOps, workspaceRoot: string): string {
@@ -206,6 +246,8 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     const parsed = CheckpointManifestSchema.safeParse(value);
     if (!parsed.success) throw corrupt(checkpointId, "manifest does not match the manifest schema");
     const manifest = parsed.data;
+    // Written before setuid/setgid were dropped (see MODE_BITS): they are never restored, nor compared.
+    for (const entry of manifest.entries) entry.mode &= MODE_BITS;
     if (manifest.checkpointId !== checkpointId)
       throw corrupt(checkpointId, "manifest names another checkpoint");
     // Entries strictly sorted (so unique), every file's and dir's parent present as a dir entry.
@@ -237,6 +279,17 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     };
   }
 
+  /** Whether the blob at `path` holds exactly `bytes` (anything unreadable or odd about it: no). */
+  function storedBytesEqual(path: string, bytes: Buffer): boolean {
+    try {
+      return (
+        readRegularFile(fs, path, { maxBytes: bytes.length, what: "checkpoint blob" })?.equals(bytes) ?? false
+      );
+    } catch {
+      return false;
+    }
+  }
+
   const captures = new WeakSet<CapturedWorkspace>();
   const sweptBlobDirs = new Set<string>();
 
@@ -246,10 +299,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     captureOptions: CaptureOptions = {},
   ): Promise<CapturedWorkspace> {
     const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
-    const dataDir = options.dataDir;
-    if (dataDir === canonical || dataDir.startsWith(canonical + sep)) {
-      throw invalid("The data directory must not be inside the workspace it checkpoints.");
-    }
+    assertDataDirOutside(fs, options.dataDir, canonical);
     try {
       ensurePrivateDir(fs, root);
       ensurePrivateDir(fs, manifestsDir);
@@ -257,7 +307,8 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     } catch (error) {
       throw writeFailed("the checkpoint directories", error);
     }
-    const written = new Set<string>();
+    /** Blobs this capture has seen: true once written or compared with its bytes, false if trusted. */
+    const known = new Map<string, boolean>();
     const blobDirs = new Set<string>();
     // A new blob is written to a private temp, flushed behind the scan (several at a time) and only then
     // renamed to its content address: a blob is never visible under its hash before its bytes are
@@ -273,20 +324,27 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     try {
       for (const { entry, bytes } of walkTree(fs, canonical, { strict: true })) {
         entries.push(entry as ManifestEntry);
-        if (bytes === undefined || written.has(entry.sha256)) continue;
-        if (bytes.length > MAX_CHECKPOINT_FILE_BYTES) {
-          throw new SagaError({
-            code: "LIMIT",
-            message: `${entry.path} is larger than ${MAX_CHECKPOINT_FILE_BYTES} bytes; it cannot be checkpointed.`,
-          });
-        }
-        written.add(entry.sha256);
+        if (bytes === undefined) continue;
+        const verify = captureOptions.verifyReused?.(entry) ?? false;
+        const seen = known.get(entry.sha256);
+        if (seen === true || (seen === false && !verify)) continue;
         const path = blobPath(entry.sha256);
         let temp: string;
         try {
           const existing = lstatOrNull(fs, path);
-          // Deduplicated: the same content is already stored (verified by hash whenever it is read).
-          if (existing?.isFile() && existing.size === bytes.length) continue;
+          // Deduplicated: the same content is already stored (verified by hash whenever it is read), or,
+          // for the files the caller names, compared with the bytes just read; a damaged one is replaced.
+          if (existing?.isFile() && existing.size === bytes.length) {
+            if (!verify) {
+              known.set(entry.sha256, false);
+              continue;
+            }
+            if (storedBytesEqual(path, bytes)) {
+              known.set(entry.sha256, true);
+              continue;
+            }
+          }
+          known.set(entry.sha256, true);
           const dir = join(blobsDir, entry.sha256.slice(0, 2));
           // Once per blob directory and checkpoint: the new directory's name is flushed with blobsDir below.
           // Once per blob directory and store: what a killed capture left there long ago is removed (a

@@ -1,12 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { basename, isAbsolute, join, resolve, sep } from "node:path";
+import { basename, isAbsolute, join, resolve } from "node:path";
 import { type FileOps, type LockOptions, nodeFileOps } from "@drydock/file-lock";
-import { type CheckpointStore, canonicalWorkspaceRoot, openCheckpointStore } from "./checkpoints.js";
+import {
+  assertDataDirOutside,
+  type CheckpointStore,
+  canonicalWorkspaceRoot,
+  openCheckpointStore,
+} from "./checkpoints.js";
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import {
   applyPlan,
   planFromScan,
   type RestorePlan,
+  removeLeftTemps,
   restrictPlan,
   sweepStaging,
   touchedPaths,
@@ -161,11 +167,8 @@ function checkLayout(
     throw invalid("A restore needs an absolute dataDir.");
   }
   const root = canonicalWorkspaceRoot(fs, options.workspaceRoot);
-  const dataDir = resolve(options.dataDir);
-  if (dataDir === root || dataDir.startsWith(root + sep)) {
-    throw invalid("The data directory must not be inside the workspace: a restore would delete it.");
-  }
-  return { dataDir, root };
+  assertDataDirOutside(fs, options.dataDir, root);
+  return { dataDir: resolve(options.dataDir), root };
 }
 
 /**
@@ -265,7 +268,14 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // the workspace. The pre-state the intent commits to is therefore exactly what the safety checkpoint
     // holds, with no second scan and no window between the two.
     let planned: { plan: RestorePlan; verified: VerifiedBlobs } | null = null;
+    const targetEntries = new Map(target.manifest.entries.map((entry) => [entry.path, entry]));
     const captured = await checkpoints.captureWorkspace(root, {
+      // A file the plan will change is one the rollback may need from the safety checkpoint: its stored
+      // blob is compared with the bytes just read (and repaired) rather than trusted by name and size.
+      verifyReused: (entry) => {
+        const wanted = targetEntries.get(entry.path);
+        return !(wanted?.type === "file" && wanted.sha256 === entry.sha256 && wanted.mode === entry.mode);
+      },
       // While the safety blobs flush: plan from the scan and check every blob the plan will write.
       whileFlushing: (entries) => {
         const plan = planFromScan(entries, target.manifest.entries);
@@ -553,7 +563,7 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
     });
   }
   const { plan, touched, safety, safetyCheckpointId, safetyManifestDigest, originalTargetCount, outside } =
-    planRollback(fs, root, saga, checkpoints);
+    planRollback(fs, root, saga, checkpoints, { removeTemps: true });
   if (outside.length > 0) {
     throw new SagaError({
       code: "CONFLICT",
@@ -642,7 +652,7 @@ export async function rollbackBlockers(options: {
     const saga = await store.load(options.operationId);
     if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) return [];
     const checkpoints = openCheckpointStore({ dataDir, fs });
-    const { outside } = planRollback(fs, root, saga, checkpoints);
+    const { outside } = planRollback(fs, root, saga, checkpoints, { removeTemps: false });
     return outside.length > 0 ? [outsideMessage(saga.operationId, outside)] : [];
   } catch (error) {
     return [`the rollback could not be planned: ${error instanceof Error ? error.message : String(error)}`];
@@ -653,9 +663,17 @@ export async function rollbackBlockers(options: {
  * The rollback of `saga` as it would run now: the restore's plan recomputed from the safety checkpoint
  * (the workspace as it was scanned) and the target, proven to be the plan its intent committed to, and the
  * part of "make the workspace equal the safety checkpoint" that touches only those paths. `outside` lists
- * what that part would have to delete or replace although the restore never touched it.
+ * what that part would have to delete or replace although the restore never touched it. Temps an apply
+ * left beside the touched paths are no part of the workspace: they are left out of the plan, and removed
+ * first with `removeTemps` (the rollback itself; a preview changes nothing).
  */
-function planRollback(fs: FileOps, root: string, saga: SagaState, checkpoints: CheckpointStore) {
+function planRollback(
+  fs: FileOps,
+  root: string,
+  saga: SagaState,
+  checkpoints: CheckpointStore,
+  options: { removeTemps: boolean },
+) {
   const safetyEvent = saga.events.findLast((event) => event.phase === "safety_ready");
   const mutationEvent = saga.events.findLast((event) => event.phase === "mutation_started");
   if (!safetyEvent || !mutationEvent) {
@@ -700,7 +718,7 @@ function planRollback(fs: FileOps, root: string, saga: SagaState, checkpoints: C
     });
   }
   const touched = touchedPaths(original);
-  const current = scanTree(fs, root, { strict: false });
+  const current = removeLeftTemps(fs, root, scanTree(fs, root, { strict: false }), touched, options);
   const { plan, outside } = restrictPlan(planFromScan(current, safety.manifest.entries), current, touched);
   return {
     plan,

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { failNthCall, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isSagaError, openCheckpointStore, type SagaError } from "../src/index.js";
+import { isSagaError, MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore, type SagaError } from "../src/index.js";
 import { makeTempDir, removeDir, writeTree } from "./helpers.js";
 
 let base: string;
@@ -172,6 +172,28 @@ describe("checkpoint store", () => {
     fs.symlinkSync("/etc/passwd", join(workspace, "link"));
     const store = openCheckpointStore({ dataDir });
     expect((await rejection(store.createCheckpoint(workspace))).code).toBe("INVALID_ARGUMENT");
+    expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
+  });
+
+  it("refuses a file over the size limit with LIMIT before reading it, and writes no manifest", async () => {
+    // Sparse: as large as the limit plus 64 MiB, costing no disk.
+    const fd = fs.openSync(join(workspace, "huge.bin"), "w");
+    fs.ftruncateSync(fd, MAX_CHECKPOINT_FILE_BYTES + 64 * 1024 * 1024);
+    fs.closeSync(fd);
+    let bytesRead = 0;
+    const counting: FileOps = {
+      ...nodeFileOps,
+      readSync: ((...args: Parameters<typeof fs.readSync>) => {
+        const read = fs.readSync(...args);
+        bytesRead += read;
+        return read;
+      }) as FileOps["readSync"],
+    };
+    const store = openCheckpointStore({ dataDir, fs: counting, durable: false });
+    const error = await rejection(store.createCheckpoint(workspace));
+    expect(error.code).toBe("LIMIT");
+    expect(error.message).toContain("huge.bin");
+    expect(bytesRead).toBeLessThan(1024 * 1024);
     expect(fs.readdirSync(join(dataDir, "checkpoints", "manifests"))).toEqual([]);
   });
 

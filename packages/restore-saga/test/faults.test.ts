@@ -36,6 +36,7 @@ const CHANGES_DISK = new Set<FileOpName>([
   "rmdirSync",
   "rmSync",
   "chmodSync",
+  "fchmodSync",
   "symlinkSync",
   "ftruncateSync",
 ]);

@@ -330,6 +330,58 @@ describe("restoreCheckpoint", () => {
     expect(snapshotTree(elsewhere)).toEqual(d0Before);
   });
 
+  it("never changes the mode of a directory outside the workspace through a symlink swapped in", async () => {
+    // The plan changes d1's mode (0755 now, 0750 in the checkpoint). After the intent, d1 becomes a
+    // symlink to a directory outside the workspace.
+    const outside = join(base, "outside-secret");
+    fs.mkdirSync(outside, { mode: 0o700 });
+    fs.chmodSync(outside, 0o700);
+    const swap = {
+      point(name: string) {
+        if (name !== "restore.after-mutation-started") return;
+        fs.renameSync(join(fixture.workspace, "d1"), join(base, "d1-moved"));
+        fs.symlinkSync(outside, join(fixture.workspace, "d1"));
+      },
+    };
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-chmod-swap", crash: swap })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect((error.cause as SagaError).code).toBe("CORRUPT");
+    expect((error.cause as SagaError).message).toMatch(/symlink/);
+    expect((fs.statSync(outside).mode & 0o7777).toString(8)).toBe("700");
+    expect(fs.readdirSync(outside)).toEqual([]);
+  });
+
+  it("sets a temp's mode through its descriptor: a temp swapped for a symlink changes nothing outside", async () => {
+    // Staging on another file system (EXDEV): temps are written beside their targets, in the workspace.
+    // Right after the first one is closed, it is replaced by a symlink to a file outside the workspace.
+    const outsideFile = join(base, "outside.txt");
+    fs.writeFileSync(outsideFile, "secret", { mode: 0o600 });
+    fs.chmodSync(outsideFile, 0o600);
+    let swapped = false;
+    const ops: FileOps = {
+      ...nodeFileOps,
+      renameSync(from: fs.PathLike, to: fs.PathLike) {
+        if (String(from).includes("/restore-staging/") && String(to).startsWith(fixture.workspace)) {
+          throw Object.assign(new Error("EXDEV: cross-device link not permitted"), { code: "EXDEV" });
+        }
+        return nodeFileOps.renameSync(from, to);
+      },
+      closeSync(fd: number) {
+        const path = swapped ? "" : fs.readlinkSync(`/proc/self/fd/${fd}`);
+        nodeFileOps.closeSync(fd);
+        if (path.startsWith(fixture.workspace) && path.endsWith(".tmp")) {
+          swapped = true;
+          fs.unlinkSync(path);
+          fs.symlinkSync(outsideFile, path);
+        }
+      },
+    };
+    await rejection(restoreCheckpoint(options({ operationId: "op-temp-swap", fs: ops })));
+    expect(swapped).toBe(true);
+    expect((fs.statSync(outsideFile).mode & 0o7777).toString(8)).toBe("600");
+    expect(fs.readFileSync(outsideFile, "utf8")).toBe("secret");
+  });
+
   it("rolls back a restore whose first change failed, removing what it had staged", async () => {
     const faulty = failNthCall(nodeFileOps, {
       n: 1,

@@ -7,12 +7,14 @@ import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";
 import {
   type CloseBehind,
+  chmodDir,
   closeBehind,
   ensurePrivateDir,
   flushBehind,
   fsyncPaths,
   isTempName,
   removeQuietly,
+  tempTarget,
   writeTemp,
 } from "./files.js";
 import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
@@ -261,8 +263,9 @@ function assertInside(fs: FileOps, root: string, rel: string): void {
  * Renames a staged temp over its target. Staging on another file system cannot be renamed from: the
  * bytes are then written again beside the target (flushed first when `durable`) and renamed from there;
  * `ctx` remembers it, so later files are staged beside their targets directly. A SIGKILL in that window
- * leaves the temp in the workspace, and the rollback (which restores the safety checkpoint exactly,
- * removing anything it does not hold) takes it away.
+ * leaves the temp in the workspace, named for its target (`.<name>.<pid>.<hex>.tmp`); the rollback,
+ * which changes nothing but the touched paths, removes every such temp named for one of them before it
+ * plans (`removeLeftTemps`).
  */
 function renameIntoPlace(
   ctx: ApplyContext,
@@ -306,6 +309,44 @@ function renameIntoPlace(
 }
 
 /**
+ * Removes from the workspace the temps an apply staging beside its targets (see `renameIntoPlace`) left
+ * when it was killed: regular files named `.<name>.<pid>.<hex>.tmp` beside a touched path `<name>`
+ * (inside a directory the restore created too). Never the workspace's content, never promoted. Returns
+ * the scan `current` without them; with `removeTemps: false` (a read-only preview) nothing is removed.
+ * Only for a caller holding the workspace's lock.
+ */
+export function removeLeftTemps(
+  fs: FileOps,
+  root: string,
+  current: readonly ScannedEntry[],
+  touched: ReadonlySet<string>,
+  options: { removeTemps: boolean },
+): ScannedEntry[] {
+  const kept: ScannedEntry[] = [];
+  for (const entry of current) {
+    const slash = entry.path.lastIndexOf("/");
+    const target = entry.type === "file" ? tempTarget(entry.path.slice(slash + 1)) : null;
+    if (target === null || !touched.has(entry.path.slice(0, slash + 1) + target)) {
+      kept.push(entry);
+    } else if (options.removeTemps) {
+      try {
+        assertInside(fs, root, entry.path);
+        fs.unlinkSync(join(root, entry.path));
+      } catch (error) {
+        if (error instanceof SagaError) throw error;
+        if (errnoOf(error) === "ENOENT") continue;
+        throw new SagaError({
+          code: "WRITE_FAILED",
+          cause: error,
+          message: `The temp ${entry.path} an interrupted restore left in the workspace could not be removed (${errnoOf(error) ?? "error"}). Nothing else was changed; retry.`,
+        });
+      }
+    }
+  }
+  return kept;
+}
+
+/**
  * Removes the temps in a workspace's staging directory. Only for a caller holding that workspace's lock:
  * whatever is there was left by an apply that died, and is never promoted.
  */
@@ -322,11 +363,22 @@ export function sweepStaging(fs: FileOps, stagingDir: string): void {
   }
 }
 
+/** Owner read, write and search: what the apply needs on a directory it removes from or writes into. */
+const OWNER_RWX = 0o700;
+
 /**
  * Applies the plan, then (when durable) flushes every directory it touched; returns how many changes were
  * applied. Removals and directories are changed in plan order. Each file is staged as a temp and renamed
  * over its target only once its bytes are flushed, several flushes in flight at a time, so a published
  * name never points at unflushed bytes.
+ *
+ * Directory modes as tar sets them, so that a process that is not root can restore a read-only
+ * directory: before anything else, a directory the plan removes is made owner-writable and one whose mode
+ * it changes gets that mode plus owner rwx (shallowest first); one it creates is created with its mode
+ * plus owner rwx; a mode without owner rwx is set only once every file is in place, deepest first. All of
+ * these are touched paths: a rollback after a crash in between sets (and verifies) their modes like any
+ * other change. A directory the plan does not touch keeps its mode: if it is read-only, what the plan
+ * changes inside it fails (WRITE_FAILED) for a process that is not root.
  */
 export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
   const { fs, root } = ctx;
@@ -342,13 +394,32 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
   const closer = closeBehind(fs);
   const staged = new Set<string>();
   const state = { besideTarget: false };
+  const finalModes: { path: string; mode: number }[] = [];
   let index = 0;
   const applied = (abs: string): void => {
     touchedDirs.add(dirname(abs));
     index += 1;
     ctx.onApplied(index);
   };
+  const setDirMode = (rel: string, mode: (current: number) => number): void => {
+    assertInside(fs, root, rel);
+    chmodDir(fs, join(root, rel), mode);
+  };
   try {
+    // First, shallowest first: the directories to remove are made owner-writable, those to re-mode get
+    // their new mode plus owner rwx, so that what is removed from or written into them can be.
+    const opened = plan.ops.filter(
+      (op) => (op.op === "remove" && op.kind === "dir") || op.op === "chmod",
+    ) as Extract<PlanOp, { path: string }>[];
+    for (const op of opened.sort((a, b) => depth(a.path) - depth(b.path))) {
+      try {
+        ctx.beforeEach?.();
+        setDirMode(op.path, (current) => (op.op === "chmod" ? op.mode : current) | OWNER_RWX);
+      } catch (error) {
+        // A directory to remove that is gone already (a retry after a crash) is what we wanted.
+        if (op.op !== "remove" || errnoOf(error) !== "ENOENT") throw applyFailure(op.path, error);
+      }
+    }
     for (const op of plan.ops) {
       const rel = op.op === "write" ? op.entry.path : op.path;
       const abs = join(root, rel);
@@ -367,18 +438,19 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
             applied(abs);
             break;
           case "mkdir":
-            assertInside(fs, root, rel);
-            try {
-              fs.mkdirSync(abs, { mode: op.mode });
-            } catch (error) {
-              if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
-            }
-            fs.chmodSync(abs, op.mode);
-            applied(abs);
-            break;
           case "chmod":
-            assertInside(fs, root, rel);
-            fs.chmodSync(abs, op.mode);
+            if (op.op === "mkdir") {
+              assertInside(fs, root, rel);
+              try {
+                fs.mkdirSync(abs, { mode: op.mode | OWNER_RWX });
+              } catch (error) {
+                if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
+              }
+              setDirMode(rel, () => op.mode | OWNER_RWX);
+            }
+            if ((op.mode | OWNER_RWX) !== op.mode) finalModes.push({ path: rel, mode: op.mode });
+            // A mode is inode metadata: durable once the directory itself is flushed, not its parent.
+            touchedDirs.add(abs);
             applied(abs);
             break;
           case "write": {
@@ -415,14 +487,24 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
     } catch (error) {
       throw applyFailure(errnoPath(error) ?? "a restored file", error);
     }
+    // Children sort after their parents: reversed, the deepest directories get their final modes first.
+    for (const { path, mode } of finalModes.reverse()) {
+      try {
+        ctx.beforeEach?.();
+        setDirMode(path, () => mode);
+      } catch (error) {
+        throw applyFailure(path, error);
+      }
+    }
   } finally {
     await flusher.settle();
     await closer.settle();
     for (const temp of staged) removeQuietly(fs, temp);
   }
   // A directory removed later in the plan has nothing left to flush (and its parent was touched too).
-  // The names are flushed after every file's bytes, and before workspace_applied is journaled, so that
-  // phase never claims more than the disk holds. The re-scan runs while they flush.
+  // The names (and the modes of the directories created or changed) are flushed after every file's bytes
+  // and final directory mode, before workspace_applied is journaled, so that phase never claims more than
+  // the disk holds (a file's mode is set before its temp is flushed). The re-scan runs while they flush.
   const dirs = durable ? [...touchedDirs].sort().filter((dir) => fs.existsSync(dir)) : [];
   const flushingDirs = fsyncPaths(fs, dirs);
   let rescan: { error: unknown } | null = null;

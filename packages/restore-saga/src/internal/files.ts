@@ -7,7 +7,7 @@ import { errnoOf, SagaError } from "../errors.js";
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
 
 /** `.<target>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. */
-const TEMP_NAME = /^\..+\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
+const TEMP_NAME = /^\.(.+)\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
 
 /**
  * Unique per process without asking the kernel for entropy on every file: a random prefix drawn once,
@@ -23,6 +23,52 @@ export function tempNameFor(target: string): string {
 
 export function isTempName(name: string): boolean {
   return TEMP_NAME.test(name);
+}
+
+/** The name a temp was written for (`f.txt` for `.f.txt.<pid>.<hex>.tmp`), or null if it is no temp. */
+export function tempTarget(name: string): string | null {
+  return TEMP_NAME.exec(name)?.[1] ?? null;
+}
+
+/**
+ * The mode bits a checkpoint records and a restore sets: permissions and the sticky bit, never setuid or
+ * setgid. A checkpoint does not record owners, so a setuid file a bot wrote would come back owned by
+ * whoever restores it (root, perhaps); these bits are dropped when a workspace is scanned and whenever
+ * a mode is set, so that a manifest written before they were dropped cannot set them either.
+ */
+export const MODE_BITS = 0o1777;
+
+/**
+ * Sets the mode of the directory at `path` to `mode(its current mode)`, without following a symlink at
+ * its last component (opened O_NOFOLLOW | O_DIRECTORY, checked with fstat on the opened inode, changed
+ * through the descriptor; nothing is changed if it already has that mode). A symlink or anything but a
+ * directory there is CORRUPT: the workspace changed under the restore.
+ */
+export function chmodDir(fs: FileOps, path: string, mode: (current: number) => number): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_DIRECTORY | O_NONBLOCK);
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code !== "ELOOP" && code !== "ENOTDIR") throw error;
+    throw new SagaError({
+      code: "CORRUPT",
+      cause: error,
+      message: `${path} is no longer a directory (a symlink or a file was put there); refusing to change anything it leads to.`,
+    });
+  }
+  try {
+    const stat = fs.fstatSync(fd);
+    if (!stat.isDirectory()) {
+      throw new SagaError({ code: "CORRUPT", message: `${path} is no longer a directory.` });
+    }
+    // Compared like a scan compares modes (a setgid bit the kernel gave a new directory stays).
+    const current = stat.mode & MODE_BITS;
+    const wanted = mode(current) & MODE_BITS;
+    if (current !== wanted) fs.fchmodSync(fd, wanted);
+  } finally {
+    closeQuietly(fs, fd);
+  }
 }
 
 /**
@@ -273,12 +319,13 @@ export function writeTemp(
   try {
     try {
       writeAll(fs, fd, bytes);
+      // Through the descriptor: a temp beside its target (in the workspace) could be swapped by then.
+      if (mode !== 0o600) fs.fchmodSync(fd, mode & MODE_BITS);
       // Without this flush a power loss after the rename can leave the new name on an empty inode.
       if (sync) fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
     }
-    if (mode !== 0o600) fs.chmodSync(temp, mode);
   } catch (error) {
     removeQuietly(fs, temp);
     throw error;

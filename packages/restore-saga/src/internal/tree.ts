@@ -4,12 +4,15 @@ import type { FileOps } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest, sha256Hex } from "./canonical.js";
-import { closeQuietly, type ReadScratch, readWhole } from "./files.js";
+import { closeQuietly, MODE_BITS, type ReadScratch, readWhole } from "./files.js";
 
 const { O_RDONLY, O_NOFOLLOW } = constants;
 
 /** Bounds a walk: a workspace with more entries than this is refused rather than read without end. */
 export const MAX_TREE_ENTRIES = 200_000;
+
+/** Largest single file a checkpoint holds (read whole into memory); a larger one is never read. */
+export const MAX_CHECKPOINT_FILE_BYTES = 512 * 1024 * 1024;
 
 /** One entry of a live workspace scan: a manifest entry, or something a checkpoint cannot hold. */
 export type ScannedEntry = ManifestEntry | { type: "other"; path: string };
@@ -32,9 +35,11 @@ function ioFailure(path: string, error: unknown): SagaError {
 
 /**
  * Reads a regular file without following a symlink at its last component, into `scratch` (so the result
- * is valid only until the next read through it; see `ReadScratch`).
+ * is valid only until the next read through it; see `ReadScratch`). Null, with nothing read, for a file
+ * larger than MAX_CHECKPOINT_FILE_BYTES (its size is taken from fstat of the opened file, and a file that
+ * grows past the limit while it is read is null too).
  */
-function readFileNoFollow(fs: FileOps, path: string, scratch: ReadScratch): Buffer {
+function readFileNoFollow(fs: FileOps, path: string, scratch: ReadScratch): Buffer | null {
   let fd: number;
   try {
     fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW);
@@ -45,10 +50,11 @@ function readFileNoFollow(fs: FileOps, path: string, scratch: ReadScratch): Buff
     const stat = fs.fstatSync(fd);
     if (!stat.isFile())
       throw ioFailure(path, Object.assign(new Error("not a regular file"), { code: "EINVAL" }));
-    // No bound of its own: the checkpoint refuses files over its limit once they are read, as before.
-    return readWhole(fs, fd, stat.size, Number.MAX_SAFE_INTEGER, scratch);
+    if (stat.size > MAX_CHECKPOINT_FILE_BYTES) return null;
+    return readWhole(fs, fd, stat.size, MAX_CHECKPOINT_FILE_BYTES, scratch);
   } catch (error) {
     if (error instanceof SagaError) throw error;
+    if (error instanceof RangeError) return null;
     throw ioFailure(path, error);
   } finally {
     closeQuietly(fs, fd);
@@ -56,7 +62,10 @@ function readFileNoFollow(fs: FileOps, path: string, scratch: ReadScratch): Buff
 }
 
 export interface ScanOptions {
-  /** Refuse symlinks and special files (a checkpoint) instead of reporting them as `other` (a plan). */
+  /**
+   * Refuse symlinks and special files (INVALID_ARGUMENT) and files over MAX_CHECKPOINT_FILE_BYTES
+   * (LIMIT), as a checkpoint must, instead of reporting them as `other` (a plan, a verification).
+   */
   strict: boolean;
 }
 
@@ -101,16 +110,21 @@ export function* walkTree(fs: FileOps, root: string, options: ScanOptions): Gene
       } catch (error) {
         throw ioFailure(abs, error);
       }
-      const mode = stat.mode & 0o7777;
+      const mode = stat.mode & MODE_BITS;
+      const bytes = stat.isFile() ? readFileNoFollow(fs, abs, scratch) : undefined;
       if (stat.isDirectory()) {
         yield { entry: { type: "dir", path: rel, mode } };
         yield* walk(rel);
-      } else if (stat.isFile()) {
-        const bytes = readFileNoFollow(fs, abs, scratch);
+      } else if (bytes) {
         yield {
           entry: { type: "file", path: rel, size: bytes.length, mode, sha256: sha256Hex(bytes) },
           bytes,
         };
+      } else if (bytes === null && options.strict) {
+        throw new SagaError({
+          code: "LIMIT",
+          message: `${rel} is larger than ${MAX_CHECKPOINT_FILE_BYTES} bytes; it cannot be checkpointed. Move it out of the workspace ${root} (or make it smaller) and retry.`,
+        });
       } else if (options.strict) {
         throw new SagaError({
           code: "INVALID_ARGUMENT",
