@@ -11,6 +11,13 @@ export {
   seededRandom,
 } from "./model.js";
 export {
+  type FlushRequest,
+  skipFlushes,
+  withoutDirectoryFlushes,
+  withoutFlushAfterLink,
+  withoutTempFileFlushes,
+} from "./sabotage.js";
+export {
   type AckLog,
   crashSweep,
   type ImageContext,

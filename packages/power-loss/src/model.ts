@@ -8,7 +8,11 @@ import type { FileOps } from "@drydock/file-lock";
  *   - a file's data is durable only after fsync of that file;
  *   - a new, removed or renamed directory entry is durable only after fsync of its directory;
  *   - unsynced operations are unordered (any subset of them may have reached the disk);
- *   - writes and appends may tear (a prefix of the latest bytes).
+ *   - writes and appends may tear (a prefix of the latest bytes);
+ *   - a file's or directory's mode is inode metadata: the mode it was created with lands with its name, a
+ *     later chmod/fchmod is durable only after fsync of that file or directory (fsync(2) flushes the inode;
+ *     a flush of the parent flushes names, not the child's inode). Unsynced mode changes are unordered too:
+ *     an image may hold the durable mode or any of them.
  *
  * The model runs over a real scratch directory (`root`): every call goes to the real file system, so the
  * code under test sees ordinary behaviour, while a shadow model records what is durable. `crashImage`
@@ -75,6 +79,8 @@ export interface CrashImageResult {
   droppedOps: number;
   /** Files whose data differed between durable and latest, and what this image gave them. */
   files: { durable: number; latest: number; torn: number };
+  /** Files and directories with unsynced mode changes: given their durable mode, or one of the changes. */
+  modes: { durable: number; changed: number };
 }
 
 export interface PowerLossFsOptions {
@@ -96,8 +102,8 @@ export interface PowerLossFs {
   steps(): number;
   /** Whether the crash point was reached. */
   crashed(): boolean;
-  /** Unsynced namespace operations, and files whose latest data is not durable. */
-  pending(): { entryOps: number; dirtyFiles: number };
+  /** Unsynced namespace operations, files whose latest data is not durable, nodes whose mode is not. */
+  pending(): { entryOps: number; dirtyFiles: number; dirtyModes: number };
   /** Calls on paths inside `root` whose effect the model could not attribute (a bug in the seam's users). */
   anomalies(): readonly string[];
   /** Writes one possible post-crash disk image of `root` into `target` (created; must not exist). */
@@ -127,7 +133,13 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-const COUNTED = new Set<keyof FileOps>([
+/**
+ * `fchmodSync` is modelled whether or not the seam names it yet (a seam that adds it gets it tracked); any
+ * other call added to `FileOps` fails to compile in `WRAPPED` below until the model decides what it does.
+ */
+type ModelledCall = keyof FileOps | "fchmodSync";
+
+const COUNTED = new Set<ModelledCall>([
   "openSync",
   "closeSync",
   "writeSync",
@@ -141,9 +153,43 @@ const COUNTED = new Set<keyof FileOps>([
   "rmdirSync",
   "rmSync",
   "chmodSync",
+  "fchmodSync",
   "symlinkSync",
   "ftruncateSync",
 ]);
+
+/** Every call of the seam the model wraps (an object, so that a call added to `FileOps` is a type error). */
+const WRAPPED: Record<keyof FileOps, true> & Record<"fchmodSync", true> = {
+  openSync: true,
+  closeSync: true,
+  close: true,
+  writeSync: true,
+  readSync: true,
+  fsyncSync: true,
+  fsync: true,
+  fstatSync: true,
+  readFileSync: true,
+  writeFileSync: true,
+  linkSync: true,
+  unlinkSync: true,
+  renameSync: true,
+  statSync: true,
+  lstatSync: true,
+  mkdirSync: true,
+  readdirSync: true,
+  rmdirSync: true,
+  rmSync: true,
+  chmodSync: true,
+  fchmodSync: true,
+  symlinkSync: true,
+  readlinkSync: true,
+  realpathSync: true,
+  ftruncateSync: true,
+  existsSync: true,
+};
+
+/** Permission bits of a stat (what chmod sets). */
+const modeBits = (stat: { mode: number }): number => stat.mode & 0o7777;
 
 function powerLost(name: string): NodeJS.ErrnoException {
   const error = new Error(`EIO: power lost (simulated), ${name}`) as NodeJS.ErrnoException;
@@ -169,6 +215,11 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
   /** Live kernel inode (dev:ino) → model node. */
   const live = new Map<string, Id>();
   const pendingOps: EntryOp[] = [];
+  /**
+   * Mode of every file and directory node: `durable`, and the chmods since its last fsync, in order (the
+   * latest is what a reader sees now). The creation mode is durable: the inode lands with its name.
+   */
+  const modes = new Map<Id, { durable: number; pending: number[] }>();
   const anomalies: string[] = [];
   let nextId = 1;
   let steps = 0;
@@ -177,9 +228,10 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
 
   const keyOf = (stat: { dev: number; ino: number }): string => `${stat.dev}:${stat.ino}`;
 
-  function newNode(node: ModelNode, stat: { dev: number; ino: number }): Id {
+  function newNode(node: ModelNode, stat: { dev: number; ino: number; mode: number }): Id {
     const id = nextId++;
     nodes.set(id, node);
+    if (node.kind !== "symlink") modes.set(id, { durable: modeBits(stat), pending: [] });
     if (node.kind === "dir") durableEntries.set(id, new Map());
     live.set(keyOf(stat), id);
     return id;
@@ -250,6 +302,20 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
     if (found?.node.kind === "file") found.node.current = real.readFileSync(`/proc/self/fd/${fd}`);
   }
 
+  /** Records a chmod/fchmod of a node (its new mode read back from the disk, umask and all). */
+  function changeMode(id: Id | undefined, stat: { mode: number }): void {
+    const mode = id === undefined ? undefined : modes.get(id);
+    if (mode) mode.pending.push(modeBits(stat));
+  }
+
+  function syncMode(id: Id): void {
+    const mode = modes.get(id);
+    if (mode && mode.pending.length > 0) {
+      mode.durable = mode.pending[mode.pending.length - 1]!;
+      mode.pending = [];
+    }
+  }
+
   function syncDir(dirId: Id): void {
     const remaining: EntryOp[] = [];
     for (const op of pendingOps) {
@@ -288,7 +354,7 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
 
   // biome-ignore lint/suspicious/noExplicitAny: the seam forwards node's overloaded signatures untouched.
   type AnyFn = (...args: any[]) => any;
-  const handlers: Partial<Record<keyof FileOps, AnyFn>> = {
+  const handlers: Partial<Record<ModelledCall, AnyFn>> = {
     openSync(path: nodeFs.PathLike, flags?: nodeFs.OpenMode, mode?: nodeFs.Mode) {
       const abs = resolve(String(path));
       const tracked = inside(abs);
@@ -322,6 +388,8 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
       real.fstatSync(fd);
       const found = fileNodeOfFd(fd);
       if (!found) return;
+      // fsync(2) flushes the inode too: the latest mode of this file or directory is durable now.
+      syncMode(found.id);
       if (found.node.kind === "file") found.node.durable = Buffer.from(found.node.current);
       else if (found.node.kind === "dir") syncDir(found.id);
     },
@@ -438,6 +506,22 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
       }
       return result;
     },
+    chmodSync(path: nodeFs.PathLike, mode: nodeFs.Mode) {
+      real.chmodSync(path, mode);
+      // chmod follows symlinks, so the node changed is the inode the path leads to, wherever the path is:
+      // `/proc/self/fd/N` (an fchmod by path, as restore-saga's fchmodOf does) names a tracked file too.
+      const stat = real.statSync(path);
+      let id = live.get(keyOf(stat));
+      if (id === undefined && inside(real.realpathSync(path))) {
+        anomalies.push(`untracked ${resolve(String(path))}`);
+        id = adopt(real.realpathSync(path), stat, false);
+      }
+      changeMode(id, stat);
+    },
+    fchmodSync(fd: number, mode: nodeFs.Mode) {
+      real.fchmodSync(fd, mode);
+      changeMode(fileNodeOfFd(fd)?.id, real.fstatSync(fd));
+    },
     symlinkSync(target: nodeFs.PathLike, path: nodeFs.PathLike, type?: nodeFs.symlink.Type) {
       const abs = resolve(String(path));
       real.symlinkSync(target, path, type);
@@ -449,34 +533,8 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
     },
   };
 
-  const ops = {} as Record<keyof FileOps, AnyFn>;
-  const names: (keyof FileOps)[] = [
-    "openSync",
-    "closeSync",
-    "close",
-    "writeSync",
-    "readSync",
-    "fsyncSync",
-    "fsync",
-    "fstatSync",
-    "readFileSync",
-    "writeFileSync",
-    "linkSync",
-    "unlinkSync",
-    "renameSync",
-    "statSync",
-    "lstatSync",
-    "mkdirSync",
-    "readdirSync",
-    "rmdirSync",
-    "rmSync",
-    "chmodSync",
-    "symlinkSync",
-    "readlinkSync",
-    "realpathSync",
-    "ftruncateSync",
-    "existsSync",
-  ];
+  const ops = {} as Record<ModelledCall, AnyFn>;
+  const names = Object.keys(WRAPPED) as ModelledCall[];
   for (const name of names) {
     const handler = handlers[name] ?? (real[name] as AnyFn);
     ops[name] = (...args: unknown[]) => {
@@ -522,6 +580,29 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
       }
     }
     const files = { durable: 0, latest: 0, torn: 0 };
+    const modeCounts = { durable: 0, changed: 0 };
+    const modeOf = new Map<Id, number>();
+    // Random draws only for nodes with unsynced mode changes, so images of workloads without chmod are the
+    // same as before modes were modelled.
+    const chooseMode = (id: Id): number => {
+      const chosen = modeOf.get(id);
+      if (chosen !== undefined) return chosen;
+      const { durable, pending } = modes.get(id) ?? { durable: 0o600, pending: [] };
+      let mode = durable;
+      if (pending.length > 0) {
+        const index =
+          imageOptions.mode === "drop-all-unsynced"
+            ? 0
+            : imageOptions.mode === "keep-all"
+              ? pending.length
+              : Math.floor(random() * (pending.length + 1));
+        mode = index === 0 ? durable : pending[index - 1]!;
+        if (index === 0) modeCounts.durable += 1;
+        else modeCounts.changed += 1;
+      }
+      modeOf.set(id, mode);
+      return mode;
+    };
     const dataOf = new Map<Id, Buffer>();
     const chooseData = (id: Id, node: FileNode): Buffer => {
       const chosen = dataOf.get(id);
@@ -573,13 +654,16 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
           if (first !== undefined) real.linkSync(first, path);
           else {
             real.writeFileSync(path, chooseData(id, node), { mode: 0o600 });
+            real.chmodSync(path, chooseMode(id));
             written.set(id, path);
           }
         }
       }
+      // Last, once its entries are made (a mode without write permission would refuse them to a non-root).
+      real.chmodSync(dirPath, chooseMode(dirId));
     };
     materialise(rootId, resolve(target));
-    return { keptOps, droppedOps, files };
+    return { keptOps, droppedOps, files, modes: modeCounts };
   }
 
   return {
@@ -592,7 +676,9 @@ export function createPowerLossFs(options: PowerLossFsOptions): PowerLossFs {
       for (const node of nodes.values()) {
         if (node.kind === "file" && !node.durable.equals(node.current)) dirtyFiles += 1;
       }
-      return { entryOps: pendingOps.length, dirtyFiles };
+      let dirtyModes = 0;
+      for (const mode of modes.values()) if (mode.pending.length > 0) dirtyModes += 1;
+      return { entryOps: pendingOps.length, dirtyFiles, dirtyModes };
     },
     anomalies: () => anomalies,
     crashImage,

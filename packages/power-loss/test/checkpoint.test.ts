@@ -1,10 +1,16 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
 import { openCheckpointStore, restoreCheckpoint } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crashSweep, createPowerLossFs, type ImageContext, scratchFileOps } from "../src/index.js";
+import {
+  crashSweep,
+  createPowerLossFs,
+  type ImageContext,
+  scratchFileOps,
+  skipFlushes,
+} from "../src/index.js";
 import { report, reportSweep, scale } from "./report.js";
 
 // Checkpoints write their blobs unflushed, flush them several at a time, and only then give them their
@@ -14,6 +20,7 @@ import { report, reportSweep, scale } from "./report.js";
 
 const BEFORE: Record<string, string> = {
   "a.txt": "alpha\n",
+  "bin/tool": "#!/bin/sh\n",
   "same-1.txt": "twin\n",
   "same-2.txt": "twin\n",
   "docs/guide.md": "# guide\n",
@@ -21,18 +28,66 @@ const BEFORE: Record<string, string> = {
 };
 const AFTER: Record<string, string> = {
   "a.txt": "alpha, restored\n",
+  "bin/tool": "#!/bin/sh\n",
   "same-1.txt": "twin\n",
   "docs/guide.md": "# guide, version two\n",
   "docs/new.txt": "new\n",
 };
 
-function writeTree(root: string, files: Record<string, string>, fs?: FileOps): void {
+// Modes, so that a restore must bring them back too: a.txt changes bytes and mode, same-1.txt only its
+// mode, docs/ is a directory whose mode changes beside files that change, bin/ one whose mode alone
+// changes. Every other file is 644, every other directory 755.
+const BEFORE_MODES: Record<string, number> = { "a.txt": 0o755, "same-1.txt": 0o600, docs: 0o750, bin: 0o700 };
+const AFTER_MODES: Record<string, number> = { "a.txt": 0o644, "same-1.txt": 0o644, docs: 0o755, bin: 0o755 };
+
+/** The mode of every file of `files` and of every directory above one, by relative path. */
+function modesOf(files: Record<string, string>, modes: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const path of Object.keys(files)) {
+    out[path] = modes[path] ?? 0o644;
+    for (let dir = dirname(path); dir !== "."; dir = dirname(dir)) out[dir] = modes[dir] ?? 0o755;
+  }
+  return sortedKeys(out);
+}
+
+/** Writes `files` under `root` with the modes `modes` gives (and the defaults), through `fs`. */
+function writeTree(
+  root: string,
+  files: Record<string, string>,
+  fs: FileOps = scratchFileOps,
+  modes: Record<string, number> | null = null,
+): void {
   for (const [path, text] of Object.entries(files)) {
     const abs = join(root, path);
-    (fs ?? scratchFileOps).mkdirSync(join(abs, ".."), { recursive: true });
-    (fs ?? scratchFileOps).writeFileSync(abs, text);
+    fs.mkdirSync(join(abs, ".."), { recursive: true });
+    fs.writeFileSync(abs, text);
+  }
+  if (!modes) return;
+  // chmod only where the mode is not already the one wanted (the umask's default): fewer crash points.
+  for (const [path, mode] of Object.entries(modesOf(files, modes))) {
+    if ((fs.statSync(join(root, path)).mode & 0o7777) !== mode) fs.chmodSync(join(root, path), mode);
   }
 }
+
+function sortedKeys<T>(record: Record<string, T>): Record<string, T> {
+  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The permission bits of every file and directory under `root` (not `root` itself), by relative path. */
+function readModes(root: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  const walk = (rel: string): void => {
+    for (const entry of readdirSync(join(root, rel), { withFileTypes: true })) {
+      const path = rel ? `${rel}/${entry.name}` : entry.name;
+      out[path] = statSync(join(root, path)).mode & 0o7777;
+      if (entry.isDirectory()) walk(path);
+    }
+  };
+  walk("");
+  return sortedKeys(out);
+}
+
+const octal = (mode: number | undefined): string => (mode === undefined ? "none" : mode.toString(8));
 
 /** Every regular file under `root` by relative path. */
 function readTree(root: string): Record<string, string> {
@@ -104,7 +159,7 @@ describe("checkpoints and restores under power loss", () => {
     const result = await crashSweep({
       area: "checkpoint blobs",
       randomImages: scale(2),
-      setup: (root) => writeTree(join(root, "ws"), BEFORE),
+      setup: (root) => writeTree(join(root, "ws"), BEFORE, scratchFileOps, BEFORE_MODES),
       workload: async (fs, root, log) => {
         const store = openCheckpointStore({ dataDir: join(root, "data"), fs, now: () => 1_700_000_000_000 });
         await log.op(() => store.createCheckpoint(join(root, "ws")));
@@ -134,11 +189,16 @@ describe("checkpoints and restores under power loss", () => {
     expect(result.crashPoints).toBeGreaterThan(30);
   });
 
-  it("every restored name holds its old or its new bytes, whenever the power goes", async () => {
+  // ~660 crash points, each a checkpoint, a rewrite and a restore replayed up to it: over the suite's default
+  // timeout on a loaded machine.
+  it("every restored name holds its old or its new bytes and mode, whenever the power goes", {
+    timeout: 180_000,
+  }, async () => {
     // The workspace's state before the restore, made durable through the model (op 2).
     const writeDurably = (fs: FileOps, root: string, files: Record<string, string>): void => {
       rmTree(fs, root);
-      writeTree(root, files, fs);
+      writeTree(root, files, fs, AFTER_MODES);
+      // Each file and directory flushed after its chmod: its mode is durable too.
       for (const path of Object.keys(files)) flush(fs, join(root, path));
       for (const dir of new Set(Object.keys(files).map((path) => join(root, path, "..")))) flush(fs, dir);
       flush(fs, root);
@@ -146,7 +206,7 @@ describe("checkpoints and restores under power loss", () => {
     const result = await crashSweep({
       area: "restore apply",
       randomImages: scale(1),
-      setup: (root) => writeTree(join(root, "ws"), BEFORE),
+      setup: (root) => writeTree(join(root, "ws"), BEFORE, scratchFileOps, BEFORE_MODES),
       workload: async (fs, root, log) => {
         const ws = join(root, "ws");
         const dataDir = join(root, "data");
@@ -160,17 +220,30 @@ describe("checkpoints and restores under power loss", () => {
       check: (image: string, { acked }: ImageContext) => {
         if (acked < 2) return null;
         const now = readTree(join(image, "ws"));
+        const modes = readModes(join(image, "ws"));
+        const before = modesOf(BEFORE, BEFORE_MODES);
+        const after = modesOf(AFTER, AFTER_MODES);
         for (const path of new Set([...Object.keys(now), ...Object.keys(BEFORE), ...Object.keys(AFTER)])) {
           const text = now[path];
           if (text === undefined) {
             // Only a name the restore creates or removes may be absent.
             if (path in BEFORE && path in AFTER) return `${path} vanished`;
-          } else if (text !== AFTER[path] && text !== BEFORE[path]) {
-            return `${path} holds ${JSON.stringify(text)}, neither its old nor its restored bytes`;
+            continue;
+          }
+          // Bytes and mode together: a file is its old version or its restored one, never a mix.
+          const old = text === AFTER[path] && modes[path] === after[path];
+          const restored = text === BEFORE[path] && modes[path] === before[path];
+          if (!old && !restored) {
+            return `${path} holds ${JSON.stringify(text)} with mode ${octal(modes[path])}, neither its old nor its restored version`;
           }
         }
-        if (acked === 3 && JSON.stringify(now) !== JSON.stringify(readTreeOf(BEFORE))) {
-          return "the restore returned, but the workspace is not the checkpoint";
+        if (acked === 3) {
+          if (JSON.stringify(now) !== JSON.stringify(readTreeOf(BEFORE)))
+            return "the restore returned, but the workspace is not the checkpoint";
+          for (const path of new Set([...Object.keys(modes), ...Object.keys(before)])) {
+            if (modes[path] !== before[path])
+              return `the restore returned, but ${path} has mode ${octal(modes[path])}, not the checkpoint's ${octal(before[path])}`;
+          }
         }
         return null;
       },
@@ -183,21 +256,24 @@ describe("checkpoints and restores under power loss", () => {
 
   /** Restores BEFORE over AFTER on the model; returns the workspace as a power loss right after
    * `workspace_applied` is journaled (nothing unflushed survives) would leave it. */
-  async function workspaceAtApplied(durable: boolean): Promise<Record<string, string>> {
+  async function workspaceAtApplied(
+    durable: boolean,
+    sabotage: (fs: FileOps) => FileOps = (fs) => fs,
+  ): Promise<{ files: Record<string, string>; modes: Record<string, number> }> {
     const root = mkdtempSync(join(base, "restore-"));
     const ws = join(root, "ws");
     const dataDir = join(root, "data");
-    writeTree(ws, BEFORE);
+    writeTree(ws, BEFORE, scratchFileOps, BEFORE_MODES);
     const { checkpointId } = await openCheckpointStore({ dataDir, fs: scratchFileOps }).createCheckpoint(ws);
     rmSync(ws, { recursive: true });
-    writeTree(ws, AFTER);
+    writeTree(ws, AFTER, scratchFileOps, AFTER_MODES);
     const model = createPowerLossFs({ root });
-    const image = join(base, `image-${durable}`);
+    const image = mkdtempSync(join(base, "image-")) + "/image";
     await restoreCheckpoint({
       dataDir,
       workspaceRoot: ws,
       checkpointId,
-      fs: model.ops,
+      fs: sabotage(model.ops),
       durable,
       crash: {
         point(name) {
@@ -206,19 +282,37 @@ describe("checkpoints and restores under power loss", () => {
         },
       },
     });
-    return readTree(join(image, "ws"));
+    return { files: readTree(join(image, "ws")), modes: readModes(join(image, "ws")) };
   }
 
-  it("workspace_applied is journaled only once every restored file and name is durable", async () => {
-    expect(await workspaceAtApplied(true)).toEqual(BEFORE);
+  it("workspace_applied is journaled only once every restored file, name and mode is durable", async () => {
+    const applied = await workspaceAtApplied(true);
+    expect(applied.files).toEqual(BEFORE);
+    expect(applied.modes).toEqual(modesOf(BEFORE, BEFORE_MODES));
     // The check can fail: without the flushes, the same image has lost restored files or their contents.
-    const unflushed = await workspaceAtApplied(false);
+    const unflushed = (await workspaceAtApplied(false)).files;
     const differing = Object.keys({ ...BEFORE, ...unflushed }).filter((p) => unflushed[p] !== BEFORE[p]);
     expect(differing.length).toBeGreaterThan(0);
     report(
       "power-loss",
       "sabotaged restore (no flushes): files it left wrong, so the check can fail",
       differing.length,
+    );
+    // And the mode check can fail: a chmod is durable only once its own directory is flushed, so a seam
+    // skipping the flushes of directories in which no name changed (bin/, whose mode alone is restored)
+    // leaves bin/ with the mode it had before the restore.
+    const modeUnflushed = await workspaceAtApplied(true, (fs) =>
+      skipFlushes(fs, (request) => request.directory && request.changes.length === 0),
+    );
+    expect(modeUnflushed.files).toEqual(BEFORE);
+    const wrongModes = Object.keys(modeUnflushed.modes).filter(
+      (p) => modeUnflushed.modes[p] !== modesOf(BEFORE, BEFORE_MODES)[p],
+    );
+    expect(wrongModes).toEqual(["bin"]);
+    report(
+      "power-loss",
+      "sabotaged restore (mode-only directory not flushed): modes left wrong",
+      wrongModes.length,
     );
   });
 });

@@ -5,7 +5,15 @@ import { type BoatCreateRequest, openBoatCreateJournal } from "@drydock/boat-cre
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { FileOps } from "@drydock/file-lock";
 import { describe, expect, it } from "vitest";
-import { type AckLog, crashSweep, type ImageContext, scratchFileOps, seededRandom } from "../src/index.js";
+import {
+  type AckLog,
+  crashSweep,
+  type ImageContext,
+  scratchFileOps,
+  seededRandom,
+  withoutDirectoryFlushes,
+  withoutTempFileFlushes,
+} from "../src/index.js";
 import { report, reportSweep, scale } from "./report.js";
 import { afterRebootLock, readOrNull, tickingClock } from "./restart.js";
 
@@ -241,7 +249,11 @@ async function referenceStates(workload: Workload): Promise<(string | null)[]> {
   }
 }
 
-async function sweepJournal(area: string, workload: Workload) {
+async function sweepJournal(
+  area: string,
+  workload: Workload,
+  sabotage: { wrap: (fs: FileOps) => FileOps; randomImages: number } | null = null,
+) {
   const states = await referenceStates(workload);
   // Every plan must change the file at least once per kind of step, or the sweep proves little.
   expect(new Set(states).size).toBeGreaterThan(states.length / 2);
@@ -268,9 +280,10 @@ async function sweepJournal(area: string, workload: Workload) {
   };
   return crashSweep({
     area,
-    randomImages: scale(3),
+    randomImages: sabotage ? sabotage.randomImages : scale(3),
     setup: (root) => mkdirSync(join(root, "data")),
-    workload: (fs, root, log) => workload.run(fs, join(root, "data"), log, () => {}),
+    workload: (fs, root, log) =>
+      workload.run(sabotage ? sabotage.wrap(fs) : fs, join(root, "data"), log, () => {}),
     check: (image, context) => check(join(image, "data"), context),
   });
 }
@@ -320,5 +333,31 @@ describe("journals under power loss: before or after the interrupted operation, 
       anomalies: [],
     });
     report("power-loss", "delete journal: operation sequences", SEQUENCES);
+  });
+
+  // Sabotage controls: the journals untouched, the seam silently skipping one kind of flush they ask for.
+  // The same check must then report journals that lost an acknowledged operation or hold torn bytes.
+  it.each([
+    [
+      "no directory fsync (a renamed journal can revert)",
+      withoutDirectoryFlushes,
+      0,
+      /holds (nothing|the state after operation)/,
+    ],
+    [
+      "no fsync of the journal's temp (renamed into place unflushed)",
+      withoutTempFileFlushes,
+      1,
+      /holds (nothing|bytes of no state)/,
+    ],
+  ])("the sweep catches a create journal with %s", async (title, wrap, randomImages, expected) => {
+    const result = await sweepJournal("create journal (sabotaged)", createJournalWorkload(1, LENGTH), {
+      wrap,
+      randomImages,
+    });
+    expect(result.anomalies).toEqual([]);
+    const caught = result.violations.filter((v) => v.acked >= 1 && expected.test(v.detail));
+    report("power-loss", `create journal, sabotaged (${title}): images caught`, caught.length);
+    expect(caught.length, JSON.stringify(result.violations.slice(0, 3))).toBeGreaterThan(0);
   });
 });

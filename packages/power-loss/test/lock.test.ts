@@ -1,9 +1,10 @@
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { constants, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   acquireLock,
   collectLockGarbage,
   createSystemIdentity,
+  type FileOps,
   inspectLock,
   type LockOptions,
   LockOwnerSchema,
@@ -11,7 +12,7 @@ import {
 } from "@drydock/file-lock";
 import { describe, expect, it } from "vitest";
 import { crashSweep, type ImageContext } from "../src/index.js";
-import { reportSweep, scale } from "./report.js";
+import { report, reportSweep, scale } from "./report.js";
 import { afterRebootLock } from "./restart.js";
 
 const DEAD_PID = 4_000_001;
@@ -83,6 +84,31 @@ async function check(image: string, _context: ImageContext): Promise<string | nu
   return null;
 }
 
+const { O_WRONLY, O_CREAT, O_EXCL } = constants;
+
+/**
+ * Sabotage: the lock published without link(2), by copying the candidate into a new file at the lock's
+ * name, back to front (as a writer filling blocks out of order would). Still exclusive (O_EXCL), but not
+ * atomic: a power loss between the two writes leaves bytes no owner ever had at the lock's name.
+ */
+function publishByCopy(fs: FileOps): FileOps {
+  return {
+    ...fs,
+    linkSync(existing, newPath) {
+      if (!String(newPath).endsWith("work.lock")) return fs.linkSync(existing, newPath);
+      const bytes = fs.readFileSync(existing);
+      const fd = fs.openSync(newPath, O_WRONLY | O_CREAT | O_EXCL, 0o600);
+      try {
+        const half = Math.floor(bytes.length / 2);
+        fs.writeSync(fd, bytes, half, bytes.length - half, half);
+        fs.writeSync(fd, bytes, 0, half, 0);
+      } finally {
+        fs.closeSync(fd);
+      }
+    },
+  };
+}
+
 describe("file-lock under power loss", () => {
   it.each([
     ["", false],
@@ -115,4 +141,30 @@ describe("file-lock under power loss", () => {
       expect(result.crashPoints).toBeGreaterThan(20);
     },
   );
+
+  // The lock writes nothing it needs to survive (no fsync on purpose: the boot-time rule recovers a lock
+  // whose bytes never reached the disk), so skipping flushes cannot make this sweep fail. What it does
+  // hold the lock to is an atomic publish: a sabotaged seam that publishes by copying must be caught.
+  it("the sweep catches a lock published by a non-atomic copy instead of link(2)", async () => {
+    const result = await crashSweep({
+      area: "file-lock (sabotaged: publish by copy)",
+      randomImages: 0,
+      setup: plantDeadOwner,
+      async workload(fs, root, log) {
+        const lock = join(root, "work.lock");
+        const options = workloadLock(publishByCopy(fs));
+        for (let i = 0; i < 2; i += 1) {
+          await log.op(async () => {
+            const handle = await acquireLock(lock, options);
+            handle.release();
+          });
+        }
+      },
+      check,
+    });
+    expect(result.anomalies).toEqual([]);
+    const caught = result.violations.filter((v) => /bytes no writer produced/.test(v.detail));
+    report("power-loss", "file-lock, sabotaged (publish by copy): images caught", caught.length);
+    expect(caught.length, JSON.stringify(result.violations.slice(0, 3))).toBeGreaterThan(0);
+  });
 });

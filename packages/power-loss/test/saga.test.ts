@@ -10,7 +10,14 @@ import {
   type SagaStore,
 } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AckLog, crashSweep, type ImageContext, scratchFileOps } from "../src/index.js";
+import {
+  type AckLog,
+  crashSweep,
+  type ImageContext,
+  scratchFileOps,
+  withoutFlushAfterLink,
+  withoutTempFileFlushes,
+} from "../src/index.js";
 import { report, reportSweep, scale } from "./report.js";
 import { afterReboot, readOrNull, tickingClock } from "./restart.js";
 
@@ -34,7 +41,12 @@ beforeAll(() => {
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
 /** create + the advances of a completed restore (the first EVENTS events), each an acknowledged operation. */
-async function happyPath(store: SagaStore, log: AckLog | null, after: (s: SagaState) => void): Promise<void> {
+async function happyPath(
+  store: SagaStore,
+  log: AckLog | null,
+  after: (s: SagaState) => void,
+  events = EVENTS,
+): Promise<void> {
   const run = async <T>(fn: () => Promise<T>): Promise<T> => (log ? log.op(fn) : fn());
   let saga = await run(() =>
     store.create(ID, {
@@ -65,7 +77,7 @@ async function happyPath(store: SagaStore, log: AckLog | null, after: (s: SagaSt
     ["workspace_applied", { appliedCount: 2, poststateDigest: HASH2 }],
     ["completed", { resultDigest: HASH }],
   ];
-  for (const [phase, evidence] of steps.slice(0, EVENTS - 1)) {
+  for (const [phase, evidence] of steps.slice(0, events - 1)) {
     const current = saga;
     saga = await run(() =>
       store.advance(ID, {
@@ -236,5 +248,32 @@ describe("saga store under power loss", () => {
     // directory's name into its parent, and nothing may be lost.
     expect(result.violations).toEqual([]);
     expect(result.crashPoints).toBeGreaterThan(EVENTS * 10);
+  });
+
+  // Sabotage controls: the same sweep over a seam that silently skips one kind of flush the store asks for
+  // (the store itself untouched) must report acknowledged events lost, or this sweep could not fail.
+  it.each([
+    [
+      "no directory fsync after an event is linked (publishNewFile's bug)",
+      withoutFlushAfterLink,
+      /acknowledged events lost|load failed/,
+      3,
+    ],
+    ["no fsync of the event and HEAD temps", withoutTempFileFlushes, /load failed|differs/, 2],
+  ])("the sweep catches a store with %s", async (title, sabotage, expected, events) => {
+    const result = await crashSweep({
+      area: "saga store (sabotaged)",
+      // Random images too: the lost link only shows when a later unsynced operation (HEAD's rename) lands
+      // without it, which neither drop-all nor keep-all gives.
+      randomImages: 10,
+      setup: (root) => mkdirSync(join(root, "state")),
+      workload: (fs, root, log) =>
+        happyPath(openStore(join(root, "state"), sabotage(fs)), log, () => {}, events),
+      check: checker((await referenceHashes()).slice(0, events)),
+    });
+    expect(result.anomalies).toEqual([]);
+    const caught = result.violations.filter((v) => v.acked >= 1 && expected.test(v.detail));
+    report("power-loss", `saga store, sabotaged (${title}): images caught`, caught.length);
+    expect(caught.length, JSON.stringify(result.violations.slice(0, 3))).toBeGreaterThan(0);
   });
 });
