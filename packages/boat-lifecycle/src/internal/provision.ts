@@ -1,8 +1,4 @@
-import {
-  type BoatCreateRequest,
-  isJournalStateError,
-  keyTrustDeadline,
-} from "@drydock/boat-create-journal";
+import { type BoatCreateRequest, isJournalStateError, keyTrustDeadline } from "@drydock/boat-create-journal";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError, retryIn } from "../errors.js";
 import { type Boat, CREATE_REQUEST_BODY } from "../schema.js";
 import {
