@@ -383,6 +383,12 @@ if (killLoop) {
   });
 }
 
+/**
+ * Tests that skip themselves when the machine cannot run them (with the reason in their output), by title.
+ * The pid-namespace holder needs `unshare --pid`, which many CI containers refuse to unprivileged users.
+ */
+const ENVIRONMENT_SKIPS = [/live holder in another pid namespace/];
+
 let failedChecks = 0;
 const areaRows = [];
 const sections = [];
@@ -400,9 +406,11 @@ for (const area of AREAS) {
     }
     // Only a passing test counts. A skipped, pending or todo test is a check that did not run, and a file
     // with no passing test proved nothing: both count as failures, so a `.skip` cannot read as a pass.
+    // Except a skip the machine forces (ENVIRONMENT_SKIPS): it is listed as skipped, not counted.
     const filePassed = result.tests.filter((t) => t.status === "passed").length;
+    const allowedSkip = (t) => t.status === "skipped" && ENVIRONMENT_SKIPS.some((re) => re.test(t.title));
     const fileFailed =
-      result.tests.filter((t) => t.status !== "passed").length +
+      result.tests.filter((t) => t.status !== "passed" && !allowedSkip(t)).length +
       ((result.status === "failed" && result.tests.every((t) => t.status === "passed")) || filePassed === 0
         ? 1
         : 0);

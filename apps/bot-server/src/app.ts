@@ -548,7 +548,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     if (row.resolved && row.boxId)
       return { status: "ready", boxId: row.boxId, name: deps.lifecycle.boatNameFor(botId) };
     if (busy.has(botId)) return { status: "provisioning", ...(row.boxId ? { boxId: row.boxId } : {}) };
-    const expired = now >= keyTrustDeadline(row.createdAt);
+    // A row with a Boat id needs no key: it is finished by reading that Boat, never "expired".
+    const expired = row.boxId === undefined && now >= keyTrustDeadline(row.createdAt);
     return {
       status: "needs_attention",
       ...(row.boxId ? { boxId: row.boxId } : {}),

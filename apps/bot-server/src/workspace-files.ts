@@ -17,6 +17,9 @@ import {
   writeSync,
 } from "node:fs";
 import { join, sep } from "node:path";
+// A temp this old is abandoned even if its pid looks alive (a write holds the workspace lock for seconds):
+// the same age json-journal's sweep uses.
+import { STALE_TEMP_MS } from "@drydock/json-journal";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
 
@@ -75,8 +78,6 @@ export const MAX_SEGMENT_BYTES = 200;
  */
 const TEMP_SUFFIX = ".tmp";
 const TEMP_NAME = /^\..+\.([1-9][0-9]{0,9})\.[0-9a-f]{16}\.tmp$/;
-/** A temp of a live process this old is abandoned too (a write holds the workspace lock for seconds). */
-export const STALE_TEMP_MS = 5 * 60 * 1000;
 
 export function isWorkspaceTempName(name: string): boolean {
   return TEMP_NAME.test(name);

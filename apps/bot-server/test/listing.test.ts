@@ -95,6 +95,20 @@ describe("GET /v1/bots follows every change, whoever makes it", () => {
     await old.discardBoatCreate(request);
   });
 
+  it("a create row with a remembered Boat id is never 'not retried', however old: it needs no key", async () => {
+    const call = api(server.url, server.token);
+    await openBotRegistry(tmp.dir).create({ botId: "dee", name: "Dee" });
+    const startedAt = Date.now() - KEY_RETENTION_MS - 1_000;
+    const old = openBoatCreateJournal({ dataDir: tmp.dir, now: () => startedAt });
+    const { request } = await old.beginBoatCreate("dee", "{}");
+    await old.rememberCreatedBoat(request, "bx_abcdefgh");
+    const bots = (await call("GET", "/v1/bots")).json.bots as Listed[];
+    const problem = bots.find((b) => b.botId === "dee")?.computer.problem ?? "";
+    expect(problem).toMatch(/interrupted/);
+    expect(problem).not.toMatch(/will not retry it/);
+    await old.retireDeletedBoatCreate("bx_abcdefgh");
+  });
+
   it("a provision in flight shows as provisioning even when no file changes, then ready", async () => {
     const call = api(server.url, server.token);
     const sim = server.simulator;

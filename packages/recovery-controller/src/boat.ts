@@ -201,7 +201,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         ...base,
         kind: "create_expired",
         name: null,
-        summary: `Bot ${row.botId} has a create request older than boat.dev's 24-hour retry window whose Boat id was never recorded; creation for this bot is paused.`,
+        summary: `Bot ${row.botId} has a create request whose Boat id was never recorded and whose key drydock no longer sends (within an hour of, or past, boat.dev's 24-hour retry window); creation for this bot is paused.`,
         facts,
         action: {
           name: null,

@@ -73,6 +73,12 @@ export interface VerifiedManifest {
   manifestDigest: string;
   /** Digest of the tree the manifest describes (compare with a scan of the workspace). */
   treeDigest: string;
+  /**
+   * The entries with the modes as recorded, only when some recorded mode carried setuid/setgid bits (a
+   * manifest written before those were dropped). A plan an older version committed to was computed from
+   * these: `manifest.entries` (masked) would not reproduce its digest.
+   */
+  recordedEntries?: CheckpointManifest["entries"];
 }
 
 /**
@@ -247,6 +253,10 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     if (!parsed.success) throw corrupt(checkpointId, "manifest does not match the manifest schema");
     const manifest = parsed.data;
     // Written before setuid/setgid were dropped (see MODE_BITS): they are never restored, nor compared.
+    // The recorded modes are kept aside, to prove a plan an older version committed to (see the field).
+    const recordedEntries = manifest.entries.some((entry) => (entry.mode & ~MODE_BITS) !== 0)
+      ? manifest.entries.map((entry) => ({ ...entry }))
+      : undefined;
     for (const entry of manifest.entries) entry.mode &= MODE_BITS;
     if (manifest.checkpointId !== checkpointId)
       throw corrupt(checkpointId, "manifest names another checkpoint");
@@ -276,6 +286,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       manifest,
       manifestDigest: `sha256:${sha256Hex(bytes)}`,
       treeDigest: treeDigest(manifest.entries),
+      ...(recordedEntries ? { recordedEntries } : {}),
     };
   }
 

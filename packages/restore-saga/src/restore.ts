@@ -700,17 +700,27 @@ function planRollback(
   const checkpointManifestDigest = created.evidence.checkpointManifestDigest as string;
   const intentEvent = saga.events.findLast((event) => event.phase === "intent_committed");
   const target = checkpoints.readVerifiedManifest(checkpointId);
-  const original = planFromScan(safety.manifest.entries, target.manifest.entries);
-  if (
-    target.manifestDigest !== checkpointManifestDigest ||
-    intentEvent?.evidence.intentCommitDigest !==
-      intentDigest({
-        operationId: saga.operationId,
-        checkpointId,
-        checkpointManifestDigest,
-        planDigest: original.planDigest,
-      })
-  ) {
+  const committed = (plan: RestorePlan): boolean =>
+    intentEvent?.evidence.intentCommitDigest ===
+    intentDigest({
+      operationId: saga.operationId,
+      checkpointId,
+      checkpointManifestDigest,
+      planDigest: plan.planDigest,
+    });
+  // A restore an older version stopped planned with the modes as recorded, setuid/setgid included: its
+  // plan is proven from those (the rollback itself still never sets those bits).
+  const candidates = [planFromScan(safety.manifest.entries, target.manifest.entries)];
+  if (safety.recordedEntries || target.recordedEntries) {
+    candidates.push(
+      planFromScan(
+        safety.recordedEntries ?? safety.manifest.entries,
+        target.recordedEntries ?? target.manifest.entries,
+      ),
+    );
+  }
+  const original = candidates.find(committed);
+  if (target.manifestDigest !== checkpointManifestDigest || original === undefined) {
     throw new SagaError({
       code: "CORRUPT",
       operationId: saga.operationId,
@@ -718,7 +728,12 @@ function planRollback(
     });
   }
   const touched = touchedPaths(original);
-  const current = removeLeftTemps(fs, root, scanTree(fs, root, { strict: false }), touched, options);
+  // A file the safety checkpoint holds was there before the restore: never one of its temps.
+  const held = new Set(safety.manifest.entries.map((entry) => entry.path));
+  const current = removeLeftTemps(fs, root, scanTree(fs, root, { strict: false }), touched, {
+    ...options,
+    held,
+  });
   const { plan, outside } = restrictPlan(planFromScan(current, safety.manifest.entries), current, touched);
   return {
     plan,

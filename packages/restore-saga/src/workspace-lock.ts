@@ -156,6 +156,15 @@ function readOwner(fs: FileOps, path: string): WorkspaceLockOwner | null {
   try {
     owner = inspectLock(path, { fs });
   } catch (error) {
+    // LOCK_IO: this process could not read the file (out of descriptors or memory, interrupted), which
+    // says nothing about the lock; never tell a person to remove it for that.
+    if (isLockError(error) && error.code === "LOCK_IO") {
+      throw new SagaError({
+        code: "LOCK_FAILED",
+        cause: error,
+        message: `The workspace lock ${path} could not be read by this process (${error.message}), so it was not judged and nothing was changed. Retry shortly.`,
+      });
+    }
     throw corruptLock(path, error);
   }
   return owner === null ? null : parseOwner(path, owner);

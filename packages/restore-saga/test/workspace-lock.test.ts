@@ -367,3 +367,35 @@ describe("workspace lock", () => {
     }
   });
 });
+
+describe("a workspace lock this process could not read", () => {
+  it("EMFILE is 'not judged, retry', never 'remove it by hand'", async () => {
+    const base = makeTempDir("ws-emfile");
+    const workspace = join(base, "ws");
+    const dataDir = join(base, "data");
+    fs.mkdirSync(workspace);
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    try {
+      const emfile: FileOps = {
+        ...nodeFileOps,
+        openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+          if (String(path).endsWith(".lock")) {
+            throw Object.assign(new Error("EMFILE: too many open files"), { code: "EMFILE" });
+          }
+          return (nodeFileOps.openSync as (...args: unknown[]) => number)(path, ...rest);
+        }) as FileOps["openSync"],
+      };
+      let caught: unknown = null;
+      try {
+        inspectWorkspaceLock({ dataDir, workspaceRoot: workspace, fs: emfile });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toMatchObject({ code: "LOCK_FAILED" });
+      expect((caught as Error).message).toMatch(/not judged/);
+      expect((caught as Error).message).not.toMatch(/remove it by hand/);
+    } finally {
+      held.release();
+    }
+  });
+});

@@ -105,7 +105,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
           attention: true,
           subject: row.botId,
           message: row.expired
-            ? "create request past boat.dev's 24-hour window without a recorded Boat: creation is paused for this bot"
+            ? "create request without a recorded Boat whose key is no longer sent (its last hour of boat.dev's 24-hour window, or past it): creation is paused for this bot"
             : row.boxId
               ? `Boat ${row.boxId} remembered but not resolved`
               : "create request in flight (the server's retry reuses its key)",

@@ -320,13 +320,17 @@ export function removeLeftTemps(
   root: string,
   current: readonly ScannedEntry[],
   touched: ReadonlySet<string>,
-  options: { removeTemps: boolean },
+  options: { removeTemps: boolean; held?: ReadonlySet<string> },
 ): ScannedEntry[] {
   const kept: ScannedEntry[] = [];
   for (const entry of current) {
     const slash = entry.path.lastIndexOf("/");
     const target = entry.type === "file" ? tempTarget(entry.path.slice(slash + 1)) : null;
-    if (target === null || !touched.has(entry.path.slice(0, slash + 1) + target)) {
+    if (
+      target === null ||
+      !touched.has(entry.path.slice(0, slash + 1) + target) ||
+      options.held?.has(entry.path)
+    ) {
       kept.push(entry);
     } else if (options.removeTemps) {
       try {
