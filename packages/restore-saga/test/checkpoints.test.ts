@@ -3,8 +3,8 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isSagaError, MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore, type SagaError } from "../src/index.js";
-import { makeTempDir, removeDir, writeTree } from "./helpers.js";
+import { MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore } from "../src/index.js";
+import { makeTempDir, rejection, removeDir, writeTree } from "./helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -25,16 +25,6 @@ afterEach(() => {
 function blobCount(): number {
   const blobs = join(dataDir, "checkpoints", "blobs");
   return fs.readdirSync(blobs).reduce((sum, dir) => sum + fs.readdirSync(join(blobs, dir)).length, 0);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
 }
 
 describe("checkpoint store", () => {

@@ -1,8 +1,8 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isSagaError, openCheckpointStore, restoreCheckpoint, type SagaError } from "../src/index.js";
-import { makeTempDir, removeDir, sameTree, snapshotTree, writeTree } from "./helpers.js";
+import { openCheckpointStore, restoreCheckpoint } from "../src/index.js";
+import { makeTempDir, rejection, removeDir, sameTree, snapshotTree, writeTree } from "./helpers.js";
 
 let base: string;
 let workspace: string;
@@ -16,16 +16,6 @@ beforeEach(() => {
 afterEach(() => {
   removeDir(base);
 });
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
-}
 
 const INSIDE = /^The data directory .* must not be inside the workspace/;
 

@@ -9,6 +9,7 @@ import {
   openCheckpointStore,
   openSagaStore,
   rollbackFromSafetyCheckpoint,
+  type SagaError,
   type SagaState,
   type SagaStore,
   takeoverWorkspaceLock,
@@ -217,4 +218,15 @@ export function strayFiles(root: string): string[] {
   return [...snapshotTree(root).keys()].filter((path) =>
     /(^|\/)\.[^/]*\.tmp$|quarantine|\.candidate-/.test(path),
   );
+}
+
+/** The SagaError a promise rejects with; fails the test if it resolves or rejects with anything else. */
+export async function rejection(promise: Promise<unknown>): Promise<SagaError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (isSagaError(error)) return error;
+    throw error;
+  }
+  throw new Error("expected a SagaError");
 }

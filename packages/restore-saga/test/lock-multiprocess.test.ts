@@ -6,12 +6,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
-  isSagaError,
   ownerDigest,
-  type SagaError,
   takeoverWorkspaceLock,
 } from "../src/index.js";
-import { makeTempDir, removeDir } from "./helpers.js";
+import { makeTempDir, rejection, removeDir } from "./helpers.js";
 
 const FIXTURE = fileURLToPath(new URL("./fixtures/lock-child.ts", import.meta.url));
 const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
@@ -20,16 +18,6 @@ const cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
-}
 
 describe("workspace lock across processes", () => {
   it("refuses an overlapping workspace while another process holds it, and takes over only once it is dead", async () => {

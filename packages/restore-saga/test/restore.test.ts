@@ -5,7 +5,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
-  isSagaError,
   openCheckpointStore,
   type RestoreOptions,
   restoreCheckpoint,
@@ -16,6 +15,7 @@ import {
   makeRestoreFixture,
   makeTempDir,
   recoverRestore,
+  rejection,
   removeDir,
   sagaStoreFor,
   sameTree,
@@ -54,16 +54,6 @@ function recover(operationId: string) {
     operationId,
     isProcessAlive: everyoneDead,
   });
-}
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
 }
 
 const FORWARD = [

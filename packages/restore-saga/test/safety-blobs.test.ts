@@ -3,12 +3,13 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isSagaError, openCheckpointStore, restoreCheckpoint, type SagaError } from "../src/index.js";
+import { openCheckpointStore, restoreCheckpoint } from "../src/index.js";
 import {
   everyoneDead,
   makeRestoreFixture,
   makeTempDir,
   recoverRestore,
+  rejection,
   removeDir,
   sagaStoreFor,
   sameTree,
@@ -41,16 +42,6 @@ function rotBlobOf(path: string): string {
   rotten[0]! ^= 1;
   fs.writeFileSync(blob, rotten);
   return blob;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
 }
 
 describe("the safety checkpoint never reuses a damaged blob for a path the restore changes", () => {

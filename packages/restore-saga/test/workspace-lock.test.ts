@@ -6,15 +6,13 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
-  isSagaError,
   ownerDigest,
-  type SagaError,
   takeoverWorkspaceLock,
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
 } from "../src/index.js";
-import { deadPid, everyoneDead, makeTempDir, removeDir } from "./helpers.js";
+import { deadPid, everyoneDead, makeTempDir, rejection, removeDir } from "./helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -30,16 +28,6 @@ beforeEach(() => {
 afterEach(() => {
   removeDir(base);
 });
-
-async function rejection(promise: Promise<unknown>): Promise<SagaError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (isSagaError(error)) return error;
-    throw error;
-  }
-  throw new Error("expected a SagaError");
-}
 
 describe("workspace lock", () => {
   it("publishes an owner carrying { transactionId, workspaceRoot, purpose } and releases it", async () => {
