@@ -387,3 +387,36 @@ describe("a workspace lock this process could not read", () => {
     }
   });
 });
+
+describe("a durable acquire whose flush fails", () => {
+  it("says the lock is still held by this process when giving it up failed too, never 'nothing was changed'", async () => {
+    const base = makeTempDir("ws-dflush");
+    const workspace = join(base, "ws");
+    const dataDir = join(base, "data");
+    fs.mkdirSync(workspace);
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const failing: FileOps = {
+      ...nodeFileOps,
+      fsyncSync: (fd) => {
+        if (nodeFileOps.fstatSync(fd).isDirectory()) throw Object.assign(new Error("EIO"), { code: "EIO" });
+        nodeFileOps.fsyncSync(fd);
+      },
+      unlinkSync: (path) => {
+        // A disk remounted read-only after the EIO: the give-up fails too.
+        if (/ws-[0-9a-f]+\.lock$/.test(String(path)))
+          throw Object.assign(new Error("EROFS"), { code: "EROFS" });
+        nodeFileOps.unlinkSync(path);
+      },
+    };
+    let caught: unknown = null;
+    try {
+      await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1", fs: failing });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({ code: "LOCK_FAILED" });
+    expect((caught as Error).message).toMatch(/this process holds it until it exits/);
+    expect((caught as Error).message).not.toMatch(/Nothing was changed/);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.pid).toBe(process.pid);
+  });
+});

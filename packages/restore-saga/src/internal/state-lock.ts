@@ -14,6 +14,15 @@ export type StateLockOptions = Pick<LockOptions, "waitMs" | "retryMs" | "isProce
 
 export function lockFailed(error: unknown, what: string): SagaError {
   const code = isLockError(error) ? error.code : undefined;
+  // LOCK_IO says exactly what happened (e.g. taken but not flushed, and left held by this process when
+  // giving it up failed too): "nothing was changed, retry" could be false, so its own words are passed on.
+  if (code === "LOCK_IO") {
+    return new SagaError({
+      code: "LOCK_FAILED",
+      cause: error,
+      message: `Could not lock ${what}: ${(error as Error).message}`,
+    });
+  }
   const why =
     code === "LOCK_TIMEOUT"
       ? "another process kept it busy"
