@@ -17,11 +17,12 @@ import {
   writeSync,
 } from "node:fs";
 import { join, sep } from "node:path";
+import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 // A temp this old is abandoned even if its pid looks alive (a write holds the workspace lock for seconds):
 // the same age json-journal's sweep uses.
 import { STALE_TEMP_MS } from "@drydock/json-journal";
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = constants;
 
 /** Why a workspace path was refused; the server answers 400 with this text. */
 export class WorkspacePathError extends Error {
@@ -373,7 +374,7 @@ export function workspaceFiles(root: string, options: WorkspaceFilesOptions = {}
         const dir = verifyTemp();
         renameSync(join(dir, temp), join(dir, name));
         renamed = true;
-        fsyncDir(dir);
+        fsyncDirectory(nodeFileOps, dir);
       } catch (error) {
         if (!renamed) removeTemp(fd, [join(realParent, temp), join(parent, temp)], created);
         throw clientError(error, path);
@@ -408,15 +409,6 @@ export function workspaceFiles(root: string, options: WorkspaceFilesOptions = {}
       }
     },
   };
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, O_RDONLY | O_DIRECTORY);
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /**

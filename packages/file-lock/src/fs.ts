@@ -1,4 +1,5 @@
 import * as nodeFs from "node:fs";
+import { dirname, resolve } from "node:path";
 
 /**
  * The file-system seam (SQLite's `aSyscall[]` idea): every drydock package that touches the disk does it
@@ -138,6 +139,39 @@ export function failNthCall(ops: FileOps, options: FailNthOptions): FaultyFileOp
     };
   }
   return { ops: wrapped as unknown as FileOps, calls: () => counted, fired: () => fired };
+}
+
+/**
+ * fsync a directory, so the names created, removed or renamed in it survive a power loss (a name is only an
+ * entry in its directory). The fs error is thrown; the descriptor is closed either way.
+ */
+export function fsyncDirectory(fs: FileOps, dir: string): void {
+  const fd = fs.openSync(dir, nodeFs.constants.O_RDONLY | nodeFs.constants.O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // The flush's own outcome (or error) is what matters; a failed close changes nothing on disk.
+    }
+  }
+}
+
+/**
+ * `mkdir -p dir` with `mode`; returns the directories whose fsync makes the new names durable (the parent
+ * of each directory it created, deepest first), empty when nothing was created. The caller flushes them
+ * (`fsyncDirectory`) before it relies on the new directories surviving a power loss.
+ */
+export function makeDirectories(fs: FileOps, dir: string, mode = 0o700): string[] {
+  const first = fs.mkdirSync(dir, { recursive: true, mode });
+  if (first === undefined) return [];
+  const parents: string[] = [];
+  for (let created = dir; ; created = dirname(created)) {
+    parents.push(dirname(created));
+    if (resolve(created) === resolve(first) || dirname(created) === created) break;
+  }
+  return parents;
 }
 
 export function errnoError(code: string, syscall: string, path?: unknown): NodeJS.ErrnoException {

@@ -24,6 +24,8 @@ export {
   type FileOps,
   failNthCall,
   fsyncAsync,
+  fsyncDirectory,
+  makeDirectories,
   nodeFileOps,
 } from "./fs.js";
 export { collectLockGarbage, collectLockGarbageIn, type GarbageOptions } from "./gc.js";

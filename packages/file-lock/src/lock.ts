@@ -1,12 +1,12 @@
 import { dirname } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { errnoOf, isLockError, LockError, type TornLock, toLockError } from "./errors.js";
+import { fsyncDirectory, makeDirectories } from "./fs.js";
 import { claimElection, resignElection } from "./internal/election.js";
 import {
   type BadFile,
   candidatePath,
   type FileId,
-  fsyncPath,
   garbageElectionKey,
   linkExclusive,
   newOwner,
@@ -91,7 +91,7 @@ function isTornFile(file: FileId | null, torn: TornLock, ctx: LockContext): bool
 
 /** A published lock's name reaches the disk only with its directory (`durable`). */
 function flushLockDirectory(path: string, ctx: LockContext): void {
-  fsyncPath(ctx.fs, dirname(path));
+  fsyncDirectory(ctx.fs, dirname(path));
 }
 
 function ownerDeadError(owner: LockOwner, path: string): LockError {
@@ -211,12 +211,9 @@ class Acquisition {
   private createDirectory(): void {
     try {
       const lockDir = dirname(this.path);
-      const first = this.ctx.fs.mkdirSync(lockDir, { recursive: true, mode: 0o700 });
+      const parents = makeDirectories(this.ctx.fs, lockDir);
       // durable: each directory made here reaches the disk with its parent (the lock's name with its own).
-      for (let dir = lockDir; this.ctx.durable && first !== undefined; dir = dirname(dir)) {
-        fsyncPath(this.ctx.fs, dirname(dir));
-        if (dir === first || dirname(dir) === dir) break;
-      }
+      if (this.ctx.durable) for (const parent of parents) fsyncDirectory(this.ctx.fs, parent);
     } catch (error) {
       throw new LockError({
         code: "LOCK_IO",

@@ -281,23 +281,6 @@ export async function writeFileAtomicAsync(
   else await runAsync(steps, performAsync);
 }
 
-/**
- * fsync a directory, so the entries created in it (a renamed file, a new subdirectory) survive a power
- * loss. Throws the fs error.
- */
-export function syncDirectory(fs: FileOps, dir: string): void {
-  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY);
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    try {
-      fs.closeSync(fd);
-    } catch {
-      // The fsync already succeeded (or its error is being reported); a failed close changes nothing.
-    }
-  }
-}
-
 /** Dead only on proof: ESRCH. EPERM means the pid exists (another user); anything else is not a proof. */
 export function defaultIsProcessAlive(pid: number): boolean {
   try {

@@ -1,15 +1,17 @@
 import * as nodeFs from "node:fs";
-import { basename, dirname, resolve } from "node:path";
+import { basename, dirname } from "node:path";
 import {
   type FileOps,
+  fsyncDirectory,
   isLockError,
   type LockHandle,
   type LockOptions,
+  makeDirectories,
   nodeFileOps,
   withLock,
 } from "@drydock/file-lock";
 import type { z } from "zod";
-import { sweepStaleTemps, syncDirectory, writeFileAtomic } from "./atomic.js";
+import { sweepStaleTemps, writeFileAtomic } from "./atomic.js";
 import { findDuplicateName } from "./duplicate-names.js";
 import { errnoCode, JsonJournalError } from "./errors.js";
 import { lockErrorDetail } from "./state-errors.js";
@@ -364,18 +366,14 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   /** Creates the directories; when any were created, flushes their parents before anything is saved. */
   function makeDirs(): void {
     for (const dir of dirs) {
-      const first = fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-      if (first === undefined || !durable) continue;
       // A new directory is only an entry in its parent: until the parent is flushed, a power loss can drop
-      // it, and with it a first record that update() reported saved. Deepest first, up to the first
-      // directory mkdir created (a Set keeps insertion order).
-      for (let created = dir; ; created = dirname(created)) {
-        unflushed.add(dirname(created));
-        if (resolve(created) === resolve(first) || dirname(created) === created) break;
-      }
+      // it, and with it a first record that update() reported saved. Deepest first (a Set keeps insertion
+      // order); a parent whose flush failed is flushed by the next call.
+      const parents = makeDirectories(fs, dir);
+      if (durable) for (const parent of parents) unflushed.add(parent);
     }
     for (const parent of unflushed) {
-      syncDirectory(fs, parent);
+      fsyncDirectory(fs, parent);
       unflushed.delete(parent);
     }
   }

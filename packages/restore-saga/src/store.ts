@@ -1,5 +1,5 @@
 import { isAbsolute, join, resolve, sep } from "node:path";
-import { type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 import { type CommitState, errnoOf, SagaError } from "./errors.js";
 import {
   canonicalJson,
@@ -11,7 +11,6 @@ import {
 import { type CrashHook, noCrash } from "./internal/crash.js";
 import {
   ensurePrivateDir,
-  fsyncDir,
   isTempName,
   lstatOrNull,
   PublishFailure,
@@ -938,7 +937,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
             // The saga's directory name must be durable before any event in it is acknowledged: a power
             // loss would otherwise forget the whole saga after create and advance returned. Also when an
             // earlier create made the directory and died before this flush.
-            fsyncDir(fs, shardDir);
+            fsyncDirectory(fs, shardDir);
           } catch (error) {
             throw writeFailed(operationId, "event_not_committed", error, null);
           }
@@ -1133,8 +1132,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         }
         crash.point("saga.after-archive-rename");
         try {
-          fsyncDir(fs, archiveDir);
-          fsyncDir(fs, shardDir);
+          fsyncDirectory(fs, archiveDir);
+          fsyncDirectory(fs, shardDir);
         } catch (error) {
           throw writeFailed(operationId, "archive_commit_unknown", error, null);
         }
@@ -1270,8 +1269,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         // made durable before any file goes, so a power loss never leaves a half-deleted archive behind.
         fs.renameSync(archived, purging);
         crash.point("saga.after-purge-rename");
-        fsyncDir(fs, archiveDir);
-        fsyncDir(fs, purgeDir);
+        fsyncDirectory(fs, archiveDir);
+        fsyncDirectory(fs, purgeDir);
       }
       const stat = present(purging);
       if (stat) {
@@ -1279,7 +1278,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         for (const name of fs.readdirSync(purging)) fs.unlinkSync(join(purging, name));
         fs.rmdirSync(purging);
       }
-      if (present(purgeDir)) fsyncDir(fs, purgeDir);
+      if (present(purgeDir)) fsyncDirectory(fs, purgeDir);
     } catch (error) {
       if (error instanceof SagaError) throw error;
       throw writeFailed(id, "purge_commit_unknown", error, null);

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { dirname, join } from "node:path";
-import { type FileOps, fsyncAsync } from "@drydock/file-lock";
+import { join } from "node:path";
+import { type FileOps, fsyncAsync, fsyncDirectory, makeDirectories } from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
@@ -92,7 +92,7 @@ export class PublishFailure extends Error {
  * power-loss model in @drydock/power-loss found exactly that).
  */
 export function ensurePrivateDir(fs: FileOps, path: string, options: { flushNew?: boolean } = {}): void {
-  const first = fs.mkdirSync(path, { recursive: true, mode: 0o700 });
+  const parents = makeDirectories(fs, path);
   const stat = fs.lstatSync(path);
   if (!stat.isDirectory()) {
     throw new SagaError({
@@ -100,24 +100,9 @@ export function ensurePrivateDir(fs: FileOps, path: string, options: { flushNew?
       message: `${path} is not a plain directory (it is a symlink or a file). Nothing was changed; remove or repair it by hand.`,
     });
   }
-  if (first === undefined || options.flushNew === false) return;
-  // mkdir -p created `first` and everything below it on the way to `path`: flush each new name's parent.
-  const created: string[] = [];
-  for (let dir = path; ; dir = dirname(dir)) {
-    created.unshift(dir);
-    if (dir === first || dirname(dir) === dir) break;
-  }
-  for (const dir of created) fsyncDir(fs, dirname(dir));
-}
-
-/** Flushes a directory so that names created or renamed in it survive a power loss. */
-export function fsyncDir(fs: FileOps, dir: string): void {
-  const fd = fs.openSync(dir, O_RDONLY | O_DIRECTORY);
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    closeQuietly(fs, fd);
-  }
+  if (options.flushNew === false) return;
+  // mkdir -p created these names: flush each new name's parent.
+  for (const parent of parents) fsyncDirectory(fs, parent);
 }
 
 /** How many flushes are kept in flight (libuv runs four at once by default). */
@@ -362,7 +347,7 @@ export function publishNewFile(fs: FileOps, dir: string, name: string, bytes: Ui
   // before it checks link counts.
   removeQuietly(fs, temp);
   try {
-    fsyncDir(fs, dir);
+    fsyncDirectory(fs, dir);
   } catch (error) {
     throw new PublishFailure("after", true, error);
   }
@@ -383,7 +368,7 @@ export function replaceFile(fs: FileOps, dir: string, name: string, bytes: Uint8
     throw new PublishFailure("before", false, error);
   }
   try {
-    fsyncDir(fs, dir);
+    fsyncDirectory(fs, dir);
   } catch (error) {
     throw new PublishFailure("after", true, error);
   }
