@@ -437,11 +437,21 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           (r) => r.ownerBotId === botId,
         )) {
           const outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
+          if (outcome === "blocked") {
+            // Reconciling a blocked fence never moves it: only a new DELETE does, which the person asks for.
+            throw new HttpProblem(
+              409,
+              "deletion_blocked",
+              `boat.dev did not delete this bot's cloud computer (${record.boxId}); the bot was kept. Check boat.dev, then retry the deletion with DELETE /v1/bots/${botId}/computer and { "confirmName": "${record.name}" } before deleting the bot.`,
+              { boxId: record.boxId, name: record.name },
+            );
+          }
           if (outcome !== "confirmed") {
             throw new HttpProblem(
               409,
               "deletion_pending",
-              "The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment.",
+              `The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment. If it stays pending, check GET /v1/bots/${botId}/computer.`,
+              { boxId: record.boxId },
             );
           }
         }

@@ -203,6 +203,36 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
     expect((await call("GET", "/v1/bots/live")).status).toBe(404);
   });
 
+  it("a deletion boat.dev refused (sandbox_busy) is 409 deletion_blocked with the way out, never 'still finishing'", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    expect((await call("POST", "/v1/bots", { name: "Busy", botId: "busy" })).status).toBe(201);
+    const made = await call("POST", "/v1/bots/busy/computer");
+    expect(made.status).toBe(201);
+    const { boxId, name } = made.json.computer;
+    const setBusy = (busy: boolean) =>
+      fetch(`${sim.url}/_sim/sandboxes/${boxId}`, {
+        method: "PATCH",
+        headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ busy }),
+      });
+    expect((await setBusy(true)).ok).toBe(true);
+    expect((await call("DELETE", "/v1/bots/busy/computer", { confirmName: name })).status).toBe(409);
+    expect((await setBusy(false)).ok).toBe(true);
+    for (let i = 0; i < 2; i += 1) {
+      const answer = await call("DELETE", "/v1/bots/busy", { confirmName: name });
+      expect(answer.status).toBe(409);
+      expect(answer.json.error.code).toBe("deletion_blocked");
+      expect(answer.json.error.message).toContain("/v1/bots/busy/computer");
+      expect(answer.json.error.message).not.toMatch(/still finishing/);
+    }
+    // The way out it names works: retry the computer's deletion, then delete the bot.
+    expect((await call("DELETE", "/v1/bots/busy/computer", { confirmName: name })).status).toBe(200);
+    expect((await call("DELETE", "/v1/bots/busy")).status).toBe(200);
+    expect((await call("GET", "/v1/bots/busy")).status).toBe(404);
+  });
+
   it("deletes a bot that never had a Boat without any body", async () => {
     const call = api(server.url, server.token);
     expect((await call("POST", "/v1/bots", { name: "Bare", botId: "bare" })).status).toBe(201);
