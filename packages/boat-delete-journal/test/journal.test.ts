@@ -259,6 +259,22 @@ describe("markBoatDeletionBlocked", () => {
   });
 });
 
+describe("a completed receipt is final", () => {
+  it("markBoatDeletionBlocked (bare or with its receipt) leaves a completed fence unchanged on disk", async () => {
+    let now = T0;
+    const s = setup({ now: () => now });
+    const journal = s.open();
+    await journal.prepareBoatDeletion(target);
+    const completed = await journal.markBoatDeletionAccepted(BOX, receipt({ status: "completed" }));
+    const bytes = s.text();
+    now += 5;
+    expect(await journal.markBoatDeletionBlocked(BOX)).toEqual(completed);
+    expect(await journal.markBoatDeletionBlocked(BOX, receipt({ status: "blocked" }))).toEqual(completed);
+    expect(s.text()).toBe(bytes);
+    expect(await s.open().getBoatDeletion(BOX)).toMatchObject({ phase: "accepted", status: "completed" });
+  });
+});
+
 describe("reads", () => {
   it("hasPendingBoatDeletionForBot sees every phase and only that bot; ownerless fences belong to no bot", async () => {
     const s = setup();

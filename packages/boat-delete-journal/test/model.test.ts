@@ -144,6 +144,8 @@ const block = (boxId: string, id: string | null): Op => ({
       }
       if (m.boundElsewhere(boxId, id)) return paused("conflicted with another deletion operation");
     }
+    // A completed receipt is final: blocking it returns it unchanged.
+    if (existing.phase === "accepted" && existing.status === "completed") return ok({ ...existing });
     const operationId = id ?? existing.operationId;
     const next: Rec = {
       ...existing,

@@ -134,6 +134,8 @@ export const LIFECYCLE_MESSAGES = {
     `boat.dev returned an invalid deletion receipt for ${boxId}; its deletion fence was kept`,
   deletionBlocked: (boxId: string) =>
     `boat.dev accepted deletion of ${boxId}, but the deletion operation is blocked — check boat.dev and retry`,
+  deletionOperationUnknown: (boxId: string, operationId: string) =>
+    `boat.dev no longer knows deletion operation ${operationId} while cloud computer ${boxId} still exists, so that deletion will never finish. Its deletion fence was marked blocked: an explicit Delete retry is now allowed`,
   cleanupPending: (original: string, boxId: string) =>
     `${original}. boat.dev accepted deletion of the new computer, but it is still pending; its recovery record was kept, along with its deletion fence. Check box ${boxId} in boat.dev.`,
   cleanupFailed: (original: string, why: string, boxId: string) =>

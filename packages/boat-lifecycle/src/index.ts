@@ -26,6 +26,7 @@ export type { ProvisionResult } from "./internal/provision.js";
 
 // Retry and polling schedules (data, so callers and docs can quote them)
 export {
+  DELETE_IN_FLIGHT_MS,
   DELETE_POLL_SCHEDULE_MS,
   IN_PROGRESS_BACKOFF_MS,
   MAX_RETRY_AFTER_MS,

@@ -1,7 +1,12 @@
 import { appendFileSync } from "node:fs";
 import type { FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
-import { LIFECYCLE_CRASH_POINTS, type LifecycleCrashPoint, legacyBoatName } from "../src/index.js";
+import {
+  DELETE_IN_FLIGHT_MS,
+  LIFECYCLE_CRASH_POINTS,
+  type LifecycleCrashPoint,
+  legacyBoatName,
+} from "../src/index.js";
 import { createOutside, ENV_ID, type Harness, harness } from "./helpers.js";
 import { runChild } from "./process.js";
 
@@ -193,6 +198,9 @@ async function sweepOne(s: Scenario): Promise<void> {
     expect(t.stats().deleteRequests, context).toBe(before.deleteRequests);
 
     // --- The same flow again, to completion ----------------------------------------------------------
+    // A crashed caller's prepared fence counts as its DELETE still in flight for DELETE_IN_FLIGHT_MS; the
+    // rerun comes after that window (a rerun inside it is answered "in progress": delete-in-flight.test.ts).
+    t.clock.offsetMs += DELETE_IN_FLIGHT_MS;
     if (s.flow === "provision") {
       let result: { boxId: string } | undefined;
       for (let attempt = 0; attempt < 6 && result === undefined; attempt += 1) {

@@ -2,7 +2,7 @@ import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
-import { type BoatLifecycle, createBoatLifecycle } from "../src/index.js";
+import { type BoatLifecycle, createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "../src/index.js";
 import { createRefused400, ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
 
 /**
@@ -60,11 +60,14 @@ function secondProcessReadingAt(t: Harness, held: ReturnType<typeof hold>): Boat
 /** A second process: its own journals over the same data dir, and its own client (optionally wrapped). */
 function secondProcess(t: Harness, wrap: (base: BoatClient) => BoatClient): BoatLifecycle {
   const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
+  // The installation's one clock (the harness's), so tests can move time for every process at once.
+  const now = () => Date.now() + t.clock.offsetMs;
   return createBoatLifecycle({
     client: wrap(base),
-    createJournal: openBoatCreateJournal({ dataDir: t.dataDir }),
-    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir }),
+    createJournal: openBoatCreateJournal({ dataDir: t.dataDir, now }),
+    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir, now }),
     environmentId: ENV_ID,
+    now,
     sleep: async () => {},
   });
 }
@@ -167,6 +170,7 @@ describe("no blind second DELETE across processes", () => {
     );
     expect(first.code).toBe("deletion_unconfirmed");
     expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+    t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
     const again = await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "retry-bot" });
     expect(again.ok).toBe(true);
     expect(t.wire.filter((r) => r.method === "DELETE")).toHaveLength(2);
@@ -241,6 +245,7 @@ describe("provisioning behind a fence whose deletion retry fails", () => {
     await t.faults({ method: "DELETE", path: "^/sandboxes/", action: "drop-before" });
     await rejection(t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "fenced-bot" }));
     expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+    t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
     return boxId;
   };
 

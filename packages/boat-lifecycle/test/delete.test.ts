@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { LIFECYCLE_MESSAGES } from "../src/index.js";
+import { DELETE_IN_FLIGHT_MS, LIFECYCLE_MESSAGES } from "../src/index.js";
 import {
   createOutside,
   deletes,
@@ -107,6 +107,7 @@ describe("deleteBoat: fenced, confirmed, target-bound", () => {
     expect(await t.lifecycle.findBoat("bot-1").catch((e: { code: string }) => e.code)).toBe(
       "computer_deleting",
     );
+    t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
     expect(await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "bot-1" })).toEqual({
       ok: true,
     });

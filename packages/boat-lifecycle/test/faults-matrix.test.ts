@@ -1,6 +1,6 @@
 import type { FaultAction, FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
-import { LIFECYCLE_MESSAGES } from "../src/index.js";
+import { DELETE_IN_FLIGHT_MS, LIFECYCLE_MESSAGES } from "../src/index.js";
 import { type Harness, harness, rejection } from "./helpers.js";
 
 /**
@@ -184,6 +184,7 @@ describe("provider faults × delete", () => {
         expect((await rejection(t.lifecycle.findBoat("bot-1"))).code).toBe("computer_deleting");
         if (action === "delay") await settle(t, (stats) => stats.deletesAccepted === 1);
         await t.clearFaults();
+        t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
         expect(await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "bot-1" })).toEqual({
           ok: true,
         });

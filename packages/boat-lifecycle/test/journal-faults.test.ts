@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { DELETE_IN_FLIGHT_MS } from "../src/index.js";
 import { faultyFs, type Harness, harness, rejection } from "./helpers.js";
 
 /**
@@ -77,6 +78,7 @@ describe("journal write failures inside the flows", () => {
     expect(error.message).toContain("Cloud computer deletion is paused");
     expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
     t.restart();
+    t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
     expect(await t.lifecycle.deleteBoat({ boxId, confirmName: name, ownerBotId: "bot-1" })).toEqual({
       ok: true,
     });

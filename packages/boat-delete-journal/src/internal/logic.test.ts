@@ -148,6 +148,15 @@ describe("blockStep", () => {
     expect(step.result).toMatchObject({ phase: "blocked", operationId: OP, status: "blocked" });
   });
 
+  it("a completed receipt is final: blocking it (bare or with its receipt) returns it unchanged", () => {
+    const completed = prepared({ phase: "accepted", operationId: OP, status: "completed" });
+    for (const receipt of [null, op({ status: "blocked" })]) {
+      const step = blockStep(doc([completed]), BOX, receipt, T0 + 1);
+      expect(step.next).toBeUndefined();
+      expect(step.result).toEqual(completed);
+    }
+  });
+
   it("refuses a missing fence and conflicting operation ids", () => {
     expect(refusal(() => blockStep(doc(), BOX, null, T0))).toBe("out of date");
     const accepted = prepared({ phase: "accepted", operationId: OP, status: "pending" });

@@ -114,6 +114,10 @@ export function blockStep(
       throw deletePaused("conflicted with another deletion operation");
     }
   }
+  // A completed receipt is proof of absence and final: a later "blocked" (a stale receipt, or a caller
+  // that did not see the completion) must not turn it into "retry needed". Returned unchanged, like a
+  // stale lower status in acceptStep; the caller retires the fence. (Departs from seed 001, which blocked it.)
+  if (existing.phase === "accepted" && existing.status === "completed") return { result: copy(existing) };
   const operationId = operation?.id ?? existing.operationId;
   const blocked: BoatDeletionRecord = {
     ...existing,

@@ -1,9 +1,9 @@
-import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
-import { LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
+import { type BoatDeletionRecord, isJournalStateError } from "@drydock/boat-delete-journal";
+import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
 import type { DeletionOutcome } from "../schema.js";
 import { OPERATION_ID } from "../schema.js";
 import { type Context, classifyProviderError, journal } from "./context.js";
-import { DELETE_POLL_SCHEDULE_MS } from "./retry.js";
+import { DELETE_IN_FLIGHT_MS, DELETE_POLL_SCHEDULE_MS } from "./retry.js";
 
 export interface DeletionTarget {
   boxId: string;
@@ -90,6 +90,58 @@ async function directCheck(
   return fallback;
 }
 
+/**
+ * boat.dev itself answered 404 `not_found` / 410 `gone` for the fence's deletion operation (retention, a
+ * failed operation purged). Polling can never settle such a fence, and an accepted fence never re-sends
+ * DELETE, so without this it would stay "pending" forever. The direct read decides:
+ *   - the Boat is proven gone (404/410) ⇒ finished;
+ *   - the read fails ⇒ unknown, the fence stays as it is ("pending");
+ *   - the Boat still exists ⇒ no deletion is running for it: the fence is marked blocked (keeping the
+ *     operation id), so an explicit Delete retry may re-prepare it and send DELETE again.
+ * Only boat.dev's own envelope counts (`provesAbsence`): a proxy's bare 404 never gets here.
+ */
+async function operationUnknown(
+  ctx: Context,
+  target: DeletionTarget,
+  operationId: string,
+): Promise<DeletionOutcome> {
+  let name: string | null;
+  try {
+    name = (await ctx.client.getSandbox(target.boxId)).name;
+  } catch (error) {
+    if (classifyProviderError(error).kind === "absent") {
+      await finishDeletion(ctx, target.boxId);
+      return "confirmed";
+    }
+    return "pending"; // the Boat could not be read: unknown, the fence stays as it is
+  }
+  if (name !== null && name !== target.name) {
+    throw new LifecycleError({
+      code: "name_mismatch",
+      boxId: target.boxId,
+      message: LIFECYCLE_MESSAGES.nameMismatch,
+    });
+  }
+  // Block only the very fence whose operation boat.dev forgot: a fence another process re-prepared (or
+  // bound to another operation) meanwhile is not ours to block.
+  const current = await journal(() => ctx.deleteJournal.getBoatDeletion(target.boxId));
+  if (current === null) return directCheck(ctx, target, "pending");
+  if (current.phase !== "accepted" || current.operationId !== operationId) {
+    return current.phase === "blocked" ? "blocked" : "pending";
+  }
+  await markBlocked(ctx, target.boxId, {
+    id: operationId,
+    kind: "sandbox",
+    targetId: target.boxId,
+    status: "blocked",
+  });
+  ctx.logger.warn?.(LIFECYCLE_MESSAGES.deletionOperationUnknown(target.boxId, operationId), {
+    boxId: target.boxId,
+    operationId,
+  });
+  return "blocked";
+}
+
 /** Journals an accepted receipt only when it moves the status forward (the journal ignores stale ones too). */
 async function markAccepted(ctx: Context, boxId: string, op: OperationView): Promise<void> {
   await journal(() => ctx.deleteJournal.markBoatDeletionAccepted(boxId, op));
@@ -120,8 +172,9 @@ async function followOperation(
     try {
       polled = await ctx.client.getDeletionOperation(first.id, { targetId: target.boxId });
     } catch (error) {
-      classifyProviderError(error);
-      break; // a poll that fails is never proof either way; the direct read decides
+      // boat.dev itself no longer knows the operation: the Boat is gone or the fence must be released.
+      if (classifyProviderError(error).kind === "absent") return operationUnknown(ctx, target, first.id);
+      break; // any other failed poll is never proof either way; the direct read decides
     }
     if (!isBound(polled, target.boxId, first.id)) break;
     if (polled.status === "blocked") {
@@ -162,6 +215,48 @@ async function invalidReceipt(ctx: Context, target: DeletionTarget): Promise<nev
   });
 }
 
+/**
+ * Milliseconds left before a prepared fence stops counting as another caller's DELETE in flight (0 once
+ * it is older than DELETE_IN_FLIGHT_MS). A fence stamped in the future (clock stepped back) counts as in
+ * flight for the whole window from now: being wrong that way only delays an explicit retry.
+ */
+export function inFlightLeftMs(ctx: Context, record: BoatDeletionRecord): number {
+  if (record.phase !== "prepared") return 0;
+  const age = ctx.now() - record.updatedAt;
+  if (age < 0) return DELETE_IN_FLIGHT_MS;
+  return Math.max(0, DELETE_IN_FLIGHT_MS - age);
+}
+
+/** The journal refused a receipt because the fence changed (blocked or retired) since it was prepared. */
+function isOutOfDate(error: unknown): boolean {
+  return (
+    isLifecycleError(error) &&
+    error.code === "recovery_paused" &&
+    isJournalStateError(error.cause) &&
+    error.cause.detail === "out of date"
+  );
+}
+
+/**
+ * Our DELETE was answered, but its receipt can no longer be journaled: meanwhile another caller blocked
+ * the fence (its own DELETE refused, or the operation found unknown) or retired it (absence proven). That
+ * is not a journal problem: the fence as it stands now decides, read again and reconciled (one poll, a
+ * direct read). Nothing is sent again.
+ */
+async function receiptRefused(
+  ctx: Context,
+  target: DeletionTarget,
+  op: OperationView,
+): Promise<DeletionOutcome> {
+  ctx.logger.warn?.("boat deletion receipt arrived after the fence changed; reconciling it", {
+    boxId: target.boxId,
+    operationId: op.id,
+  });
+  const current = await journal(() => ctx.deleteJournal.getBoatDeletion(target.boxId));
+  if (current === null) return directCheck(ctx, target, "pending");
+  return reconcileRecord(ctx, current);
+}
+
 /** Same fence: same target, written by the same prepare (a re-prepared or another process's differs). */
 function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
   return a.boxId === b.boxId && a.phase === b.phase && a.requestedAt === b.requestedAt;
@@ -200,11 +295,15 @@ export async function requestDeletion(
     });
     return followJournaled(ctx, target, record);
   }
-  // A fence that already stood is re-sent only when it is exactly the one the caller read and retries.
-  const explicitRetry = !preparedNow && retryOf !== undefined && sameFence(record, retryOf);
+  // A fence that already stood is re-sent only when it is exactly the one the caller read and retries,
+  // and only once it is older than the in-flight window: a younger one may be another caller's DELETE
+  // still on the wire, and a second DELETE now would be blind.
+  const explicitRetry =
+    !preparedNow && retryOf !== undefined && sameFence(record, retryOf) && inFlightLeftMs(ctx, record) === 0;
   if (!preparedNow && !explicitRetry) {
     ctx.logger.info?.("boat deletion already in flight elsewhere; DELETE not re-sent", {
       boxId: target.boxId,
+      retryAfterMs: inFlightLeftMs(ctx, record),
     });
     return reconcileRecord(ctx, record);
   }
@@ -265,7 +364,12 @@ export async function requestDeletion(
     await markBlocked(ctx, target.boxId, op);
     return directCheck(ctx, target, "blocked");
   }
-  await markAccepted(ctx, target.boxId, op);
+  try {
+    await markAccepted(ctx, target.boxId, op);
+  } catch (error) {
+    if (isOutOfDate(error)) return receiptRefused(ctx, target, op);
+    throw error;
+  }
   // Crash window: the receipt is journaled. From here on a second DELETE would be blind: recovery only
   // polls this operation and reads the Boat.
   ctx.crash.point("delete.after-accepted");
@@ -306,7 +410,11 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
     try {
       polled = await ctx.client.getDeletionOperation(record.operationId, { targetId: record.boxId });
     } catch (error) {
-      classifyProviderError(error); // unknown or unavailable operation: not proof, the direct read decides
+      // boat.dev's own 404/410 on an accepted fence's operation: nothing will ever settle it by polling.
+      if (classifyProviderError(error).kind === "absent" && record.phase === "accepted") {
+        return operationUnknown(ctx, target, record.operationId);
+      }
+      // Otherwise (unavailable, a proxy's envelope-less 404): not proof, the direct read decides.
     }
     if (polled !== undefined && isBound(polled, record.boxId, record.operationId)) {
       if (polled.status === "completed") {

@@ -12,7 +12,7 @@ import {
   providerError,
   throwIfAborted,
 } from "./context.js";
-import { finishDeletion, reconcileRecord, requestDeletion } from "./deletion.js";
+import { finishDeletion, inFlightLeftMs, reconcileRecord, requestDeletion } from "./deletion.js";
 import {
   type CreateOutcome,
   freshBudget,
@@ -31,8 +31,12 @@ export interface ProvisionResult {
   createdThisAttempt: boolean;
 }
 
-function fenced(): LifecycleError {
-  return new LifecycleError({ code: "computer_deleting", message: LIFECYCLE_MESSAGES.computerDeleting });
+function fenced(retryAfterMs?: number): LifecycleError {
+  return new LifecycleError({
+    code: "computer_deleting",
+    message: LIFECYCLE_MESSAGES.computerDeleting,
+    ...(retryAfterMs === undefined || retryAfterMs <= 0 ? {} : { retryAfterMs }),
+  });
 }
 
 export async function assertNotFenced(ctx: Context, botId: string): Promise<void> {
@@ -61,11 +65,15 @@ export async function finishPriorDeletion(ctx: Context, botId: string): Promise<
   );
   if (records.length === 0) return;
   let allConfirmed = true;
+  // The longest wait before a fence still in another caller's DELETE window may be retried.
+  let inFlightMs = 0;
   for (const record of records) {
     let outcome = await reconcileRecord(ctx, record);
     if (outcome !== "confirmed") {
       const current = await journal(() => ctx.deleteJournal.getBoatDeletion(record.boxId));
       if (current !== null && current.phase !== "accepted") {
+        // A young prepared fence is another caller's DELETE in flight: requestDeletion sends nothing for it.
+        inFlightMs = Math.max(inFlightMs, inFlightLeftMs(ctx, current));
         try {
           // The explicit retry of exactly the fence just read (prepared or blocked; never accepted).
           outcome = await requestDeletion(
@@ -84,7 +92,7 @@ export async function finishPriorDeletion(ctx: Context, botId: string): Promise<
     }
     if (outcome !== "confirmed") allConfirmed = false;
   }
-  if (!allConfirmed) throw fenced();
+  if (!allConfirmed) throw fenced(inFlightMs);
   throw new LifecycleError({
     code: "previous_deletion_finished",
     message: LIFECYCLE_MESSAGES.previousDeletionFinished,

@@ -1,3 +1,5 @@
+import { DEFAULT_TIMEOUT_MS } from "@drydock/boat-provider";
+
 /**
  * Retry policy of one create call, as pure data and a pure decision function so it can be tested
  * without a provider. Every retry reuses the journaled idempotency key: a retry with a fresh key could
@@ -16,6 +18,17 @@ export const AMBIGUOUS_RETRIES = 1;
 export const RATE_LIMIT_RETRIES = 1;
 /** A Retry-After beyond this is not waited for inside one call: the caller gets the answer instead. */
 export const MAX_RETRY_AFTER_MS = 30_000;
+/**
+ * How long a prepared deletion fence counts as another caller's DELETE still on the wire: the provider
+ * client's request timeout (`DEFAULT_TIMEOUT_MS`, 10 s, which the lifecycle's clients use) plus a margin
+ * of 20 s for journaling the receipt (a slow disk, a GC pause) and clock steps. While a prepared fence's
+ * `updatedAt` is younger than this (or in the future), no caller re-sends DELETE under it: the answer is
+ * "deletion in progress". Only after it may an explicit retry (Delete again, provisioning) re-send.
+ * A client built with a longer `timeoutMs` than the default widens the real window beyond this one.
+ */
+export const DELETE_IN_FLIGHT_MARGIN_MS = 20_000;
+export const DELETE_IN_FLIGHT_MS = DEFAULT_TIMEOUT_MS + DELETE_IN_FLIGHT_MARGIN_MS;
+
 /** Delays before each deletion-operation poll after DELETE was accepted. */
 export const DELETE_POLL_SCHEDULE_MS = [0, 100, 250, 500, 1_000, 2_000] as const;
 
