@@ -149,6 +149,8 @@ async function killedDeletion(d: DataDir): Promise<void> {
       DRYDOCK_BOT_ID: "bot-deleted",
       DRYDOCK_BOX_ID: boat.boxId,
       DRYDOCK_CONFIRM_NAME: boat.name,
+      // Killed a minute ago: past the window in which its DELETE could still be on the wire.
+      DRYDOCK_AGO_MS: "60000",
     },
     "delete.after-prepare",
   );

@@ -1,4 +1,4 @@
-import { classifyName } from "@drydock/boat-lifecycle";
+import { classifyName, DELETE_IN_FLIGHT_MS } from "@drydock/boat-lifecycle";
 import { provesAbsence } from "@drydock/boat-provider";
 import { recoveryError } from "./errors.js";
 import { digestOf } from "./internal/digest.js";
@@ -626,6 +626,17 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
         `boat.dev accepted the deletion of ${boxId} (${record.status ?? "pending"}); a second DELETE would be blind. Reconcile it instead: \`drydock deletions reconcile ${boxId}\`.`,
+        { boxId },
+      );
+    }
+    // A fence prepared moments ago may have its DELETE still on the wire (another process's): a retry now
+    // would be blind, and the lifecycle would send nothing anyway. Said plainly, with the wait.
+    const inFlightMs =
+      record.phase === "prepared" ? DELETE_IN_FLIGHT_MS - Math.max(0, now() - record.updatedAt) : 0;
+    if (inFlightMs > 0) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `The deletion of ${boxId} was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightMs) / 1000)} s ago, so its DELETE may still be on the wire; a second one now would be blind. Nothing was sent. Retry in ${Math.ceil(inFlightMs / 1000)} s.`,
         { boxId },
       );
     }

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
+import { createBoatLifecycle, DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydock/boat-lifecycle";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -25,19 +25,28 @@ afterEach(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function setup() {
+function setup(clock: { now: () => number } = { now: () => Date.now() }) {
   dir = mkdtempSync(join(tmpdir(), "drydock-boat-recovery-"));
   const environmentId = randomUUID();
-  const createJournal = openBoatCreateJournal({ dataDir: dir });
-  const deleteJournal = openBoatDeleteJournal({ dataDir: dir });
+  const now = () => clock.now();
+  const createJournal = openBoatCreateJournal({ dataDir: dir, now });
+  const deleteJournal = openBoatDeleteJournal({ dataDir: dir, now });
   const lifecycle = createBoatLifecycle({
     client,
     createJournal,
     deleteJournal,
     environmentId,
     sleep: async () => {},
+    now,
   });
-  const recovery = createBoatRecovery({ lifecycle, createJournal, deleteJournal, client, environmentId });
+  const recovery = createBoatRecovery({
+    lifecycle,
+    createJournal,
+    deleteJournal,
+    client,
+    environmentId,
+    now,
+  });
   return { environmentId, createJournal, deleteJournal, lifecycle, recovery };
 }
 
@@ -135,6 +144,26 @@ describe("boat recovery", () => {
     expect(outcome).toBe("confirmed");
     expect(await deleteJournal.boatDeletionSnapshot()).toEqual([]);
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore);
+  });
+
+  it("refuses to retry a fence prepared inside the in-flight window (its DELETE may be on the wire); retries after it", async () => {
+    let offsetMs = 0;
+    const { deleteJournal, lifecycle, recovery } = setup({ now: () => Date.now() + offsetMs });
+    const boat = await lifecycle.provision("bot-fresh");
+    // Another process prepared the fence and may be sending its DELETE right now.
+    await deleteJournal.prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: "bot-fresh" });
+    const journalBytes = readFileSync(join(dir, "box-delete-requests.json"), "utf8");
+    const requestsBefore = (await sim.stats()).deleteRequests;
+    offsetMs = 5_000;
+    const refused = await rejection(recovery.retryDeletion(boat.boxId));
+    expect(refused.code).toBe("ACTION_NOT_ALLOWED");
+    expect(refused.message).toMatch(/may still be on the wire.*Retry in 25 s/);
+    expect((await sim.stats()).deleteRequests).toBe(requestsBefore);
+    expect(readFileSync(join(dir, "box-delete-requests.json"), "utf8")).toBe(journalBytes);
+    offsetMs = DELETE_IN_FLIGHT_MS + 1_000;
+    const retried = await recovery.retryDeletion(boat.boxId);
+    expect(retried).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
+    expect((await sim.stats()).deleteRequests).toBe(requestsBefore + 1);
   });
 
   it("adopts only a Boat carrying the bot's deterministic name or its remembered id", async () => {
