@@ -22,6 +22,7 @@ export type {
   LifecycleLogger,
   Sleep,
 } from "./internal/context.js";
+export { deletionInFlightLeftMs } from "./internal/deletion.js";
 export type { ProvisionResult } from "./internal/provision.js";
 
 // Retry and polling schedules (data, so callers and docs can quote them)

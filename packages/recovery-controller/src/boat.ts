@@ -1,4 +1,4 @@
-import { classifyName, DELETE_IN_FLIGHT_MS } from "@drydock/boat-lifecycle";
+import { classifyName, DELETE_IN_FLIGHT_MS, deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
 import { provesAbsence } from "@drydock/boat-provider";
 import { recoveryError } from "./errors.js";
 import { digestOf } from "./internal/digest.js";
@@ -631,8 +631,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     }
     // A fence prepared moments ago may have its DELETE still on the wire (another process's): a retry now
     // would be blind, and the lifecycle would send nothing anyway. Said plainly, with the wait.
-    const inFlightMs =
-      record.phase === "prepared" ? DELETE_IN_FLIGHT_MS - Math.max(0, now() - record.updatedAt) : 0;
+    const inFlightMs = deletionInFlightLeftMs(record, now());
     if (inFlightMs > 0) {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",

@@ -220,9 +220,12 @@ async function invalidReceipt(ctx: Context, target: DeletionTarget): Promise<nev
  * it is older than DELETE_IN_FLIGHT_MS). A fence stamped in the future (clock stepped back) counts as in
  * flight for the whole window from now: being wrong that way only delays an explicit retry.
  */
-export function inFlightLeftMs(ctx: Context, record: BoatDeletionRecord): number {
+export function deletionInFlightLeftMs(
+  record: Pick<BoatDeletionRecord, "phase" | "updatedAt">,
+  now: number,
+): number {
   if (record.phase !== "prepared") return 0;
-  const age = ctx.now() - record.updatedAt;
+  const age = now - record.updatedAt;
   if (age < 0) return DELETE_IN_FLIGHT_MS;
   return Math.max(0, DELETE_IN_FLIGHT_MS - age);
 }
@@ -299,11 +302,14 @@ export async function requestDeletion(
   // and only once it is older than the in-flight window: a younger one may be another caller's DELETE
   // still on the wire, and a second DELETE now would be blind.
   const explicitRetry =
-    !preparedNow && retryOf !== undefined && sameFence(record, retryOf) && inFlightLeftMs(ctx, record) === 0;
+    !preparedNow &&
+    retryOf !== undefined &&
+    sameFence(record, retryOf) &&
+    deletionInFlightLeftMs(record, ctx.now()) === 0;
   if (!preparedNow && !explicitRetry) {
     ctx.logger.info?.("boat deletion already in flight elsewhere; DELETE not re-sent", {
       boxId: target.boxId,
-      retryAfterMs: inFlightLeftMs(ctx, record),
+      retryAfterMs: deletionInFlightLeftMs(record, ctx.now()),
     });
     return reconcileRecord(ctx, record);
   }

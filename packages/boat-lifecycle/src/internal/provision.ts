@@ -12,7 +12,7 @@ import {
   providerError,
   throwIfAborted,
 } from "./context.js";
-import { finishDeletion, inFlightLeftMs, reconcileRecord, requestDeletion } from "./deletion.js";
+import { deletionInFlightLeftMs, finishDeletion, reconcileRecord, requestDeletion } from "./deletion.js";
 import {
   type CreateOutcome,
   freshBudget,
@@ -73,7 +73,7 @@ export async function finishPriorDeletion(ctx: Context, botId: string): Promise<
       const current = await journal(() => ctx.deleteJournal.getBoatDeletion(record.boxId));
       if (current !== null && current.phase !== "accepted") {
         // A young prepared fence is another caller's DELETE in flight: requestDeletion sends nothing for it.
-        inFlightMs = Math.max(inFlightMs, inFlightLeftMs(ctx, current));
+        inFlightMs = Math.max(inFlightMs, deletionInFlightLeftMs(current, ctx.now()));
         try {
           // The explicit retry of exactly the fence just read (prepared or blocked; never accepted).
           outcome = await requestDeletion(
