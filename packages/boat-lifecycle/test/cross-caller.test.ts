@@ -1,9 +1,18 @@
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
+import { createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { type BoatLifecycle, createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "../src/index.js";
-import { createRefused400, ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
+import {
+  createRefused400,
+  ENV_ID,
+  type Harness,
+  harness,
+  hold,
+  posts,
+  rejection,
+  secondProcess,
+} from "./helpers.js";
 
 /**
  * Two callers on one data dir (bot server and recovery CLI): each has its own journals and client, so the
@@ -21,31 +30,6 @@ const use = async (options?: Parameters<typeof harness>[0]) => {
   return open;
 };
 
-interface Held {
-  /** Resolves when the held call has reached the wrapped request. */
-  reached: Promise<void>;
-  release(): void;
-}
-
-function hold(): Held & { enter(): Promise<void> } {
-  let reach!: () => void;
-  let release!: () => void;
-  const reached = new Promise<void>((resolve) => {
-    reach = resolve;
-  });
-  const gate = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  return {
-    reached,
-    release,
-    async enter() {
-      reach();
-      await gate;
-    },
-  };
-}
-
 /** A second process whose every Boat read waits at `held` (it has read the journal and revalidates). */
 function secondProcessReadingAt(t: Harness, held: ReturnType<typeof hold>): BoatLifecycle {
   return secondProcess(t, (base) => ({
@@ -55,21 +39,6 @@ function secondProcessReadingAt(t: Harness, held: ReturnType<typeof hold>): Boat
       return base.getSandbox(id, options);
     },
   }));
-}
-
-/** A second process: its own journals over the same data dir, and its own client (optionally wrapped). */
-function secondProcess(t: Harness, wrap: (base: BoatClient) => BoatClient): BoatLifecycle {
-  const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
-  // The installation's one clock (the harness's), so tests can move time for every process at once.
-  const now = () => Date.now() + t.clock.offsetMs;
-  return createBoatLifecycle({
-    client: wrap(base),
-    createJournal: openBoatCreateJournal({ dataDir: t.dataDir, now }),
-    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir, now }),
-    environmentId: ENV_ID,
-    now,
-    sleep: async () => {},
-  });
 }
 
 describe("no blind second DELETE across processes", () => {

@@ -1,9 +1,6 @@
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
-import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
-import { type BoatLifecycle, createBoatLifecycle, LIFECYCLE_MESSAGES } from "../src/index.js";
-import { deletes, ENV_ID, type Harness, harness, polls } from "./helpers.js";
+import { type BoatLifecycle, LIFECYCLE_MESSAGES } from "../src/index.js";
+import { deletes, type Harness, harness, polls, secondProcess } from "./helpers.js";
 
 let open: Harness | undefined;
 afterEach(async () => {
@@ -18,14 +15,7 @@ const use = async (options?: Parameters<typeof harness>[0]) => {
 /** Another lifecycle on the same data dir that records its warnings. */
 function observed(t: Harness): { lifecycle: BoatLifecycle; warnings: string[] } {
   const warnings: string[] = [];
-  const lifecycle = createBoatLifecycle({
-    client: createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token }),
-    createJournal: openBoatCreateJournal({ dataDir: t.dataDir }),
-    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir }),
-    environmentId: ENV_ID,
-    sleep: async () => {},
-    logger: { warn: (message) => warnings.push(message) },
-  });
+  const lifecycle = secondProcess(t, undefined, { logger: { warn: (message) => warnings.push(message) } });
   return { lifecycle, warnings };
 }
 

@@ -1,9 +1,7 @@
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
-import { type BoatLifecycle, createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "../src/index.js";
-import { ENV_ID, type Harness, harness, rejection } from "./helpers.js";
+import { DELETE_IN_FLIGHT_MS } from "../src/index.js";
+import { type Harness, harness, hold, rejection, secondProcess } from "./helpers.js";
 
 let open: Harness | undefined;
 afterEach(async () => {
@@ -15,28 +13,6 @@ const use = async (options?: Parameters<typeof harness>[0]) => {
   return open;
 };
 
-/** Another process on the same data dir and the same clock, with its own (wrapped) client. */
-function secondProcess(t: Harness, wrap: (base: BoatClient) => BoatClient = (base) => base): BoatLifecycle {
-  const now = () => Date.now() + t.clock.offsetMs;
-  const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
-  return createBoatLifecycle({
-    client: wrap(base),
-    createJournal: openBoatCreateJournal({ dataDir: t.dataDir, now }),
-    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir, now }),
-    environmentId: ENV_ID,
-    now,
-    sleep: async () => {},
-  });
-}
-
-function gate() {
-  let reach!: () => void;
-  let release!: () => void;
-  const reached = new Promise<void>((r) => (reach = r));
-  const opened = new Promise<void>((r) => (release = r));
-  return { reach, release, reached, opened };
-}
-
 describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's DELETE in flight", () => {
   it("the window is the client's request timeout plus a margin", () => {
     expect(DELETE_IN_FLIGHT_MS).toBe(30_000);
@@ -45,12 +21,11 @@ describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's 
   it("a second process's Delete sends no DELETE while the first one's is still unanswered", async () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
-    const g = gate();
+    const g = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
       async deleteSandbox(id, options) {
-        g.reach();
-        await g.opened; // A's fence is prepared and durable; its DELETE is on the wire
+        await g.enter(); // A's fence is prepared and durable; its DELETE is on the wire
         return base.deleteSandbox(id, options);
       },
     }));
@@ -66,12 +41,11 @@ describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's 
   it("provisioning meanwhile sends no DELETE either and says how long to wait (retryAfterMs)", async () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
-    const g = gate();
+    const g = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
       async deleteSandbox(id, options) {
-        g.reach();
-        await g.opened;
+        await g.enter();
         return base.deleteSandbox(id, options);
       },
     }));
@@ -90,13 +64,12 @@ describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's 
     const t = await use({ sim: { deletionPolls: 1 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
     await t.faults({ action: "block-deletion" });
-    const g = gate();
+    const g = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
       async deleteSandbox(id, options) {
         const op = await base.deleteSandbox(id, options);
-        g.reach();
-        await g.opened; // answered 202, receipt not yet journaled (slow disk, GC pause)
+        await g.enter(); // answered 202, receipt not yet journaled (slow disk, GC pause)
         return op;
       },
     }));
@@ -121,13 +94,12 @@ describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's 
   it("a receipt refused as out of date right after our own DELETE is reconciled, not recovery_paused", async () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
-    const g = gate();
+    const g = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
       async deleteSandbox(id, options) {
         const op = await base.deleteSandbox(id, options);
-        g.reach();
-        await g.opened; // answered, receipt not yet journaled
+        await g.enter(); // answered, receipt not yet journaled
         return op;
       },
     }));
@@ -148,13 +120,12 @@ describe("a prepared fence younger than DELETE_IN_FLIGHT_MS is another caller's 
   it("the same refused receipt after the fence was retired (absence proven): reconciled by a direct read", async () => {
     const t = await use({ sim: { deletionPolls: 50 } });
     const { boxId, name } = await t.lifecycle.provision("race-bot");
-    const g = gate();
+    const g = hold();
     const a = secondProcess(t, (base) => ({
       ...base,
       async deleteSandbox(id, options) {
         const op = await base.deleteSandbox(id, options);
-        g.reach();
-        await g.opened;
+        await g.enter();
         return op;
       },
     }));

@@ -266,3 +266,46 @@ export const createRefused400: FaultRule = {
   status: 400,
   code: "invalid_request",
 };
+
+/**
+ * Another process on the same data dir (bot server and recovery CLI): its own journals and client
+ * (optionally wrapped), so the in-process per-bot lock does not serialise it with `t.lifecycle`; the
+ * installation's one clock (the harness's), so tests move time for every process at once.
+ */
+export function secondProcess(
+  t: Harness,
+  wrap: (base: BoatClient) => BoatClient = (base) => base,
+  extra: Pick<BoatLifecycleOptions, "logger"> = {},
+): BoatLifecycle {
+  const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
+  const now = () => Date.now() + t.clock.offsetMs;
+  return createBoatLifecycle({
+    client: wrap(base),
+    createJournal: openBoatCreateJournal({ dataDir: t.dataDir, now }),
+    deleteJournal: openBoatDeleteJournal({ dataDir: t.dataDir, now }),
+    environmentId: ENV_ID,
+    now,
+    sleep: async () => {},
+    ...extra,
+  });
+}
+
+/** Holds a call at a chosen request: `enter()` there, `reached` once it is held, `release()` to go on. */
+export function hold(): { reached: Promise<void>; release(): void; enter(): Promise<void> } {
+  let reach!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    reach = resolve;
+  });
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return {
+    reached,
+    release,
+    async enter() {
+      reach();
+      await gate;
+    },
+  };
+}
