@@ -286,10 +286,12 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     };
   }
 
-  function fenceItem(record: RecoveryDeletionRecord, observation: BoatObservation): PlanItem {
+  function fenceItem(record: RecoveryDeletionRecord, observation: BoatObservation, at: number): PlanItem {
     const digest = digestOf(ITEM_DOMAIN, { kind: "deletion", fence: fenceFacts(record) });
     const retry = command("deletions", "retry", record.boxId, "--expected-state", digest, "--yes");
     const reconcile = command("deletions", "reconcile", record.boxId, "--expected-state", digest, "--yes");
+    // The same window retryDeletion refuses inside: offering a command that would only refuse is no plan.
+    const inFlightLeftMs = deletionInFlightLeftMs(record, at);
     let action: PlanItem["action"];
     if (observation.kind === "absent" || record.phase === "accepted") {
       action = {
@@ -299,6 +301,12 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
           observation.kind === "absent"
             ? "boat.dev says the Boat is gone: reconcile to finish the deletion and lift the fence."
             : "boat.dev accepted the deletion: reconcile polls it once and finishes the fence when it completes (never a second DELETE).",
+      };
+    } else if (observation.kind === "present" && inFlightLeftMs > 0) {
+      action = {
+        name: null,
+        command: null,
+        advice: `The deletion was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightLeftMs) / 1000)} s ago and its DELETE may still be on the wire (a retry now would be blind, and is refused). Wait ${Math.ceil(inFlightLeftMs / 1000)} s, then run \`drydock reconcile\` again.`,
       };
     } else if (observation.kind === "present") {
       action = {
@@ -325,6 +333,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       facts: {
         fencePhase: record.phase,
         ...(record.status ? { fenceStatus: record.status } : {}),
+        ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}),
         provider: observation,
       },
       action,
@@ -379,7 +388,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const fences = await deleteJournal.boatDeletionSnapshot();
     const fencedIds = new Set(fences.map((record) => record.boxId));
     const items: PlanItem[] = [];
-    for (const record of fences) items.push(fenceItem(record, await observe(record.boxId)));
+    for (const record of fences) items.push(fenceItem(record, await observe(record.boxId), at));
     for (const row of rows) {
       if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
       const observation =

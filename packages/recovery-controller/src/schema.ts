@@ -140,6 +140,8 @@ export const PlanItemSchema = z.object({
     windowLeftMs: z.number().optional(),
     fencePhase: z.enum(["prepared", "accepted", "blocked"]).optional(),
     fenceStatus: z.enum(["pending", "processing", "blocked", "completed"]).optional(),
+    /** A prepared fence younger than the in-flight window: time until a retry may send DELETE again. */
+    inFlightLeftMs: z.number().optional(),
     provider: BoatObservationSchema,
   }),
   /** The one safe next step: an action this package can perform, or null when only waiting or a person can. */

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatLifecycle } from "@drydock/boat-lifecycle";
+import { createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "@drydock/boat-lifecycle";
 import {
   type BoatClient,
   createBoatClient,
@@ -107,7 +107,16 @@ async function scenario(client: BoatClient): Promise<Scenario> {
   const lifecycleVia = (via: BoatClient) =>
     createBoatLifecycle({ client: via, createJournal, deleteJournal, environmentId, sleep: async () => {} });
   const lifecycle = lifecycleVia(client);
-  const recovery = createBoatRecovery({ lifecycle, createJournal, deleteJournal, client, environmentId });
+  // The recovery looks at the journals from later than the in-flight window: the fence's DELETE is not on
+  // the wire any more, so a healthy plan offers the retry (inside the window it names the wait instead).
+  const recovery = createBoatRecovery({
+    lifecycle,
+    createJournal,
+    deleteJournal,
+    client,
+    environmentId,
+    now: () => Date.now() + DELETE_IN_FLIGHT_MS + 1_000,
+  });
 
   const setup = makeClient();
   const { request } = await createJournal.beginBoatCreate("bot-unresolved", JSON.stringify(BODY));

@@ -155,12 +155,27 @@ describe("boat recovery", () => {
     const journalBytes = readFileSync(join(dir, "box-delete-requests.json"), "utf8");
     const requestsBefore = (await sim.stats()).deleteRequests;
     offsetMs = 5_000;
+    // The plan does not offer a command that would only refuse: it names the wait instead.
+    const waiting = (await recovery.plan()).items.find((item) => item.boxId === boat.boxId);
+    expect(waiting).toMatchObject({
+      kind: "deletion_fence",
+      facts: { fencePhase: "prepared", provider: { kind: "present" } },
+      action: { name: null, command: null },
+    });
+    expect(waiting?.facts.inFlightLeftMs).toBeGreaterThan(24_000);
+    expect(waiting?.facts.inFlightLeftMs).toBeLessThanOrEqual(25_000);
+    expect(waiting?.action.advice).toMatch(
+      /may still be on the wire.*Wait 25 s, then run `drydock reconcile` again/,
+    );
     const refused = await rejection(recovery.retryDeletion(boat.boxId));
     expect(refused.code).toBe("ACTION_NOT_ALLOWED");
     expect(refused.message).toMatch(/may still be on the wire.*Retry in 25 s/);
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore);
     expect(readFileSync(join(dir, "box-delete-requests.json"), "utf8")).toBe(journalBytes);
     offsetMs = DELETE_IN_FLIGHT_MS + 1_000;
+    const offered = (await recovery.plan()).items.find((item) => item.boxId === boat.boxId);
+    expect(offered).toMatchObject({ action: { name: "retryDeletion" } });
+    expect(offered?.facts).not.toHaveProperty("inFlightLeftMs");
     const retried = await recovery.retryDeletion(boat.boxId);
     expect(retried).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore + 1);
