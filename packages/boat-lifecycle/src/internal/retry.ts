@@ -35,7 +35,6 @@ export const DELETE_POLL_SCHEDULE_MS = [0, 100, 250, 500, 1_000, 2_000] as const
 export type CreateOutcome =
   | { kind: "transport" }
   | { kind: "server-error"; status: number; retryAfterMs?: number }
-  | { kind: "missing-id" }
   | { kind: "in-progress"; retryAfterMs?: number }
   | { kind: "rate-limited"; retryAfterMs?: number }
   | { kind: "refused"; status: number; code: string };
@@ -56,8 +55,7 @@ export type RetryDecision = { retry: true; waitMs: number } | { retry: false };
 export function nextCreateRetry(outcome: CreateOutcome, budget: RetryBudget): RetryDecision {
   switch (outcome.kind) {
     case "transport":
-    case "server-error":
-    case "missing-id": {
+    case "server-error": {
       // A 5xx's Retry-After is honoured like a 429's: waited when short, otherwise handed to the caller.
       const waitMs = outcome.kind === "server-error" ? (outcome.retryAfterMs ?? 0) : 0;
       if (budget.ambiguousLeft <= 0 || waitMs > MAX_RETRY_AFTER_MS) return { retry: false };
