@@ -23,6 +23,8 @@ export interface StartOptions {
   crash?: { lifecycle?: LifecycleCrashHook; restore?: RestoreCrashHook };
   /** Where the start banner goes (default stdout). */
   print?: (line: string) => void;
+  /** Tests only: the clock of the Boat journals, lifecycle and recovery plan (default Date.now). */
+  now?: () => number;
 }
 
 export interface RunningServer {
@@ -77,14 +79,15 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
   }
 
+  const now = options.now ?? Date.now;
   const metrics = createMetrics();
   const client = createBoatClient({
     baseUrl: provider.apiUrl,
     token: provider.token,
     fetch: countingFetch(metrics),
   });
-  const createJournal = openBoatCreateJournal({ dataDir: config.dataDir });
-  const deleteJournal = openBoatDeleteJournal({ dataDir: config.dataDir });
+  const createJournal = openBoatCreateJournal({ dataDir: config.dataDir, now });
+  const deleteJournal = openBoatDeleteJournal({ dataDir: config.dataDir, now });
   const bots = openBotRegistry(config.dataDir);
   let app: FastifyInstance | null = null;
   const lifecycle = createBoatLifecycle({
@@ -92,6 +95,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     createJournal,
     deleteJournal,
     environmentId,
+    now,
     knownBotIds: async () => (await bots.list()).map((b) => b.botId),
     logger: {
       info: (message: string, fields?: Record<string, unknown>) => app?.log.info(fields ?? {}, message),
@@ -106,6 +110,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     deleteJournal,
     client,
     environmentId,
+    now,
     // The plan's commands name this data directory, as `drydock status` prints them.
     commandPrefix: drydockCommandPrefix(config.dataDir),
   });

@@ -5,10 +5,17 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import {
+  DELETE_IN_FLIGHT_MS,
+  LIFECYCLE_CRASH_POINTS,
+  type LifecycleCrashPoint,
+} from "@drydock/boat-lifecycle";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { createRestoreRecoveryController } from "@drydock/recovery-controller";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, type ServerChild, spawnServer, tempDir } from "./helpers.js";
+import { type Api, api, type ServerChild, spawnServer, tempDir } from "./helpers.js";
 
 let sim: BoatSimulator;
 beforeAll(async () => {
@@ -175,6 +182,304 @@ describe("server killed during a restore, restarted on the same data directory",
       } finally {
         server.kill();
         tmp.cleanup();
+      }
+    },
+  );
+});
+
+/** What the dead server left in the delete journal for the Boat (null: no fence). */
+type FenceOnDisk = {
+  phase: "prepared" | "accepted" | "blocked";
+  status: string | null;
+  receipt: boolean;
+} | null;
+
+interface DeletionCase {
+  point: LifecycleCrashPoint;
+  /** The fence on disk right after the kill. */
+  fence: FenceOnDisk;
+  /** Whether the bot's create row (its ownership of the Boat) was still on disk. */
+  createRow: boolean;
+  /** DELETE requests boat.dev had received when the server died. */
+  deletesAtKill: number;
+  /** The restarted server's startup reconcile of the fence (null: no fence was left to reconcile). */
+  startup: "pending" | "confirmed" | "blocked" | null;
+  /** DELETE requests boat.dev received for the Boat in all, crash and restarts included. */
+  deletesInAll: number;
+}
+
+const DELETION_CASES: DeletionCase[] = [
+  {
+    point: "delete.after-prepare",
+    fence: { phase: "prepared", status: null, receipt: false },
+    createRow: true,
+    deletesAtKill: 0,
+    startup: "pending",
+    deletesInAll: 1,
+  },
+  {
+    // The journal cannot tell this from after-prepare (a prepared fence without a receipt), so once the
+    // in-flight window is over the explicit retry sends DELETE again by design (crash.ts), and boat.dev
+    // answers it with the operation already running: two DELETE requests, one deletion operation.
+    point: "delete.after-delete-response",
+    fence: { phase: "prepared", status: null, receipt: false },
+    createRow: true,
+    deletesAtKill: 1,
+    startup: "pending",
+    deletesInAll: 2,
+  },
+  {
+    point: "delete.after-accepted",
+    fence: { phase: "accepted", status: "pending", receipt: true },
+    createRow: true,
+    deletesAtKill: 1,
+    startup: "pending",
+    deletesInAll: 1,
+  },
+  {
+    point: "delete.after-receipt-progress",
+    fence: { phase: "accepted", status: "processing", receipt: true },
+    createRow: true,
+    deletesAtKill: 1,
+    startup: "confirmed",
+    deletesInAll: 1,
+  },
+  {
+    point: "delete.after-receipt-completed",
+    fence: { phase: "accepted", status: "completed", receipt: true },
+    createRow: true,
+    deletesAtKill: 1,
+    startup: "confirmed",
+    deletesInAll: 1,
+  },
+  {
+    point: "delete.after-retire-create",
+    fence: { phase: "accepted", status: "completed", receipt: true },
+    createRow: false,
+    deletesAtKill: 1,
+    startup: "confirmed",
+    deletesInAll: 1,
+  },
+  {
+    point: "delete.after-retire-deletion",
+    fence: null,
+    createRow: false,
+    deletesAtKill: 1,
+    startup: null,
+    deletesInAll: 1,
+  },
+  {
+    // boat.dev refused the DELETE (409 sandbox_busy: nothing started). The person fixes the cause and
+    // retries Delete: that is the second DELETE request, and the only one boat.dev accepted.
+    point: "delete.after-blocked",
+    fence: { phase: "blocked", status: "blocked", receipt: false },
+    createRow: true,
+    deletesAtKill: 1,
+    startup: "blocked",
+    deletesInAll: 2,
+  },
+];
+
+/** SIGKILLed at its crash point within `ms` (a point never reached fails here, not at the test timeout). */
+async function expectKilledWithin(
+  server: ServerChild,
+  request: Promise<unknown>,
+  ms = 10_000,
+): Promise<void> {
+  await request.then(
+    () => undefined,
+    () => undefined,
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const exit = await Promise.race([
+    server.exited,
+    new Promise<"alive">((resolve) => {
+      timer = setTimeout(() => resolve("alive"), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  expect(exit, `the server did not die at its crash point:\n${server.output()}`).not.toBe("alive");
+  expect((exit as { signal: NodeJS.Signals | null }).signal).toBe("SIGKILL");
+}
+
+/** A simulator control call (`/_sim/...`), with the simulator's token. */
+async function simControl(boatDev: BoatSimulator, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${boatDev.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${boatDev.token}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  expect(res.status, `${method} ${path}`).toBe(200);
+  // biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert on them.
+  return (await res.json()) as any;
+}
+
+async function fenceOnDisk(dataDir: string, boxId: string): Promise<FenceOnDisk> {
+  const records = await openBoatDeleteJournal({ dataDir }).peekBoatDeletions();
+  const record = records.find((r) => r.boxId === boxId);
+  return record === undefined
+    ? null
+    : { phase: record.phase, status: record.status ?? null, receipt: record.operationId !== undefined };
+}
+
+async function createRowOnDisk(dataDir: string, botId: string, boxId: string): Promise<boolean> {
+  const rows = await openBoatCreateJournal({ dataDir }).peekBoatCreates();
+  return rows.some((row) => row.botId === botId && row.boxId === boxId);
+}
+
+/** GET /v1/recovery once the restarted server's startup reconcile has finished (its report is in it). */
+// biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert on them.
+async function recoveryAfterStartup(call: Api): Promise<any> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const recovery = await call("GET", "/v1/recovery");
+    expect(recovery.status, recovery.text).toBe(200);
+    if (recovery.json.startup !== null) return recovery.json;
+    expect(Date.now(), "startup recovery did not finish within 10 s").toBeLessThan(deadline);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe("server killed during a deletion, restarted on the same data directory", () => {
+  it("the sweep covers every deletion crash point", () => {
+    expect(DELETION_CASES.map((c) => c.point).sort()).toEqual(
+      LIFECYCLE_CRASH_POINTS.filter((p) => p.startsWith("delete.")).sort(),
+    );
+  });
+
+  it.each(DELETION_CASES.map((c) => [c.point, c] as const))(
+    "at %s: the fence survives and stays visible, the Boat ends gone, no blind second DELETE",
+    async (_point, c) => {
+      // A simulator of its own: the only Boat it ever holds is this bot's, so its DELETE counters are this
+      // Boat's (boat.dev counts every DELETE request it receives, refused or not, before anything else).
+      const boatDev = await startBoatSimulator({ port: 0 });
+      const tmp = tempDir("crash-delete");
+      const botId = `d-${c.point.slice("delete.after-".length)}`;
+      const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
+      let server = await spawnServer(tmp.dir, { ...env, DRYDOCK_CRASH_POINT: c.point });
+      try {
+        const call = api(server.url, server.token);
+        expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
+        const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
+        expect(provisioned.status, provisioned.text).toBe(201);
+        const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
+        const confirm = { confirmName: name };
+        if (c.fence?.phase === "blocked") {
+          // boat.dev will refuse the DELETE with 409 sandbox_busy (a 4xx refusal: the fence is blocked).
+          await simControl(boatDev, "PATCH", `/_sim/sandboxes/${boxId}`, { busy: true });
+        }
+        await expectKilledWithin(server, call("DELETE", `/v1/bots/${botId}/computer`, confirm));
+
+        // What the dead server left behind: boat.dev's truth, and the journals on disk.
+        expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+        expect(await fenceOnDisk(tmp.dir, boxId)).toEqual(c.fence);
+        expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(c.createRow);
+
+        server = await spawnServer(tmp.dir, env);
+        let again = api(server.url, server.token);
+        let recovery = await recoveryAfterStartup(again);
+        // The restarted server saw the fence and reconciled it (polls and reads only).
+        expect(recovery.startup.deletions).toEqual(
+          c.fence === null
+            ? []
+            : [{ boxId, ownerBotId: botId, phaseBefore: c.fence.phase, outcome: c.startup }],
+        );
+        // A restart, its reconcile and its views never send DELETE.
+        expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+
+        if (c.startup === "confirmed" || c.startup === null) {
+          // Finished (by the dead server, or by the restart's reconcile): nothing is left open, and the
+          // interrupted Delete, sent again, finds no computer and sends nothing.
+          expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+            status: "none",
+          });
+          const repeat = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+          expect(repeat.status, repeat.text).toBe(404);
+          expect(repeat.json.error.code).toBe("computer_not_found");
+        } else {
+          // The open deletion is visible, in the recovery report and on the bot's computer, until finished.
+          const fence = c.fence as NonNullable<FenceOnDisk>;
+          expect(recovery.boats).toHaveLength(1);
+          let item = recovery.boats[0];
+          expect(item).toMatchObject({ kind: "deletion_fence", botId, boxId, name });
+          expect(item.facts.fencePhase).toBe(fence.phase);
+          expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toMatchObject({
+            status: c.startup === "blocked" ? "needs_attention" : "deleting",
+            boxId,
+            name,
+          });
+
+          if (fence.phase === "prepared") {
+            // Inside the in-flight window: the DELETE may still be on the wire, so nothing is re-sent.
+            expect(item.facts.inFlightLeftMs).toBeGreaterThan(0);
+            expect(item.action.name).toBeNull();
+            expect(item.action.advice).toContain("on the wire");
+            const early = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+            expect(early.status, early.text).toBe(202);
+            expect(early.json).toEqual({ ok: true, pending: true });
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer.status).toBe("deleting");
+
+            // The same data directory, restarted with its clock past the window.
+            server.kill();
+            await server.exited;
+            server = await spawnServer(tmp.dir, {
+              ...env,
+              DRYDOCK_TEST_CLOCK_OFFSET_MS: String(DELETE_IN_FLIGHT_MS + 1_000),
+            });
+            again = api(server.url, server.token);
+            recovery = await recoveryAfterStartup(again);
+            expect(recovery.boats).toHaveLength(1);
+            item = recovery.boats[0];
+            expect(item).toMatchObject({ kind: "deletion_fence", boxId, facts: { fencePhase: "prepared" } });
+            expect(item.facts.inFlightLeftMs).toBeUndefined();
+            expect(item.action.name).toBe("retryDeletion");
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer.status).toBe("deleting");
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+          }
+          if (fence.phase === "blocked") {
+            expect(item.attention).toBe(true);
+            expect(item.action.name).toBe("retryDeletion");
+            // The person fixes the cause in boat.dev, then retries Delete.
+            await simControl(boatDev, "PATCH", `/_sim/sandboxes/${boxId}`, { busy: false });
+          }
+
+          const finished = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+          expect(finished.status, finished.text).toBe(200);
+          expect(finished.json).toEqual({ ok: true });
+          expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+            status: "none",
+          });
+        }
+
+        // boat.dev's truth: one Boat ever billed, gone now, one deletion operation, no blind second DELETE.
+        const stats = boatDev.stats();
+        expect(stats.deleteRequests).toBe(c.deletesInAll);
+        expect(stats.deletesAccepted).toBe(1);
+        expect(stats.createsCommitted).toBe(1);
+        expect(stats.createRequests).toBe(1);
+        expect(stats.live).toBe(0);
+        const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
+        expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
+        expect(sim.sandboxes[0].deletedAt).not.toBeNull();
+        const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
+        expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
+        expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
+        expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+
+        // Nothing is left for a person, and the bot itself can go (no DELETE is sent for it).
+        const finalRecovery = (await again("GET", "/v1/recovery")).json;
+        expect(finalRecovery.boats).toEqual([]);
+        expect(finalRecovery.restores).toEqual([]);
+        expect(finalRecovery.open).toBe(0);
+        expect(finalRecovery.complete).toBe(true);
+        const removed = await again("DELETE", `/v1/bots/${botId}`);
+        expect(removed.status, removed.text).toBe(200);
+        expect(boatDev.stats().deleteRequests).toBe(c.deletesInAll);
+      } finally {
+        server.kill();
+        tmp.cleanup();
+        await boatDev.close();
       }
     },
   );
