@@ -147,7 +147,7 @@ const AREAS = [
     files: [
       [
         "apps/bot-server/test/crash-restart.test.ts",
-        "server SIGKILLed at lifecycle and restore crash points, restarted on the same data",
+        "server SIGKILLed at provision, deletion and restore crash points, restarted on the same data",
       ],
       ["apps/bot-server/test/hostile-input.test.ts", "generated malformed HTTP requests"],
     ],
