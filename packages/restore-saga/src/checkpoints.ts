@@ -172,7 +172,12 @@ function corrupt(what: string, why: string, cause?: unknown): SagaError {
  * symlink that leads into the workspace would otherwise pass, and a restore would delete its own saga
  * and lock).
  */
-export function assertDataDirOutside(fs: FileOps, dataDir: string, root: string): void {
+export function assertDataDirOutside(
+  fs: FileOps,
+  dataDir: string,
+  root: string,
+  what = "data directory",
+): void {
   let real: string;
   try {
     let missing = "";
@@ -186,12 +191,12 @@ export function assertDataDirOutside(fs: FileOps, dataDir: string, root: string)
     throw new SagaError({
       code: "INVALID_ARGUMENT",
       cause: error,
-      message: `The data directory ${dataDir} cannot be resolved (${errnoOf(error) ?? "error"}). Check the path and its symlinks.`,
+      message: `The ${what} ${dataDir} cannot be resolved (${errnoOf(error) ?? "error"}). Check the path and its symlinks.`,
     });
   }
   if (real === root || real.startsWith(root + sep)) {
     throw invalid(
-      `The data directory ${dataDir}${real === dataDir ? "" : ` (really ${real})`} must not be inside the workspace ${root}: a restore would delete it. Use a data directory outside the workspace.`,
+      `The ${what} ${dataDir}${real === dataDir ? "" : ` (really ${real})`} must not be inside the workspace ${root}: a restore would delete it. Use a ${what} outside the workspace.`,
     );
   }
 }

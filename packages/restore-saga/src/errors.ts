@@ -34,7 +34,10 @@ export const SAGA_ERROR_STATUS = {
    * after its intent and kept the lock on purpose. Only a fenced recovery may settle it.
    */
   RECOVERY_REQUIRED: 409,
-  /** The workspace lock file no longer holds this process's owner. */
+  /**
+   * The workspace lock file no longer holds this process's owner; or a saga store's state lock was not
+   * this process's any more when a read let go of it (what it read may be stale; a write says WRITE_FAILED).
+   */
   LOCK_OWNERSHIP_LOST: 409,
 } as const;
 

@@ -1,5 +1,6 @@
-import { isAbsolute, join, resolve, sep } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { type FileOps, fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
+import { assertDataDirOutside } from "./checkpoints.js";
 import { type CommitState, errnoOf, SagaError } from "./errors.js";
 import {
   canonicalJson,
@@ -19,9 +20,9 @@ import {
   replaceFile,
 } from "./internal/files.js";
 import {
+  lostDuringWrite,
   type StateLockOptions,
   sweepDeadLockFiles,
-  withNestedLock,
   withStateLock,
 } from "./internal/state-lock.js";
 import { verifiedChains } from "./internal/verified-chains.js";
@@ -31,6 +32,8 @@ import {
   isTerminalPhase,
   isTransitionAllowed,
   PHASE_EVIDENCE,
+  PRE_MUTATION_PHASES,
+  ROLLBACK_BASE_PHASES,
 } from "./phases.js";
 import {
   type CreateEvidence,
@@ -74,6 +77,9 @@ export const DEFAULT_SAGA_LIMITS: Readonly<SagaLimits> = Object.freeze({
 });
 
 const HEAD_MAX_BYTES = 4096;
+/** The instants a saga timestamp can hold: `toISOString` prints a four-digit year only within these. */
+const MIN_RECORDABLE_MS = Date.parse("0000-01-01T00:00:00.000Z");
+const MAX_RECORDABLE_MS = Date.parse("9999-12-31T23:59:59.999Z");
 const EVENT_FILE = /^(\d{6})-([a-z_]+)\.json$/;
 
 export interface SagaStoreOptions {
@@ -138,7 +144,16 @@ export interface PurgeResult {
   headHash: string;
 }
 
-export type PendingDiagnosticStatus = "terminal_unarchived" | "orphan_unpublished" | "busy" | "corrupt";
+/**
+ * `head_unsettled`: the chain verified, but HEAD is one event behind and rolling it forward failed (a write
+ * error); the next load that can write settles it.
+ */
+export type PendingDiagnosticStatus =
+  | "terminal_unarchived"
+  | "orphan_unpublished"
+  | "busy"
+  | "head_unsettled"
+  | "corrupt";
 
 export interface PendingDiagnostic {
   operationId: string;
@@ -208,6 +223,16 @@ function assertOperationId(operationId: unknown): asserts operationId is string 
   if (typeof operationId !== "string" || !OPERATION_ID_PATTERN.test(operationId)) {
     throw invalid("An operation id is 1-128 letters, digits, '-' or '_', starting with a letter or digit.");
   }
+  // A saga's state lock is `.locks/<id>.lock`, and the shard's is `.locks/shard.lock`: the id `shard` would
+  // make create wait for the lock it holds itself. The shard lock keeps its name (an older version must
+  // still exclude a newer one during an upgrade), so the id is refused; in any case, for file systems that
+  // ignore case. Every other name the store derives from an id cannot collide: ids hold no '.', and the
+  // store's own entries (`.locks`, `.archive`, `.purge`, `.purged`) start with one.
+  if (operationId.toLowerCase() === "shard") {
+    throw invalid(
+      `The operation id ${JSON.stringify(operationId)} is reserved (the saga store's shard lock has that name). Choose another id; nothing was changed.`,
+    );
+  }
 }
 
 /** The caller's fence, or CONFLICT when it is malformed: archiving and purging act only on an exact state. */
@@ -227,6 +252,13 @@ function exactFence(operationId: string, fence: SagaFence | undefined, doing: st
   return { expectedSeq, expectedHash };
 }
 
+/** How a saga's head differs from a fence, in words: the seq when it differs, else the head hash. */
+function headDifference(fence: SagaFence, actual: { seq: number; headHash: string; phase: Phase }): string {
+  return actual.seq === fence.expectedSeq
+    ? `is at seq ${actual.seq} (${actual.phase}) as the caller expected, but its head hash is ${actual.headHash}, not ${fence.expectedHash}`
+    : `is at seq ${actual.seq} (${actual.phase}), not the seq ${fence.expectedSeq} the caller expected`;
+}
+
 function fenceMismatch(
   operationId: string,
   fence: SagaFence,
@@ -240,7 +272,7 @@ function fenceMismatch(
     expectedHash: fence.expectedHash,
     actualSeq: actual.seq,
     actualHash: actual.headHash,
-    message: `Restore saga ${operationId} is at seq ${actual.seq} (${actual.phase}), not the seq ${fence.expectedSeq} the caller expected. Nothing was changed.`,
+    message: `Restore saga ${operationId} ${headDifference(fence, actual)}. Nothing was changed.`,
   });
 }
 
@@ -302,6 +334,91 @@ function isExactSuccessor(state: SagaState, fence: SagaFence, phase: Phase, evid
   );
 }
 
+type ChainStep = { readonly phase: Phase; readonly evidence: Readonly<Record<string, unknown>> };
+
+/** The longest recovery attempt (recovery_started … its terminal event) a saga stopped at `base` may run. */
+function attemptLength(base: Phase | null): number {
+  // A rollback: recovery_started, rollback_prepared, rollback_started, workspace_rolled_back,
+  // session_rollback_committed, rolled_back. An abort (or a resume): recovery_started, then the terminal.
+  return base !== null && ROLLBACK_BASE_PHASES.has(base) ? 6 : 2;
+}
+
+/**
+ * The most events that can still be needed to settle a saga whose chain is `events`, if nothing else fails:
+ * the rest of a recovery attempt under way; one whole attempt after recovery_required; after a restore's
+ * own step, recovery_required and one attempt (what recovery writes when the restore stops there).
+ */
+function eventsToSettle(events: readonly ChainStep[]): number {
+  const last = events.at(-1)!;
+  switch (last.phase) {
+    case "completed":
+    case "aborted":
+    case "rolled_back":
+      return 0;
+    case "recovery_required":
+      return attemptLength(basePhase(events));
+    case "recovery_started":
+      return last.evidence.recoveryAction === "rollback-partial-mutation" ? 5 : 1;
+    case "rollback_prepared":
+      return 4;
+    case "rollback_started":
+      return 3;
+    case "workspace_rolled_back":
+      return 2;
+    case "session_rollback_committed":
+      return 1;
+    default:
+      return 1 + attemptLength(last.phase);
+  }
+}
+
+/** What still settles a saga from `events`, for a person, with `left` events of room. */
+function settleHint(events: readonly ChainStep[], left: number, maxEvents: number): string {
+  const last = events.at(-1)!;
+  const needed = eventsToSettle(events);
+  // A restore's own step can also be settled by one terminal event, which only the cap holds back: aborted
+  // before any file changed, completed once applied.
+  const direct = PRE_MUTATION_PHASES.has(last.phase)
+    ? "aborted"
+    : last.phase === "workspace_applied" || last.phase === "session_committed"
+      ? "completed"
+      : null;
+  if (direct && left >= 1) {
+    return `What still fits is to finish it directly (${direct})${needed <= left ? ", or recovery_required and one recovery" : ""}.`;
+  }
+  if (needed > left) {
+    return `It cannot be settled within its limit of ${maxEvents} events any more (that could take ${needed}, ${left} are left): inspect the workspace and the saga by hand.`;
+  }
+  const base = basePhase(events);
+  switch (last.phase) {
+    case "recovery_started":
+    case "rollback_prepared":
+    case "rollback_started":
+    case "workspace_rolled_back":
+    case "session_rollback_committed": {
+      const action = events.findLast((event) => event.phase === "recovery_started")?.evidence.recoveryAction;
+      const end =
+        action === "rollback-partial-mutation"
+          ? "rolled_back"
+          : action === "abort-pre-intent"
+            ? "aborted"
+            : "completed";
+      return `What still fits is to finish the recovery already started (${String(action)}), up to ${end}.`;
+    }
+    case "recovery_required": {
+      const end =
+        base !== null && PRE_MUTATION_PHASES.has(base)
+          ? "aborted"
+          : attemptLength(base) > 2
+            ? "rolled_back"
+            : "completed";
+      return `What still fits is one recovery: recovery_started, then up to ${end}.`;
+    }
+    default:
+      return "What still fits is recovery_required and one recovery.";
+  }
+}
+
 function writeFailed(
   operationId: string,
   commitState: CommitState,
@@ -357,9 +474,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   }
   const stateDir = resolve(options.stateDir);
   // The state must not live inside the workspace: a restore would delete it as "absent from the checkpoint".
-  if (stateDir === workspaceRoot || stateDir.startsWith(workspaceRoot + sep)) {
-    throw invalid("The saga stateDir must be outside the workspace.");
-  }
+  // Judged by realpath (of its nearest existing ancestor), like the checkpoint store's data directory.
+  assertDataDirOutside(fs, stateDir, workspaceRoot, "saga stateDir");
   const shardDir = join(stateDir, `workspace-${sha256Hex(workspaceRoot).slice(0, 32)}`);
   const locksDir = join(shardDir, ".locks");
   const archiveDir = join(shardDir, ".archive");
@@ -440,6 +556,28 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
    * promoted, and a HEAD exactly one event behind is rolled forward. Anything else inconsistent: CORRUPT.
    */
   function replay(id: string, dir: string, repair: boolean, archived: boolean): Replay {
+    const temps: string[] = [];
+    const result = replayFiles(id, dir, repair, archived, temps);
+    // Only once the chain verified: a CORRUPT saga's files are left exactly as they are, as its error says.
+    for (const name of temps) {
+      try {
+        fs.unlinkSync(join(dir, name));
+      } catch (error) {
+        if (errnoOf(error) !== "ENOENT") {
+          throw new SagaError({
+            code: "LOCK_FAILED",
+            operationId: id,
+            cause: error,
+            message: `A leftover temporary file of restore saga ${id} could not be removed (${errnoOf(error) ?? "error"}). The saga itself verified, and a temporary file is never promoted; retry.`,
+          });
+        }
+      }
+    }
+    return result;
+  }
+
+  /** The replay itself; the temporaries it finds (with `repair`) are collected in `temps`, not deleted. */
+  function replayFiles(id: string, dir: string, repair: boolean, archived: boolean, temps: string[]): Replay {
     const dirStat = present(dir);
     if (!dirStat) {
       throw new SagaError({
@@ -456,6 +594,9 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       throw corrupt(id, "its directory cannot be listed", error);
     }
     const eventFiles = new Map<number, { name: string; phase: string }>();
+    const tempLinks = new Map<string, number>();
+    const extraLinks = (stat: { dev: number | bigint; ino: number | bigint }): number =>
+      tempLinks.get(`${stat.dev}:${stat.ino}`) ?? 0;
     let hasHead = false;
     for (const name of names) {
       if (name === "HEAD") {
@@ -464,17 +605,13 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       }
       if (isTempName(name)) {
         if (!repair) throw corrupt(id, `it holds a temporary file ${name}`);
-        try {
-          fs.unlinkSync(join(dir, name));
-        } catch (error) {
-          if (errnoOf(error) !== "ENOENT") {
-            throw new SagaError({
-              code: "LOCK_FAILED",
-              operationId: id,
-              cause: error,
-              message: `A leftover temporary file of restore saga ${id} could not be removed (${errnoOf(error) ?? "error"}). Nothing was changed; retry.`,
-            });
-          }
+        temps.push(name);
+        // A writer killed between link(2) and unlinking its temp left the temp as a second name of the
+        // event (or genesis HEAD) it published: that one link is expected until the temp is removed.
+        const stat = present(join(dir, name));
+        if (stat?.isFile()) {
+          const key = `${stat.dev}:${stat.ino}`;
+          tempLinks.set(key, (tempLinks.get(key) ?? 0) + 1);
         }
         continue;
       }
@@ -498,14 +635,21 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       const bytes = readRegularFile(fs, join(dir, file.name), {
         maxBytes: limits.maxEventBytes,
         what: `saga event ${id}/${file.name}`,
+        extraLinks,
       });
       if (!bytes) throw corrupt(id, `event ${file.name} vanished while being read`);
       eventBytes.push(bytes);
       const known = trusted ? memo?.events[seq - 1] : undefined;
-      trusted = known?.bytes.equals(bytes) === true;
+      // The file name is part of what was verified (its phase must be the event's): equal bytes renamed to
+      // another phase are verified in full, and fail there.
+      trusted =
+        known !== undefined &&
+        file.name === eventFileName(known.event.seq, known.event.phase) &&
+        known.bytes.equals(bytes);
       if (trusted && known) {
-        // The very bytes this store verified before, after the very same prefix: the checks below would
-        // give the same answer. Only what lies outside the bytes is checked again (the workspace identity).
+        // The very bytes this store verified before, under the same name, after the very same prefix: the
+        // checks below would give the same answer. Only what lies outside the file is checked again (the
+        // workspace identity).
         checkCreatedBinding(id, known.event, expectedIdentity);
         events.push(known.event);
         continue;
@@ -547,6 +691,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     const headBytes = readRegularFile(fs, join(dir, "HEAD"), {
       maxBytes: HEAD_MAX_BYTES,
       what: `HEAD of ${id}`,
+      extraLinks,
     });
     if (!headBytes) throw corrupt(id, "its HEAD vanished while being read");
     const knownHead = memo?.head?.bytes.equals(headBytes) ? memo.head : undefined;
@@ -673,10 +818,26 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     return result.state;
   }
 
+  /**
+   * `time` as the schemas record it (ISO-8601 with a four-digit year). A clock beyond year 9999 (one counting
+   * microseconds, say) would write a file every reader calls CORRUPT, and NaN cannot be written at all; both
+   * are refused before anything is written, naming the clock, not the disk.
+   */
+  function recordableTime(id: string, time: number, clock: number, commitState: CommitState): string {
+    if (time >= MIN_RECORDABLE_MS && time <= MAX_RECORDABLE_MS) return new Date(time).toISOString();
+    throw new SagaError({
+      code: "INVALID_ARGUMENT",
+      operationId: id,
+      commitState,
+      message: `The clock of this restore saga store gave ${clock}, which is not a time restore saga ${id} can record (years 0000 to 9999, in milliseconds). Nothing was written; fix the clock (the store's now option) and retry.`,
+    });
+  }
+
   function buildEvent(state: SagaState | null, id: string, phase: Phase, evidence: Record<string, unknown>) {
     const last = state?.events.at(-1) ?? null;
+    const clock = now();
     // Clamp: a clock that steps back must not make the chain look reordered.
-    const time = Math.max(now(), last ? Date.parse(last.timestamp) : 0);
+    const time = Math.max(clock, last ? Date.parse(last.timestamp) : 0);
     const body: Omit<SagaEvent, "hash"> = {
       schema: SAGA_EVENT_SCHEMA,
       version: 1,
@@ -684,7 +845,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       seq: last ? last.seq + 1 : 1,
       prevHash: last ? last.hash : null,
       phase,
-      timestamp: new Date(time).toISOString(),
+      timestamp: recordableTime(id, time, clock, "event_not_committed"),
       evidence: JSON.parse(canonicalJson(evidence)) as Record<string, unknown>,
     };
     const event: SagaEvent = { ...body, hash: eventHash(body) };
@@ -915,7 +1076,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           });
         }
         // Lock order everywhere: shard lock, then the operation's lock.
-        return withStateLockSync(operationId, () => {
+        return withNestedOpLock(operationId, () => {
           const evidence = checkEvidence(operationId, "created", {
             ...parsedInput.data,
             workspaceRoot,
@@ -932,6 +1093,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
               });
             }
           }
+          // Built (and its clock checked) before the saga's directory is made: a refusal leaves nothing.
+          const { event, bytes } = buildEvent(null, operationId, "created", evidence);
           try {
             if (!exists) fs.mkdirSync(dir, { mode: 0o700 });
             // The saga's directory name must be durable before any event in it is acknowledged: a power
@@ -941,7 +1104,6 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           } catch (error) {
             throw writeFailed(operationId, "event_not_committed", error, null);
           }
-          const { event, bytes } = buildEvent(null, operationId, "created", evidence);
           try {
             if (!present(join(dir, "HEAD"))) {
               // Genesis HEAD first, so "events but no HEAD" is never a legitimate crash state.
@@ -1029,7 +1191,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
             expectedHash,
             actualSeq: state.seq,
             actualHash: state.headHash,
-            message: `Restore saga ${operationId} moved on (it is at seq ${state.seq}, ${state.phase}; the caller expected seq ${expectedSeq}). Nothing was written; reload it and decide again.`,
+            message: `Restore saga ${operationId} moved on: it ${headDifference(fence, state)}. Nothing was written; reload it and decide again.`,
           });
         }
         const next = { phase: phaseParsed.data, evidence };
@@ -1050,12 +1212,22 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
             message: `Restore saga ${operationId} cannot record ${next.phase} here: ${reason}. Nothing was written.`,
           });
         }
-        if (state.events.length >= limits.maxEvents) {
+        // The cap keeps room to settle: a step that is not terminal is written only if what it could still
+        // take to settle the saga afterwards fits (the rest of a recovery under way, else one whole recovery
+        // attempt, the longest its base phase allows). So a recovery the store lets start can always finish,
+        // however many attempts failed before it; a terminal event is held back by the cap alone.
+        const left = limits.maxEvents - state.events.length;
+        const needed = isTerminalPhase(next.phase) ? 0 : eventsToSettle([...state.events, next]);
+        if (left - 1 < needed) {
           throw new SagaError({
             code: "LIMIT",
             operationId,
             phase: state.phase,
-            message: `Restore saga ${operationId} already has ${limits.maxEvents} events. Nothing was written.`,
+            message: `Restore saga ${operationId} ${
+              left < 1
+                ? `already has ${state.events.length} events, its limit`
+                : `has ${state.events.length} of at most ${limits.maxEvents} events: after ${next.phase}, ${left - 1} would be left, and settling it could then take ${needed}`
+            }. Nothing was written. ${settleHint(state.events, left, limits.maxEvents)}`,
           });
         }
         const { event, bytes } = buildEvent(state, operationId, next.phase, evidence);
@@ -1235,9 +1407,13 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           }
         } catch (error) {
           const code = error instanceof SagaError ? error.code : null;
+          // Archived (or purged) by another process since the listing: not pending any more.
+          if (code === "NOT_FOUND") continue;
           diagnostics.push({
             operationId: id,
-            status: code === "LOCK_FAILED" ? "busy" : "corrupt",
+            // WRITE_FAILED here is the one repair a replay makes, rolling HEAD forward: the chain verified,
+            // only the write failed (the next load retries it).
+            status: code === "LOCK_FAILED" ? "busy" : code === "WRITE_FAILED" ? "head_unsettled" : "corrupt",
             code,
             recoverable: false,
           });
@@ -1321,6 +1497,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     const state = replay(id, join(archiveDir, id), false, true).state;
     if (!state) throw corrupt(id, "its archive holds no event");
     if (!matches(state)) throw fenceMismatch(id, fence, state);
+    const clock = now();
     const receipt: SagaPurgeReceipt = {
       schema: SAGA_PURGE_RECEIPT_SCHEMA,
       version: 1,
@@ -1328,7 +1505,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       phase: state.phase,
       seq: state.seq,
       headHash: state.headHash,
-      purgedAt: new Date(now()).toISOString(),
+      purgedAt: recordableTime(id, clock, clock, "purge_not_committed"),
     };
     try {
       ensurePrivateDir(fs, receiptsDir);
@@ -1382,41 +1559,46 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       throw new SagaError({ code: "NOT_FOUND", operationId: id, message: `No restore saga ${id} exists.` });
     }
     ensureLayout();
-    return stateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, () =>
-      withStateLockSync(id, fn),
-    );
+    return stateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, () => withNestedOpLock(id, fn));
   }
 
   /**
-   * Nested operation lock inside the shard lock. Synchronous callers cannot await, so the nested lock is
-   * taken with the sync variant; both are short.
+   * The operation's lock nested inside the shard lock, awaited like any other: a synchronous wait here
+   * froze the event loop whenever another task of this process held the operation's lock (a load), which
+   * could then never release it. `fn` itself stays synchronous.
    */
-  function withStateLockSync<T>(id: string, fn: () => T): T {
-    return withNestedLock(opLock(id), `restore saga ${id}`, fs, options.lock, fn);
+  function withNestedOpLock<T>(id: string, fn: () => T): Promise<T> {
+    return withStateLock(opLock(id), `restore saga ${id}`, fs, options.lock, fn);
   }
 
   return Object.freeze({
     workspaceRoot,
     shardDir,
-    create: (id, evidence) => guard(store.create(id, evidence), true),
-    load: (id) => guard(store.load(id), false),
-    advance: (id, input) => guard(store.advance(id, input), true),
-    archiveTerminal: (id, fence) => guard(store.archiveTerminal(id, fence), true),
-    loadArchived: (id) => guard(store.loadArchived(id), false),
-    listPending: (listOptions) => guard(store.listPending(listOptions), false),
-    listArchived: () => guard(store.listArchived(), false),
-    purgeArchived: (id, fence) => guard(store.purgeArchived(id, fence), true),
+    create: (id, evidence) => guard(store.create(id, evidence), "event_commit_unknown"),
+    load: (id) => guard(store.load(id), null),
+    advance: (id, input) => guard(store.advance(id, input), "event_commit_unknown"),
+    archiveTerminal: (id, fence) => guard(store.archiveTerminal(id, fence), "archive_commit_unknown"),
+    loadArchived: (id) => guard(store.loadArchived(id), null),
+    listPending: (listOptions) => guard(store.listPending(listOptions), null),
+    listArchived: () => guard(store.listArchived(), null),
+    purgeArchived: (id, fence) => guard(store.purgeArchived(id, fence), "purge_commit_unknown"),
   } satisfies SagaStore);
 }
 
 /**
  * The boundary: every failure leaves the store as a SagaError. Each file operation inside is wrapped where
- * it happens; this only catches what slipped through, and says the least it can promise.
+ * it happens; this only catches what slipped through, and says the least it can promise. `lostLock` is
+ * what a call that writes reports when its state lock turned out to be someone else's by the time it let
+ * go (the only LOCK_OWNERSHIP_LOST inside the store): its write may collide with theirs. Null: a read.
  */
-async function guard<T>(work: Promise<T>, writes: boolean): Promise<T> {
+async function guard<T>(work: Promise<T>, lostLock: CommitState | null): Promise<T> {
+  const writes = lostLock !== null;
   try {
     return await work;
   } catch (error) {
+    if (error instanceof SagaError && error.code === "LOCK_OWNERSHIP_LOST" && writes) {
+      throw lostDuringWrite(error, lostLock);
+    }
     if (error instanceof SagaError) throw error;
     throw new SagaError({
       code: writes ? "WRITE_FAILED" : "CORRUPT",

@@ -10,7 +10,7 @@ import {
   nodeFileOps,
   takeoverLock,
 } from "@drydock/file-lock";
-import { errnoOf, SagaError } from "./errors.js";
+import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import { plainDigest, sha256Hex } from "./internal/canonical.js";
 import { ensurePrivateDir } from "./internal/files.js";
 import { lockFailed, releaseWithRetry, withStateLock } from "./internal/state-lock.js";
@@ -31,8 +31,10 @@ import {
  * after a power loss. Two fsyncs per restore; the registry lock stays a plain short lock.
  *
  * Overlap (a lock on /a refuses /a/b and the reverse) is decided by a scan of every workspace lock in the
- * directory, made while holding `<dataDir>/locks/registry.lock`. Every acquisition and takeover scans and
- * publishes under that registry lock, so two overlapping workspaces can never both pass the scan. Release
+ * directory, made while holding `<dataDir>/locks/registry.lock`. Paths are compared, and so are the device
+ * and inode of each locked root with ours: the same directory reached through a bind mount has another
+ * path (and so another lock file) but the same identity. A bind mount BELOW a locked root is not seen.
+ * Every acquisition and takeover scans and publishes under that registry lock, so two overlapping workspaces can never both pass the scan. Release
  * does not need it: removing a lock can only make a later scan less restrictive. A registry lock left by a
  * dead process is reaped (it guards nothing once its holder is gone).
  */
@@ -189,13 +191,23 @@ function makeJudge(options: WorkspaceLockBaseOptions): Judge {
   return (owner) => (judgeOwnerLiveness(owner, seams) === "dead" ? "dead" : "alive");
 }
 
-function blockedError(owner: WorkspaceLockOwner, dead: boolean, root: string): SagaError {
+function blockedError(
+  owner: WorkspaceLockOwner,
+  dead: boolean,
+  root: string,
+  sameDirectory = false,
+): SagaError {
   const details = {
     ownerOperationId: owner.payload.transactionId,
     ownerPid: owner.pid,
     ownerWorkspaceRoot: owner.payload.workspaceRoot,
   };
-  const relation = owner.payload.workspaceRoot === root ? "this workspace" : "an overlapping workspace";
+  const relation =
+    owner.payload.workspaceRoot === root
+      ? "this workspace"
+      : sameDirectory
+        ? "this same directory under another path"
+        : "an overlapping workspace";
   if (dead) {
     return new SagaError({
       code: "RECOVERY_REQUIRED",
@@ -211,7 +223,33 @@ function blockedError(owner: WorkspaceLockOwner, dead: boolean, root: string): S
   });
 }
 
-/** Scans every workspace lock except `exceptPath` for one whose root overlaps `root`. */
+interface DirIdentity {
+  dev: bigint;
+  ino: bigint;
+}
+
+/** Device and inode of a directory; null when it no longer exists (a gone root is nobody's alias). */
+function dirIdentity(fs: FileOps, path: string, root: string): DirIdentity | null {
+  try {
+    const { dev, ino } = fs.statSync(path, { bigint: true });
+    return { dev, ino };
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === "ENOENT" || code === "ENOTDIR") return null;
+    // Fails closed, like an unreadable lock: an unknown identity could be ours.
+    throw new SagaError({
+      code: "LOCK_FAILED",
+      cause: error,
+      message: `The directory ${path} could not be inspected (${code ?? "error"}), so whether a workspace lock on it covers ${root} under another path is unknown. Nothing was changed; retry shortly, or check that directory.`,
+    });
+  }
+}
+
+/**
+ * Scans every workspace lock except `exceptPath` for one whose root overlaps `root`: by path (equal,
+ * parent or child), or by identity (the same directory under another path, e.g. a bind mount; lock file
+ * names stay keyed by path, for compatibility, so this is the only place such an alias is seen).
+ */
 function findOverlap(
   fs: FileOps,
   locksDir: string,
@@ -225,13 +263,19 @@ function findOverlap(
   } catch (error) {
     throw lockFailed(error, `the workspace lock registry ${locksDir}`);
   }
+  let ours: DirIdentity | null | undefined;
   for (const name of names.sort()) {
     if (!WORKSPACE_LOCK_FILE.test(name)) continue;
     const path = join(locksDir, name);
     if (path === exceptPath) continue;
     const owner = readOwner(fs, path);
-    if (owner && overlaps(owner.payload.workspaceRoot, root)) {
-      return blockedError(owner, judge(owner) === "dead", root);
+    if (!owner) continue;
+    const other = owner.payload.workspaceRoot;
+    if (overlaps(other, root)) return blockedError(owner, judge(owner) === "dead", root);
+    if (ours === undefined) ours = dirIdentity(fs, root, root);
+    const theirs = ours && dirIdentity(fs, other, root);
+    if (ours && theirs && theirs.dev === ours.dev && theirs.ino === ours.ino) {
+      return blockedError(owner, judge(owner) === "dead", root, true);
     }
   }
   return null;
@@ -355,12 +399,57 @@ function makeLease(
       try {
         releaseWithRetry(handle);
       } catch (error) {
-        throw lockFailed(error, `workspace ${p.root}`);
+        // file-lock has given the handle up: the lock on disk is another owner's (or gone) and stays so.
+        if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") released = true;
+        throw releaseFailed(p, error);
       }
       released = true;
     },
   };
   return lease;
+}
+
+/** A lease's release failed. Never "could not lock, nothing was changed": the restore ran under it. */
+function releaseFailed(p: Prepared, error: unknown): SagaError {
+  const tx = p.payload.transactionId;
+  if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
+    return new SagaError({
+      code: "LOCK_OWNERSHIP_LOST",
+      cause: error,
+      ownerOperationId: tx,
+      message: `The lock on workspace ${p.root} was no longer restore ${tx}'s when it released it: it had been taken by another owner or removed, and was left as it is. What the restore did may have overlapped with another process: inspect the workspace with the recovery tool.`,
+    });
+  }
+  // file-lock's own words say whether the lock is still held (LOCK_IO, LOCK_UNREADABLE: call release()
+  // again, or exit) or was rewritten by something else (LOCK_INVALID: left as it is, inspect it).
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause: error,
+    ownerOperationId: tx,
+    message: `The lock of restore ${tx} on workspace ${p.root} was not released: ${(error as Error).message}`,
+  });
+}
+
+/**
+ * The registry lock was no longer ours when acquireWorkspaceLock let go of it: another process may have
+ * passed its own overlap scan meanwhile, so the workspace lock just taken (if any) is given up again.
+ */
+function registryLost(p: Prepared, error: SagaError, lease: HeldWorkspaceLock | undefined): SagaError {
+  let outcome = " Nothing was changed.";
+  if (lease) {
+    try {
+      lease.release();
+      outcome = " The workspace lock it had just taken was released again; nothing was changed.";
+    } catch (releaseError) {
+      const why = errnoOf((releaseError as Error).cause) ?? (releaseError as SagaError).code;
+      outcome = ` Giving up the workspace lock it had just taken failed too (${why}): this process holds it until it exits.`;
+    }
+  }
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause: error,
+    message: `The workspace lock registry in ${p.locksDir} was taken from this process while it checked ${p.root} for overlapping restores, so that check cannot be trusted.${outcome} Retry shortly, and inspect ${p.locksDir} if this persists.`,
+  });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
@@ -374,27 +463,38 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
   const p = prepare(options);
   const start = performance.now();
   for (;;) {
-    const outcome = await withStateLock(
-      join(p.locksDir, "registry.lock"),
-      "the workspace lock registry",
-      p.fs,
-      registryLockOptions(p),
-      (): HeldWorkspaceLock | SagaError => {
-        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
-        if (overlap) return overlap;
-        try {
-          return makeLease(p, acquireLockSync(p.path, { ...p.lockOptions, waitMs: 0 }), null);
-        } catch (error) {
-          if (isLockError(error) && (error.code === "LOCK_TIMEOUT" || error.code === "LOCK_OWNER_DEAD")) {
-            const owner = readOwner(p.fs, p.path);
-            if (owner) return blockedError(owner, error.code === "LOCK_OWNER_DEAD", p.root);
-            return lockFailed(error, `workspace ${p.root}`);
+    // A release of the registry that fails with LOCK_IO hands the lease back (the registry stayed ours
+    // throughout; state-lock.ts releases it later); one that finds it lost gives the lease up.
+    const made: { lease?: HeldWorkspaceLock } = {};
+    let outcome: HeldWorkspaceLock | SagaError;
+    try {
+      outcome = await withStateLock(
+        join(p.locksDir, "registry.lock"),
+        "the workspace lock registry",
+        p.fs,
+        registryLockOptions(p),
+        (): HeldWorkspaceLock | SagaError => {
+          const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+          if (overlap) return overlap;
+          try {
+            made.lease = makeLease(p, acquireLockSync(p.path, { ...p.lockOptions, waitMs: 0 }), null);
+            return made.lease;
+          } catch (error) {
+            if (isLockError(error) && (error.code === "LOCK_TIMEOUT" || error.code === "LOCK_OWNER_DEAD")) {
+              const owner = readOwner(p.fs, p.path);
+              if (owner) return blockedError(owner, error.code === "LOCK_OWNER_DEAD", p.root);
+              return lockFailed(error, `workspace ${p.root}`);
+            }
+            if (error instanceof SagaError) throw error;
+            throw lockFailed(error, `workspace ${p.root}`);
           }
-          if (error instanceof SagaError) throw error;
-          throw lockFailed(error, `workspace ${p.root}`);
-        }
-      },
-    );
+        },
+      );
+    } catch (error) {
+      if (isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST")
+        throw registryLost(p, error, made.lease);
+      throw error;
+    }
     if (!(outcome instanceof SagaError)) return outcome;
     if (outcome.code !== "WORKSPACE_LOCKED" || performance.now() - start >= p.waitMs) throw outcome;
     await sleep(Math.min(p.retryMs, Math.max(1, p.waitMs - (performance.now() - start))));
@@ -421,33 +521,44 @@ export async function takeoverWorkspaceLock(
     );
   }
   const expectedOwner = expected.data;
-  return withStateLock(
-    join(p.locksDir, "registry.lock"),
-    "the workspace lock registry",
-    p.fs,
-    registryLockOptions(p),
-    async () => {
-      const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
-      if (overlap) throw overlap;
-      let handle: LockHandle;
-      try {
-        handle = await takeoverLock(p.path, options.expectedOwner, { ...p.lockOptions, waitMs: p.waitMs });
-      } catch (error) {
-        if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
-          throw new SagaError({
-            code: "CONFLICT",
-            cause: error,
-            ownerOperationId: p.payload.transactionId,
-            message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
-          });
+  const made: { lease?: HeldWorkspaceLock } = {};
+  try {
+    return await withStateLock(
+      join(p.locksDir, "registry.lock"),
+      "the workspace lock registry",
+      p.fs,
+      registryLockOptions(p),
+      async () => {
+        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        if (overlap) throw overlap;
+        let handle: LockHandle;
+        try {
+          handle = await takeoverLock(p.path, options.expectedOwner, { ...p.lockOptions, waitMs: p.waitMs });
+        } catch (error) {
+          if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
+            throw new SagaError({
+              code: "CONFLICT",
+              cause: error,
+              ownerOperationId: p.payload.transactionId,
+              message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
+            });
+          }
+          if (isLockError(error) && error.code === "LOCK_TIMEOUT")
+            throw blockedError(expectedOwner, false, p.root);
+          throw lockFailed(error, `workspace ${p.root}`);
         }
-        if (isLockError(error) && error.code === "LOCK_TIMEOUT")
-          throw blockedError(expectedOwner, false, p.root);
-        throw lockFailed(error, `workspace ${p.root}`);
-      }
-      return makeLease(p, handle, expectedOwner);
-    },
-  );
+        made.lease = makeLease(p, handle, expectedOwner);
+        return made.lease;
+      },
+    );
+  } catch (error) {
+    // The registry was lost after the takeover (LOCK_IO hands the lease back by itself). The takeover
+    // renamed our owner over the dead one, so this workspace's lock file never went missing and every
+    // overlapping acquisition saw a lock here throughout, registry or not. Giving the lease up would
+    // unlock a workspace that needs recovery: it is handed back.
+    if (made.lease && isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") return made.lease;
+    throw error;
+  }
 }
 
 async function runHeld<T>(

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import { hostname } from "node:os";
 import { basename, join } from "node:path";
@@ -418,5 +419,237 @@ describe("a durable acquire whose flush fails", () => {
     expect((caught as Error).message).toMatch(/this process holds it until it exits/);
     expect((caught as Error).message).not.toMatch(/Nothing was changed/);
     expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.pid).toBe(process.pid);
+  });
+});
+
+const FOREIGN_TOKEN = "ffffffff-ffff-4fff-bfff-ffffffffffff";
+
+/** What a process that took a lock from us (a reaper misled about our liveness, a hand edit) leaves. */
+function stealLock(path: string): void {
+  const mine = JSON.parse(fs.readFileSync(path, "utf8"));
+  fs.unlinkSync(path);
+  fs.writeFileSync(path, `${JSON.stringify({ ...mine, token: FOREIGN_TOKEN })}\n`);
+}
+
+describe("workspace lock: a lease whose lock was taken by another owner", () => {
+  it("release() reports it and leaves the other owner's lock in place", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    const path = workspaceLockPath(dataDir, workspace);
+    stealLock(path);
+    const theirs = fs.readFileSync(path);
+    let caught: unknown = null;
+    try {
+      held.release();
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({ code: "LOCK_OWNERSHIP_LOST" });
+    expect((caught as Error).message).toMatch(/taken by another owner/);
+    expect(fs.readFileSync(path)).toEqual(theirs);
+  });
+
+  it("withWorkspaceLock reports it even though the callback succeeded", async () => {
+    const path = workspaceLockPath(dataDir, workspace);
+    const error = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" }, () => {
+        stealLock(path);
+        return "done";
+      }),
+    );
+    expect(error.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(JSON.parse(fs.readFileSync(path, "utf8")).token).toBe(FOREIGN_TOKEN);
+  });
+});
+
+describe("workspace lock: the registry lock's release fails after the workspace lock was taken", () => {
+  const wsLock = /ws-[0-9a-f]{64}\.lock$/;
+  function faulty(ctl: { armed: boolean; mode: "eio" | "steal" }): FileOps {
+    const registry = join(dataDir, "locks", "registry.lock");
+    const published = (to: fs.PathLike): void => {
+      if (!wsLock.test(String(to))) return;
+      ctl.armed = true;
+      if (ctl.mode === "steal") stealLock(registry);
+    };
+    return {
+      ...nodeFileOps,
+      linkSync(from: fs.PathLike, to: fs.PathLike) {
+        nodeFileOps.linkSync(from, to);
+        published(to);
+      },
+      renameSync(from: fs.PathLike, to: fs.PathLike) {
+        nodeFileOps.renameSync(from, to);
+        published(to);
+      },
+      unlinkSync(path: fs.PathLike) {
+        if (ctl.armed && ctl.mode === "eio" && String(path) === registry)
+          throw Object.assign(new Error("EIO: i/o error, unlink"), { code: "EIO", syscall: "unlink" });
+        nodeFileOps.unlinkSync(path);
+      },
+    };
+  }
+
+  it("EIO: the lease is handed back, and the registry this process still holds is released by its next acquisition", async () => {
+    const ctl = { armed: false, mode: "eio" as const };
+    const registry = join(dataDir, "locks", "registry.lock");
+    const held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-1",
+      fs: faulty(ctl),
+    });
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(held.owner);
+    held.release();
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+    expect(JSON.parse(fs.readFileSync(registry, "utf8")).pid).toBe(process.pid);
+    const stuck = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-2", fs: faulty(ctl) }),
+    );
+    expect(stuck.code).toBe("LOCK_FAILED");
+    expect(stuck.message).toMatch(/still held by this process/);
+    expect(stuck.message).not.toMatch(/Nothing was changed/);
+    ctl.armed = false;
+    const next = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-3" });
+    next.release();
+    expect(fs.existsSync(registry)).toBe(false);
+  });
+
+  it("a registry taken by another owner: acquire gives the workspace lock up again before it throws", async () => {
+    const error = await rejection(
+      acquireWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-1",
+        fs: faulty({ armed: false, mode: "steal" }),
+      }),
+    );
+    expect(error.code).toBe("LOCK_FAILED");
+    expect(error.message).toMatch(/registry/);
+    expect(error.message).not.toMatch(/may be stale/);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("a registry taken by another owner during a takeover: the lease is handed back, the workspace never unlocked", async () => {
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-t" });
+    const dead = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    const lease = await takeoverWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-t",
+      expectedOwner: dead,
+      isProcessAlive: everyoneDead,
+      fs: faulty({ armed: false, mode: "steal" }),
+    });
+    expect(lease.priorOwner).toEqual(dead);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(lease.owner);
+    lease.release();
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+});
+
+/** Whether this process may bind-mount (root, or a user namespace allowing it); probed once. */
+const canBindMount = ((): boolean => {
+  if (process.platform !== "linux") return false;
+  const dir = makeTempDir("bind-probe");
+  try {
+    fs.mkdirSync(join(dir, "a"));
+    fs.mkdirSync(join(dir, "b"));
+    execFileSync("mount", ["--bind", join(dir, "a"), join(dir, "b")], { stdio: "ignore" });
+    execFileSync("umount", [join(dir, "b")], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    removeDir(dir);
+  }
+})();
+
+describe("workspace lock: one directory under two paths", () => {
+  /** stat of `alias` answers `target`'s device and inode, as a bind mount of target at alias would. */
+  function aliasing(alias: string, target: string): FileOps {
+    return {
+      ...nodeFileOps,
+      statSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+        const stat = (nodeFileOps.statSync as (...args: unknown[]) => fs.Stats)(path, ...rest);
+        if (String(path) !== alias) return stat;
+        const real = (nodeFileOps.statSync as (...args: unknown[]) => fs.Stats)(target, ...rest);
+        return Object.assign(Object.create(Object.getPrototypeOf(stat)), stat, {
+          dev: real.dev,
+          ino: real.ino,
+        });
+      }) as FileOps["statSync"],
+    };
+  }
+
+  it("refuses a root with the same device and inode as a locked root, in either order", async () => {
+    const alias = join(base, "alias");
+    fs.mkdirSync(alias);
+    const seam = aliasing(alias, workspace);
+    for (const [first, second] of [
+      [workspace, alias],
+      [alias, workspace],
+    ] as const) {
+      const held = await acquireWorkspaceLock({
+        dataDir,
+        workspaceRoot: first,
+        transactionId: "op-1",
+        fs: seam,
+      });
+      const error = await rejection(
+        acquireWorkspaceLock({ dataDir, workspaceRoot: second, transactionId: "op-2", waitMs: 0, fs: seam }),
+      );
+      expect(error.code).toBe("WORKSPACE_LOCKED");
+      expect(error.details.ownerWorkspaceRoot).toBe(first);
+      expect(error.message).toMatch(/same directory/);
+      held.release();
+    }
+    // A dead owner of the alias is RECOVERY_REQUIRED, as for the path itself.
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: alias, transactionId: "op-dead", fs: seam });
+    const dead = await rejection(
+      acquireWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-2",
+        isProcessAlive: everyoneDead,
+        fs: seam,
+      }),
+    );
+    expect(dead.code).toBe("RECOVERY_REQUIRED");
+  });
+
+  it("does not match a locked root that no longer exists", async () => {
+    const alias = join(base, "alias");
+    fs.mkdirSync(alias);
+    const seam = aliasing(alias, workspace);
+    const held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: alias,
+      transactionId: "op-1",
+      fs: seam,
+    });
+    fs.rmdirSync(alias);
+    const second = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-2",
+      fs: seam,
+    });
+    second.release();
+    held.release();
+  });
+
+  it.runIf(canBindMount)("refuses the same directory reached through a real bind mount", async () => {
+    const alias = join(base, "alias");
+    fs.mkdirSync(alias);
+    execFileSync("mount", ["--bind", workspace, alias]);
+    try {
+      const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+      const error = await rejection(
+        acquireWorkspaceLock({ dataDir, workspaceRoot: alias, transactionId: "op-2", waitMs: 0 }),
+      );
+      expect(error.code).toBe("WORKSPACE_LOCKED");
+      held.release();
+    } finally {
+      execFileSync("umount", [alias]);
+    }
   });
 });

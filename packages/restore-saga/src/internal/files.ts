@@ -328,7 +328,9 @@ export function removeQuietly(fs: FileOps, path: string): void {
 
 /**
  * Create-only publish: temp → fsync → link(2) to the target (fails with EEXIST if the name exists, so an
- * event can never be overwritten, even by a writer that skipped the lock) → unlink temp → fsync dir.
+ * event file can never be overwritten) → unlink temp → fsync dir. An event's name holds its phase, so this
+ * does not stop a writer that skipped the state lock from publishing another phase at the same seq; the
+ * next replay finds that fork (two events with one seq: CORRUPT). The lock is what prevents it.
  */
 export function publishNewFile(fs: FileOps, dir: string, name: string, bytes: Uint8Array): void {
   let temp: string;
@@ -343,8 +345,8 @@ export function publishNewFile(fs: FileOps, dir: string, name: string, bytes: Ui
     removeQuietly(fs, temp);
     throw new PublishFailure("before", errnoOf(error) === "EEXIST", error);
   }
-  // Until this unlink the target has two links; a crash here leaves a temp that the next load sweeps
-  // before it checks link counts.
+  // Until this unlink the target has two links; a crash here leaves a temp that the next load counts as
+  // the target's second name, and removes once the chain verified.
   removeQuietly(fs, temp);
   try {
     fsyncDirectory(fs, dir);
@@ -378,6 +380,12 @@ export interface SafeReadOptions {
   maxBytes: number;
   /** Named in messages ("saga event", "HEAD", "checkpoint manifest"). */
   what: string;
+  /**
+   * Links the file may have beyond its own name, by inode (default none): a writer killed between link(2)
+   * and unlinking its temp leaves the temp as a second name, which the saga store removes only after the
+   * chain verified.
+   */
+  extraLinks?: (stat: { dev: number | bigint; ino: number | bigint }) => number;
 }
 
 function corrupt(path: string, what: string, why: string, cause?: unknown): SagaError {
@@ -411,7 +419,8 @@ export function readRegularFile(fs: FileOps, path: string, options: SafeReadOpti
       throw corrupt(path, options.what, "could not be inspected", error);
     }
     if (!stat.isFile()) throw corrupt(path, options.what, "is not a regular file");
-    if (stat.nlink !== 1) throw corrupt(path, options.what, "has more than one hard link");
+    if (stat.nlink !== 1 + (options.extraLinks?.(stat) ?? 0))
+      throw corrupt(path, options.what, "has more than one hard link");
     if (stat.size > options.maxBytes)
       throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
     try {

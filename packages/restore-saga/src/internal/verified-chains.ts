@@ -8,9 +8,10 @@ export interface VerifiedChain {
 
 /**
  * Memo of verified chains, per saga directory. A replay re-reads every file every time; what it skips is
- * re-verifying bytes identical to bytes it verified before after an identical prefix, since the
- * verification is a function of those bytes alone (the workspace identity, which is not, is checked every
- * time). An advance also adds the event and HEAD it has just written: it built them under the saga's lock
+ * re-verifying a file whose name and bytes are identical to one it verified before after an identical
+ * prefix, since the verification is a function of those alone (the name carries the phase the event must
+ * hold, so the replay compares it with the remembered event's; the workspace identity, which is not in
+ * the file, is checked every time). An advance also adds the event and HEAD it has just written: it built them under the saga's lock
  * from a chain it had just verified, by the rules a replay checks, so the next replay compares its own
  * output byte for byte instead of parsing it again. So tampering is caught exactly as before: a changed
  * byte is a different file, verified in full. This is memoization, not trust in timestamps or a cached
