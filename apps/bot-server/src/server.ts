@@ -111,6 +111,8 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     client,
     environmentId,
     now,
+    // A Boat carrying one of these bots' names is attributed to it even with no journal row (adoptable).
+    knownBotIds: async () => (await bots.list()).map((b) => b.botId),
     // The plan's commands name this data directory, as `drydock status` prints them.
     commandPrefix: drydockCommandPrefix(config.dataDir),
   });

@@ -300,3 +300,55 @@ describe("a restore that fails after its intent in this process", () => {
     }
   });
 });
+
+describe("a restore with nothing to change killed after `workspace_applied` (server restarted)", () => {
+  it("GET /v1/recovery offers the fenced `complete`, and that command settles it", async () => {
+    const tmp = tempDir("recovery-complete");
+    const botId = "zero";
+    let server = await spawnServer(tmp.dir, {
+      DRYDOCK_CRASH_POINT: "restore.after-workspace-applied",
+      DRYDOCK_TOKEN: "z".repeat(32),
+    });
+    try {
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "z", botId })).status).toBe(201);
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "same")).status).toBe(201);
+      const checkpointId = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+        .checkpointId as string;
+      await call("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`).catch(() => undefined);
+      expect((await server.exited).signal).toBe("SIGKILL");
+
+      server = await spawnServer(tmp.dir, { DRYDOCK_TOKEN: "z".repeat(32) });
+      const again = api(server.url, server.token);
+      const recovery = (await again("GET", "/v1/recovery")).json;
+      expect(recovery.restores).toHaveLength(1);
+      const [item] = recovery.restores;
+      expect(item).toMatchObject({
+        botId,
+        phase: "workspace_applied",
+        ownerAlive: false,
+        next: "complete",
+        attention: true,
+        problem: null,
+      });
+      const controller = createRestoreRecoveryController({
+        dataDir: tmp.dir,
+        workspaceRoot: join(tmp.dir, "workspaces", botId),
+      });
+      const preview = await controller.preview(item.operationId);
+      expect(item.command).toBe(
+        `drydock --data-dir ${tmp.dir} restores complete ${item.operationId} --expected-seq ${preview.fence.expectedSeq} --expected-hash ${preview.fence.expectedHash} --expected-owner-digest ${preview.fence.expectedOwnerDigest} --yes`,
+      );
+      expect(await controller.complete(item.operationId, preview.fence)).toMatchObject({
+        phase: "completed",
+        archived: true,
+      });
+      expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
+      const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`);
+      expect(next.status).toBe(200);
+    } finally {
+      server.kill();
+      tmp.cleanup();
+    }
+  });
+});

@@ -1,7 +1,7 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
-import { drydockCommandPrefix } from "@drydock/recovery-controller";
+import { drydockCommandPrefix, shellQuote } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import type { MainOptions } from "./program.js";
@@ -40,6 +40,56 @@ export interface CommandContext {
   environmentId(): string;
   /** `drydock --data-dir <abs>`: the start of every command line the CLI prints for pasting. */
   commandPrefix: string;
+  /**
+   * The start of every printed command that talks to boat.dev: `commandPrefix`, plus `--provider-url <url>`
+   * when the URL came from that flag (so the pasted line reaches the same boat.dev). Never a token.
+   */
+  boatCommandPrefix: string;
+  /**
+   * What a printed boat.dev command needs beyond its words, said beside it (as a shell comment), or null:
+   * the provider when none is configured, the token when it came from `--provider-token` (never printed).
+   */
+  providerNote: string | null;
+}
+
+/** What a data directory holds, for the message when the one given is not one. */
+const DATA_DIR_LOOKS_LIKE =
+  "A drydock data directory is the one drydock-server runs with (its DRYDOCK_DATA_DIR, default ./.drydock): " +
+  "it holds environment-id, bots.json, box-create-requests.json, box-delete-requests.json, restore-sagas/ and " +
+  "workspaces/. Pass it with --data-dir <dir> (or set DRYDOCK_DATA_DIR).";
+
+/**
+ * Every command reads the data directory: one that does not exist (a typo, a missing mount) or is not a
+ * directory is "not found" (exit 3), never an empty journal or an empty list.
+ */
+function assertDataDir(dataDir: string): void {
+  let isDirectory: boolean;
+  try {
+    isDirectory = statSync(dataDir).isDirectory();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new CliError(
+      "NOT_FOUND",
+      code === "ENOENT" || code === "ENOTDIR"
+        ? `The data directory ${dataDir} does not exist. ${DATA_DIR_LOOKS_LIKE}`
+        : `The data directory ${dataDir} cannot be read (${code ?? String(error)}). ${DATA_DIR_LOOKS_LIKE}`,
+      error,
+    );
+  }
+  if (!isDirectory) {
+    throw new CliError("NOT_FOUND", `${dataDir} is not a directory. ${DATA_DIR_LOOKS_LIKE}`);
+  }
+}
+
+/** The URL as a printable word, or null when it carries credentials (user:password@) and must not be shown. */
+function printableUrl(url: string): string | null {
+  try {
+    const parsed = new URL(url);
+    if (parsed.username !== "" || parsed.password !== "") return null;
+  } catch {
+    return null;
+  }
+  return shellQuote(url);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -48,8 +98,23 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const { io, env } = options;
   const cwd = options.cwd ?? process.cwd();
   const dataDir = path.resolve(cwd, globals.dataDir ?? env.DRYDOCK_DATA_DIR ?? ".drydock");
+  assertDataDir(dataDir);
   const providerUrl = globals.providerUrl ?? env.BOAT_API_URL;
   const providerToken = globals.providerToken ?? env.BOAT_API_TOKEN;
+  const configured = Boolean(providerUrl && providerToken);
+  const commandPrefix = drydockCommandPrefix(dataDir);
+  // A URL given as a flag is not in the environment a pasted line runs in: the line carries it.
+  const flagUrl = globals.providerUrl ? printableUrl(globals.providerUrl) : null;
+  const boatCommandPrefix = flagUrl === null ? commandPrefix : `${commandPrefix} --provider-url ${flagUrl}`;
+  let providerNote: string | null = null;
+  if (!configured) {
+    providerNote = "with BOAT_API_URL and BOAT_API_TOKEN set in the environment";
+  } else if (globals.providerUrl && flagUrl === null) {
+    providerNote =
+      "with --provider-url as given here (not printed: it carries credentials) and --provider-token, or BOAT_API_URL and BOAT_API_TOKEN set";
+  } else if (globals.providerToken) {
+    providerNote = "add --provider-token as you did here (or set BOAT_API_TOKEN): drydock never prints it";
+  }
   const colorOn = io.stdoutIsTTY && globals.color !== false && !env.NO_COLOR && !globals.json;
   let client: BoatClient | null = null;
   return {
@@ -61,12 +126,16 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     c: colors(colorOn),
     now: options.now ?? Date.now,
     options: globals,
-    providerConfigured: Boolean(providerUrl && providerToken),
+    providerConfigured: configured,
     client() {
       if (!providerUrl || !providerToken) {
         throw new CliError(
           "PROVIDER_NOT_CONFIGURED",
-          "This command talks to boat.dev: pass --provider-url and --provider-token (or set BOAT_API_URL and BOAT_API_TOKEN).",
+          providerUrl
+            ? "This command talks to boat.dev and its token is missing: pass --provider-token <token> (or set BOAT_API_TOKEN). Nothing was read or sent."
+            : providerToken
+              ? "This command talks to boat.dev and its URL is missing: pass --provider-url <url> (or set BOAT_API_URL). Nothing was read or sent."
+              : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token). Nothing was read or sent.",
         );
       }
       client ??= createBoatClient({
@@ -98,6 +167,8 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
       }
       return text;
     },
-    commandPrefix: drydockCommandPrefix(dataDir),
+    commandPrefix,
+    boatCommandPrefix,
+    providerNote,
   };
 }

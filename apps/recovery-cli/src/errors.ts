@@ -1,6 +1,6 @@
 import { isJournalStateError as isCreateJournalError } from "@drydock/boat-create-journal";
 import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
-import { isLifecycleError } from "@drydock/boat-lifecycle";
+import { isLifecycleError, type LifecycleErrorCode } from "@drydock/boat-lifecycle";
 import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
 import { isLockError } from "@drydock/file-lock";
 import { isRecoveryError } from "@drydock/recovery-controller";
@@ -77,11 +77,44 @@ const SAGA_EXIT: Record<string, ExitCode> = {
   WRITE_FAILED: EXIT_CODES.FAILURE,
 };
 
-const LIFECYCLE_EXIT: Record<string, ExitCode> = {
+/**
+ * boat.dev's own HTTP status as an exit code: 404/410 are "not found"; no answer worth acting on (5xx), a
+ * wait it asked for (429, 408) and a refused token (401) are "boat.dev unavailable" (6: a retry, or fixing
+ * the configuration, may cure it); any other 4xx is boat.dev refusing this request (5).
+ */
+function providerStatusExit(status: number): ExitCode {
+  if (status === 404 || status === 410) return EXIT_CODES.NOT_FOUND;
+  if (status >= 500 || status === 429 || status === 408 || status === 401) {
+    return EXIT_CODES.PROVIDER_UNAVAILABLE;
+  }
+  return EXIT_CODES.UNSAFE;
+}
+
+/**
+ * Every lifecycle code, decided one by one (a new code does not compile until it is placed): an outcome
+ * boat.dev left unknown or a refusal a retry may cure is 6, a refusal on policy or a state that needs a
+ * person is 5. `provider_refused` carries boat.dev's own status and is judged by it.
+ */
+const LIFECYCLE_EXIT: Record<LifecycleErrorCode, ExitCode | "provider-status"> = {
   invalid_argument: EXIT_CODES.USAGE,
   not_found: EXIT_CODES.NOT_FOUND,
-  provider_unavailable: EXIT_CODES.PROVIDER_UNAVAILABLE,
   confirmation_mismatch: EXIT_CODES.STATE_CHANGED,
+  // boat.dev did not answer, or its answer was lost or unusable: reconcile, then retry.
+  provider_unavailable: EXIT_CODES.PROVIDER_UNAVAILABLE,
+  deletion_unconfirmed: EXIT_CODES.PROVIDER_UNAVAILABLE,
+  invalid_receipt: EXIT_CODES.PROVIDER_UNAVAILABLE,
+  create_in_progress: EXIT_CODES.PROVIDER_UNAVAILABLE,
+  provider_refused: "provider-status",
+  // Refused on purpose, or a person must look first.
+  computer_deleting: EXIT_CODES.UNSAFE,
+  previous_deletion_finished: EXIT_CODES.UNSAFE,
+  bot_busy: EXIT_CODES.UNSAFE,
+  recovery_paused: EXIT_CODES.UNSAFE,
+  deletion_blocked: EXIT_CODES.UNSAFE,
+  name_mismatch: EXIT_CODES.UNSAFE,
+  inventory_conflict: EXIT_CODES.UNSAFE,
+  cleanup_unconfirmed: EXIT_CODES.UNSAFE,
+  cancelled: EXIT_CODES.UNSAFE,
 };
 
 /** Maps anything thrown to an exit code and a public code. Unknown throwables are failures (1). */
@@ -114,18 +147,14 @@ export function classifyError(error: unknown): { exitCode: ExitCode; code: strin
     };
   }
   if (isLifecycleError(error)) {
-    return { exitCode: LIFECYCLE_EXIT[error.code] ?? EXIT_CODES.UNSAFE, code: error.code };
+    const mapped = LIFECYCLE_EXIT[error.code] ?? EXIT_CODES.UNSAFE;
+    return {
+      exitCode: mapped === "provider-status" ? providerStatusExit(error.status) : mapped,
+      code: error.code,
+    };
   }
   if (isBoatTransportError(error)) return { exitCode: EXIT_CODES.PROVIDER_UNAVAILABLE, code: error.code };
-  if (isBoatApiError(error)) {
-    if (error.status === 404 || error.status === 410)
-      return { exitCode: EXIT_CODES.NOT_FOUND, code: String(error.code) };
-    if (error.status === 401) return { exitCode: EXIT_CODES.PROVIDER_UNAVAILABLE, code: String(error.code) };
-    if (error.status >= 500 || error.status === 429 || error.status === 408) {
-      return { exitCode: EXIT_CODES.PROVIDER_UNAVAILABLE, code: String(error.code) };
-    }
-    return { exitCode: EXIT_CODES.UNSAFE, code: String(error.code) };
-  }
+  if (isBoatApiError(error)) return { exitCode: providerStatusExit(error.status), code: String(error.code) };
   if (isLockError(error)) {
     return {
       exitCode:

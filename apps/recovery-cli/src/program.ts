@@ -112,15 +112,17 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
     .command("show <operationId>")
     .description("saga, events, chain check, live owner, the fence to echo, eligible actions")
     .action(run((ctx, operationId) => restoresShow(ctx, operationId!)));
-  for (const action of ["abort", "release", "rollback"] as const) {
+  for (const action of ["abort", "release", "complete", "rollback"] as const) {
     const sub = restores
       .command(`${action} <operationId>`)
       .description(
         action === "abort"
-          ? "abort a restore stopped before its durable intent"
+          ? "abort a restore stopped before its first file change (up to safety_ready)"
           : action === "release"
             ? "release the retained lock of a finished restore and archive it"
-            : "roll a restore stopped mid-mutation back to its safety checkpoint",
+            : action === "complete"
+              ? "finish a restore that applied every change (workspace_applied) but did not journal completed"
+              : "roll a restore stopped mid-mutation back to its safety checkpoint",
       )
       .addOption(new Option("--expected-seq <n>", "the saga seq from `restores show`"))
       .addOption(new Option("--expected-hash <hash>", "the saga head hash from `restores show`"))

@@ -619,6 +619,104 @@ describe("drydock against data left by killed processes", () => {
     expect(readdirSync(locks)).toEqual([`op-a.lock.candidate-${process.pid}-${kept.owner.token}`]);
   });
 
+  it("a restore with nothing to change killed after workspace_applied: show recommends complete, status prints it, the printed command completes it and frees the workspace", async () => {
+    const d = dataDir("zero-target");
+    writeTree(d.workspace, { "a.txt": "same", "dir/b.txt": "same b" });
+    const { checkpointId } = await openCheckpointStore({ dataDir: d.dataDir }).createCheckpoint(d.workspace);
+    await killedChild(
+      {
+        DRYDOCK_FLOW: "restore",
+        DRYDOCK_DATA_DIR: d.dataDir,
+        DRYDOCK_WORKSPACE: d.workspace,
+        DRYDOCK_CHECKPOINT_ID: checkpointId,
+        DRYDOCK_OPERATION_ID: "op-zero",
+      },
+      "restore.after-workspace-applied",
+    );
+    harvestSecrets(d.dataDir);
+    const workspaceBefore = snapshotTree(d.workspace);
+
+    const shown = jsonOut(await cli(["restores", "show", "op-zero", "--data-dir", d.dataDir, "--json"]));
+    expect(shown.restore.saga.phase).toBe("workspace_applied");
+    expect(shown.restore.recommended).toBe("complete");
+    expect(shown.commands).toMatchObject({ abort: null, release: null, rollback: null });
+    expect(shown.commands.complete).toBe(
+      `drydock --data-dir ${d.dataDir} restores complete op-zero --expected-seq ${shown.restore.fence.expectedSeq} --expected-hash ${shown.restore.fence.expectedHash} --expected-owner-digest ${shown.restore.fence.expectedOwnerDigest} --yes`,
+    );
+    const status = await cli(["status", "--data-dir", d.dataDir]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(shown.commands.complete);
+
+    const before = snapshotTree(d.dataDir);
+    const preview = await cli(["restores", "complete", "op-zero", "--data-dir", d.dataDir]);
+    expect(preview.code).toBe(0);
+    expect(preview.stdout).toContain(shown.commands.complete);
+    expect(snapshotTree(d.dataDir)).toEqual(before);
+
+    const applied = await cli([...argsOf(shown.commands.complete), "--json"]);
+    expect(applied.code).toBe(0);
+    expect(jsonOut(applied)).toMatchObject({
+      ok: true,
+      action: "complete",
+      phase: "completed",
+      archived: true,
+    });
+    expect(lockOwner(d)).toBeNull();
+    expect(snapshotTree(d.workspace)).toEqual(workspaceBefore);
+    const archived = await store(d).loadArchived("op-zero");
+    expect(archived.events.map((event) => event.phase).slice(-3)).toEqual([
+      "recovery_required",
+      "recovery_started",
+      "completed",
+    ]);
+    const after = await cli(["status", "--data-dir", d.dataDir]);
+    expect(after.stdout).not.toContain("op-zero");
+  });
+
+  it("a restore killed mid-mutation whose lock was removed by hand: show prints the rollback with --expected-owner-digest none, and the printed command rolls it back", async () => {
+    const d = dataDir("lock-removed");
+    await killedRestore(d, "op-nolock", "restore.after-entry-applied");
+    rmSync(workspaceLockPath(d.dataDir, realpathSync(d.workspace)));
+
+    const shown = jsonOut(await cli(["restores", "show", "op-nolock", "--data-dir", d.dataDir, "--json"]));
+    expect(shown.restore.owner).toBeNull();
+    expect(shown.restore.recommended).toBe("rollback");
+    expect(shown.commands.rollback).toContain("--expected-owner-digest none --yes");
+    const listed = jsonOut(await cli(["restores", "list", "--data-dir", d.dataDir, "--json"]));
+    expect(listed.restores).toEqual([
+      expect.objectContaining({
+        operationId: "op-nolock",
+        next: "rollback",
+        command: shown.commands.rollback,
+      }),
+    ]);
+
+    const applied = await cli(argsOf(shown.commands.rollback));
+    expect(applied.code).toBe(0);
+    expect(snapshotTree(d.workspace)).toEqual({
+      "a.txt": "edited a",
+      "dir/": "",
+      "dir/b.txt": "edited b",
+      "new.txt": "added after",
+    });
+    expect(lockOwner(d)).toBeNull();
+    expect((await store(d).loadArchived("op-nolock")).phase).toBe("rolled_back");
+  });
+
+  it("restores purge with an empty --older-than-days is a usage error (exit 2), not 0 days", async () => {
+    const d = dataDir("purge-empty");
+    const before = snapshotTree(d.dataDir);
+    const [empty, blank] = await Promise.all([
+      cli(["restores", "purge", "--older-than-days", "", "--data-dir", d.dataDir, "--json"]),
+      cli(["restores", "purge", "--older-than-days", " ", "--data-dir", d.dataDir, "--json"]),
+    ]);
+    for (const result of [empty, blank]) {
+      expect(result.code).toBe(2);
+      expect(jsonErr(result).error.code).toBe("USAGE");
+    }
+    expect(snapshotTree(d.dataDir)).toEqual(before);
+  });
+
   it("usage errors exit 2 with the JSON error on stderr", async () => {
     const [unknown, badSeq] = await Promise.all([
       cli(["restores", "frobnicate", "--json"]),

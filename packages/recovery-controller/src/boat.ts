@@ -71,6 +71,17 @@ export interface BoatRecoveryOptions {
   now?: () => number;
   /** Start of every printed command, e.g. `drydock --data-dir /srv/drydock`. Default `drydock`. */
   commandPrefix?: string;
+  /**
+   * This installation's bot ids (the bot server's registry), to tell whose deterministic name a Boat no
+   * journal knows carries: a name is a hash of the bot id, so only a known id can be matched to it. The
+   * journals' bot ids are always used as well. A failure here only leaves such Boats unattributed.
+   */
+  knownBotIds?: () => readonly string[] | Promise<readonly string[]>;
+}
+
+export interface BoatPlanOptions {
+  /** More bot ids to attribute names to, e.g. the bot an operator names in `creates adopt <botId> <boxId>`. */
+  botIds?: readonly string[];
 }
 
 export interface BoatActionOptions {
@@ -89,11 +100,25 @@ export type BoatActionResult =
       alreadyAdopted: boolean;
     }
   | { ok: true; action: "retireCreate"; botId: string; boxId: string; proof: number }
-  | { ok: true; action: "reconcileDeletion"; boxId: string; outcome: "confirmed" | "pending" | "blocked" }
+  | {
+      ok: true;
+      action: "reconcileDeletion";
+      boxId: string;
+      /**
+       * `confirmed`: proven gone, fence lifted. `pending`: boat.dev is deleting it (or a DELETE may still be
+       * on the wire). `blocked`: boat.dev blocked it. `not_running`: the Boat exists and drydock holds no
+       * receipt of a deletion, so reconciling again will not move it (`retryDeletion` does).
+       */
+      outcome: "confirmed" | "pending" | "blocked" | "not_running";
+      /** What was found, in one or two plain sentences. */
+      message: string;
+      /** The one safe next step for the fence as it stands now (the plan item's action), or null. */
+      next: PlanItem["action"] | null;
+    }
   | { ok: true; action: "retryDeletion"; boxId: string; pending: boolean };
 
 export interface BoatRecovery {
-  plan(): Promise<BoatPlan>;
+  plan(options?: BoatPlanOptions): Promise<BoatPlan>;
   adopt(botId: string, boxId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
   retireCreate(botId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
   reconcileDeletion(boxId: string, options?: BoatActionOptions): Promise<BoatActionResult>;
@@ -112,6 +137,40 @@ const DIGEST = /^sha256:[0-9a-f]{64}$/;
  */
 function absenceProof(error: unknown): 404 | 410 | null {
   return provesAbsence(error) ? (error as { status: 404 | 410 }).status : null;
+}
+
+/** Time left in boat.dev's 24-hour window less drydock's 1-hour margin (CREATE_WINDOW_MS); 0 past it. */
+function createWindowLeftMs(row: CreateRow, at: number): number {
+  return Math.max(0, CREATE_WINDOW_MS - Math.max(0, at - row.createdAt));
+}
+
+/**
+ * The one window rule of the plan and the actions: a create row without a Boat id whose key drydock still
+ * retries. While it holds, that key is the only way to find a Boat it may have created, so nothing may
+ * adopt another Boat for the bot (the row would be replaced and the key dropped).
+ */
+function keyStillRetried(row: CreateRow | undefined, at: number): boolean {
+  return row !== undefined && row.boxId === undefined && createWindowLeftMs(row, at) > 0;
+}
+
+/** "3 h 12 min", "45 s": a wait as a person reads it. */
+function humanWait(ms: number): string {
+  const seconds = Math.max(1, Math.ceil(ms / 1_000));
+  if (seconds < 120) return `${seconds} s`;
+  const minutes = Math.ceil(seconds / 60);
+  if (minutes < 120) return `${minutes} min`;
+  return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+/** The bot-id part of this installation's deterministic name (`ogb-<scope>-<slug>-<hash>`), else null. */
+function nameSlug(name: string): string | null {
+  return /^ogb-[0-9a-f]{12}-([a-z0-9]{1,8})-[0-9a-f]{6}$/.exec(name)?.[1] ?? null;
+}
+
+function rowFacts(row: CreateRow | undefined): unknown {
+  return row === undefined
+    ? null
+    : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
 
 /**
@@ -170,7 +229,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   /** The plan item for one create row, from freshly observed facts (also used by the actions). */
   function createItem(row: CreateRow, observation: BoatObservation, at: number): PlanItem | null {
     const ageMs = Math.max(0, at - row.createdAt);
-    const windowLeftMs = Math.max(0, CREATE_WINDOW_MS - ageMs);
+    const windowLeftMs = createWindowLeftMs(row, at);
     const digest = digestOf(ITEM_DOMAIN, {
       kind: "create",
       row: { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt },
@@ -183,7 +242,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const facts = { resolved: row.resolved, ageMs, windowLeftMs, provider: observation };
 
     if (row.boxId === undefined) {
-      if (windowLeftMs > 0) {
+      if (keyStillRetried(row, at)) {
         return {
           ...base,
           kind: "create_in_window",
@@ -341,19 +400,138 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     };
   }
 
+  /**
+   * Why `adopt(botId, boxId)` would refuse, from the same facts it re-reads; null when it would not. The plan
+   * prints an adopt command only where this is null, so a printed command never merely refuses. `early`
+   * refusals hold whether or not the Boat exists (adopt checks them before its existence).
+   */
+  function adoptRefusal(
+    botId: string,
+    boxId: string,
+    name: string | null,
+    rows: readonly CreateRow[],
+    fences: readonly RecoveryDeletionRecord[],
+    at: number,
+  ): { early: boolean; message: string } | null {
+    const other = rows.find((candidate) => candidate.boxId === boxId && candidate.botId !== botId);
+    if (other) {
+      return {
+        early: true,
+        message: `Boat ${boxId} is remembered for bot ${other.botId}; it cannot be adopted by ${botId}.`,
+      };
+    }
+    if (fences.some((record) => record.boxId === boxId || record.ownerBotId === botId)) {
+      return {
+        early: true,
+        message: `A deletion fence stands for Boat ${boxId} or bot ${botId}; settle it first (\`drydock deletions list\`).`,
+      };
+    }
+    const row = rows.find((candidate) => candidate.botId === botId);
+    if (row?.boxId === boxId && row.resolved) return null; // already this bot's Boat: nothing to refuse
+    if (row?.boxId !== undefined && row.boxId !== boxId) {
+      return {
+        early: false,
+        message: `Bot ${botId} already has Boat ${row.boxId} recorded; adopting ${boxId} would orphan it. Settle that one first.`,
+      };
+    }
+    // A key still retried blocks adopting an unnamed Boat or one with the bot's name (a foreign name is
+    // refused for its name, below).
+    if (row !== undefined && keyStillRetried(row, at) && (name === null || ownsName(botId, name))) {
+      return { early: false, message: keyWindowRefusal(row, boxId, name, at) };
+    }
+    // An unnamed Boat is only this bot's when the journal remembers its id for this bot: boat.dev answered
+    // that bot's create with it. Anything else could be another bot's or another installation's.
+    if (!ownsName(botId, name) && !(name === null && row?.boxId === boxId)) {
+      return {
+        early: false,
+        message: `Boat ${boxId} is named ${name === null ? "nothing" : name}, not bot ${botId}'s name ${lifecycle.boatNameFor(botId)}; only a Boat with the bot's deterministic name (or its remembered, unnamed Boat) can be adopted.`,
+      };
+    }
+    return null;
+  }
+
+  /** The refusal (and the way out) for a Boat the bot's still-retried create key blocks from adoption. */
+  function keyWindowRefusal(row: CreateRow, boxId: string, name: string | null, at: number): string {
+    const left = createWindowLeftMs(row, at);
+    const started = new Date(row.createdAt).toISOString();
+    const until = new Date(at + left).toISOString();
+    const head = `Bot ${row.botId} has a create request (started ${started}) whose key drydock still retries for ${humanWait(left)}, until ${until} (boat.dev's 24-hour window less a 1-hour margin); adopting Boat ${boxId} now would drop that key, the only way to find a Boat created under it.`;
+    if (name === null) {
+      return `${head} Retry provisioning through the server instead (POST /v1/bots/${row.botId}/computer): it reuses the key, and if this Boat is the one the request created, boat.dev answers with it and drydock names and records it.`;
+    }
+    return `${head} Provisioning is paused as well while Boat ${boxId} carries the bot's name (a retry could bill a second Boat). Check boat.dev for an unnamed Boat created around ${started}: if there is one, two Boats exist for this bot; keep the one that holds its data, delete the other in boat.dev, then run \`drydock reconcile\` again. If there is none, run \`drydock reconcile\` again after ${until}: it then offers the adopt command for Boat ${boxId}.`;
+  }
+
+  /** What to do about an unnamed Boat while create requests without a Boat id exist. */
+  function unnamedAdvice(
+    keyOnly: readonly CreateRow[],
+    at: number,
+    pausedBy: ReadonlyMap<string, string>,
+  ): string {
+    const parts = keyOnly.map((row) => {
+      const started = new Date(row.createdAt).toISOString();
+      const named = pausedBy.get(row.botId);
+      if (named !== undefined && keyStillRetried(row, at)) {
+        return `If it is the Boat of bot ${row.botId}'s create request (started ${started}), two Boats exist for that bot, and provisioning it is paused while Boat ${named} carries its name: see the line for Boat ${named}.`;
+      }
+      return keyStillRetried(row, at)
+        ? `If it is the Boat of bot ${row.botId}'s create request (started ${started}), retry provisioning through the server (POST /v1/bots/${row.botId}/computer): it reuses the request's key, boat.dev answers with the Boat that key created, and drydock names and records it. Leave its name as it is meanwhile: a Boat carrying the bot's name pauses provisioning.`
+        : `If it is the Boat of bot ${row.botId}'s create request (started ${started}; its key is no longer sent), rename it to ${lifecycle.boatNameFor(row.botId)} in boat.dev, then run \`drydock reconcile\` again: it offers the adopt command.`;
+    });
+    return `${parts.join(" ")} Otherwise leave it.`;
+  }
+
+  /**
+   * The item for a listed Boat no journal knows. `claimant` is the bot whose deterministic name it carries
+   * (when that bot's id is known), null otherwise. The digest covers the Boat's existence and name and the
+   * claimant's create row: adopt computes the same from what it re-reads.
+   */
   function unknownBoatItem(
     boat: { id: string; name: string | null; state: string },
     kind: "unknown_boat" | "unnamed_boat",
     claimant: string | null,
+    rows: readonly CreateRow[],
+    fences: readonly RecoveryDeletionRecord[],
+    at: number,
+    pausedBy: ReadonlyMap<string, string> = new Map(),
   ): PlanItem {
     const observation: BoatObservation = { kind: "present", name: boat.name, state: boat.state };
+    const claimRow = claimant === null ? undefined : rows.find((row) => row.botId === claimant);
     const digest = digestOf(ITEM_DOMAIN, {
       kind,
       boxId: boat.id,
-      claimant,
+      row: rowFacts(claimRow),
       provider: providerFact(observation),
     });
-    const adoptable = claimant !== null;
+    let action: PlanItem["action"];
+    if (kind === "unnamed_boat") {
+      action = {
+        name: null,
+        command: null,
+        advice: unnamedAdvice(
+          rows.filter((row) => row.boxId === undefined),
+          at,
+          pausedBy,
+        ),
+      };
+    } else if (claimant !== null) {
+      const refusal = adoptRefusal(claimant, boat.id, boat.name, rows, fences, at);
+      action =
+        refusal === null
+          ? {
+              name: "adopt",
+              command: command("creates", "adopt", claimant, boat.id, "--expected-state", digest, "--yes"),
+              advice: `Its name is bot ${claimant}'s deterministic name: adopt it as that bot's Boat.`,
+            }
+          : { name: null, command: null, advice: refusal.message };
+    } else {
+      const slug = boat.name === null ? null : nameSlug(boat.name);
+      action = {
+        name: null,
+        command: null,
+        advice: `Its name is this installation's deterministic name for a bot${slug === null ? "" : ` whose id begins with "${slug}" (lower-cased, letters and digits only)`} that no journal or known bot matches. Run \`${command("creates", "adopt", "<botId>", boat.id)}\` with that bot's id: the preview checks the name and prints the command to paste. If no bot needs it, delete it in boat.dev.`,
+      };
+    }
     return {
       kind,
       botId: claimant,
@@ -364,25 +542,37 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
           ? `Boat ${boat.id} carries this installation's name ${boat.name} but no journal knows it.`
           : `Boat ${boat.id} is unnamed while a create request without a recorded Boat id exists; it may be that request's Boat.`,
       facts: { provider: observation },
-      action: adoptable
-        ? {
-            name: "adopt",
-            command: command("creates", "adopt", claimant, boat.id, "--expected-state", digest, "--yes"),
-            advice: `Its name is bot ${claimant}'s deterministic name: adopt it as that bot's Boat.`,
-          }
-        : {
-            name: null,
-            command: null,
-            advice:
-              kind === "unknown_boat"
-                ? "Find the bot it belongs to and run `drydock creates adopt <botId> <boxId>`, or delete it in boat.dev if no bot needs it."
-                : "If it is the request's Boat, rename it to the bot's deterministic name in boat.dev and adopt it; otherwise leave it.",
-          },
+      action,
       stateDigest: digest,
     };
   }
 
-  async function plan(): Promise<BoatPlan> {
+  /** Deterministic (scoped and legacy) names of every bot id known here → the ids carrying each. */
+  async function namesOfKnownBots(
+    rows: readonly CreateRow[],
+    fences: readonly RecoveryDeletionRecord[],
+    extra: readonly string[],
+  ): Promise<Map<string, string[]>> {
+    const ids = new Set<string>([...rows.map((row) => row.botId), ...extra]);
+    for (const record of fences) if (record.ownerBotId !== null) ids.add(record.ownerBotId);
+    if (options.knownBotIds !== undefined) {
+      try {
+        for (const id of await options.knownBotIds()) ids.add(id);
+      } catch {
+        // Attribution is a convenience: without the registry, such Boats are listed unattributed.
+      }
+    }
+    const byName = new Map<string, string[]>();
+    for (const id of ids) {
+      if (typeof id !== "string" || !BOT_ID_PATTERN.test(id)) continue;
+      for (const name of new Set([lifecycle.boatNameFor(id), lifecycle.legacyBoatNameFor(id)])) {
+        byName.set(name, [...(byName.get(name) ?? []), id]);
+      }
+    }
+    return byName;
+  }
+
+  async function plan(planOptions: BoatPlanOptions = {}): Promise<BoatPlan> {
     const at = now();
     const rows = await createJournal.boatCreateRecoverySnapshot();
     const fences = await deleteJournal.boatDeletionSnapshot();
@@ -406,14 +596,37 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     }
     const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
     const keyOnly = rows.filter((row) => row.boxId === undefined);
-    for (const boat of listed) {
-      if (known.has(boat.id)) continue;
-      const claimant = keyOnly.find((row) => ownsName(row.botId, boat.name))?.botId ?? null;
+    const byName = await namesOfKnownBots(rows, fences, planOptions.botIds ?? []);
+    const unknown = listed
+      .filter((boat) => !known.has(boat.id))
+      .map((boat) => {
+        const owners = boat.name === null ? [] : (byName.get(boat.name) ?? []);
+        return { boat, claimant: owners.length === 1 ? (owners[0] ?? null) : null };
+      });
+    /** Bots whose still-retried key cannot settle: a Boat named for them pauses their provisioning. */
+    const pausedBy = new Map<string, string>();
+    for (const { boat, claimant } of unknown) {
+      const claimRow = rows.find((row) => row.botId === claimant);
+      if (claimant !== null && keyStillRetried(claimRow, at)) pausedBy.set(claimant, boat.id);
+    }
+    for (const { boat, claimant } of unknown) {
       if (boat.name !== null && (claimant !== null || classifyName(environmentId, boat.name) === "scoped")) {
-        items.push(unknownBoatItem(boat, "unknown_boat", claimant));
+        items.push(unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at));
       } else if (boat.name === null && keyOnly.length > 0) {
-        items.push(unknownBoatItem(boat, "unnamed_boat", null));
+        items.push(unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, pausedBy));
       }
+    }
+    for (const item of items) {
+      const boxId =
+        item.kind === "create_in_window" && item.botId !== null ? pausedBy.get(item.botId) : undefined;
+      if (boxId === undefined) continue;
+      // Retrying provisioning is what settles a key inside its window, except while a Boat carries the
+      // bot's name: provisioning then refuses (a retry could bill a second Boat). Say so, not "retry".
+      item.action = {
+        name: null,
+        command: null,
+        advice: `Provisioning bot ${item.botId} is paused while boat.dev has Boat ${boxId} carrying its name and this request is open, so retrying it would be refused. See the line for Boat ${boxId}.`,
+      };
     }
     return { items, providerListed: providerError === null, providerError };
   }
@@ -470,39 +683,31 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const rows = await createJournal.boatCreateRecoverySnapshot();
     const fences = await deleteJournal.boatDeletionSnapshot();
     const observation = await observeOrThrow(boxId);
+    const at = now();
     const row = rows.find((candidate) => candidate.botId === botId);
-    const other = rows.find((candidate) => candidate.boxId === boxId && candidate.botId !== botId);
     const ids = { botId, boxId };
 
-    // The digest the plan showed for this pair: the create row's item, or the unknown-Boat item.
+    // The digest the plan showed for this pair: the create row's item, or the unknown-Boat item (whose
+    // claimant is this bot exactly when the Boat carries its deterministic name, as the plan attributes it).
     const item =
       row !== undefined && row.boxId === boxId
-        ? createItem(row, observation, now())
+        ? createItem(row, observation, at)
         : observation.kind === "present"
           ? unknownBoatItem(
               { id: boxId, name: observation.name, state: observation.state },
               observation.name !== null ? "unknown_boat" : "unnamed_boat",
-              row !== undefined && row.boxId === undefined && ownsName(botId, observation.name)
-                ? botId
-                : null,
+              observation.name !== null && ownsName(botId, observation.name) ? botId : null,
+              rows,
+              fences,
+              at,
             )
           : null;
     if (item) checkExpected(opts.expectedState, item.stateDigest, ids);
 
-    if (other) {
-      throw recoveryError(
-        "ACTION_NOT_ALLOWED",
-        `Boat ${boxId} is remembered for bot ${other.botId}; it cannot be adopted by ${botId}.`,
-        ids,
-      );
-    }
-    if (fences.some((record) => record.boxId === boxId || record.ownerBotId === botId)) {
-      throw recoveryError(
-        "ACTION_NOT_ALLOWED",
-        `A deletion fence stands for Boat ${boxId} or bot ${botId}; settle it first (\`drydock deletions list\`).`,
-        ids,
-      );
-    }
+    // The same rules the plan applies before it prints an adopt command (adoptRefusal).
+    const name = observation.kind === "present" ? observation.name : null;
+    const refusal = adoptRefusal(botId, boxId, name, rows, fences, at);
+    if (refusal?.early) throw recoveryError("ACTION_NOT_ALLOWED", refusal.message, ids);
     if (observation.kind === "absent") {
       throw recoveryError(
         "NOT_FOUND",
@@ -523,40 +728,17 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         alreadyAdopted: true,
       };
     }
-    if (row?.boxId !== undefined && row.boxId !== boxId) {
-      throw recoveryError(
-        "ACTION_NOT_ALLOWED",
-        `Bot ${botId} already has Boat ${row.boxId} recorded; adopting ${boxId} would orphan it. Settle that one first.`,
-        ids,
-      );
-    }
-    if (row !== undefined && row.boxId === undefined && now() - row.createdAt < CREATE_WINDOW_MS) {
-      throw recoveryError(
-        "ACTION_NOT_ALLOWED",
-        `Bot ${botId} has a create request whose key drydock still retries (boat.dev's 24-hour window less a 1-hour safety margin); retrying provisioning reuses its key and settles it. Adopting now could orphan that key's Boat.`,
-        ids,
-      );
-    }
-    const remembered = row?.boxId === boxId;
-    let name = observation.name;
+    if (refusal) throw recoveryError("ACTION_NOT_ALLOWED", refusal.message, ids);
+    let current = observation.name;
     let renamed = false;
-    if (!ownsName(botId, name)) {
-      // An unnamed Boat is only this bot's when the journal remembers its id for this bot: boat.dev
-      // answered that bot's create with it. Anything else could be another bot's or another installation's.
-      if (!(name === null && remembered)) {
-        throw recoveryError(
-          "ACTION_NOT_ALLOWED",
-          `Boat ${boxId} is named ${name === null ? "nothing" : name}, not bot ${botId}'s name ${lifecycle.boatNameFor(botId)}; only a Boat with the bot's deterministic name (or its remembered, unnamed Boat) can be adopted.`,
-          ids,
-        );
-      }
-      const target = lifecycle.boatNameFor(botId);
-      const after = await client.renameSandbox(boxId, target);
-      name = after.name;
+    if (!ownsName(botId, current)) {
+      // Only the remembered, unnamed Boat gets here (adoptRefusal): name it as provisioning would have.
+      const after = await client.renameSandbox(boxId, lifecycle.boatNameFor(botId));
+      current = after.name;
       renamed = true;
     }
     await createJournal.adoptResolvedBoat(botId, boxId);
-    return { ok: true, action: "adopt", botId, boxId, name: name ?? "", renamed, alreadyAdopted: false };
+    return { ok: true, action: "adopt", botId, boxId, name: current ?? "", renamed, alreadyAdopted: false };
   }
 
   async function retireCreate(botId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
@@ -623,10 +805,76 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     return record;
   }
 
+  /**
+   * One reconcile of a fence: a direct read of the Boat that must succeed (a provider failure passes through
+   * unchanged, journals untouched: a Boat drydock could not see is never reported "pending"), then the
+   * lifecycle's poll of the fence's operation and its own direct read, which finish the fence on proof.
+   * What is left is said plainly, with the next step for the fence as it stands now (the plan's action).
+   */
   async function reconcileDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
     await fenceFor(boxId, opts);
+    const observation = await observeOrThrow(boxId);
     const outcome = await lifecycle.reconcileDeletion(boxId);
-    return { ok: true, action: "reconcileDeletion", boxId, outcome };
+    const base = { ok: true, action: "reconcileDeletion", boxId } as const;
+    if (outcome === "confirmed") {
+      return {
+        ...base,
+        outcome,
+        message: `boat.dev proved Boat ${boxId} deleted; its deletion fence is lifted.`,
+        next: null,
+      };
+    }
+    const record = await deleteJournal.getBoatDeletion(boxId);
+    if (record === null) {
+      // Another process finished the deletion between the poll and this read.
+      return {
+        ...base,
+        outcome: "confirmed",
+        message: `The deletion fence for ${boxId} is gone: the deletion was finished meanwhile.`,
+        next: null,
+      };
+    }
+    const next = fenceItem(record, observation, now()).action;
+    if (record.phase === "blocked") {
+      return {
+        ...base,
+        outcome: "blocked",
+        message: `boat.dev blocked the deletion of ${boxId}; its fence stays until a retry is accepted.`,
+        next,
+      };
+    }
+    if (observation.kind !== "present") {
+      // Our read proved it gone, but the lifecycle's own reads did not get that far: the fence stays.
+      return {
+        ...base,
+        outcome: "pending",
+        message: `boat.dev answered that Boat ${boxId} is gone, but the fence could not be lifted in this run; reconcile it again.`,
+        next,
+      };
+    }
+    if (record.phase === "accepted") {
+      return {
+        ...base,
+        outcome: "pending",
+        message: `boat.dev accepted the deletion of ${boxId} and has not finished it (${record.status ?? "pending"}); its fence stays until boat.dev proves the Boat gone.`,
+        next,
+      };
+    }
+    if (next.name === null) {
+      // Prepared moments ago: its DELETE (another process's, perhaps) may still be on the wire.
+      return {
+        ...base,
+        outcome: "pending",
+        message: `The deletion of ${boxId} was prepared moments ago and its DELETE may still be on the wire; nothing was sent.`,
+        next,
+      };
+    }
+    return {
+      ...base,
+      outcome: "not_running",
+      message: `No deletion of ${boxId} is running that drydock knows of: the Boat still exists and boat.dev never confirmed a DELETE for it (the fence is prepared, without a receipt), so reconciling again will not move it. \`deletions retry\` does: it sends DELETE again, which boat.dev answers with the running operation if an earlier one did arrive.`,
+      next,
+    };
   }
 
   async function retryDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {

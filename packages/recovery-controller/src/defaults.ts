@@ -1,4 +1,6 @@
+import { realpathSync } from "node:fs";
 import { join } from "node:path";
+import type { LockIdentity } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
   openSagaStore,
@@ -7,7 +9,9 @@ import {
   rollbackFromSafetyCheckpoint,
   type WorkspaceLease,
   type WorkspaceLockOwner,
+  withWorkspaceLock,
   withWorkspaceRecoveryLock,
+  workspaceLockPath,
 } from "@drydock/restore-saga";
 import type { RecoveryRollback, RecoverySagaStore, RecoveryWorkspaceLock, WorkspaceOwner } from "./ports.js";
 
@@ -21,13 +25,18 @@ export function defaultRestorePorts(options: {
   dataDir: string;
   workspaceRoot: string;
   isProcessAlive?: (pid: number) => boolean;
+  /** The machine's identity (boot id, boot time, start times) as file-lock judges liveness by it. */
+  identity?: LockIdentity;
 }): {
   store: RecoverySagaStore;
   lock: RecoveryWorkspaceLock;
   rollback: RecoveryRollback;
 } {
   const { dataDir, workspaceRoot } = options;
-  const probe = options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {};
+  const probe = {
+    ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
+  };
   const store = openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot });
   const lock: RecoveryWorkspaceLock = {
     async inspect() {
@@ -46,6 +55,15 @@ export function defaultRestorePorts(options: {
         (lease) => fn(lease),
       );
     },
+    withFresh(operationId, fn) {
+      // waitMs 0: a live holder is refused at once (WORKSPACE_LOCKED), a dead one is never taken over here
+      // (RECOVERY_REQUIRED), and an overlapping workspace's lock refuses it the same way.
+      return withWorkspaceLock(
+        { dataDir, workspaceRoot, transactionId: operationId, waitMs: 0, ...probe },
+        (lease) => fn(lease),
+      );
+    },
+    path: () => workspaceLockPath(dataDir, realpathSync(workspaceRoot)),
   };
   const rollback: RecoveryRollback = {
     blockers: (operationId) => rollbackBlockers({ dataDir, workspaceRoot, operationId }),

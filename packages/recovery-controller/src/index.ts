@@ -6,6 +6,7 @@
 export {
   type BoatActionOptions,
   type BoatActionResult,
+  type BoatPlanOptions,
   type BoatRecovery,
   type BoatRecoveryOptions,
   createBoatRecovery,

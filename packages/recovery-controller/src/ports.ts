@@ -84,6 +84,14 @@ export interface RecoveryWorkspaceLock {
     expectedOwner: WorkspaceOwner,
     fn: (lease: RecoveryLease) => Promise<T>,
   ): Promise<T>;
+  /**
+   * Takes a fresh lock on this workspace for `operationId` when none is on disk (a retained lock an operator
+   * removed), refused if any lock holds this or an overlapping workspace; runs `fn`, releases unless
+   * retained. Optional: without it, a saga whose lock is gone can only be released.
+   */
+  withFresh?<T>(operationId: string, fn: (lease: RecoveryLease) => Promise<T>): Promise<T>;
+  /** The lock file of this workspace, for messages about it (optional). */
+  path?(): string;
 }
 
 /**

@@ -16,8 +16,6 @@ import type { PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
  * command to paste.
  */
 
-const RESTORE_ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
-
 /** A word a POSIX shell reads as itself: unchanged when it is plain, else single-quoted. */
 export function shellQuote(value: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
@@ -105,7 +103,10 @@ export interface RestoreReportItem {
   updatedAt: string | null;
   /** Liveness of the workspace lock's owner; null when no owner holds it (or it could not be read). */
   ownerAlive: boolean | null;
-  /** The one eligible fenced action, or null (running, or it needs inspection). */
+  /**
+   * The fenced action to take (the preview's `recommended`: the first eligible of abort, release, complete,
+   * rollback), or null (running, or it needs inspection).
+   */
   next: RestoreActionName | null;
   /** The exact command that applies `next` against the previewed fence, or null. */
   command: string | null;
@@ -170,7 +171,7 @@ export async function reportRestores(options: {
       const diagnostic = diagnostics.get(operationId) ?? null;
       try {
         const preview = await controller.preview(operationId);
-        const next = RESTORE_ACTIONS.find((action) => preview.actions[action].eligible) ?? null;
+        const next = preview.recommended;
         const ownerAlive = preview.owner?.alive ?? null;
         restores.push({
           botId,

@@ -1,9 +1,17 @@
 import { randomUUID } from "node:crypto";
-import { canonicalJson, isSagaError, PRE_MUTATION_PHASES } from "@drydock/restore-saga";
+import { statSync } from "node:fs";
+import { createSystemIdentity, isLockError, type LockIdentity } from "@drydock/file-lock";
+import {
+  canonicalJson,
+  domainDigest,
+  isSagaError,
+  PRE_MUTATION_PHASES,
+  SagaError,
+} from "@drydock/restore-saga";
 import { defaultRestorePorts } from "./defaults.js";
 import { recoveryError } from "./errors.js";
 import { boundedText, validateFence, validateOperationId } from "./internal/fence.js";
-import { ownerMayBeAlive } from "./internal/liveness.js";
+import { type OwnerClaim, ownerMayBeAlive } from "./internal/liveness.js";
 import type {
   RecoveryLease,
   RecoveryRollback,
@@ -15,6 +23,7 @@ import type {
 import type {
   ActionVerdict,
   ArchiveWarning,
+  RestoreActionName,
   RestoreActionResult,
   RestoreFence,
   RestorePreview,
@@ -40,8 +49,20 @@ const ROLLBACK_BASES = new Set([
   "rollback_started",
   "workspace_rolled_back",
 ]);
+/**
+ * Bases a `complete` may finish from: the restore applied every change and recorded the workspace as it
+ * read it back (`workspace_applied` carries the poststate digest). What is left is only the `completed`
+ * event, which restore-saga's `resume-already-completed` recovery writes.
+ */
+const COMPLETE_BASES = new Set(["workspace_applied", "session_committed"]);
 const TERMINAL = new Set(["completed", "aborted", "rolled_back"]);
 const DEFAULT_ABORT_REASON = "Operator aborted the restore before any file changed";
+/**
+ * The order in which the preview recommends an action: the first eligible one. Abort, release and complete
+ * exclude each other by phase; only complete and rollback can both be eligible (a restore stopped after
+ * `workspace_applied`), and then completing keeps the result the user asked for.
+ */
+const RECOMMENDATION_ORDER: readonly RestoreActionName[] = ["abort", "release", "complete", "rollback"];
 
 export interface RestoreRecoveryControllerOptions {
   /** The drydock data directory (sagas under `restore-sagas`, locks under `locks`). */
@@ -59,6 +80,12 @@ export interface RestoreRecoveryControllerOptions {
   isProcessAlive?: (pid: number) => boolean;
   /** Liveness of a lock owner, for the preview only; the takeover itself is judged by @drydock/file-lock. */
   isOwnerAlive?: (owner: WorkspaceOwner) => boolean;
+  /**
+   * The machine as @drydock/file-lock sees it (boot id, boot time, process start times); default: the real
+   * one. Its boot time decides that a `created` saga written before this boot has a dead initiator, and that
+   * an unreadable lock file last changed before it was torn by a power loss.
+   */
+  identity?: LockIdentity;
   /** Mints rollback request ids (default: a random UUID). */
   newRequestId?: () => string;
 }
@@ -73,6 +100,12 @@ export interface RestoreRecoveryController {
   abort(operationId: string, input: AbortInput): Promise<RestoreActionResult>;
   release(operationId: string, fence: Partial<RestoreFence>): Promise<RestoreActionResult>;
   rollback(operationId: string, fence: Partial<RestoreFence>): Promise<RestoreActionResult>;
+  /**
+   * Finishes a restore whose file work is done (base `workspace_applied`/`session_committed`): journals
+   * recovery_required → recovery_started {resume-already-completed} → completed under the lock, releases
+   * it, then archives. The workspace is not touched.
+   */
+  complete(operationId: string, fence: Partial<RestoreFence>): Promise<RestoreActionResult>;
 }
 
 /** Diagnostics attached to the lock's retention error when a recovery failed inside the lock. */
@@ -132,9 +165,14 @@ function attachDiagnostics(error: unknown, diagnostics: RecoveryFailureDiagnosti
  * while taking the workspace lock. Inside a workspace lock every store call follows workspace → saga order,
  * as the orchestrator's do, so the two can never deadlock.
  *
- * A phase is a durable lower bound on side effects: `prepared`/`intent_committed` may already have a
- * durable intent, and `mutation_started` may have changed files, so abort refuses them; only rollback
- * (which restores the safety checkpoint) settles a restore that may have written.
+ * A phase is a durable lower bound on side effects: `mutation_started` may have changed files, so abort
+ * refuses it and everything after (abort reaches up to `safety_ready`: see SAFE_ABORT_BASES); only rollback
+ * (which restores the safety checkpoint) settles a restore that may have written part of its changes, and
+ * complete finishes one that wrote all of them (`workspace_applied`).
+ *
+ * A saga whose retained lock is gone (removed by hand) is settled under a fresh lock for the same operation
+ * (`expectedOwnerDigest: null`, "no owner"), and only once every process the saga recorded is proven dead;
+ * the fresh acquisition refuses if any lock holds this or an overlapping workspace.
  */
 export function createRestoreRecoveryController(
   options: RestoreRecoveryControllerOptions,
@@ -157,16 +195,26 @@ export function createRestoreRecoveryController(
           dataDir: options.dataDir,
           workspaceRoot,
           ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+          ...(options.identity ? { identity: options.identity } : {}),
         });
   const store = options.store ?? defaults!.store;
   const lock = options.lock ?? defaults!.lock;
   const rollbackPort = options.rollback ?? defaults!.rollback;
-  const probe = options.isProcessAlive;
-  const isProcessAlive = (pid: number) => ownerMayBeAlive({ pid }, probe ? { isProcessAlive: probe } : {});
-  const isOwnerAlive =
-    options.isOwnerAlive ??
-    ((owner: WorkspaceOwner) => ownerMayBeAlive(owner, probe ? { isProcessAlive: probe } : {}));
+  const seams = {
+    ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
+  };
+  const isProcessAlive = (pid: number) => ownerMayBeAlive({ pid }, seams);
+  const isClaimAlive = (claim: OwnerClaim) => ownerMayBeAlive(claim, seams);
+  const isOwnerAlive = options.isOwnerAlive ?? ((owner: WorkspaceOwner) => isClaimAlive(owner));
   const newRequestId = options.newRequestId ?? (() => `rb-${randomUUID()}`);
+  let systemIdentity: LockIdentity | undefined;
+  /** When this machine booted (wall-clock ms), as file-lock reads it; undefined where unknown. */
+  const bootTimeMs = (): number | undefined => {
+    if (options.identity) return options.identity.bootTimeMs();
+    systemIdentity ??= createSystemIdentity();
+    return systemIdentity.bootTimeMs();
+  };
 
   async function loadExact(operationId: string, fence: RestoreFence): Promise<SagaView> {
     const saga = await store.load(operationId);
@@ -194,6 +242,12 @@ export function createRestoreRecoveryController(
     const base = basePhaseOf(saga);
     if (saga.terminal) return [`the restore already ended (${saga.phase})`];
     if (base === null || !SAFE_ABORT_BASES.has(base)) {
+      if (base !== null && COMPLETE_BASES.has(base)) {
+        const changed = saga.events.some((event) => event.phase === "mutation_started");
+        return [
+          `the restore reached ${base}: ${changed ? "files changed" : "nothing needed changing"} and every change is applied; complete it${changed ? " (or roll it back)" : ""}`,
+        ];
+      }
       return [`the restore reached ${base}: files may have changed; roll it back instead`];
     }
     return [];
@@ -240,8 +294,189 @@ export function createRestoreRecoveryController(
     if (base === null || !ROLLBACK_BASES.has(base)) {
       return [`the restore stopped at ${base}, before any file changed; there is nothing to roll back`];
     }
-    if (safetyOf(saga) === null) return ["the saga records no safety checkpoint to roll back to"];
+    if (safetyOf(saga) === null) {
+      return COMPLETE_BASES.has(base) && !saga.events.some((event) => event.phase === "mutation_started")
+        ? [
+            "the restore changed nothing (its plan had no changes, so it took no safety checkpoint); complete it",
+          ]
+        : ["the saga records no safety checkpoint to roll back to"];
+    }
     return [];
+  }
+
+  function completeBlockers(saga: SagaView): string[] {
+    const base = basePhaseOf(saga);
+    if (saga.terminal) return [`the restore already ended (${saga.phase})`];
+    if (base === null || !COMPLETE_BASES.has(base)) {
+      const instead =
+        base !== null && SAFE_ABORT_BASES.has(base)
+          ? "abort it instead"
+          : base !== null && ROLLBACK_BASES.has(base)
+            ? "roll it back instead"
+            : "inspect it";
+      return [`the restore stopped at ${base}, before it had applied all of its changes; ${instead}`];
+    }
+    if (completionEvidence(saga) === null) {
+      return ["the saga records no applied workspace state to complete from"];
+    }
+    return [];
+  }
+
+  function assertCompletable(saga: SagaView): { sessionCommitDigest: string; resultDigest: string } {
+    const blockers = completeBlockers(saga);
+    const evidence = completionEvidence(saga);
+    if (blockers.length > 0 || evidence === null) {
+      throw recoveryError(
+        "ACTION_NOT_ALLOWED",
+        `Restore ${saga.operationId} cannot be completed: ${blockers[0] ?? "no applied workspace state"}.`,
+        { operationId: saga.operationId, phase: saga.phase, basePhase: basePhaseOf(saga) },
+      );
+    }
+    return evidence;
+  }
+
+  /**
+   * The evidence of `completed {resume-already-completed}`: the result digest exactly as the orchestrator
+   * computes it (operation, target checkpoint, the poststate `workspace_applied` read back), and the commit
+   * the completion rests on: `session_committed`'s digest when there is one, else the hash of the
+   * `workspace_applied` event itself (drydock's restore has no session; that event is what proves the work).
+   */
+  function completionEvidence(saga: SagaView): { sessionCommitDigest: string; resultDigest: string } | null {
+    const applied = saga.events.findLast((event) => event.phase === "workspace_applied");
+    const session = saga.events.findLast((event) => event.phase === "session_committed");
+    const checkpointId = saga.events[0]?.evidence.checkpointId;
+    const poststateDigest = applied?.evidence.poststateDigest;
+    if (applied === undefined || typeof checkpointId !== "string" || typeof poststateDigest !== "string") {
+      return null;
+    }
+    const sessionDigest = session?.evidence.sessionCommitDigest;
+    return {
+      sessionCommitDigest: typeof sessionDigest === "string" ? sessionDigest : applied.hash,
+      resultDigest: domainDigest("drydock-restore-result-v1", {
+        operationId: saga.operationId,
+        checkpointId,
+        poststateDigest,
+      }),
+    };
+  }
+
+  /** Whether the saga's `created` event was written before this machine booted (its writer is gone). */
+  function createdBeforeBoot(saga: SagaView): boolean {
+    const boot = bootTimeMs();
+    const at = Date.parse(saga.events[0]?.timestamp ?? "");
+    return boot !== undefined && Number.isFinite(at) && at < boot;
+  }
+
+  /**
+   * Why the initiator recorded in `created` may still run, or null when it is proven gone. `actorPid` is only
+   * a pid, which another process may own after a reboot: a saga created before this boot has a dead
+   * initiator whatever that pid names now (file-lock's boot-time rule, applied to the event's timestamp).
+   */
+  function initiatorBlocker(saga: SagaView): { blocker: string; actorPid: number | null } | null {
+    const actorPid = saga.events[0]?.evidence.actorPid;
+    if (typeof actorPid !== "number" || !Number.isSafeInteger(actorPid) || actorPid <= 0) {
+      return { blocker: "the saga records no initiator pid", actorPid: null };
+    }
+    if (createdBeforeBoot(saga)) return null;
+    return isProcessAlive(actorPid)
+      ? { blocker: `the initiator (pid ${actorPid}) is still running`, actorPid }
+      : null;
+  }
+
+  /**
+   * Before acting on a saga whose lock is gone: every process it recorded must be proven dead, since no
+   * lock tells any more who may still write. The lock owners of its `locked` and `recovery_started` events
+   * (pid, host, boot id, start time: judged exactly as file-lock judges an owner), or, before any lock was
+   * recorded, the initiator of `created`.
+   */
+  function stoppedBlockers(saga: SagaView): string[] {
+    const blockers = new Set<string>();
+    let owners = 0;
+    for (const event of saga.events) {
+      if (event.phase !== "locked" && event.phase !== "recovery_started") continue;
+      const claim = event.evidence.workspaceLockOwner as OwnerClaim | undefined;
+      if (typeof claim?.pid !== "number") continue;
+      owners += 1;
+      if (isClaimAlive(claim)) {
+        blockers.add(
+          `process ${claim.pid}, which ${event.phase === "locked" ? "ran the restore" : "ran a recovery of it"}, is still running`,
+        );
+      }
+    }
+    if (owners === 0) {
+      const initiator = initiatorBlocker(saga);
+      if (initiator !== null) blockers.add(initiator.blocker);
+    }
+    return [...blockers];
+  }
+
+  function assertStopped(saga: SagaView): void {
+    const blockers = stoppedBlockers(saga);
+    if (blockers.length === 0) return;
+    const proven = blockers.some((blocker) => blocker.includes("still running"));
+    throw recoveryError(
+      proven ? "OWNER_CONFLICT" : "ACTION_NOT_ALLOWED",
+      `Restore ${saga.operationId} has no workspace lock, and ${blockers.join("; ")}; nothing was changed. ${proven ? "Wait for it to finish or stop it first, then preview again." : "No process can be proven stopped."}`,
+      {
+        operationId: saga.operationId,
+        phase: saga.phase,
+        ...(proven ? { ownerAlive: true } : {}),
+        expectedOwnerDigest: null,
+        actualOwnerDigest: null,
+      },
+    );
+  }
+
+  /** Where the workspace lock is, for messages; null when the port cannot say. */
+  function lockPath(): string | null {
+    try {
+      return lock.path?.() ?? null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * The workspace lock file exists but holds no readable owner (damaged, or torn by a power loss). Nobody can
+   * tell who holds it, and restore-saga offers no takeover of such a file, so it is left exactly as it is;
+   * this says what happened and what a person can do. A LOCK_IO (this process could not read it) is not this.
+   */
+  function unreadableLockError(error: unknown, saga: SagaView | null, operationId: string): unknown {
+    if (!isSagaError(error) || error.code !== "LOCK_FAILED") return error;
+    const cause = (error as { cause?: unknown }).cause;
+    if (isLockError(cause) && cause.code === "LOCK_IO") return error;
+    const path = lockPath();
+    const what = isLockError(cause)
+      ? cause.code === "LOCK_UNREADABLE"
+        ? "it could not be read"
+        : "it is not a valid lock owner file"
+      : "it is not a workspace lock of this workspace";
+    let changed = "";
+    if (path !== null) {
+      try {
+        const { ctimeMs } = statSync(path);
+        const boot = bootTimeMs();
+        if (boot !== undefined) {
+          changed =
+            ctimeMs < boot
+              ? " It was last changed before this machine booted, so whoever wrote it is no longer running (a power loss lost its bytes)."
+              : " It was last changed after this machine booted, so a process of this boot may have written it.";
+        }
+      } catch {
+        // Gone or unreadable since: the words above still hold.
+      }
+    }
+    const where = path ?? "of this workspace";
+    const unsettled = saga !== null && !saga.terminal;
+    const advice = unsettled
+      ? ` Restore ${operationId} (${saga.phase}) is not settled and this lock guards it: do not delete the lock. drydock cannot take over a lock whose owner it cannot read. To settle the restore: stop every drydock server and CLI using this data directory (so no restore can start), move the file aside and keep it${path === null ? "" : ` (mv ${shellWord(path)} ${shellWord(`${path}.unreadable`)})`}, then run \`drydock restores show ${operationId}\` again and paste the command it prints (--expected-owner-digest none): it takes a fresh lock only if nothing holds this or an overlapping workspace, and only once every process the restore recorded is proven dead.`
+      : ` Restore ${operationId} ${saga === null ? "could not be read" : `has ended (${saga.phase})`}, so this lock does not guard it; if \`drydock restores list\` shows no unsettled restore of this workspace and none is running, move the file away.`;
+    return new SagaError({
+      code: "LOCK_FAILED",
+      cause: error,
+      operationId,
+      message: `The workspace lock ${where} is unreadable (${what}); it was left exactly as it is.${changed}${advice}`,
+    });
   }
 
   function assertRollbackable(saga: SagaView): { safetyCheckpointId: string; safetyManifestDigest: string } {
@@ -296,8 +531,8 @@ export function createRestoreRecoveryController(
   }
 
   /** The workspace lock's owner if it belongs to this operation; another restore's lock is a conflict. */
-  async function ownerOf(operationId: string): Promise<WorkspaceOwner | null> {
-    const owner = await lock.inspect(operationId);
+  async function ownerOf(operationId: string, saga: SagaView | null): Promise<WorkspaceOwner | null> {
+    const owner = await inspectLock(operationId, saga);
     if (owner !== null && owner.payload.transactionId !== operationId) {
       throw recoveryError(
         "OWNER_CONFLICT",
@@ -308,11 +543,20 @@ export function createRestoreRecoveryController(
     return owner;
   }
 
+  async function inspectLock(operationId: string, saga: SagaView | null): Promise<WorkspaceOwner | null> {
+    try {
+      return await lock.inspect(operationId);
+    } catch (error) {
+      throw unreadableLockError(error, saga, operationId);
+    }
+  }
+
   async function inspectBound(
     operationId: string,
     expectedOwnerDigest: string | null,
+    saga: SagaView | null = null,
   ): Promise<WorkspaceOwner | null> {
-    const owner = await ownerOf(operationId);
+    const owner = await ownerOf(operationId, saga);
     if (owner === null) {
       if (expectedOwnerDigest !== null) {
         throw recoveryError(
@@ -412,7 +656,44 @@ export function createRestoreRecoveryController(
     defaultCode: string,
     body: (lease: RecoveryLease) => Promise<SagaView>,
   ): Promise<Settled> {
-    return lock.withRecovery(operationId, owner, async (lease) => {
+    return guarded((fn) => lock.withRecovery(operationId, owner, fn), operationId, defaultCode, body);
+  }
+
+  /**
+   * Runs `body` holding this operation's workspace lock: a takeover of the exact previewed dead owner, or,
+   * when the previewed fence says "no owner" (`null`) and none is on disk, a fresh lock taken only once every
+   * process the saga recorded is proven dead (the acquisition refuses any lock on this or an overlapping
+   * workspace). `refusal` words the answer when the lock port cannot take a fresh lock.
+   */
+  async function underLock(
+    previewed: SagaView,
+    fence: RestoreFence,
+    defaultCode: string,
+    refusal: string,
+    body: (lease: RecoveryLease) => Promise<SagaView>,
+  ): Promise<Settled> {
+    const { operationId } = previewed;
+    const owner = await inspectBound(operationId, fence.expectedOwnerDigest, previewed);
+    if (owner !== null) return takeover(operationId, owner, defaultCode, body);
+    const withFresh = lock.withFresh?.bind(lock);
+    if (withFresh === undefined) {
+      throw recoveryError("OWNER_CONFLICT", refusal, {
+        operationId,
+        expectedOwnerDigest: null,
+        actualOwnerDigest: null,
+      });
+    }
+    assertStopped(previewed);
+    return guarded((fn) => withFresh(operationId, fn), operationId, defaultCode, body);
+  }
+
+  async function guarded(
+    hold: (fn: (lease: RecoveryLease) => Promise<Settled>) => Promise<Settled>,
+    operationId: string,
+    defaultCode: string,
+    body: (lease: RecoveryLease) => Promise<SagaView>,
+  ): Promise<Settled> {
+    return hold(async (lease) => {
       try {
         const saga = await body(lease);
         return { saga, reconciledFromError: false };
@@ -424,7 +705,7 @@ export function createRestoreRecoveryController(
   }
 
   function result(
-    action: "abort" | "release" | "rollback",
+    action: RestoreActionName,
     settled: Settled,
     filed: { archived: boolean; alreadyArchived: boolean; warning: ArchiveWarning | null },
   ): RestoreActionResult {
@@ -449,24 +730,25 @@ export function createRestoreRecoveryController(
 
     if (fence.expectedOwnerDigest === null && previewed.phase === "created") {
       // Lock-free path: the initiator wrote `created` and may be about to publish the lock. Only its proven
-      // death makes "no owner" final: a dead process can never publish a lock later.
-      const actorPid = previewed.events[0]?.evidence.actorPid;
-      if (typeof actorPid !== "number" || !Number.isSafeInteger(actorPid) || actorPid <= 0) {
+      // death makes "no owner" final: a dead process can never publish a lock later. A saga created before
+      // this boot has a dead initiator whatever its pid names now.
+      const initiator = initiatorBlocker(previewed);
+      if (initiator !== null && initiator.actorPid === null) {
         throw recoveryError(
           "ACTION_NOT_ALLOWED",
           `Restore ${operationId} records no initiator pid, so a lock-free abort cannot prove it stopped.`,
           { operationId, phase: previewed.phase },
         );
       }
-      if (isProcessAlive(actorPid)) {
+      if (initiator !== null && initiator.actorPid !== null) {
         throw recoveryError(
           "OWNER_CONFLICT",
-          `Restore ${operationId} was started by process ${actorPid}, which is still running; wait for it to finish or stop it first.`,
-          { operationId, actorPid, ownerAlive: true },
+          `Restore ${operationId} was started by process ${initiator.actorPid}, which is still running; wait for it to finish or stop it first.`,
+          { operationId, actorPid: initiator.actorPid, ownerAlive: true },
         );
       }
       // Re-read absence right before the CAS; competing recoveries are serialised by the saga CAS itself.
-      await inspectBound(operationId, null);
+      await inspectBound(operationId, null, previewed);
       const aborted = await advanceExact(previewed, "aborted", {
         recoveryAction: "abort-before-lock",
         reason,
@@ -474,35 +756,33 @@ export function createRestoreRecoveryController(
       return result("abort", { saga: aborted, reconciledFromError: false }, await archive(aborted));
     }
 
-    const owner = await inspectBound(operationId, fence.expectedOwnerDigest);
-    if (owner === null) {
-      throw recoveryError(
-        "OWNER_CONFLICT",
-        `Restore ${operationId} has no workspace lock owner to take over; only a restore still in \`created\` can be aborted without one.`,
-        { operationId, expectedOwnerDigest: null, actualOwnerDigest: null },
-      );
-    }
-    const settled = await takeover(operationId, owner, "RESTORE_RECOVERY_ABORT_FAILED", async (lease) => {
-      lease.assertOwned();
-      let saga = await loadExact(operationId, fence);
-      assertAbortable(saga);
-      if (saga.phase !== "recovery_required") {
-        saga = await advanceExact(saga, "recovery_required", {
-          reason: "The restore was interrupted before its durable intent",
-          errorCode: "RESTORE_RECOVERY_ABORT_REQUESTED",
+    const settled = await underLock(
+      previewed,
+      fence,
+      "RESTORE_RECOVERY_ABORT_FAILED",
+      `Restore ${operationId} has no workspace lock owner to take over; only a restore still in \`created\` can be aborted without one.`,
+      async (lease) => {
+        lease.assertOwned();
+        let saga = await loadExact(operationId, fence);
+        assertAbortable(saga);
+        if (saga.phase !== "recovery_required") {
+          saga = await advanceExact(saga, "recovery_required", {
+            reason: "The restore was interrupted before its durable intent",
+            errorCode: "RESTORE_RECOVERY_ABORT_REQUESTED",
+          });
+        }
+        lease.assertOwned();
+        saga = await advanceExact(saga, "recovery_started", {
+          workspaceLockOwner: lease.owner,
+          lockOwnerDigest: lock.ownerDigest(lease.owner),
+          recoveryAction: "abort-pre-intent",
         });
-      }
-      lease.assertOwned();
-      saga = await advanceExact(saga, "recovery_started", {
-        workspaceLockOwner: lease.owner,
-        lockOwnerDigest: lock.ownerDigest(lease.owner),
-        recoveryAction: "abort-pre-intent",
-      });
-      lease.assertOwned();
-      saga = await advanceExact(saga, "aborted", { recoveryAction: "abort-pre-intent", reason });
-      lease.assertOwned();
-      return saga;
-    });
+        lease.assertOwned();
+        saga = await advanceExact(saga, "aborted", { recoveryAction: "abort-pre-intent", reason });
+        lease.assertOwned();
+        return saga;
+      },
+    );
     // Archive only after the lock is released: the archive rename must never race a lock holder.
     return result("abort", settled, await archive(settled.saga));
   }
@@ -538,7 +818,12 @@ export function createRestoreRecoveryController(
     const operationId = validateOperationId(operationIdInput);
     const fence = validateFence(fenceInput);
     const previewed = await readTerminal(operationId, fence);
-    const owner = await inspectBound(operationId, fence.expectedOwnerDigest);
+    const owner = await inspectBound(operationId, fence.expectedOwnerDigest, {
+      ...previewed.saga,
+      basePhase: null,
+      terminal: true,
+      events: [],
+    });
     if (owner === null) {
       const filed = previewed.alreadyArchived
         ? { archived: true, alreadyArchived: true, warning: null }
@@ -598,32 +883,71 @@ export function createRestoreRecoveryController(
         { operationId, phase: previewed.phase, basePhase: basePhaseOf(previewed) },
       );
     }
-    const owner = await inspectBound(operationId, fence.expectedOwnerDigest);
-    if (owner === null) {
-      // Files change only under the lock, and a failed restore keeps it: a missing owner here means the
-      // state is not what the saga says. Refuse rather than roll back a workspace nobody holds.
-      throw recoveryError(
-        "OWNER_CONFLICT",
-        `Restore ${operationId} has no retained workspace lock, so a rollback cannot take it over; inspect the workspace before acting.`,
-        { operationId, expectedOwnerDigest: null, actualOwnerDigest: null },
-      );
-    }
-    const settled = await takeover(operationId, owner, "RESTORE_RECOVERY_ROLLBACK_FAILED", async (lease) => {
-      lease.assertOwned();
-      const saga = await loadExact(operationId, fence);
-      assertRollbackable(saga);
-      // The helper re-checks the fence, the base phase and the safety checkpoint's digest itself, journals
-      // every step, and makes the workspace equal the safety checkpoint exactly (added files removed).
-      const rolledBack = await rollbackPort.run({
-        operationId,
-        fence: { expectedSeq: saga.seq, expectedHash: saga.headHash },
-        lease,
-        recoveryRequestId: newRequestId(),
-      });
-      lease.assertOwned();
-      return rolledBack;
-    });
+    // A retained lock someone removed by hand is replaced by a fresh one for this operation (underLock).
+    const settled = await underLock(
+      previewed,
+      fence,
+      "RESTORE_RECOVERY_ROLLBACK_FAILED",
+      `Restore ${operationId} has no retained workspace lock, so a rollback cannot take it over; inspect the workspace before acting.`,
+      async (lease) => {
+        lease.assertOwned();
+        const saga = await loadExact(operationId, fence);
+        assertRollbackable(saga);
+        // The helper re-checks the fence, the base phase and the safety checkpoint's digest itself, journals
+        // every step, and makes the workspace equal the safety checkpoint exactly (added files removed).
+        const rolledBack = await rollbackPort.run({
+          operationId,
+          fence: { expectedSeq: saga.seq, expectedHash: saga.headHash },
+          lease,
+          recoveryRequestId: newRequestId(),
+        });
+        lease.assertOwned();
+        return rolledBack;
+      },
+    );
     return result("rollback", settled, await archive(settled.saga));
+  }
+
+  async function complete(
+    operationIdInput: string,
+    fenceInput: Partial<RestoreFence>,
+  ): Promise<RestoreActionResult> {
+    const operationId = validateOperationId(operationIdInput);
+    const fence = validateFence(fenceInput);
+    const previewed = await loadExact(operationId, fence);
+    assertCompletable(previewed);
+    const settled = await underLock(
+      previewed,
+      fence,
+      "RESTORE_RECOVERY_COMPLETE_FAILED",
+      `Restore ${operationId} has no workspace lock owner to take over; inspect the workspace before acting.`,
+      async (lease) => {
+        lease.assertOwned();
+        let saga = await loadExact(operationId, fence);
+        const evidence = assertCompletable(saga);
+        if (saga.phase !== "recovery_required") {
+          saga = await advanceExact(saga, "recovery_required", {
+            reason: "The restore stopped after applying every change, before it journaled completed",
+            errorCode: "RESTORE_RECOVERY_COMPLETE_REQUESTED",
+          });
+        }
+        lease.assertOwned();
+        saga = await advanceExact(saga, "recovery_started", {
+          workspaceLockOwner: lease.owner,
+          lockOwnerDigest: lock.ownerDigest(lease.owner),
+          recoveryAction: "resume-already-completed",
+        });
+        lease.assertOwned();
+        saga = await advanceExact(saga, "completed", {
+          recoveryAction: "resume-already-completed",
+          ...evidence,
+        });
+        lease.assertOwned();
+        return saga;
+      },
+    );
+    // As abort and rollback: the lock is released before the archive rename.
+    return result("complete", settled, await archive(settled.saga));
   }
 
   async function preview(operationIdInput: string): Promise<RestorePreview> {
@@ -637,7 +961,7 @@ export function createRestoreRecoveryController(
       saga = await store.loadArchived(operationId);
       archived = true;
     }
-    const raw = await lock.inspect(operationId);
+    const raw = await inspectLock(operationId, saga);
     // Another restore's lock on this workspace: nothing here may be settled until that one is.
     const foreign = raw !== null && raw.payload.transactionId !== operationId ? raw : null;
     const owner = foreign === null ? raw : null;
@@ -649,20 +973,20 @@ export function createRestoreRecoveryController(
         ? [`the workspace lock owner (pid ${owner.pid}) is still running`]
         : [];
 
+    /** What the lock says about acting now: nothing held → a fresh lock, once the saga's processes stopped. */
+    const lockBlockers = (): string[] => {
+      if (foreign || owner !== null) return ownerBlocker;
+      if (lock.withFresh === undefined) return ["no workspace lock owner to take over"];
+      return stoppedBlockers(saga);
+    };
     const abortVerdict = ((): ActionVerdict => {
       if (archived) return { eligible: false, blockers: ["the restore is archived"] };
       const blockers = abortBlockers(saga);
       if (blockers.length === 0) {
-        if (foreign) blockers.push(...ownerBlocker);
-        else if (owner === null) {
-          if (saga.phase !== "created") blockers.push("no workspace lock owner to take over");
-          else {
-            const actorPid = saga.events[0]?.evidence.actorPid;
-            if (typeof actorPid !== "number") blockers.push("the saga records no initiator pid");
-            else if (isProcessAlive(actorPid))
-              blockers.push(`the initiator (pid ${actorPid}) is still running`);
-          }
-        } else blockers.push(...ownerBlocker);
+        if (!foreign && owner === null && saga.phase === "created") {
+          const initiator = initiatorBlocker(saga);
+          if (initiator !== null) blockers.push(initiator.blocker);
+        } else blockers.push(...lockBlockers());
       }
       return { eligible: blockers.length === 0, blockers };
     })();
@@ -677,15 +1001,23 @@ export function createRestoreRecoveryController(
     const rollbackVerdict = await (async (): Promise<ActionVerdict> => {
       if (archived) return { eligible: false, blockers: ["the restore is archived"] };
       const blockers = rollbackBlockers(saga);
-      if (blockers.length === 0) {
-        if (foreign) blockers.push(...ownerBlocker);
-        else if (owner === null) blockers.push("no retained workspace lock to take over");
-        else blockers.push(...ownerBlocker);
-      }
+      if (blockers.length === 0) blockers.push(...lockBlockers());
       // What only the workspace can tell (something written since that the rollback would delete).
       if (blockers.length === 0) blockers.push(...((await rollbackPort.blockers?.(operationId)) ?? []));
       return { eligible: blockers.length === 0, blockers };
     })();
+    const completeVerdict = ((): ActionVerdict => {
+      if (archived) return { eligible: false, blockers: ["the restore is archived"] };
+      const blockers = completeBlockers(saga);
+      if (blockers.length === 0) blockers.push(...lockBlockers());
+      return { eligible: blockers.length === 0, blockers };
+    })();
+    const actions = {
+      abort: abortVerdict,
+      release: releaseVerdict,
+      complete: completeVerdict,
+      rollback: rollbackVerdict,
+    };
 
     return {
       saga: {
@@ -707,9 +1039,15 @@ export function createRestoreRecoveryController(
           ? null
           : { digest: ownerDigest!, pid: owner.pid, alive, transactionId: owner.payload.transactionId },
       fence: { expectedSeq: saga.seq, expectedHash: saga.headHash, expectedOwnerDigest: ownerDigest },
-      actions: { abort: abortVerdict, release: releaseVerdict, rollback: rollbackVerdict },
+      actions,
+      recommended: RECOMMENDATION_ORDER.find((action) => actions[action].eligible) ?? null,
     };
   }
 
-  return { workspaceRoot, preview, abort, release, rollback };
+  return { workspaceRoot, preview, abort, release, rollback, complete };
+}
+
+/** A word a POSIX shell reads as itself (as report.ts's shellQuote; kept here to avoid an import cycle). */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }

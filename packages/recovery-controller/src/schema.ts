@@ -26,7 +26,11 @@ export const ActionVerdictSchema = z.object({
 });
 export type ActionVerdict = z.infer<typeof ActionVerdictSchema>;
 
-export const RestoreActionNameSchema = z.enum(["abort", "release", "rollback"]);
+/**
+ * The fenced restore actions. `complete` finishes a restore whose file work is done (base `workspace_applied`
+ * or `session_committed`): recovery_required → recovery_started {resume-already-completed} → completed.
+ */
+export const RestoreActionNameSchema = z.enum(["abort", "release", "complete", "rollback"]);
 export type RestoreActionName = z.infer<typeof RestoreActionNameSchema>;
 
 /** What `preview(id)` returns: everything the operator needs, and nothing secret (no lock token). */
@@ -56,8 +60,15 @@ export const RestorePreviewSchema = z.object({
   actions: z.object({
     abort: ActionVerdictSchema,
     release: ActionVerdictSchema,
+    complete: ActionVerdictSchema,
     rollback: ActionVerdictSchema,
   }),
+  /**
+   * The one action to take, or null when none is eligible: the first eligible of abort, release, complete,
+   * rollback. Only `complete` and `rollback` can both be eligible (a restore stopped after
+   * `workspace_applied`): completing keeps the result the user asked for, and the rollback stays available.
+   */
+  recommended: RestoreActionNameSchema.nullable(),
 });
 export type RestorePreview = z.infer<typeof RestorePreviewSchema>;
 

@@ -275,10 +275,12 @@ describe("boat recovery: a provider answer that proves nothing is never proof of
         expect(s.journals(), label).toEqual(journals);
       }
 
-      // reconcileDeletion polls nothing (no receipt) and reads the Boat: no proof, so the fence stands.
+      // reconcileDeletion polls nothing (no receipt) and reads the Boat: no proof, so the fence stands,
+      // and the read that failed is said as itself (never "pending" for a Boat it could not see).
       await fault.inject([s.fenced.boxId], 1);
-      const reconciled = await s.recovery.reconcileDeletion(s.fenced.boxId);
-      expect(reconciled).toMatchObject({ ok: true, action: "reconcileDeletion", outcome: "pending" });
+      const reconciled = await failure("reconcileDeletion", s.recovery.reconcileDeletion(s.fenced.boxId));
+      expect(isRecoveryError(reconciled), String(reconciled)).toBe(false);
+      expect(fault.is(reconciled), String(reconciled)).toBe(true);
       expect(s.journals()).toEqual(journals);
 
       // The plan reads every Boat once: each is unknown, none is gone, and no action is offered on a guess.

@@ -1,12 +1,21 @@
-import { rmSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { inspectWorkspaceLock, isSagaError, SagaError } from "@drydock/restore-saga";
+import { createSystemIdentity, type LockIdentity } from "@drydock/file-lock";
+import {
+  acquireWorkspaceLock,
+  inspectWorkspaceLock,
+  isSagaError,
+  restoreCheckpoint,
+  SagaError,
+  workspaceLockPath,
+} from "@drydock/restore-saga";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createRestoreRecoveryController,
   defaultRestorePorts,
   isRecoveryError,
   type RecoverySagaStore,
+  reportRestores,
 } from "../src/index.js";
 import {
   advance,
@@ -439,5 +448,240 @@ describe("restore recovery controller", () => {
       expect(error.code).toBe("INVALID_ARGUMENT");
     }
     expect((await box.store.load("op-fence")).seq).toBe(2);
+  });
+});
+
+describe("restore recovery controller: complete, a missing lock, an unreadable lock, a reboot", () => {
+  const realIdentity = createSystemIdentity();
+  /** The machine as file-lock sees it, but booted at `bootTimeMs`. */
+  const bootedAt = (bootTimeMs: number): LockIdentity => ({
+    hostname: () => realIdentity.hostname(),
+    bootId: () => realIdentity.bootId(),
+    bootTimeMs: () => bootTimeMs,
+    processStartTime: (pid) => realIdentity.processStartTime(pid),
+    pidNamespace: () => realIdentity.pidNamespace?.(),
+  });
+  const lockFile = () => workspaceLockPath(box.dataDir, realpathSync(box.workspace));
+
+  it("completes a zero-target restore killed at workspace_applied: lock released, saga archived, workspace unchanged", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "same", "d/b.txt": "same b" });
+    const target = await checkpoint(box);
+    const before = snapshotTree(box.workspace);
+    await killedRestore(box, target, "op-zero", "restore.after-workspace-applied");
+
+    const recovery = createRestoreRecoveryController({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+    const preview = await recovery.preview("op-zero");
+    expect(preview.saga.phase).toBe("workspace_applied");
+    expect(preview.fence.expectedOwnerDigest).toMatch(/^sha256:/);
+    expect(preview.actions.complete).toEqual({ eligible: true, blockers: [] });
+    expect(preview.actions.abort.eligible).toBe(false);
+    expect(preview.actions.release.eligible).toBe(false);
+    expect(preview.actions.rollback.eligible).toBe(false);
+    expect(preview.recommended).toBe("complete");
+
+    const result = await recovery.complete("op-zero", preview.fence);
+
+    expect(result).toMatchObject({
+      ok: true,
+      action: "complete",
+      phase: "completed",
+      archived: true,
+      reconciledFromError: false,
+      warning: null,
+    });
+    expect(owner()).toBeNull();
+    expect(snapshotTree(box.workspace)).toEqual(before);
+    const archived = await box.store.loadArchived("op-zero");
+    expect(archived.events.map((event) => event.phase)).toEqual([
+      "created",
+      "locked",
+      "prepared",
+      "intent_committed",
+      "workspace_applied",
+      "recovery_required",
+      "recovery_started",
+      "completed",
+    ]);
+    expect(archived.events[6]?.evidence.recoveryAction).toBe("resume-already-completed");
+    expect(archived.events[7]?.evidence.recoveryAction).toBe("resume-already-completed");
+    // The workspace is free again: the next restore runs.
+    const next = await restoreCheckpoint({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      checkpointId: target,
+      operationId: "op-next",
+    });
+    expect(next.phase).toBe("completed");
+  });
+
+  it("a restore killed after workspace_applied may be completed or rolled back; the preview recommends complete, which keeps the restored files", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a", "added.txt": "added" });
+    await killedRestore(box, target, "op-applied", "restore.after-workspace-applied");
+    const restored = snapshotTree(box.workspace);
+    expect(restored).toEqual({ "a.txt": "old a" });
+
+    const recovery = createRestoreRecoveryController({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+    const preview = await recovery.preview("op-applied");
+    expect(preview.actions.complete.eligible).toBe(true);
+    expect(preview.actions.rollback.eligible).toBe(true);
+    expect(preview.recommended).toBe("complete");
+    const report = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+    expect(report.restores).toEqual([
+      expect.objectContaining({
+        operationId: "op-applied",
+        next: "complete",
+        command: `drydock restores complete op-applied --expected-seq ${preview.fence.expectedSeq} --expected-hash ${preview.fence.expectedHash} --expected-owner-digest ${preview.fence.expectedOwnerDigest} --yes`,
+      }),
+    ]);
+
+    const result = await recovery.complete("op-applied", preview.fence);
+    expect(result).toMatchObject({ action: "complete", phase: "completed", archived: true });
+    expect(snapshotTree(box.workspace)).toEqual(restored);
+    expect(owner()).toBeNull();
+  });
+
+  it("refuses to complete a restore that stopped mid-mutation or before it: nothing changed", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-not-applied");
+    const recovery = controller();
+    const preview = await recovery.preview("op-not-applied");
+    expect(preview.actions.complete.eligible).toBe(false);
+    expect(preview.actions.complete.blockers.join(" ")).toContain("locked");
+    await expect(recovery.complete("op-not-applied", preview.fence)).rejects.toMatchObject({
+      code: "ACTION_NOT_ALLOWED",
+    });
+    expect((await box.store.load("op-not-applied")).seq).toBe(preview.saga.seq);
+  });
+
+  it("rolls back a restore killed mid-mutation whose lock was removed by hand, with the owner fence `none` and a fresh lock", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a", "keep/b.txt": "old b" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a", "added.txt": "added", "keep/b.txt": "new b" });
+    const before = snapshotTree(box.workspace);
+    await killedRestore(box, target, "op-nolock", "restore.after-entry-applied");
+    rmSync(lockFile());
+
+    const recovery = createRestoreRecoveryController({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+    const preview = await recovery.preview("op-nolock");
+    expect(preview.owner).toBeNull();
+    expect(preview.fence.expectedOwnerDigest).toBeNull();
+    expect(preview.actions.rollback).toEqual({ eligible: true, blockers: [] });
+
+    const result = await recovery.rollback("op-nolock", preview.fence);
+
+    expect(result).toMatchObject({ action: "rollback", phase: "rolled_back", archived: true });
+    expect(snapshotTree(box.workspace)).toEqual(before);
+    expect(owner()).toBeNull();
+  });
+
+  it("aborts a pre-mutation restore whose lock is gone once every process it recorded is dead, and not before", async () => {
+    box = sandbox();
+    const { held } = await lockedSaga(box, "op-gone");
+    held.release();
+    const live = controller({ isProcessAlive: () => true });
+    const blocked = await live.preview("op-gone");
+    expect(blocked.actions.abort.eligible).toBe(false);
+    expect(blocked.actions.abort.blockers.join(" ")).toContain(`${process.pid}`);
+    const refused = await rejection(live.abort("op-gone", { ...blocked.fence }));
+    expect(refused.code).toBe("OWNER_CONFLICT");
+    expect((refused.details as Record<string, unknown>).ownerAlive).toBe(true);
+    expect((await box.store.load("op-gone")).seq).toBe(2);
+    expect(owner()).toBeNull();
+
+    const recovery = controller();
+    const preview = await recovery.preview("op-gone");
+    expect(preview.fence.expectedOwnerDigest).toBeNull();
+    expect(preview.actions.abort).toEqual({ eligible: true, blockers: [] });
+    const result = await recovery.abort("op-gone", { ...preview.fence, reason: "lock lost" });
+    expect(result).toMatchObject({ phase: "aborted", archived: true });
+    expect(owner()).toBeNull();
+    const archived = await box.store.loadArchived("op-gone");
+    expect(archived.events.map((event) => event.phase)).toEqual([
+      "created",
+      "locked",
+      "recovery_required",
+      "recovery_started",
+      "aborted",
+    ]);
+  });
+
+  it("a lock-less recovery refuses, changing nothing, when another restore holds an overlapping workspace", async () => {
+    box = sandbox();
+    const { held } = await lockedSaga(box, "op-mine");
+    held.release();
+    mkdirSync(join(box.workspace, "sub"));
+    await acquireWorkspaceLock({
+      dataDir: box.dataDir,
+      workspaceRoot: join(box.workspace, "sub"),
+      transactionId: "op-nested",
+    });
+    const recovery = controller();
+    const preview = await recovery.preview("op-mine");
+    await expect(recovery.abort("op-mine", { ...preview.fence })).rejects.toMatchObject({
+      code: "RECOVERY_REQUIRED",
+    });
+    expect((await box.store.load("op-mine")).seq).toBe(2);
+    expect(owner()).toBeNull();
+  });
+
+  it("an unreadable workspace lock: the preview says what happened and what to do, and leaves the file as it is", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a" });
+    await killedRestore(box, target, "op-garbage", "restore.after-entry-applied");
+    writeFileSync(lockFile(), "{ not json");
+
+    const fresh = createRestoreRecoveryController({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+    const error = await rejection(fresh.preview("op-garbage"));
+    expect(error.code).toBe("LOCK_FAILED");
+    const message = String(error.message);
+    expect(message).toContain(lockFile());
+    expect(message).toContain("op-garbage");
+    expect(message).toContain("do not delete");
+    expect(message).toContain("--expected-owner-digest none");
+    expect(message).toContain("after this machine booted");
+    expect(readFileSync(lockFile(), "utf8")).toBe("{ not json");
+
+    // The same file, torn by a power loss (last changed before this boot): its writer is gone.
+    const afterReboot = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      identity: bootedAt(Date.now() + 60_000),
+    });
+    const torn = await rejection(afterReboot.preview("op-garbage"));
+    expect(String(torn.message)).toContain("before this machine booted");
+    expect(readFileSync(lockFile(), "utf8")).toBe("{ not json");
+  });
+
+  it("a `created` restore whose initiator pid belongs to another process after a reboot can be aborted", async () => {
+    box = sandbox();
+    await createdSaga(box, "op-reboot", 4242);
+    const alive = (pid: number) => pid === 4242;
+    const sameBoot = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      isProcessAlive: alive,
+      identity: bootedAt(Date.now() - 3_600_000),
+    });
+    const blocked = await sameBoot.preview("op-reboot");
+    expect(blocked.actions.abort.eligible).toBe(false);
+    expect(blocked.actions.abort.blockers.join(" ")).toContain("4242");
+
+    const rebooted = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      isProcessAlive: alive,
+      identity: bootedAt(Date.now() + 60_000),
+    });
+    const preview = await rebooted.preview("op-reboot");
+    expect(preview.actions.abort).toEqual({ eligible: true, blockers: [] });
+    const result = await rebooted.abort("op-reboot", { ...preview.fence });
+    expect(result).toMatchObject({ phase: "aborted", archived: true });
   });
 });

@@ -1,6 +1,16 @@
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
-import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatLifecycle } from "@drydock/boat-lifecycle";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import {
+  type BoatCreateJournal,
+  isJournalStateError as isCreateJournalError,
+  openBoatCreateJournal,
+} from "@drydock/boat-create-journal";
+import {
+  type BoatDeleteJournal,
+  isJournalStateError as isDeleteJournalError,
+  openBoatDeleteJournal,
+} from "@drydock/boat-delete-journal";
+import { createBoatLifecycle, isLifecycleError, LifecycleError } from "@drydock/boat-lifecycle";
 import {
   type BoatActionName,
   type BoatRecovery,
@@ -11,11 +21,61 @@ import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { duration, type Rendered, table } from "../render.js";
 
-export function journals(ctx: CommandContext) {
+/**
+ * A journal whose refusals name its file: "recovery state is unreadable" alone does not tell an operator
+ * which of the data directory's files to look at. The error stays the journal's own (same code, same exit).
+ */
+function namingFile<T extends object>(journal: T, file: string): T {
+  return new Proxy(journal, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        try {
+          return await value.apply(target, args);
+        } catch (error) {
+          if ((isCreateJournalError(error) || isDeleteJournalError(error)) && !error.message.includes(file)) {
+            error.message = `${file}: ${error.message}`;
+          }
+          throw error;
+        }
+      };
+    },
+  });
+}
+
+export function journals(ctx: CommandContext): {
+  createJournal: BoatCreateJournal;
+  deleteJournal: BoatDeleteJournal;
+} {
   return {
-    createJournal: openBoatCreateJournal({ dataDir: ctx.dataDir, now: ctx.now }),
-    deleteJournal: openBoatDeleteJournal({ dataDir: ctx.dataDir, now: ctx.now }),
+    createJournal: namingFile(
+      openBoatCreateJournal({ dataDir: ctx.dataDir, now: ctx.now }),
+      path.join(ctx.dataDir, "box-create-requests.json"),
+    ),
+    deleteJournal: namingFile(
+      openBoatDeleteJournal({ dataDir: ctx.dataDir, now: ctx.now }),
+      path.join(ctx.dataDir, "box-delete-requests.json"),
+    ),
   };
+}
+
+/**
+ * The bot ids of the server's registry (`<dataDir>/bots.json`), read without its lock: they only tell whose
+ * deterministic name a Boat no journal knows carries (every action re-checks its own rules). Missing or
+ * unreadable: none.
+ */
+function registryBotIds(dataDir: string): string[] {
+  try {
+    const doc = JSON.parse(readFileSync(path.join(dataDir, "bots.json"), "utf8")) as { bots?: unknown };
+    if (!Array.isArray(doc.bots)) return [];
+    return doc.bots.flatMap((bot: unknown) => {
+      const botId = (bot as { botId?: unknown } | null)?.botId;
+      return typeof botId === "string" ? [botId] : [];
+    });
+  } catch {
+    return [];
+  }
 }
 
 /** Boat recovery wired to this data directory and provider. Needs the environment id and the provider. */
@@ -37,8 +97,14 @@ export function boatRecovery(ctx: CommandContext): BoatRecovery {
     client,
     environmentId,
     now: ctx.now,
-    commandPrefix: ctx.commandPrefix,
+    commandPrefix: ctx.boatCommandPrefix,
+    knownBotIds: () => registryBotIds(ctx.dataDir),
   });
+}
+
+/** A printed boat.dev command line: the command, and what it needs besides as a shell comment. */
+export function pasteLine(ctx: CommandContext, command: string): string {
+  return ctx.providerNote === null ? command : `${command}  # ${ctx.providerNote}`;
 }
 
 export function planTable(ctx: CommandContext, items: readonly PlanItem[]): string {
@@ -62,7 +128,7 @@ export function planTable(ctx: CommandContext, items: readonly PlanItem[]): stri
     items
       .map(
         (item) =>
-          `- ${item.summary}\n  ${item.action.command ? `→ ${item.action.command}` : item.action.advice}\n`,
+          `- ${item.summary}\n  ${item.action.command ? `→ ${pasteLine(ctx, item.action.command)}` : item.action.advice}\n`,
       )
       .join("")
   );
@@ -70,10 +136,12 @@ export function planTable(ctx: CommandContext, items: readonly PlanItem[]): stri
 
 /**
  * A Boat action. Without --yes: find the plan item that proposes exactly this action for this target and
- * print it with the command to paste (nothing changes). With --yes: the action, which re-reads everything
- * it depends on and refuses with STATE_CHANGED (exit 4) when --expected-state no longer matches. --yes
- * without --expected-state is a usage error (exit 2): a change is applied only against the exact state a
- * person previewed, never against whatever the journals and boat.dev say at that moment.
+ * print it with the command to paste (nothing changes). The bot an operator names is one the plan can
+ * attribute a Boat's deterministic name to, so `creates adopt <botId> <boxId>` finds a Boat no journal
+ * knows. With --yes: the action, which re-reads everything it depends on and refuses with STATE_CHANGED
+ * (exit 4) when --expected-state no longer matches. --yes without --expected-state is a usage error (exit
+ * 2): a change is applied only against the exact state a person previewed, never against whatever the
+ * journals and boat.dev say at that moment.
  */
 export async function boatAction(
   ctx: CommandContext,
@@ -90,7 +158,7 @@ export async function boatAction(
   }
   const recovery = boatRecovery(ctx);
   if (!ctx.yes || expectedState === undefined) {
-    const plan = await recovery.plan();
+    const plan = await recovery.plan(target.botId === undefined ? {} : { botIds: [target.botId] });
     const item =
       plan.items.find(
         (candidate) =>
@@ -98,10 +166,19 @@ export async function boatAction(
           (target.botId === undefined || candidate.botId === target.botId) &&
           (target.boxId === undefined || candidate.boxId === target.boxId),
       ) ?? null;
+    // What the plan says about this target instead, when it does not propose the action.
+    const instead =
+      item === null
+        ? (plan.items.find(
+            (candidate) =>
+              (target.boxId === undefined || candidate.boxId === target.boxId) &&
+              (target.botId === undefined || candidate.botId === target.botId || candidate.botId === null),
+          ) ?? null)
+        : null;
     const what = [target.botId, target.boxId].filter(Boolean).join(" ");
     const human = item
-      ? `Preview: ${item.summary}\n${item.action.advice}\nNothing was changed. To apply it, run:\n  ${item.action.command}\n`
-      : `Preview: the recovery plan does not propose ${action} for ${what} now; nothing was changed. See \`drydock reconcile\` for what is needed.\n`;
+      ? `Preview: ${item.summary}\n${item.action.advice}\nNothing was changed. To apply it, run:\n  ${pasteLine(ctx, item.action.command ?? "")}\n`
+      : `Preview: the recovery plan does not propose ${action} for ${what} now; nothing was changed.${instead ? ` It says: ${instead.summary} ${instead.action.advice}` : ""} See \`${ctx.boatCommandPrefix} reconcile\` for what is needed.\n`;
     return {
       data: {
         ok: true,
@@ -116,11 +193,48 @@ export async function boatAction(
       human,
     };
   }
-  const result = (await apply(recovery, expectedState)) as Record<string, unknown>;
-  return { data: result, human: `${describe(result)}\n` };
+  let result: Record<string, unknown>;
+  try {
+    result = (await apply(recovery, expectedState)) as Record<string, unknown>;
+  } catch (error) {
+    throw inCliTerms(ctx, error, target.boxId);
+  }
+  return { data: result, human: `${describe(ctx, result)}\n` };
 }
 
-function describe(result: Record<string, unknown>): string {
+/**
+ * The lifecycle speaks to the bot server's users ("retry Delete"); at the CLI the way on is `drydock
+ * reconcile`, which reads the fence and boat.dev as they stand now and prints the fenced command for them.
+ * The error keeps its code, status and cause (so its exit code); only its words are the CLI's.
+ */
+function inCliTerms(ctx: CommandContext, error: unknown, boxId: string | undefined): unknown {
+  if (!isLifecycleError(error)) return error;
+  const reconcile = `\`${ctx.boatCommandPrefix} reconcile\``;
+  const target = boxId ?? error.boxId;
+  const forBoat = target === undefined ? "" : ` for ${target}`;
+  let message = error.message
+    .replace(
+      /retry Delete to reconcile it/g,
+      `run ${reconcile} and paste the command it prints${forBoat} (it reads boat.dev first; a second DELETE is never blind)`,
+    )
+    .replace(/retry Delete if it needs attention/g, `run ${reconcile} if it needs attention`);
+  if (message === error.message) {
+    message = `${message.replace(/\.?$/, ".")} Run ${reconcile}: it shows the fence${forBoat} and boat.dev as they stand now, and the command for them.`;
+  }
+  if (error.retryAfterMs !== undefined && error.retryAfterMs > 0) {
+    message += ` boat.dev asked to wait ${Math.ceil(error.retryAfterMs / 1_000)} s first.`;
+  }
+  return new LifecycleError({
+    code: error.code,
+    status: error.status,
+    message,
+    ...(error.boxId === undefined ? {} : { boxId: error.boxId }),
+    ...(error.retryAfterMs === undefined ? {} : { retryAfterMs: error.retryAfterMs }),
+    cause: error,
+  });
+}
+
+function describe(ctx: CommandContext, result: Record<string, unknown>): string {
   switch (result.action) {
     case "adopt":
       return result.alreadyAdopted
@@ -128,13 +242,16 @@ function describe(result: Record<string, unknown>): string {
         : `Adopted Boat ${result.boxId} as bot ${result.botId}'s (${result.name}${result.renamed ? ", renamed" : ""}).`;
     case "retireCreate":
       return `Retired bot ${result.botId}'s create record for ${result.boxId} (boat.dev answered ${result.proof}).`;
-    case "reconcileDeletion":
-      return result.outcome === "confirmed"
-        ? `Deletion of ${result.boxId} confirmed; its fence is lifted.`
-        : `Deletion of ${result.boxId} is ${result.outcome}; the fence stays. Reconcile again later.`;
+    case "reconcileDeletion": {
+      const next = result.next as PlanItem["action"] | null;
+      if (next === null) return String(result.message);
+      return next.command
+        ? `${result.message}\nNext, run:\n  → ${pasteLine(ctx, next.command)}`
+        : `${result.message}\n${next.advice}`;
+    }
     case "retryDeletion":
       return result.pending
-        ? `DELETE for ${result.boxId} accepted; boat.dev is working on it (\`drydock deletions reconcile ${result.boxId}\` later).`
+        ? `DELETE for ${result.boxId} accepted; boat.dev is working on it (\`${ctx.boatCommandPrefix} reconcile\` prints the \`deletions reconcile\` command for it).`
         : `Boat ${result.boxId} is deleted; its fence is lifted.`;
     default:
       return JSON.stringify(result);

@@ -11,7 +11,7 @@ import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
 import { controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
 
-const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "rollback"];
+const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "complete", "rollback"];
 
 /** The exact command that applies `action` against the previewed fence, for this data directory. */
 export function restoreCommand(
@@ -26,22 +26,39 @@ export function restoreCommand(
 export type RestoreListItem = RestoreReportItem;
 
 /**
- * Every restore that may need a person, as the bot server's GET /v1/recovery reports it too (one
- * function in the recovery controller). A workspace whose sagas cannot be listed fails the command, as
- * the listing error it is (a listing cut short at 4,096 is shown as far as it goes, as before).
+ * A workspace whose restores the report could not list in full: its sagas could not be listed at all
+ * (the message names the bot and the failure), or the listing was cut short (more pending restores than
+ * one report lists). Every other workspace is still reported; the gap itself needs a person.
  */
-export async function collectRestores(ctx: CommandContext): Promise<RestoreListItem[]> {
+export interface RestoreListGap {
+  botId: string;
+  message: string;
+}
+
+/**
+ * Every restore that may need a person, as the bot server's GET /v1/recovery reports it too (one
+ * function in the recovery controller), and the gaps: a workspace that cannot be listed, or whose listing
+ * was cut short, is one attention line naming its bot, never a failure that hides the others.
+ */
+export async function collectRestores(
+  ctx: CommandContext,
+): Promise<{ restores: RestoreListItem[]; gaps: RestoreListGap[] }> {
   const { restores, gaps } = await reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix });
-  const failed = gaps.find((gap) => gap.error !== undefined);
-  if (failed !== undefined) throw failed.error;
-  return restores;
+  // The failure itself (`error`) stays here: its message is already in `message`, with the bot's name.
+  return { restores, gaps: gaps.map(({ botId, message }) => ({ botId, message })) };
 }
 
 export async function restoresList(ctx: CommandContext): Promise<Rendered> {
-  const items = await collectRestores(ctx);
+  const { restores: items, gaps } = await collectRestores(ctx);
+  const { c } = ctx;
+  const gapLines = gaps
+    .map((gap) => `${c.yellow("!")} bot ${gap.botId}: ${gap.message}; the list above is incomplete there\n`)
+    .join("");
   const human =
-    items.length === 0
-      ? "No active restore sagas.\n"
+    (items.length === 0
+      ? gaps.length === 0
+        ? "No active restore sagas.\n"
+        : "No active restore sagas among those that could be listed.\n"
       : table(
           ["bot", "operation", "phase", "base", "seq", "owner", "next"],
           items.map((item) => [
@@ -58,8 +75,8 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
         items
           .filter((item) => item.command)
           .map((item) => `→ ${item.command}\n`)
-          .join("");
-  return { data: { restores: items }, human };
+          .join("")) + gapLines;
+  return { data: { restores: items, gaps }, human };
 }
 
 export async function restoresShow(ctx: CommandContext, operationId: string): Promise<Rendered> {
@@ -77,7 +94,9 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
     `phase ${preview.saga.phase} (base ${preview.saga.basePhase ?? "-"}), seq ${preview.saga.seq}${preview.saga.archived ? ", archived" : ""}${preview.saga.terminal ? ", finished" : ""}`,
     `chain: verified (${preview.saga.events.length} events, head ${preview.saga.headHash})`,
     preview.owner === null
-      ? "workspace lock: none"
+      ? preview.saga.terminal || preview.saga.phase === "created"
+        ? "workspace lock: none"
+        : "workspace lock: none (a stopped restore keeps its lock, so someone removed it; an action takes a fresh one, only if no lock covers this workspace and every process the restore recorded is dead)"
       : `workspace lock: pid ${preview.owner.pid} ${preview.owner.alive ? c.yellow("running") : c.red("dead")}, owner ${preview.owner.digest}`,
     "",
     table(
@@ -90,9 +109,15 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
     "",
     ...ACTIONS.map((action) =>
       preview.actions[action].eligible
-        ? `${c.green(action)}: eligible\n  → ${commands[action]}`
+        ? `${c.green(action)}: eligible${preview.recommended === action ? " (recommended)" : ""}\n  → ${commands[action]}`
         : `${action}: not eligible (${preview.actions[action].blockers.join("; ")})`,
     ),
+    ...(preview.actions.complete.eligible && preview.actions.rollback.eligible
+      ? [
+          "",
+          "The restore applied every change before it stopped: complete keeps the restored files (what was asked for); rollback puts back the workspace as it was before the restore.",
+        ]
+      : []),
   ];
   return {
     data: {
@@ -133,7 +158,7 @@ function parseFence(ctx: CommandContext): {
 }
 
 /**
- * abort | release | rollback. Without --yes: the preview and the exact command, nothing changed. With it:
+ * abort | release | complete | rollback. Without --yes: the preview and the exact command, nothing changed. With it:
  * the fence flags (usage error if missing) → a fresh preview → the flags must equal the fresh fence
  * (FENCE_MISMATCH, exit 4) → the action must be eligible (exit 5) → the controller, which re-checks
  * everything under the lock.
@@ -195,7 +220,9 @@ export async function restoresAction(
         })
       : action === "release"
         ? await controller.release(operationId, fence)
-        : await controller.rollback(operationId, fence);
+        : action === "complete"
+          ? await controller.complete(operationId, fence)
+          : await controller.rollback(operationId, fence);
   const warning = result.warning
     ? `\nwarning: the saga is settled but not archived yet (${result.warning.code}); \`drydock restores release ${operationId}\` files it later.`
     : "";
@@ -237,7 +264,9 @@ function purgeDigest(candidates: readonly PurgeCandidate[]): string {
  * An archive whose chain does not verify is reported and kept: it is evidence.
  */
 export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
-  const days = Number(ctx.options.olderThanDays ?? "30");
+  const text = ctx.options.olderThanDays ?? "30";
+  // Digits only: Number("") and Number(" ") are 0, which would list every archive as old enough.
+  const days = /^[0-9]{1,6}$/.test(text) ? Number(text) : Number.NaN;
   if (!Number.isSafeInteger(days) || days < 0) {
     throw new CliError("USAGE", "--older-than-days takes a whole number of days (0 or more).");
   }

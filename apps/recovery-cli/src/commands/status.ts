@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
@@ -17,6 +16,11 @@ export interface Finding {
   message: string;
   /** The command that acts on it, or null. */
   command: string | null;
+  /**
+   * What the command needs besides its words (boat.dev's URL and token, which are never printed), shown
+   * after it as a shell comment so the whole line still pastes.
+   */
+  note?: string;
 }
 
 function messageOf(error: unknown): string {
@@ -29,17 +33,14 @@ function messageOf(error: unknown): string {
  * data directory is missing, or boat.dev was configured but could not be reached).
  */
 export async function status(ctx: CommandContext): Promise<Rendered> {
-  if (!existsSync(ctx.dataDir)) {
-    throw new CliError(
-      "NOT_FOUND",
-      `The data directory ${ctx.dataDir} does not exist; pass --data-dir (or DRYDOCK_DATA_DIR).`,
-    );
-  }
+  // A missing data directory (exit 3) is refused by createContext, for every command alike.
+  const boatNote = ctx.providerNote === null ? {} : { note: ctx.providerNote };
   const findings: Finding[] = [];
   let providerChecked = false;
   let couldNotLook: string | null = null;
 
-  for (const item of await collectRestores(ctx)) {
+  const restoreReport = await collectRestores(ctx);
+  for (const item of restoreReport.restores) {
     if (item.problem) {
       findings.push({
         area: "restore",
@@ -65,6 +66,16 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         command: item.command ?? `${ctx.commandPrefix} restores show ${item.operationId}`,
       });
     }
+  }
+  // A workspace whose restores could not be listed (or only in part) is a finding of its own, naming the bot.
+  for (const gap of restoreReport.gaps) {
+    findings.push({
+      area: "restore",
+      attention: true,
+      subject: `bot ${gap.botId}`,
+      message: gap.message,
+      command: null,
+    });
   }
 
   let planItems: PlanItem[] | null = null;
@@ -94,6 +105,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         subject: item.boxId ?? item.botId ?? item.kind,
         message: item.summary,
         command: item.action.command,
+        ...(item.action.command === null ? {} : boatNote),
       });
     }
   } else {
@@ -109,7 +121,9 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
             : row.boxId
               ? `Boat ${row.boxId} remembered but not resolved`
               : "create request in flight (the server's retry reuses its key)",
-          command: `${ctx.commandPrefix} reconcile --provider-url <url> --provider-token <token>`,
+          // The plan (which needs boat.dev) prints the fenced command; the provider is never printed here.
+          command: `${ctx.boatCommandPrefix} reconcile`,
+          ...boatNote,
         });
       }
     } catch (error) {
@@ -128,7 +142,9 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
           attention: row.phase !== "accepted",
           subject: row.boxId,
           message: `deletion fence ${row.phase}${row.status ? `/${row.status}` : ""} (${row.name})`,
-          command: `${ctx.commandPrefix} deletions ${row.phase === "blocked" ? "retry" : "reconcile"} ${row.boxId}`,
+          // Which of `deletions reconcile|retry` applies depends on boat.dev: the plan decides and prints it.
+          command: `${ctx.boatCommandPrefix} reconcile`,
+          ...boatNote,
         });
       }
     } catch (error) {
@@ -155,16 +171,26 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   }
 
   const attention = findings.filter((finding) => finding.attention).length;
+  const commandless = findings.filter((finding) => finding.attention && finding.command === null).length;
+  const todo =
+    commandless === 0
+      ? "run the command shown beside each"
+      : commandless === attention
+        ? "none has a command to run: read each message and settle it by hand"
+        : `run the command shown beside each; ${commandless} without one need a look by hand (read the message)`;
   let verdict: string;
   if (couldNotLook) verdict = `INCOMPLETE: ${couldNotLook}; ${attention} item(s) need attention locally.`;
   else if (attention === 0) verdict = "OK: nothing needs attention.";
-  else verdict = `ATTENTION: ${attention} item(s) need a person; run the command shown beside each.`;
-  if (!ctx.providerConfigured && !couldNotLook) verdict += " (boat.dev not checked: no --provider-url)";
+  else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.`;
+  if (!ctx.providerConfigured && !couldNotLook) {
+    verdict +=
+      " (boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN, or pass --provider-url and --provider-token)";
+  }
 
   const { c } = ctx;
   const lines = findings.map((finding) => {
     const mark = finding.attention ? c.yellow("!") : c.dim("·");
-    return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${finding.command ? `\n    → ${finding.command}` : ""}`;
+    return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${finding.command ? `\n    → ${finding.command}${finding.note ? `  # ${finding.note}` : ""}` : ""}`;
   });
   const colored = couldNotLook ? c.red(verdict) : attention === 0 ? c.green(verdict) : c.yellow(verdict);
   return {

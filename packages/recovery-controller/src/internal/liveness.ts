@@ -5,6 +5,7 @@ export interface OwnerClaim {
   host?: string | undefined;
   bootId?: string | undefined;
   startTime?: number | undefined;
+  pidNamespace?: string | undefined;
 }
 
 /**

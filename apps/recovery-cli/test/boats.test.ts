@@ -1,0 +1,406 @@
+/**
+ * The Boat commands as an operator meets them: what each prints must work when pasted, exit codes follow
+ * the documented table, and nothing answers "ok" for something it could not look at. In-process `main`
+ * with buffer streams against the boat.dev simulator over HTTP.
+ */
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { createBoatLifecycle, LifecycleError, scopedBoatName } from "@drydock/boat-lifecycle";
+import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
+import { type BoatSimulator, type FaultRule, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { bufferIo, classifyError, EXIT_CODES, main } from "../src/index.js";
+
+let sim: BoatSimulator;
+let client: BoatClient;
+const dirs: string[] = [];
+/** Every output of every run, for the final token scan. */
+const transcript: string[] = [];
+
+beforeAll(async () => {
+  // Deletions stay pending for many polls: an accepted fence is still being deleted when reconciled.
+  sim = await startBoatSimulator({ provisionMs: 0, deletionPolls: 50 });
+  client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+});
+afterAll(async () => {
+  await sim?.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+afterEach(async () => {
+  await faults([]);
+});
+
+async function faults(rules: FaultRule[]): Promise<void> {
+  const response = await fetch(`${sim.url}/_sim/faults`, {
+    method: rules.length === 0 ? "DELETE" : "POST",
+    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+    ...(rules.length === 0 ? {} : { body: JSON.stringify({ rules }) }),
+  });
+  await response.arrayBuffer();
+}
+
+async function closedPortUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}/api/v1`;
+}
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
+  const io = bufferIo();
+  const code = await main(args, { io, env });
+  transcript.push(io.out(), io.err());
+  return { code, out: io.out(), err: io.err() };
+}
+
+const provider = () => ({ BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token });
+
+function dataDir() {
+  const dir = mkdtempSync(join(tmpdir(), "drydock-boats-"));
+  dirs.push(dir);
+  const environmentId = randomUUID();
+  writeFileSync(join(dir, "environment-id"), `${environmentId}\n`);
+  const ago = (ms: number) => () => Date.now() - ms;
+  const createJournal = openBoatCreateJournal({ dataDir: dir });
+  const deleteJournal = openBoatDeleteJournal({ dataDir: dir });
+  const lifecycle = createBoatLifecycle({
+    client,
+    createJournal,
+    deleteJournal,
+    environmentId,
+    sleep: async () => {},
+  });
+  return {
+    dir,
+    environmentId,
+    createJournal,
+    /** A delete journal whose clock is `ms` in the past: fences it writes are that old. */
+    deleteJournalAgo: (ms: number) => openBoatDeleteJournal({ dataDir: dir, now: ago(ms) }),
+    deleteJournal,
+    lifecycle,
+  };
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: parsed CLI output; every field used is asserted by the test.
+type Parsed = Record<string, any>;
+
+async function planItems(dir: string): Promise<Parsed[]> {
+  const run = await cli(["reconcile", "--data-dir", dir, "--json"], provider());
+  expect(run.code, run.err).toBe(0);
+  return (JSON.parse(run.out) as Parsed).plan.items;
+}
+
+/** The arguments of a printed command line (printed commands contain no quoting and no token). */
+function argsOf(command: string): string[] {
+  const parts = command.split(" ");
+  expect(parts[0]).toBe("drydock");
+  return parts.slice(1);
+}
+
+/** The command lines a human rendering offers to paste (after "→ "). */
+function arrows(text: string): string[] {
+  return text
+    .split("\n")
+    .filter((line) => line.trimStart().startsWith("→ "))
+    .map((line) => line.trimStart().slice(2));
+}
+
+/** `sh -n`: the line parses as a POSIX shell command. */
+function parsesInSh(line: string): boolean {
+  return spawnSync("sh", ["-n", "-c", line]).status === 0;
+}
+
+describe("deletions reconcile says what it could not see", () => {
+  it("exits 6 when boat.dev answers 503 to everything or cannot be reached, changing nothing", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-accepted");
+    await d.deleteJournal.prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-accepted",
+    });
+    await d.deleteJournal.markBoatDeletionAccepted(boat.boxId, await client.deleteSandbox(boat.boxId));
+    const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(item.action.name).toBe("reconcileDeletion");
+    const before = await d.deleteJournal.boatDeletionSnapshot();
+
+    await faults([{ action: "fail-before", status: 503, code: "service_unavailable", times: 1_000 }]);
+    const busy = await cli(argsOf(item.action.command), provider());
+    expect(busy.code, busy.out + busy.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    expect(busy.out).toBe("");
+    await faults([]);
+
+    const down = await cli(argsOf(item.action.command), {
+      BOAT_API_URL: await closedPortUrl(),
+      BOAT_API_TOKEN: sim.token,
+    });
+    expect(down.code, down.out + down.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    expect(down.out).toBe("");
+    expect(await d.deleteJournal.boatDeletionSnapshot()).toEqual(before);
+  });
+
+  it("a prepared fence whose Boat exists: says no deletion is running and prints the retry that moves it", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-prepared");
+    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-prepared",
+    });
+    const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(item.action.name).toBe("retryDeletion");
+    const deletes = sim.stats().deleteRequests;
+    const run = await cli(
+      [
+        "deletions",
+        "reconcile",
+        boat.boxId,
+        "--expected-state",
+        item.stateDigest,
+        "--data-dir",
+        d.dir,
+        "--yes",
+      ],
+      provider(),
+    );
+    expect(run.code, run.err).toBe(0);
+    expect(run.out).not.toMatch(/is pending/);
+    expect(run.out).toMatch(/No deletion of .* is running/);
+    expect(arrows(run.out)).toEqual([item.action.command]);
+    expect(sim.stats().deleteRequests).toBe(deletes);
+  });
+});
+
+describe("adopt commands", () => {
+  it("a Boat named for a bot whose key-only create is inside its window: reconcile and status print no adopt for it", async () => {
+    const d = dataDir();
+    await d.createJournal.beginBoatCreate("bot-key", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
+    const { sandbox } = await client.createSandbox(
+      { ttlSeconds: 600, noEnv: true },
+      { idempotencyKey: randomUUID() },
+    );
+    await client.renameSandbox(sandbox.id, scopedBoatName(d.environmentId, "bot-key"));
+    for (const command of ["reconcile", "status"]) {
+      const run = await cli([command, "--data-dir", d.dir], provider());
+      expect(run.code, run.err).toBe(0);
+      expect(run.out).toContain(sandbox.id);
+      expect(run.out).not.toContain("creates adopt bot-key");
+    }
+  });
+
+  it("a Boat with a bot's deterministic name and no journal row: the adopt preview finds it and its command adopts; a registered bot's is planned", async () => {
+    const d = dataDir();
+    const lost = (
+      await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
+    ).sandbox;
+    await client.renameSandbox(lost.id, scopedBoatName(d.environmentId, "bot-lost"));
+    const preview = await cli(["creates", "adopt", "bot-lost", lost.id, "--data-dir", d.dir], provider());
+    expect(preview.code, preview.err).toBe(0);
+    expect(preview.out).not.toContain("does not propose");
+    const [command] = preview.out
+      .split("\n")
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith("drydock ") && line.includes("--expected-state"));
+    expect(command).toMatch(
+      new RegExp(`creates adopt bot-lost ${lost.id} --expected-state sha256:[0-9a-f]{64} --yes$`),
+    );
+    const applied = await cli([...argsOf(command!), "--json"], provider());
+    expect(applied.code, applied.err).toBe(0);
+    expect(JSON.parse(applied.out)).toMatchObject({
+      ok: true,
+      action: "adopt",
+      botId: "bot-lost",
+      boxId: lost.id,
+    });
+
+    // The bot server's registry names the bot: `reconcile` itself prints the adopt.
+    writeFileSync(
+      join(d.dir, "bots.json"),
+      JSON.stringify({ version: 1, bots: [{ botId: "bot-reg", name: "Registered", createdAt: Date.now() }] }),
+    );
+    const registered = (
+      await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
+    ).sandbox;
+    await client.renameSandbox(registered.id, scopedBoatName(d.environmentId, "bot-reg"));
+    const plan = await cli(["reconcile", "--data-dir", d.dir], provider());
+    const adopt = arrows(plan.out).find((line) => line.includes(registered.id));
+    expect(adopt).toMatch(new RegExp(`creates adopt bot-reg ${registered.id} --expected-state sha256:`));
+    expect((await cli(argsOf(adopt!), provider())).code).toBe(0);
+  });
+});
+
+describe("a missing or wrong --data-dir is exit 3 for every command", () => {
+  it("names the path and says what a data directory is; a journal that cannot be read is named by its file", async () => {
+    const base = mkdtempSync(join(tmpdir(), "drydock-nodir-"));
+    dirs.push(base);
+    const missing = join(base, "typo");
+    const file = join(base, "a-file");
+    writeFileSync(file, "not a directory\n");
+    const commands = [
+      ["creates", "list"],
+      ["status"],
+      ["deletions", "list"],
+      ["restores", "list"],
+      ["restores", "purge"],
+      ["locks", "list"],
+      ["locks", "gc"],
+      ["reconcile"],
+      ["deletions", "reconcile", "bx_22222222"],
+    ];
+    for (const [path, words] of [
+      [missing, /does not exist/],
+      [file, /is not a directory/],
+    ] as const) {
+      for (const command of commands) {
+        const run = await cli([...command, "--data-dir", path], provider());
+        expect(run.code, `${command.join(" ")} ${path}: ${run.out}${run.err}`).toBe(EXIT_CODES.NOT_FOUND);
+        expect(run.out).toBe("");
+        expect(run.err).toContain(path);
+        expect(run.err).toMatch(words);
+        expect(run.err).toContain("box-create-requests.json");
+      }
+    }
+
+    const d = dataDir();
+    mkdirSync(join(d.dir, "box-create-requests.json"));
+    const listed = await cli(["creates", "list", "--data-dir", d.dir]);
+    expect(listed.code).toBe(EXIT_CODES.UNSAFE);
+    expect(listed.err).toContain(join(d.dir, "box-create-requests.json"));
+    const status = await cli(["status", "--data-dir", d.dir, "--json"]);
+    expect(status.code).toBe(0);
+    const finding = (JSON.parse(status.out) as Parsed).findings.find(
+      (candidate: Parsed) => candidate.area === "journal",
+    );
+    expect(finding.message).toContain(join(d.dir, "box-create-requests.json"));
+  });
+});
+
+describe("printed commands work when pasted", () => {
+  it("status without a provider prints shell-valid commands that never carry a token and say how boat.dev is configured", async () => {
+    const d = dataDir();
+    await d.createJournal.beginBoatCreate("bot-nokey", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
+    const boat = await d.lifecycle.provision("bot-fenced");
+    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-fenced",
+    });
+    const run = await cli(["status", "--data-dir", d.dir]);
+    expect(run.code, run.err).toBe(0);
+    const lines = arrows(run.out);
+    expect(lines.length).toBeGreaterThanOrEqual(2);
+    for (const line of lines) {
+      expect(parsesInSh(line), line).toBe(true);
+      expect(line).not.toMatch(/<|--provider-token/);
+      expect(line).toContain("BOAT_API_URL");
+      expect(line).toContain("BOAT_API_TOKEN");
+    }
+    // Pasted with the provider in the environment, as the line says, the commands run.
+    for (const line of lines) {
+      const command = line.replace(/\s+#.*$/, "");
+      const pasted = await cli(argsOf(command), provider());
+      expect(pasted.code, `${command}: ${pasted.err}`).toBe(0);
+    }
+  });
+
+  it("with --provider-url/--provider-token, printed commands name the URL, never the token, and say to pass the token the same way", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-flags");
+    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-flags",
+    });
+    const flags = ["--provider-url", sim.apiUrl, "--provider-token", sim.token];
+    for (const command of [["reconcile"], ["status"], ["deletions", "retry", boat.boxId]]) {
+      const run = await cli([...command, "--data-dir", d.dir, ...flags]);
+      expect(run.code, run.err).toBe(0);
+      expect(run.out).not.toContain(sim.token);
+      expect(run.out).toMatch(/--provider-token/);
+      const retry =
+        arrows(run.out).find((line) => line.includes("deletions retry")) ??
+        run.out
+          .split("\n")
+          .map((line) => line.trim())
+          .find((line) => line.startsWith("drydock ") && line.includes("deletions retry"));
+      expect(retry, run.out).toContain(`--provider-url ${sim.apiUrl}`);
+      const command2 = retry!.replace(/\s+#.*$/, "");
+      expect(parsesInSh(retry!)).toBe(true);
+      // Without the token the command says how to give it (exit 2), and sends nothing.
+      const bare = await cli(argsOf(command2));
+      expect(bare.code).toBe(EXIT_CODES.USAGE);
+      expect(bare.err).toMatch(/--provider-token|BOAT_API_TOKEN/);
+    }
+    const plan = await cli(["reconcile", "--data-dir", d.dir, ...flags]);
+    const retry = arrows(plan.out)
+      .find((line) => line.includes("deletions retry"))!
+      .replace(/\s+#.*$/, "");
+    const pasted = await cli([...argsOf(retry), "--provider-token", sim.token]);
+    expect(pasted.code, pasted.err).toBe(0);
+  });
+});
+
+describe("exit codes follow the documented table", () => {
+  it("maps each lifecycle code: a refusal a retry may cure is 6, a policy refusal 5", () => {
+    const lifecycle = (code: LifecycleError["code"], status?: number) =>
+      classifyError(new LifecycleError({ code, message: "x", ...(status === undefined ? {} : { status }) }))
+        .exitCode;
+    expect(lifecycle("deletion_unconfirmed")).toBe(6);
+    expect(lifecycle("provider_unavailable")).toBe(6);
+    expect(lifecycle("invalid_receipt")).toBe(6);
+    expect(lifecycle("provider_refused", 429)).toBe(6);
+    expect(lifecycle("provider_refused", 408)).toBe(6);
+    expect(lifecycle("provider_refused", 403)).toBe(5);
+    expect(lifecycle("provider_refused", 422)).toBe(5);
+    expect(lifecycle("deletion_blocked")).toBe(5);
+    expect(lifecycle("name_mismatch")).toBe(5);
+    expect(lifecycle("recovery_paused")).toBe(5);
+    expect(lifecycle("confirmation_mismatch")).toBe(4);
+    expect(lifecycle("not_found")).toBe(3);
+    expect(lifecycle("invalid_argument")).toBe(2);
+  });
+
+  it("deletions retry: a lost DELETE answer and a 429 exit 6, a policy refusal 5, each in drydock's words", async () => {
+    const d = dataDir();
+    const cases: [string, FaultRule, number][] = [
+      ["lost answer", { action: "drop-after", method: "DELETE", times: 1 }, 6],
+      ["429", { action: "rate-limit", method: "DELETE", times: 1, retryAfterS: 5 }, 6],
+      ["403", { action: "fail-before", method: "DELETE", status: 403, code: "forbidden", times: 1 }, 5],
+    ];
+    for (const [label, rule, exit] of cases) {
+      const botId = `bot-${label.replace(/\W/g, "")}`;
+      const boat = await d.lifecycle.provision(botId);
+      await d
+        .deleteJournalAgo(120_000)
+        .prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: botId });
+      const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
+      expect(item.action.name, label).toBe("retryDeletion");
+      await faults([rule]);
+      const run = await cli(argsOf(item.action.command), provider());
+      await faults([]);
+      expect(run.code, `${label}: ${run.err}`).toBe(exit);
+      expect(run.err, label).not.toMatch(/retry Delete/);
+      expect(run.err, label).toContain(`drydock --data-dir ${d.dir} reconcile`);
+    }
+  });
+});
+
+describe("secrets", () => {
+  it("no output of this file carries the provider token", () => {
+    expect(transcript.length).toBeGreaterThan(20);
+    expect(transcript.join("\n").includes(sim.token)).toBe(false);
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * `status` and `restores list` over a data directory where one workspace's restores cannot be listed: the
+ * gap is an attention line naming its bot, every other restore is still reported, and `status` exits 0
+ * (OPERATORS.md: it exits non-zero only when it could not look at all).
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openSagaStore } from "@drydock/restore-saga";
+import { afterEach, describe, expect, it } from "vitest";
+import { bufferIo, main } from "../src/index.js";
+
+let dir: string | undefined;
+afterEach(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+describe("a workspace whose restores cannot be listed", () => {
+  it("is an attention finding naming its bot; the other bots' restores are still shown; status exits 0", async () => {
+    dir = mkdtempSync(join(tmpdir(), "drydock-gap-"));
+    const broken = join(dir, "workspaces", "bot1");
+    const fine = join(dir, "workspaces", "bot2");
+    mkdirSync(broken, { recursive: true });
+    mkdirSync(fine, { recursive: true });
+    const stateDir = join(dir, "restore-sagas");
+    // bot2: a restore killed right after `created` by a process that is gone.
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid!;
+    await openSagaStore({ stateDir, workspaceRoot: fine }).create("op-bot2", {
+      kind: "checkpoint-restore",
+      checkpointId: "cp-1",
+      checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+      actorPid: deadPid,
+    });
+    // bot1: its shard is a file, so its sagas cannot be listed.
+    writeFileSync(openSagaStore({ stateDir, workspaceRoot: broken }).shardDir, "not a directory");
+
+    const status = bufferIo();
+    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(0);
+    expect(status.err()).toBe("");
+    expect(status.out()).toContain("op-bot2");
+    expect(status.out()).toContain("restores abort op-bot2");
+    expect(status.out()).toMatch(/bot bot1: the restores of bot bot1 could not be listed/);
+    const verdict = status.out().trim().split("\n").at(-1)!;
+    expect(verdict).toContain("ATTENTION: 2 item(s)");
+    expect(verdict).not.toMatch(/run the command shown beside each\.$/);
+
+    const json = bufferIo();
+    expect(await main(["status", "--data-dir", dir, "--json"], { io: json, env: {} })).toBe(0);
+    const findings = JSON.parse(json.out()).findings as { subject: string; attention: boolean }[];
+    expect(findings).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ subject: "op-bot2", attention: true }),
+        expect.objectContaining({ subject: "bot bot1", attention: true, command: null }),
+      ]),
+    );
+
+    const list = bufferIo();
+    expect(await main(["restores", "list", "--data-dir", dir], { io: list, env: {} })).toBe(0);
+    expect(list.err()).toBe("");
+    expect(list.out()).toContain("op-bot2");
+    expect(list.out()).toMatch(/bot bot1: the restores of bot bot1 could not be listed/);
+    const listJson = bufferIo();
+    expect(await main(["restores", "list", "--data-dir", dir, "--json"], { io: listJson, env: {} })).toBe(0);
+    const listed = JSON.parse(listJson.out());
+    expect(listed.restores.map((item: { operationId: string }) => item.operationId)).toEqual(["op-bot2"]);
+    expect(listed.gaps).toEqual([
+      { botId: "bot1", message: expect.stringContaining("the restores of bot bot1 could not be listed") },
+    ]);
+  });
+});

@@ -1,0 +1,372 @@
+/**
+ * Every command the Boat plan prints must do what it says when pasted, and every action must say plainly
+ * what it could not find out:
+ *   - `reconcileDeletion` reads boat.dev directly and fails with the provider's error when it cannot (it
+ *     never answers "pending" for a Boat it could not see); for a prepared fence it says that no deletion
+ *     is running and hands back the fenced `deletions retry` that moves it;
+ *   - an adopt command is printed only where `adopt` allows it (the same rule: a key-only create inside
+ *     its retry window blocks it), and the unnamed-Boat advice never walks into that refusal;
+ *   - a Boat carrying a bot's deterministic name that no journal knows is attributed to that bot when the
+ *     bot's id is known (the bot registry, or the id the operator names), with the digest adopt checks.
+ * Everything runs against the boat.dev simulator over HTTP.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import {
+  createBoatLifecycle,
+  DELETE_IN_FLIGHT_MS,
+  legacyBoatName,
+  scopedBoatName,
+} from "@drydock/boat-lifecycle";
+import {
+  type BoatClient,
+  createBoatClient,
+  isBoatApiError,
+  isBoatTransportError,
+} from "@drydock/boat-provider";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { CREATE_WINDOW_MS, createBoatRecovery, isRecoveryError } from "../src/index.js";
+
+const BODY = { ttlSeconds: 600, noEnv: true } as const;
+const BODY_TEXT = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
+
+let sim: BoatSimulator;
+let client: BoatClient;
+let dir: string | undefined;
+
+beforeAll(async () => {
+  sim = await startBoatSimulator({ provisionMs: 0, deletionPolls: 3 });
+  client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+});
+afterAll(async () => {
+  await sim?.close();
+});
+afterEach(async () => {
+  await control("DELETE", "/_sim/faults");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+async function control(method: string, path: string, body?: unknown): Promise<void> {
+  const response = await fetch(`${sim.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  await response.arrayBuffer();
+  if (response.status !== 200) throw new Error(`control failed: ${response.status}`);
+}
+
+async function closedPortUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return `http://127.0.0.1:${port}/api/v1`;
+}
+
+interface SetupOptions {
+  /** Offset added to the wall clock for the journals and the recovery (not for the lifecycle's setup). */
+  clock?: { offsetMs: number };
+  via?: BoatClient;
+  knownBotIds?: readonly string[];
+}
+
+function setup(options: SetupOptions = {}) {
+  dir = mkdtempSync(join(tmpdir(), "drydock-boat-commands-"));
+  const dataDir = dir;
+  const environmentId = randomUUID();
+  const clock = options.clock ?? { offsetMs: 0 };
+  const now = () => Date.now() + clock.offsetMs;
+  const createJournal = openBoatCreateJournal({ dataDir, now });
+  const deleteJournal = openBoatDeleteJournal({ dataDir, now });
+  const lifecycleVia = (via: BoatClient) =>
+    createBoatLifecycle({
+      client: via,
+      createJournal,
+      deleteJournal,
+      environmentId,
+      sleep: async () => {},
+      now,
+    });
+  const via = options.via ?? client;
+  const recovery = createBoatRecovery({
+    lifecycle: lifecycleVia(via),
+    createJournal,
+    deleteJournal,
+    client: via,
+    environmentId,
+    now,
+    ...(options.knownBotIds === undefined ? {} : { knownBotIds: () => options.knownBotIds ?? [] }),
+  });
+  return {
+    dataDir,
+    environmentId,
+    clock,
+    createJournal,
+    deleteJournal,
+    lifecycle: lifecycleVia(client),
+    recovery,
+    journals: () => ({
+      creates: readOr(join(dataDir, "box-create-requests.json")),
+      deletes: readOr(join(dataDir, "box-delete-requests.json")),
+    }),
+  };
+}
+
+function readOr(file: string): string | null {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
+
+async function namedBoat(name: string | null): Promise<string> {
+  const { sandbox } = await client.createSandbox(BODY, { idempotencyKey: randomUUID() });
+  if (name !== null) await client.renameSandbox(sandbox.id, name);
+  return sandbox.id;
+}
+
+describe("reconcileDeletion: one direct read that must succeed, and a plain answer", () => {
+  it("passes boat.dev's failure through (503 to everything, a closed port) and writes nothing", async () => {
+    const s = setup({ clock: { offsetMs: DELETE_IN_FLIGHT_MS + 1_000 } });
+    const prepared = await s.lifecycle.provision("bot-prepared");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: prepared.boxId,
+      name: prepared.name,
+      ownerBotId: "bot-prepared",
+    });
+    const accepted = await s.lifecycle.provision("bot-accepted");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: accepted.boxId,
+      name: accepted.name,
+      ownerBotId: "bot-accepted",
+    });
+    await s.deleteJournal.markBoatDeletionAccepted(
+      accepted.boxId,
+      await client.deleteSandbox(accepted.boxId),
+    );
+    const journals = s.journals();
+
+    await control("POST", "/_sim/faults", {
+      rules: [{ action: "fail-before", status: 503, code: "service_unavailable", times: 1_000 }],
+    });
+    for (const boxId of [prepared.boxId, accepted.boxId]) {
+      const error = await rejection(s.recovery.reconcileDeletion(boxId));
+      expect(isRecoveryError(error), String(error)).toBe(false);
+      expect(isBoatApiError(error) && error.status === 503, String(error)).toBe(true);
+      expect(s.journals()).toEqual(journals);
+    }
+    await control("DELETE", "/_sim/faults");
+
+    const down = createBoatClient({ baseUrl: await closedPortUrl(), token: sim.token });
+    const offline = createBoatRecovery({
+      lifecycle: createBoatLifecycle({
+        client: down,
+        createJournal: s.createJournal,
+        deleteJournal: s.deleteJournal,
+        environmentId: s.environmentId,
+        sleep: async () => {},
+      }),
+      createJournal: s.createJournal,
+      deleteJournal: s.deleteJournal,
+      client: down,
+      environmentId: s.environmentId,
+    });
+    for (const boxId of [prepared.boxId, accepted.boxId]) {
+      const error = await rejection(offline.reconcileDeletion(boxId));
+      expect(isBoatTransportError(error), String(error)).toBe(true);
+      expect(s.journals()).toEqual(journals);
+    }
+  });
+
+  it("a prepared fence whose Boat exists: says no deletion is running and returns the plan's exact retry command", async () => {
+    const s = setup({ clock: { offsetMs: 0 } });
+    const boat = await s.lifecycle.provision("bot-unsent");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-unsent",
+    });
+    const requestsBefore = sim.stats().deleteRequests;
+
+    // Inside the in-flight window another process's DELETE may be on the wire: that is not "not running".
+    s.clock.offsetMs = 5_000;
+    const young = await s.recovery.reconcileDeletion(boat.boxId);
+    expect(young).toMatchObject({ ok: true, outcome: "pending", next: { name: null, command: null } });
+    expect((young as { next: { advice: string } }).next.advice).toMatch(/Wait 25 s/);
+
+    s.clock.offsetMs = DELETE_IN_FLIGHT_MS + 1_000;
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(item.action.name).toBe("retryDeletion");
+    const result = await s.recovery.reconcileDeletion(boat.boxId, { expectedState: item.stateDigest });
+    expect(result).toMatchObject({
+      ok: true,
+      action: "reconcileDeletion",
+      boxId: boat.boxId,
+      outcome: "not_running",
+      next: { name: "retryDeletion", command: item.action.command },
+    });
+    expect((result as { message: string }).message).toMatch(/no deletion .*is running/i);
+    expect((result as { message: string }).message).toContain("deletions retry");
+    expect(sim.stats().deleteRequests).toBe(requestsBefore);
+
+    // The command it hands back applies (the fence did not move).
+    const retried = await s.recovery.retryDeletion(boat.boxId, { expectedState: item.stateDigest });
+    expect(retried).toMatchObject({ ok: true, action: "retryDeletion" });
+  });
+
+  it("an accepted fence still being deleted: pending, with the reconcile command for the fence as it stands now", async () => {
+    const s = setup();
+    const boat = await s.lifecycle.provision("bot-working");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-working",
+    });
+    await s.deleteJournal.markBoatDeletionAccepted(boat.boxId, await client.deleteSandbox(boat.boxId));
+    const result = (await s.recovery.reconcileDeletion(boat.boxId)) as {
+      outcome: string;
+      next: { name: string; command: string } | null;
+    };
+    expect(result.outcome).toBe("pending");
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(result.next).toMatchObject({ name: "reconcileDeletion", command: item.action.command });
+  });
+});
+
+describe("adopt commands are printed only where adopt allows them", () => {
+  it("a Boat named for a bot whose key-only create is inside its window: no command, the reason and the way out; past the window the printed command adopts", async () => {
+    const s = setup();
+    await s.createJournal.beginBoatCreate("bot-key", BODY_TEXT);
+    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-key"));
+
+    const plan = await s.recovery.plan();
+    const item = plan.items.find((candidate) => candidate.boxId === boxId)!;
+    expect(item).toMatchObject({
+      kind: "unknown_boat",
+      botId: "bot-key",
+      action: { name: null, command: null },
+    });
+    expect(item.action.advice).toMatch(/window/);
+    expect(item.action.advice).not.toMatch(/creates adopt bot-key/);
+    // The same rule refuses the action itself.
+    const refused = await rejection(s.recovery.adopt("bot-key", boxId, { expectedState: item.stateDigest }));
+    expect((refused as { code?: string }).code).toBe("ACTION_NOT_ALLOWED");
+    // The create row's own item does not send the operator to provisioning, which is paused by this Boat.
+    const row = plan.items.find((candidate) => candidate.kind === "create_in_window")!;
+    expect(row.action.advice).toContain(boxId);
+    await expect(s.lifecycle.provision("bot-key")).rejects.toMatchObject({ code: "recovery_paused" });
+
+    s.clock.offsetMs = CREATE_WINDOW_MS + 60_000;
+    const later = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boxId)!;
+    expect(later).toMatchObject({ kind: "unknown_boat", botId: "bot-key", action: { name: "adopt" } });
+    expect(later.action.command).toBe(
+      `drydock creates adopt bot-key ${boxId} --expected-state ${later.stateDigest} --yes`,
+    );
+    const adopted = await s.recovery.adopt("bot-key", boxId, { expectedState: later.stateDigest });
+    expect(adopted).toMatchObject({ ok: true, action: "adopt", botId: "bot-key", boxId });
+  });
+
+  it("an unnamed Boat while a key-only create is inside its window: retry provisioning (the key settles it), never rename it first", async () => {
+    const s = setup();
+    const { request } = await s.createJournal.beginBoatCreate("bot-unnamed", BODY_TEXT);
+    // boat.dev created the Boat under the key; the answer never reached drydock.
+    const { sandbox } = await client.createSandbox(
+      { ttlSeconds: 28_800, noEnv: true },
+      { idempotencyKey: request.idempotencyKey },
+    );
+
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === sandbox.id)!;
+    expect(item).toMatchObject({ kind: "unnamed_boat", action: { name: null, command: null } });
+    expect(item.action.advice).toContain("POST /v1/bots/bot-unnamed/computer");
+    expect(item.action.advice).not.toMatch(/rename it/i);
+
+    // Past the window the advice names the bot, its name and the adopt that follows a rename.
+    s.clock.offsetMs = CREATE_WINDOW_MS + 60_000;
+    const later = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === sandbox.id)!;
+    expect(later.action.advice).toContain(scopedBoatName(s.environmentId, "bot-unnamed"));
+    expect(later.action.advice).toContain("bot-unnamed");
+    s.clock.offsetMs = 0;
+
+    // Following the in-window advice settles it: the retried key returns this very Boat, named and owned.
+    const provisioned = await s.lifecycle.provision("bot-unnamed");
+    expect(provisioned.boxId).toBe(sandbox.id);
+    expect(await s.createJournal.boatCreateRecoverySnapshot()).toEqual([
+      expect.objectContaining({ botId: "bot-unnamed", boxId: sandbox.id, resolved: true }),
+    ]);
+  });
+});
+
+describe("a Boat with a bot's deterministic name that no journal knows", () => {
+  it("is attributed to a known bot (registry ids, or the id the operator names) with the digest adopt checks", async () => {
+    const s = setup({ knownBotIds: ["bot-registered"] });
+    const registered = await namedBoat(scopedBoatName(s.environmentId, "bot-registered"));
+    const named = await namedBoat(scopedBoatName(s.environmentId, "bot-lost"));
+    const legacy = await namedBoat(legacyBoatName("bot-old"));
+
+    const plan = await s.recovery.plan();
+    const item = plan.items.find((candidate) => candidate.boxId === registered)!;
+    expect(item).toMatchObject({ kind: "unknown_boat", botId: "bot-registered", action: { name: "adopt" } });
+    expect(item.action.command).toBe(
+      `drydock creates adopt bot-registered ${registered} --expected-state ${item.stateDigest} --yes`,
+    );
+    // A bot the plan cannot know: no guess, but the advice says how to find it (its name's slug).
+    const lost = plan.items.find((candidate) => candidate.boxId === named)!;
+    expect(lost).toMatchObject({ kind: "unknown_boat", botId: null, action: { name: null, command: null } });
+    expect(lost.action.advice).toContain("botlost");
+    expect(lost.action.advice).toContain(`creates adopt <botId> ${named}`);
+    // A legacy name proves nothing about this installation until a bot id is named.
+    expect(plan.items.find((candidate) => candidate.boxId === legacy)).toBeUndefined();
+
+    // The operator names the bot: the plan attributes the Boat, and its digest is the one adopt checks.
+    const named2 = await s.recovery.plan({ botIds: ["bot-lost", "bot-old"] });
+    const attributed = named2.items.find((candidate) => candidate.boxId === named)!;
+    expect(attributed).toMatchObject({ botId: "bot-lost", action: { name: "adopt" } });
+    expect(attributed.stateDigest).toBe(lost.stateDigest);
+    const old = named2.items.find((candidate) => candidate.boxId === legacy)!;
+    expect(old).toMatchObject({ kind: "unknown_boat", botId: "bot-old", action: { name: "adopt" } });
+
+    for (const [botId, boxId, digest] of [
+      ["bot-registered", registered, item.stateDigest],
+      ["bot-lost", named, attributed.stateDigest],
+      ["bot-old", legacy, old.stateDigest],
+    ] as const) {
+      const adopted = await s.recovery.adopt(botId, boxId, { expectedState: digest });
+      expect(adopted).toMatchObject({ ok: true, action: "adopt", botId, boxId, alreadyAdopted: false });
+    }
+  });
+
+  it("offers no adopt when the bot already owns another Boat: the advice names it", async () => {
+    const s = setup({ knownBotIds: ["bot-twice"] });
+    const owned = await s.lifecycle.provision("bot-twice");
+    const second = await namedBoat(scopedBoatName(s.environmentId, "bot-twice"));
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === second)!;
+    expect(item).toMatchObject({
+      kind: "unknown_boat",
+      botId: "bot-twice",
+      action: { name: null, command: null },
+    });
+    expect(item.action.advice).toContain(owned.boxId);
+    const refused = await rejection(
+      s.recovery.adopt("bot-twice", second, { expectedState: item.stateDigest }),
+    );
+    expect((refused as { code?: string }).code).toBe("ACTION_NOT_ALLOWED");
+  });
+});
