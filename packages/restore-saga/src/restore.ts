@@ -256,6 +256,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
 
   let targetCount = 0;
   try {
+    await assertNoUnsettledRestore(store, operationId);
     held.assertOwned();
     saga = await step(store, saga, "locked", {
       workspaceLockOwner: held.owner,
@@ -367,6 +368,65 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
   return finish(store, saga, held, targetCount, crash);
 }
 
+/**
+ * Base phases of a restore that may have changed files and has not ended: a workspace in one of them is
+ * half-restored (or restored but unsettled) until its recovery runs.
+ */
+const UNSETTLED_BASES: ReadonlySet<Phase> = new Set<Phase>([
+  "mutation_started",
+  "workspace_applied",
+  "session_committed",
+  "rollback_prepared",
+  "rollback_started",
+  "workspace_rolled_back",
+  "session_rollback_committed",
+]);
+
+/**
+ * The workspace lock is the first guard against restoring over a stopped restore: a dead restore keeps it,
+ * and acquiring it answers RECOVERY_REQUIRED. This is the second, for when the lock is gone (removed by
+ * hand, lost with a disk): under the lock just taken, no other saga of this workspace may stand unsettled
+ * past `mutation_started`, nor be unreadable (whether it changed files is then unknown). Sagas that
+ * changed nothing yet (`created` … `safety_ready`) do not block: their files are as they were.
+ */
+async function assertNoUnsettledRestore(store: SagaStore, operationId: string): Promise<void> {
+  let after: string | undefined;
+  for (;;) {
+    const page = await store.listPending(after === undefined ? {} : { after });
+    const unsettled = page.items.find(
+      (item) =>
+        item.operationId !== operationId && item.basePhase !== null && UNSETTLED_BASES.has(item.basePhase),
+    );
+    if (unsettled) {
+      throw new SagaError({
+        code: "RECOVERY_REQUIRED",
+        ownerOperationId: unsettled.operationId,
+        workspaceLockRetained: false,
+        message: `Restore ${unsettled.operationId} of this workspace stopped at ${unsettled.basePhase} without settling, and its workspace lock is gone, so files of this workspace may be half-restored. Nothing was changed. Settle it first with the recovery tool (abort, complete or roll it back).`,
+      });
+    }
+    const unknown = page.diagnostics.find(
+      (diagnostic) =>
+        diagnostic.operationId !== operationId &&
+        diagnostic.status !== "orphan_unpublished" &&
+        diagnostic.status !== "terminal_unarchived",
+    );
+    if (unknown) {
+      const busy = unknown.status === "busy" || unknown.status === "head_unsettled";
+      throw new SagaError({
+        code: busy ? "LOCK_FAILED" : "RECOVERY_REQUIRED",
+        ownerOperationId: unknown.operationId,
+        workspaceLockRetained: false,
+        message: busy
+          ? `Restore saga ${unknown.operationId} of this workspace could not be read just now (${unknown.status}), so whether it left files half-restored is unknown. Nothing was changed; retry shortly.`
+          : `Restore saga ${unknown.operationId} of this workspace cannot be verified (${unknown.code ?? unknown.status}), so whether it left files half-restored is unknown. Nothing was changed. Inspect it with the recovery tool before restoring this workspace again.`,
+      });
+    }
+    if (page.nextCursor === null) return;
+    after = page.nextCursor;
+  }
+}
+
 async function finish(
   store: SagaStore,
   saga: SagaState,
@@ -377,6 +437,17 @@ async function finish(
   try {
     held.release();
   } catch (releaseError) {
+    if (isSagaError(releaseError) && releaseError.code === "LOCK_OWNERSHIP_LOST") {
+      // Not ours to release any more: someone took the lock over (or removed it) while this restore held it.
+      throw new SagaError({
+        code: "RECOVERY_REQUIRED",
+        operationId: saga.operationId,
+        phase: saga.phase,
+        workspaceLockRetained: false,
+        cause: releaseError,
+        message: `Restore ${saga.operationId} completed (its files are written), but when it released its workspace lock the lock was no longer its own (taken over by another owner, or removed): another process may have acted on this workspace meanwhile. Check the workspace, and its restores with the recovery tool.`,
+      });
+    }
     // The restore is complete, but whether the lock is gone is unknown: keep the saga unarchived so the
     // recovery tool shows it as a release candidate.
     throw new SagaError({

@@ -9,6 +9,7 @@ import {
   type RestoreOptions,
   restoreCheckpoint,
   type SagaError,
+  workspaceLockPath,
 } from "../src/index.js";
 import {
   everyoneDead,
@@ -445,5 +446,22 @@ describe("restoreCheckpoint", () => {
       (await rejection(restoreCheckpoint(options({ dataDir: join(fixture.workspace, "d0") })))).code,
     ).toBe("INVALID_ARGUMENT");
     expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+  });
+});
+
+describe("restoreCheckpoint whose workspace lock is no longer its own at the end", () => {
+  it("says the restore completed but the lock was taken or removed, never 'release it with the recovery tool'", async () => {
+    const removeLock = {
+      point(name: string) {
+        if (name === "restore.after-completed")
+          fs.unlinkSync(workspaceLockPath(fixture.dataDir, fs.realpathSync(fixture.workspace)));
+      },
+    };
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-lost", crash: removeLock })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect(error.details.workspaceLockRetained).toBe(false);
+    expect((error.cause as SagaError).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(error.message).toMatch(/op-lost completed .*no longer its own/);
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
   });
 });
