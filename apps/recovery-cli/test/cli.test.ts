@@ -703,6 +703,50 @@ describe("drydock against data left by killed processes", () => {
     expect((await store(d).loadArchived("op-nolock")).phase).toBe("rolled_back");
   });
 
+  it("an unreadable lock: --expected-owner-digest accepts torn:sha256:…, and a lock changed in this boot is never taken over", async () => {
+    const d = dataDir("lock-unreadable");
+    await killedRestore(d, "op-torn", "restore.after-entry-applied");
+    const lock = workspaceLockPath(d.dataDir, realpathSync(d.workspace));
+    writeFileSync(lock, "");
+    const shown = await cli(["restores", "show", "op-torn", "--data-dir", d.dataDir, "--json"]);
+    // Written in this boot (no reboot happened here): not torn by a power loss, so a person's step.
+    expect(shown.code).toBe(1);
+    expect(jsonErr(shown).error.message).toContain("after this machine booted");
+    expect(jsonErr(shown).error.message).toContain("--expected-owner-digest none");
+    const saga = await store(d).load("op-torn");
+    const fence = ["--expected-seq", String(saga.seq), "--expected-hash", saga.headHash];
+    const torn = await cli([
+      "restores",
+      "rollback",
+      "op-torn",
+      ...fence,
+      "--expected-owner-digest",
+      `torn:sha256:${"0".repeat(64)}`,
+      "--yes",
+      "--data-dir",
+      d.dataDir,
+      "--json",
+    ]);
+    // The format is accepted (not a usage error); the fresh preview then refuses the unreadable lock.
+    expect(torn.code).toBe(1);
+    expect(jsonErr(torn).error.code).toBe("LOCK_FAILED");
+    const malformed = await cli([
+      "restores",
+      "rollback",
+      "op-torn",
+      ...fence,
+      "--expected-owner-digest",
+      "torn:sha256:zz",
+      "--yes",
+      "--data-dir",
+      d.dataDir,
+      "--json",
+    ]);
+    expect(malformed.code).toBe(2);
+    expect(readFileSync(lock, "utf8")).toBe("");
+    expect((await store(d).load("op-torn")).seq).toBe(saga.seq);
+  });
+
   it("restores purge with an empty --older-than-days is a usage error (exit 2), not 0 days", async () => {
     const d = dataDir("purge-empty");
     const before = snapshotTree(d.dataDir);

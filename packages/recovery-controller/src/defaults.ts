@@ -3,10 +3,12 @@ import { join } from "node:path";
 import type { LockIdentity } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
+  inspectWorkspaceLockState,
   openSagaStore,
   ownerDigest,
   rollbackBlockers,
   rollbackFromSafetyCheckpoint,
+  tornLockDigest,
   type WorkspaceLease,
   type WorkspaceLockOwner,
   withWorkspaceLock,
@@ -64,6 +66,16 @@ export function defaultRestorePorts(options: {
       );
     },
     path: () => workspaceLockPath(dataDir, realpathSync(workspaceRoot)),
+    async inspectState() {
+      return inspectWorkspaceLockState({ dataDir, workspaceRoot, ...probe });
+    },
+    tornDigest: (torn) => tornLockDigest(torn),
+    withTornRecovery(operationId, expectedTorn, fn) {
+      return withWorkspaceRecoveryLock(
+        { dataDir, workspaceRoot, transactionId: operationId, expectedTorn, ...probe },
+        (lease) => fn(lease),
+      );
+    },
   };
   const rollback: RecoveryRollback = {
     blockers: (operationId) => rollbackBlockers({ dataDir, workspaceRoot, operationId }),

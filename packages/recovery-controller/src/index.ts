@@ -35,6 +35,8 @@ export type {
   RecoveryWorkspaceLock,
   SagaEventView,
   SagaView,
+  TornWorkspaceLock,
+  WorkspaceLockView,
   WorkspaceOwner,
 } from "./ports.js";
 // What needs a person, reported the same way by the CLI and the bot server
@@ -84,4 +86,6 @@ export {
   RestoreFenceSchema,
   type RestorePreview,
   RestorePreviewSchema,
+  TORN_DIGEST_PATTERN,
+  TornDigestSchema,
 } from "./schema.js";

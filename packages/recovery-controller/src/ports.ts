@@ -60,6 +60,38 @@ export interface WorkspaceOwner {
   };
 }
 
+/**
+ * A workspace lock file torn by a power loss (file-lock's `TornLock`): its bytes hold no owner and it was
+ * last changed before this machine booted, so whoever wrote it is gone. Only this very file (device, inode,
+ * size, ctime) may be taken over.
+ */
+export interface TornWorkspaceLock {
+  readonly torn: true;
+  readonly dev: number;
+  readonly ino: number;
+  readonly size: number;
+  readonly ctimeMs: number;
+}
+
+/** What the workspace's lock file holds (restore-saga's `WorkspaceLockState`), read-only. */
+export type WorkspaceLockView =
+  | { readonly kind: "absent" }
+  | { readonly kind: "owner"; readonly owner: WorkspaceOwner }
+  | {
+      readonly kind: "unreadable";
+      readonly path: string;
+      /** Why no owner could be read, for messages. */
+      readonly reason: string;
+      /** Set when the file is torn by a power loss and may be taken over (`withTornRecovery`). */
+      readonly torn: TornWorkspaceLock | null;
+      readonly identity: {
+        readonly dev: number;
+        readonly ino: number;
+        readonly size: number;
+        readonly ctimeMs: number;
+      } | null;
+    };
+
 /** The lock held while recovering: the taken-over owner, now this process. */
 export interface RecoveryLease {
   readonly owner: WorkspaceOwner;
@@ -92,6 +124,26 @@ export interface RecoveryWorkspaceLock {
   withFresh?<T>(operationId: string, fn: (lease: RecoveryLease) => Promise<T>): Promise<T>;
   /** The lock file of this workspace, for messages about it (optional). */
   path?(): string;
+  /**
+   * Read-only, like `inspect` (any owner, not only `operationId`'s), but an unreadable lock file is a result,
+   * not an error. Optional: with it, `tornDigest` and `withTornRecovery`, a lock torn by a power loss is
+   * offered for takeover (fence `torn:sha256:…`), and the controller reads the lock through it instead of
+   * `inspect` (a port that wraps `inspect` must wrap this too); without them an unreadable lock is left to a
+   * person.
+   */
+  inspectState?(operationId: string): Promise<WorkspaceLockView>;
+  /** `sha256:…` of a torn lock's identity (restore-saga's `tornLockDigest`); the fence is `torn:` + it. */
+  tornDigest?(torn: TornWorkspaceLock): string;
+  /**
+   * Takes over the torn lock file `expectedTorn` for `operationId` (refused, changing nothing, unless it is
+   * still exactly that file, from before this boot, checked again under the registry lock, and no other lock
+   * covers this or an overlapping workspace); runs `fn`, releases unless retained.
+   */
+  withTornRecovery?<T>(
+    operationId: string,
+    expectedTorn: TornWorkspaceLock,
+    fn: (lease: RecoveryLease) => Promise<T>,
+  ): Promise<T>;
 }
 
 /**

@@ -18,6 +18,7 @@ import type {
   RecoverySagaStore,
   RecoveryWorkspaceLock,
   SagaView,
+  TornWorkspaceLock,
   WorkspaceOwner,
 } from "./ports.js";
 import type {
@@ -56,6 +57,9 @@ const ROLLBACK_BASES = new Set([
  */
 const COMPLETE_BASES = new Set(["workspace_applied", "session_committed"]);
 const TERMINAL = new Set(["completed", "aborted", "rolled_back"]);
+/** Why `release` never takes over a torn lock: it names no restore, and it may guard an unsettled one. */
+const TORN_RELEASE_BLOCKER =
+  "the workspace lock file is torn by a power loss and names no restore, so release does not take it over: settle any unsettled restore of this workspace first (`drydock restores list`); if there is none, move the file away";
 const DEFAULT_ABORT_REASON = "Operator aborted the restore before any file changed";
 /**
  * The order in which the preview recommends an action: the first eligible one. Abort, release and complete
@@ -117,6 +121,14 @@ export interface RecoveryFailureDiagnostics {
   recoverySagaSeq: number | null;
   recoverySagaHeadHash: string | null;
 }
+
+/** The workspace lock as the controller acts on it: nothing, an owner, or a file torn by a power loss. */
+type LockRead =
+  | { kind: "absent" }
+  | { kind: "owner"; owner: WorkspaceOwner }
+  | { kind: "torn"; torn: TornWorkspaceLock; digest: string; path: string | null };
+
+const ABSENT: LockRead = { kind: "absent" };
 
 interface Settled {
   saga: { operationId: string; phase: string; seq: number; headHash: string };
@@ -410,19 +422,21 @@ export function createRestoreRecoveryController(
     return [...blockers];
   }
 
-  function assertStopped(saga: SagaView): void {
+  function assertStopped(saga: SagaView, torn: { digest: string } | null = null): void {
     const blockers = stoppedBlockers(saga);
     if (blockers.length === 0) return;
     const proven = blockers.some((blocker) => blocker.includes("still running"));
+    const lockWords =
+      torn === null ? "has no workspace lock" : "has a torn workspace lock, which names no owner";
     throw recoveryError(
       proven ? "OWNER_CONFLICT" : "ACTION_NOT_ALLOWED",
-      `Restore ${saga.operationId} has no workspace lock, and ${blockers.join("; ")}; nothing was changed. ${proven ? "Wait for it to finish or stop it first, then preview again." : "No process can be proven stopped."}`,
+      `Restore ${saga.operationId} ${lockWords}, and ${blockers.join("; ")}; nothing was changed. ${proven ? "Wait for it to finish or stop it first, then preview again." : "No process can be proven stopped."}`,
       {
         operationId: saga.operationId,
         phase: saga.phase,
         ...(proven ? { ownerAlive: true } : {}),
-        expectedOwnerDigest: null,
-        actualOwnerDigest: null,
+        expectedOwnerDigest: torn?.digest ?? null,
+        actualOwnerDigest: torn?.digest ?? null,
       },
     );
   }
@@ -436,46 +450,97 @@ export function createRestoreRecoveryController(
     }
   }
 
+  /** Whether the lock port can read a torn lock and take it over (the default port can). */
+  const tornTakeover =
+    lock.inspectState !== undefined && lock.tornDigest !== undefined && lock.withTornRecovery !== undefined;
+
   /**
-   * The workspace lock file exists but holds no readable owner (damaged, or torn by a power loss). Nobody can
-   * tell who holds it, and restore-saga offers no takeover of such a file, so it is left exactly as it is;
-   * this says what happened and what a person can do. A LOCK_IO (this process could not read it) is not this.
+   * The workspace lock file exists but holds no owner this controller may act on: `unreadableLockError` for
+   * the error of `inspect`, `unreadableStateError` for an `unreadable` state that is not torn. It is left
+   * exactly as it is; this says what happened and what a person can do. A LOCK_IO (this process could not
+   * read it) is not this.
    */
   function unreadableLockError(error: unknown, saga: SagaView | null, operationId: string): unknown {
     if (!isSagaError(error) || error.code !== "LOCK_FAILED") return error;
     const cause = (error as { cause?: unknown }).cause;
     if (isLockError(cause) && cause.code === "LOCK_IO") return error;
-    const path = lockPath();
     const what = isLockError(cause)
       ? cause.code === "LOCK_UNREADABLE"
         ? "it could not be read"
         : "it is not a valid lock owner file"
       : "it is not a workspace lock of this workspace";
-    let changed = "";
+    const path = lockPath();
+    let ctimeMs: number | null = null;
     if (path !== null) {
       try {
-        const { ctimeMs } = statSync(path);
-        const boot = bootTimeMs();
-        if (boot !== undefined) {
-          changed =
-            ctimeMs < boot
-              ? " It was last changed before this machine booted, so whoever wrote it is no longer running (a power loss lost its bytes)."
-              : " It was last changed after this machine booted, so a process of this boot may have written it.";
-        }
+        ctimeMs = statSync(path).ctimeMs;
       } catch {
-        // Gone or unreadable since: the words above still hold.
+        // Gone or unreadable since: the words below still hold.
       }
     }
+    return describeUnreadable(
+      { what, path, ctimeMs, written: !isLockError(cause), cause: error },
+      saga,
+      operationId,
+    );
+  }
+
+  function unreadableStateError(
+    state: { path: string; reason: string; identity: { ctimeMs: number } | null },
+    saga: SagaView | null,
+    operationId: string,
+  ): SagaError {
+    const written = state.reason.includes("not a workspace lock");
+    return describeUnreadable(
+      {
+        what: state.reason,
+        path: state.path,
+        ctimeMs: state.identity?.ctimeMs ?? null,
+        written,
+        cause: undefined,
+      },
+      saga,
+      operationId,
+    );
+  }
+
+  function describeUnreadable(
+    file: { what: string; path: string | null; ctimeMs: number | null; written: boolean; cause: unknown },
+    saga: SagaView | null,
+    operationId: string,
+  ): SagaError {
+    const { path } = file;
+    const boot = bootTimeMs();
+    const beforeBoot = file.ctimeMs !== null && boot !== undefined && file.ctimeMs < boot;
+    let changed = "";
+    if (file.ctimeMs !== null && boot !== undefined) {
+      changed = beforeBoot
+        ? " It was last changed before this machine booted, so whoever wrote it is no longer running."
+        : " It was last changed after this machine booted, so a process of this boot may have written it.";
+    } else if (boot === undefined) {
+      changed = " This machine's boot time is unknown, so whether a power loss tore it cannot be told.";
+    }
+    // Why it is not taken over, in the one case the controller could otherwise take it over.
+    let why: string;
+    if (!tornTakeover) why = " drydock cannot take over a lock whose owner it cannot read here.";
+    else if (file.written)
+      why =
+        " It holds a complete lock file, written on purpose, so it is not a lock torn by a power loss and is never taken over.";
+    else if (beforeBoot)
+      why =
+        " It is not a lock torn by a power loss either (drydock could not identify the file), so it is not taken over.";
+    else
+      why = ` drydock takes over an unreadable lock only when it was last changed before this machine booted (torn by a power loss); this one is not, so it is left to a person.`;
     const where = path ?? "of this workspace";
     const unsettled = saga !== null && !saga.terminal;
     const advice = unsettled
-      ? ` Restore ${operationId} (${saga.phase}) is not settled and this lock guards it: do not delete the lock. drydock cannot take over a lock whose owner it cannot read. To settle the restore: stop every drydock server and CLI using this data directory (so no restore can start), move the file aside and keep it${path === null ? "" : ` (mv ${shellWord(path)} ${shellWord(`${path}.unreadable`)})`}, then run \`drydock restores show ${operationId}\` again and paste the command it prints (--expected-owner-digest none): it takes a fresh lock only if nothing holds this or an overlapping workspace, and only once every process the restore recorded is proven dead.`
+      ? ` Restore ${operationId} (${saga.phase}) is not settled and this lock may guard it: do not delete the lock.${why} To settle the restore: stop every drydock server and CLI using this data directory (so no restore can start), move the file aside and keep it${path === null ? "" : ` (mv ${shellWord(path)} ${shellWord(`${path}.unreadable`)})`}, then run \`drydock restores show ${operationId}\` again and paste the command it prints (--expected-owner-digest none): it takes a fresh lock only if nothing holds this or an overlapping workspace, and only once every process the restore recorded is proven dead.`
       : ` Restore ${operationId} ${saga === null ? "could not be read" : `has ended (${saga.phase})`}, so this lock does not guard it; if \`drydock restores list\` shows no unsettled restore of this workspace and none is running, move the file away.`;
     return new SagaError({
       code: "LOCK_FAILED",
-      cause: error,
+      ...(file.cause === undefined ? {} : { cause: file.cause }),
       operationId,
-      message: `The workspace lock ${where} is unreadable (${what}); it was left exactly as it is.${changed}${advice}`,
+      message: `The workspace lock ${where} is unreadable (${file.what}); it was left exactly as it is.${changed}${advice}`,
     });
   }
 
@@ -530,52 +595,75 @@ export function createRestoreRecoveryController(
     }
   }
 
-  /** The workspace lock's owner if it belongs to this operation; another restore's lock is a conflict. */
-  async function ownerOf(operationId: string, saga: SagaView | null): Promise<WorkspaceOwner | null> {
-    const owner = await inspectLock(operationId, saga);
-    if (owner !== null && owner.payload.transactionId !== operationId) {
+  /** The workspace lock if it is this operation's (or torn, or absent); another restore's lock is a conflict. */
+  async function ownerOf(operationId: string, saga: SagaView | null): Promise<LockRead> {
+    const read = await inspectLock(operationId, saga);
+    if (read.kind === "owner" && read.owner.payload.transactionId !== operationId) {
       throw recoveryError(
         "OWNER_CONFLICT",
-        `The workspace is locked by another restore (${owner.payload.transactionId}); settle that one first.`,
-        { operationId, ownerAlive: isOwnerAlive(owner) },
+        `The workspace is locked by another restore (${read.owner.payload.transactionId}); settle that one first.`,
+        { operationId, ownerAlive: isOwnerAlive(read.owner) },
       );
     }
-    return owner;
+    return read;
   }
 
-  async function inspectLock(operationId: string, saga: SagaView | null): Promise<WorkspaceOwner | null> {
+  /**
+   * The lock file, read-only: nothing, an owner, or (with a port that can take it over) a file torn by a
+   * power loss. Any other unreadable file is an error that says what happened and what a person can do.
+   */
+  async function inspectLock(operationId: string, saga: SagaView | null): Promise<LockRead> {
+    if (tornTakeover) {
+      let state: Awaited<ReturnType<NonNullable<RecoveryWorkspaceLock["inspectState"]>>>;
+      try {
+        state = await lock.inspectState!(operationId);
+      } catch (error) {
+        throw unreadableLockError(error, saga, operationId);
+      }
+      if (state.kind === "absent") return ABSENT;
+      if (state.kind === "owner") return { kind: "owner", owner: state.owner };
+      if (state.torn === null) throw unreadableStateError(state, saga, operationId);
+      return {
+        kind: "torn",
+        torn: state.torn,
+        digest: `torn:${lock.tornDigest!(state.torn)}`,
+        path: state.path,
+      };
+    }
     try {
-      return await lock.inspect(operationId);
+      const owner = await lock.inspect(operationId);
+      return owner === null ? ABSENT : { kind: "owner", owner };
     } catch (error) {
       throw unreadableLockError(error, saga, operationId);
     }
   }
 
+  function digestOf(read: LockRead): string | null {
+    return read.kind === "owner" ? lock.ownerDigest(read.owner) : read.kind === "torn" ? read.digest : null;
+  }
+
+  /** The lock, only if it is exactly what the operator previewed (`expectedOwnerDigest`). */
   async function inspectBound(
     operationId: string,
     expectedOwnerDigest: string | null,
     saga: SagaView | null = null,
-  ): Promise<WorkspaceOwner | null> {
-    const owner = await ownerOf(operationId, saga);
-    if (owner === null) {
-      if (expectedOwnerDigest !== null) {
-        throw recoveryError(
-          "OWNER_CONFLICT",
-          `The workspace lock of restore ${operationId} disappeared since it was previewed; nothing was changed. Preview again.`,
-          { operationId, expectedOwnerDigest, actualOwnerDigest: null },
-        );
-      }
-      return null;
-    }
-    const actual = lock.ownerDigest(owner);
-    if (actual !== expectedOwnerDigest) {
-      throw recoveryError(
-        "OWNER_CONFLICT",
-        `The workspace lock of restore ${operationId} changed owner since it was previewed; nothing was changed. Preview again.`,
-        { operationId, expectedOwnerDigest, actualOwnerDigest: actual },
-      );
-    }
-    return owner;
+  ): Promise<LockRead> {
+    const read = await ownerOf(operationId, saga);
+    const actual = digestOf(read);
+    if (actual === expectedOwnerDigest) return read;
+    const what =
+      read.kind === "absent"
+        ? "disappeared"
+        : read.kind === "torn"
+          ? expectedOwnerDigest?.startsWith("torn:")
+            ? "was replaced by another unreadable file"
+            : "is now an unreadable file (torn by a power loss)"
+          : "changed owner";
+    throw recoveryError(
+      "OWNER_CONFLICT",
+      `The workspace lock of restore ${operationId} ${what} since it was previewed; nothing was changed. Preview again.`,
+      { operationId, expectedOwnerDigest, actualOwnerDigest: actual },
+    );
   }
 
   async function archive(saga: {
@@ -660,8 +748,9 @@ export function createRestoreRecoveryController(
   }
 
   /**
-   * Runs `body` holding this operation's workspace lock: a takeover of the exact previewed dead owner, or,
-   * when the previewed fence says "no owner" (`null`) and none is on disk, a fresh lock taken only once every
+   * Runs `body` holding this operation's workspace lock: a takeover of the exact previewed dead owner, or of
+   * the exact previewed torn lock file (`torn:sha256:…`, once every process the saga recorded is proven
+   * dead), or, when the previewed fence says "no owner" (`null`) and none is on disk, a fresh lock taken only once every
    * process the saga recorded is proven dead (the acquisition refuses any lock on this or an overlapping
    * workspace). `refusal` words the answer when the lock port cannot take a fresh lock.
    */
@@ -673,8 +762,15 @@ export function createRestoreRecoveryController(
     body: (lease: RecoveryLease) => Promise<SagaView>,
   ): Promise<Settled> {
     const { operationId } = previewed;
-    const owner = await inspectBound(operationId, fence.expectedOwnerDigest, previewed);
-    if (owner !== null) return takeover(operationId, owner, defaultCode, body);
+    const read = await inspectBound(operationId, fence.expectedOwnerDigest, previewed);
+    if (read.kind === "owner") return takeover(operationId, read.owner, defaultCode, body);
+    if (read.kind === "torn") {
+      // A torn lock names no owner: as for a missing one, every process the saga recorded must be gone.
+      // restore-saga checks the very file again under the registry lock (CONFLICT if it changed).
+      assertStopped(previewed, read);
+      const withTorn = lock.withTornRecovery!.bind(lock);
+      return guarded((fn) => withTorn(operationId, read.torn, fn), operationId, defaultCode, body);
+    }
     const withFresh = lock.withFresh?.bind(lock);
     if (withFresh === undefined) {
       throw recoveryError("OWNER_CONFLICT", refusal, {
@@ -818,12 +914,19 @@ export function createRestoreRecoveryController(
     const operationId = validateOperationId(operationIdInput);
     const fence = validateFence(fenceInput);
     const previewed = await readTerminal(operationId, fence);
-    const owner = await inspectBound(operationId, fence.expectedOwnerDigest, {
+    const read = await inspectBound(operationId, fence.expectedOwnerDigest, {
       ...previewed.saga,
       basePhase: null,
       terminal: true,
       events: [],
     });
+    if (read.kind === "torn") {
+      throw recoveryError("ACTION_NOT_ALLOWED", `${TORN_RELEASE_BLOCKER}. Nothing was changed.`, {
+        operationId,
+        phase: previewed.saga.phase,
+      });
+    }
+    const owner = read.kind === "owner" ? read.owner : null;
     if (owner === null) {
       const filed = previewed.alreadyArchived
         ? { archived: true, alreadyArchived: true, warning: null }
@@ -961,7 +1064,9 @@ export function createRestoreRecoveryController(
       saga = await store.loadArchived(operationId);
       archived = true;
     }
-    const raw = await inspectLock(operationId, saga);
+    const read = await inspectLock(operationId, saga);
+    const raw = read.kind === "owner" ? read.owner : null;
+    const torn = read.kind === "torn" ? read : null;
     // Another restore's lock on this workspace: nothing here may be settled until that one is.
     const foreign = raw !== null && raw.payload.transactionId !== operationId ? raw : null;
     const owner = foreign === null ? raw : null;
@@ -976,6 +1081,8 @@ export function createRestoreRecoveryController(
     /** What the lock says about acting now: nothing held → a fresh lock, once the saga's processes stopped. */
     const lockBlockers = (): string[] => {
       if (foreign || owner !== null) return ownerBlocker;
+      // A torn lock is taken over as it is; it names no owner, so the saga's processes must be gone.
+      if (torn !== null) return stoppedBlockers(saga);
       if (lock.withFresh === undefined) return ["no workspace lock owner to take over"];
       return stoppedBlockers(saga);
     };
@@ -983,7 +1090,7 @@ export function createRestoreRecoveryController(
       if (archived) return { eligible: false, blockers: ["the restore is archived"] };
       const blockers = abortBlockers(saga);
       if (blockers.length === 0) {
-        if (!foreign && owner === null && saga.phase === "created") {
+        if (!foreign && owner === null && torn === null && saga.phase === "created") {
           const initiator = initiatorBlocker(saga);
           if (initiator !== null) blockers.push(initiator.blocker);
         } else blockers.push(...lockBlockers());
@@ -994,6 +1101,7 @@ export function createRestoreRecoveryController(
       const blockers: string[] = [];
       if (!saga.terminal) blockers.push(`the restore has not ended (${saga.phase})`);
       else if (foreign) blockers.push(...ownerBlocker);
+      else if (torn !== null) blockers.push(TORN_RELEASE_BLOCKER);
       else if (archived && owner === null) blockers.push("already archived and unlocked: nothing to release");
       else blockers.push(...ownerBlocker);
       return { eligible: blockers.length === 0, blockers };
@@ -1038,7 +1146,20 @@ export function createRestoreRecoveryController(
         owner === null
           ? null
           : { digest: ownerDigest!, pid: owner.pid, alive, transactionId: owner.payload.transactionId },
-      fence: { expectedSeq: saga.seq, expectedHash: saga.headHash, expectedOwnerDigest: ownerDigest },
+      tornLock:
+        torn === null
+          ? null
+          : {
+              digest: torn.digest,
+              path: torn.path,
+              size: torn.torn.size,
+              changedAt: new Date(torn.torn.ctimeMs).toISOString(),
+            },
+      fence: {
+        expectedSeq: saga.seq,
+        expectedHash: saga.headHash,
+        expectedOwnerDigest: ownerDigest ?? torn?.digest ?? null,
+      },
       actions,
       recommended: RECOMMENDATION_ORDER.find((action) => actions[action].eligible) ?? null,
     };

@@ -6,16 +6,21 @@ export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
 export const OPERATION_ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/;
 
 export const DigestSchema = z.string().regex(DIGEST_PATTERN);
+/** `torn:sha256:` + 64 hex: the owner fence of a workspace lock file torn by a power loss (no owner to digest). */
+export const TORN_DIGEST_PATTERN = /^torn:sha256:[0-9a-f]{64}$/;
+export const TornDigestSchema = z.string().regex(TORN_DIGEST_PATTERN);
 export const OperationIdSchema = z.string().regex(OPERATION_ID_PATTERN);
 
 /**
  * The exact state an operator previewed. `expectedOwnerDigest: null` is an explicit claim that no workspace
  * lock owner exists; `undefined` is refused, so "I forgot the owner" can never read as "there is none".
+ * `torn:sha256:…` names a lock file torn by a power loss (its device, inode, size and ctime): no owner, but
+ * that very file.
  */
 export const RestoreFenceSchema = z.strictObject({
   expectedSeq: z.int().min(1).max(Number.MAX_SAFE_INTEGER),
   expectedHash: DigestSchema,
-  expectedOwnerDigest: DigestSchema.nullable(),
+  expectedOwnerDigest: z.union([DigestSchema, TornDigestSchema]).nullable(),
 });
 export type RestoreFence = z.infer<typeof RestoreFenceSchema>;
 
@@ -56,6 +61,20 @@ export const RestorePreviewSchema = z.object({
       transactionId: z.string(),
     })
     .nullable(),
+  /**
+   * The workspace lock file when it is torn by a power loss (no owner to read, last changed before this
+   * boot): the actions take over that very file (fence `torn:sha256:…`). Null (or absent) otherwise.
+   */
+  tornLock: z
+    .object({
+      digest: TornDigestSchema,
+      path: z.string().nullable(),
+      size: z.int(),
+      /** When the file was last changed (its ctime), ISO 8601. */
+      changedAt: z.string(),
+    })
+    .nullable()
+    .optional(),
   fence: RestoreFenceSchema,
   actions: z.object({
     abort: ActionVerdictSchema,

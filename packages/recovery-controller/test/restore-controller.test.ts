@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createSystemIdentity, type LockIdentity } from "@drydock/file-lock";
 import {
@@ -16,6 +16,7 @@ import {
   isRecoveryError,
   type RecoverySagaStore,
   reportRestores,
+  restoreCommand,
 } from "../src/index.js";
 import {
   advance,
@@ -654,9 +655,93 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
       workspaceRoot: box.workspace,
       identity: bootedAt(Date.now() + 60_000),
     });
-    const torn = await rejection(afterReboot.preview("op-garbage"));
-    expect(String(torn.message)).toContain("before this machine booted");
+    // Now it may be taken over: the preview offers the rollback with the torn lock's fence, changing nothing.
+    const torn = await afterReboot.preview("op-garbage");
+    expect(torn.fence.expectedOwnerDigest).toMatch(/^torn:sha256:[0-9a-f]{64}$/);
+    expect(torn.actions.rollback).toEqual({ eligible: true, blockers: [] });
     expect(readFileSync(lockFile(), "utf8")).toBe("{ not json");
+  });
+
+  it("rolls back a restore killed mid-mutation whose retained lock was then torn by a power loss", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a", "keep/b.txt": "old b" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a", "added.txt": "added", "keep/b.txt": "new b" });
+    const before = snapshotTree(box.workspace);
+    await killedRestore(box, target, "op-torn", "restore.after-entry-applied");
+    // The power loss: half of the owner's bytes reached the disk, and the machine booted after that.
+    const owned = readFileSync(lockFile());
+    writeFileSync(lockFile(), owned.subarray(0, owned.length >> 1));
+    const torn = readFileSync(lockFile());
+    const rebooted = () =>
+      createRestoreRecoveryController({
+        dataDir: box.dataDir,
+        workspaceRoot: box.workspace,
+        identity: bootedAt(Date.now() + 60_000),
+      });
+    const recovery = rebooted();
+
+    const preview = await recovery.preview("op-torn");
+    expect(preview.owner).toBeNull();
+    expect(preview.fence.expectedOwnerDigest).toMatch(/^torn:sha256:[0-9a-f]{64}$/);
+    expect(preview.tornLock).toMatchObject({ digest: preview.fence.expectedOwnerDigest, path: lockFile() });
+    expect(preview.actions.rollback).toEqual({ eligible: true, blockers: [] });
+    expect(preview.recommended).toBe("rollback");
+    expect(preview.actions.abort.eligible).toBe(false);
+    expect(preview.actions.release.eligible).toBe(false);
+    expect(readFileSync(lockFile())).toEqual(torn);
+
+    // The lock file changed since the preview (torn differently now): refused, nothing changed.
+    writeFileSync(lockFile(), "");
+    const stale = await rejection(recovery.rollback("op-torn", preview.fence));
+    expect(stale.code).toBe("OWNER_CONFLICT");
+    expect(isRecoveryError(stale) && stale.details.ownerAlive).not.toBe(true);
+    expect(readFileSync(lockFile(), "utf8")).toBe("");
+    expect((await box.store.load("op-torn")).seq).toBe(preview.saga.seq);
+    expect(snapshotTree(box.workspace)).not.toEqual(before);
+    // An owner fence ("none", or an owner's digest) does not match a torn lock either.
+    const none = await rejection(
+      recovery.rollback("op-torn", { ...preview.fence, expectedOwnerDigest: null }),
+    );
+    expect(none.code).toBe("OWNER_CONFLICT");
+
+    const again = await recovery.preview("op-torn");
+    expect(again.fence.expectedOwnerDigest).toMatch(/^torn:sha256:/);
+    expect(again.fence.expectedOwnerDigest).not.toBe(preview.fence.expectedOwnerDigest);
+    // The command printed for it is pasted as is (the digest is one shell word).
+    expect(restoreCommand("drydock --data-dir /d", "rollback", again)).toBe(
+      `drydock --data-dir /d restores rollback op-torn --expected-seq ${again.saga.seq} --expected-hash ${again.saga.headHash} --expected-owner-digest ${again.fence.expectedOwnerDigest} --yes`,
+    );
+    const result = await recovery.rollback("op-torn", again.fence);
+
+    expect(result).toMatchObject({ ok: true, action: "rollback", phase: "rolled_back", archived: true });
+    expect(snapshotTree(box.workspace)).toEqual(before);
+    expect(existsSync(lockFile())).toBe(false);
+    const archived = await box.store.loadArchived("op-torn");
+    const started = archived.events.find((event) => event.phase === "recovery_started");
+    expect(started?.evidence).toMatchObject({ recoveryAction: "rollback-partial-mutation" });
+  });
+
+  it("completes a restore killed at workspace_applied whose lock was torn: an empty file from before this boot", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a" });
+    await killedRestore(box, target, "op-torn-done", "restore.after-workspace-applied");
+    const applied = snapshotTree(box.workspace);
+    writeFileSync(lockFile(), "");
+    const recovery = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      identity: bootedAt(Date.now() + 60_000),
+    });
+    const preview = await recovery.preview("op-torn-done");
+    expect(preview.recommended).toBe("complete");
+    expect(preview.fence.expectedOwnerDigest).toMatch(/^torn:sha256:/);
+    const result = await recovery.complete("op-torn-done", preview.fence);
+    expect(result).toMatchObject({ phase: "completed", archived: true });
+    expect(snapshotTree(box.workspace)).toEqual(applied);
+    expect(existsSync(lockFile())).toBe(false);
   });
 
   it("a `created` restore whose initiator pid belongs to another process after a reboot can be aborted", async () => {

@@ -1,6 +1,8 @@
 // @drydock/restore-saga: hash-chained restore saga store, phase machine, workspace lock, checkpoints and
 // the restore orchestrator. Public API only; internals live in src/internal/.
 
+// Workspace lock
+export type { TornLock } from "@drydock/file-lock";
 // Checkpoints
 export {
   type CapturedWorkspace,
@@ -105,18 +107,23 @@ export {
   type SagaStore,
   type SagaStoreOptions,
 } from "./store.js";
-// Workspace lock
 export {
   acquireWorkspaceLock,
   type HeldWorkspaceLock,
   inspectWorkspaceLock,
+  inspectWorkspaceLockState,
   ownerDigest,
   takeoverWorkspaceLock,
+  tornLockDigest,
   WORKSPACE_LOCK_PURPOSE,
   type WorkspaceLease,
   type WorkspaceLockBaseOptions,
+  type WorkspaceLockFileIdentity,
   type WorkspaceLockOptions,
+  type WorkspaceLockState,
+  type WorkspaceOwnerRecoveryLockOptions,
   type WorkspaceRecoveryLockOptions,
+  type WorkspaceTornRecoveryLockOptions,
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,

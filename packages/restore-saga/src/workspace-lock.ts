@@ -1,6 +1,7 @@
 import { isAbsolute, join, sep } from "node:path";
 import {
   acquireLockSync,
+  createSystemIdentity,
   type FileOps,
   inspectLock,
   isLockError,
@@ -8,10 +9,11 @@ import {
   type LockHandle,
   type LockOptions,
   nodeFileOps,
+  type TornLock,
   takeoverLock,
 } from "@drydock/file-lock";
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
-import { plainDigest, sha256Hex } from "./internal/canonical.js";
+import { domainDigest, plainDigest, sha256Hex } from "./internal/canonical.js";
 import { ensurePrivateDir } from "./internal/files.js";
 import { lockFailed, releaseWithRetry, withStateLock } from "./internal/state-lock.js";
 import {
@@ -68,18 +70,62 @@ export interface WorkspaceLockOptions extends WorkspaceLockBaseOptions {
   retryMs?: number;
 }
 
-export interface WorkspaceRecoveryLockOptions extends WorkspaceLockOptions {
+/** Takes over the exact dead owner `expectedOwner`. */
+export interface WorkspaceOwnerRecoveryLockOptions extends WorkspaceLockOptions {
   /** The exact owner on disk, as `inspectWorkspaceLock` returned it; it must be dead. */
   expectedOwner: WorkspaceLockOwner;
+  expectedTorn?: undefined;
 }
+
+/** Takes over the exact lock file torn by a power loss that `inspectWorkspaceLockState` reported. */
+export interface WorkspaceTornRecoveryLockOptions extends WorkspaceLockOptions {
+  expectedOwner?: undefined;
+  /**
+   * The `torn` of an `unreadable` inspection (file-lock's `TornLock`): the very file, still unreadable and
+   * last changed before this machine booted. The caller vouches that the lock is `transactionId`'s: a torn
+   * file names no transaction.
+   */
+  expectedTorn: TornLock;
+}
+
+export type WorkspaceRecoveryLockOptions =
+  | WorkspaceOwnerRecoveryLockOptions
+  | WorkspaceTornRecoveryLockOptions;
+
+/** Device, inode, size and ctime of a lock file, as fstat/lstat report them. */
+export interface WorkspaceLockFileIdentity {
+  readonly dev: number;
+  readonly ino: number;
+  readonly size: number;
+  readonly ctimeMs: number;
+}
+
+/**
+ * What a workspace's lock file holds, read-only. `unreadable`: a file is there but holds no owner of this
+ * workspace (`reason` says why). `torn` is set when file-lock would report it as torn by a power loss (its
+ * bytes are no lock owner and it was last changed before this machine booted): only then can it be taken
+ * over (`expectedTorn`). `identity` is null when the file could not even be stat'ed.
+ */
+export type WorkspaceLockState =
+  | { readonly kind: "absent" }
+  | { readonly kind: "owner"; readonly owner: WorkspaceLockOwner }
+  | {
+      readonly kind: "unreadable";
+      readonly path: string;
+      readonly reason: string;
+      readonly torn: TornLock | null;
+      readonly identity: WorkspaceLockFileIdentity | null;
+    };
 
 export interface WorkspaceLease {
   readonly workspaceRoot: string;
   /** The owner this process published (its token is the proof of ownership: never log it). */
   readonly owner: WorkspaceLockOwner;
   readonly ownerDigest: string;
-  /** The dead owner a takeover replaced; null for a fresh lock. */
+  /** The dead owner a takeover replaced; null for a fresh lock (and for a torn lock's takeover). */
   readonly priorOwner: WorkspaceLockOwner | null;
+  /** The torn lock file a takeover replaced (`expectedTorn`); null or absent otherwise. */
+  readonly priorTornLock?: TornLock | null;
   /** The transaction a takeover recovers; null for a fresh lock. */
   readonly recoveryOfOperationId: string | null;
   /** Throws LOCK_OWNERSHIP_LOST unless the lock file still holds exactly this owner. */
@@ -140,7 +186,7 @@ function corruptLock(path: string, cause?: unknown): SagaError {
   return new SagaError({
     code: "LOCK_FAILED",
     cause,
-    message: `The workspace lock ${path} is unreadable or not a workspace lock, so no workspace it might cover can be locked. It was left as it is; inspect it and remove it by hand only once no restore is running.`,
+    message: `The workspace lock ${path} is unreadable or not a workspace lock, so no workspace it might cover can be locked. It was left as it is: it may guard a restore that stopped. Do not remove it; settle that restore first (\`drydock restores list\`, then \`drydock restores show <operation>\` says what happened to the lock and prints the command that settles the restore).`,
   });
 }
 
@@ -160,16 +206,18 @@ function readOwner(fs: FileOps, path: string): WorkspaceLockOwner | null {
   } catch (error) {
     // LOCK_IO: this process could not read the file (out of descriptors or memory, interrupted), which
     // says nothing about the lock; never tell a person to remove it for that.
-    if (isLockError(error) && error.code === "LOCK_IO") {
-      throw new SagaError({
-        code: "LOCK_FAILED",
-        cause: error,
-        message: `The workspace lock ${path} could not be read by this process (${error.message}), so it was not judged and nothing was changed. Retry shortly.`,
-      });
-    }
+    if (isLockError(error) && error.code === "LOCK_IO") throw readOwnerIoError(path, error);
     throw corruptLock(path, error);
   }
   return owner === null ? null : parseOwner(path, owner);
+}
+
+function readOwnerIoError(path: string, error: Error): SagaError {
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause: error,
+    message: `The workspace lock ${path} could not be read by this process (${error.message}), so it was not judged and nothing was changed. Retry shortly.`,
+  });
 }
 
 /** The owner of a workspace's lock, or null. Read-only: creates nothing. */
@@ -177,6 +225,123 @@ export function inspectWorkspaceLock(options: WorkspaceLockBaseOptions): Workspa
   const fs = options.fs ?? nodeFileOps;
   const root = canonicalRoot(fs, options.workspaceRoot);
   return readOwner(fs, workspaceLockPath(options.dataDir, root));
+}
+
+/** The sha256 digest an operator echoes back to take over a torn lock (`torn:` + it, in drydock's fence). */
+export function tornLockDigest(torn: TornLock): string {
+  const { dev, ino, size, ctimeMs } = torn;
+  return domainDigest("drydock-torn-workspace-lock-v1", { torn: true, dev, ino, size, ctimeMs });
+}
+
+function isTornLockShape(value: unknown): value is TornLock {
+  if (typeof value !== "object" || value === null) return false;
+  const torn = value as Record<string, unknown>;
+  const natural = (n: unknown) => typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
+  return (
+    torn.torn === true &&
+    natural(torn.dev) &&
+    natural(torn.ino) &&
+    natural(torn.size) &&
+    typeof torn.ctimeMs === "number" &&
+    Number.isFinite(torn.ctimeMs)
+  );
+}
+
+function sameFile(a: WorkspaceLockFileIdentity | null, b: WorkspaceLockFileIdentity | null): boolean {
+  return (
+    a !== null &&
+    b !== null &&
+    a.dev === b.dev &&
+    a.ino === b.ino &&
+    a.size === b.size &&
+    a.ctimeMs === b.ctimeMs
+  );
+}
+
+function lockFileIdentity(fs: FileOps, path: string): WorkspaceLockFileIdentity | null {
+  try {
+    const { dev, ino, size, ctimeMs } = fs.lstatSync(path);
+    return { dev, ino, size, ctimeMs };
+  } catch {
+    // Gone, or not even stat-able: no identity, so never torn (file-lock would not call it torn either).
+    return null;
+  }
+}
+
+/** This machine's boot time as file-lock's boot-time rule reads it; undefined where unknown. */
+function bootTimeOf(identity: LockOptions["identity"] | undefined): number | undefined {
+  return (identity ?? createSystemIdentity()).bootTimeMs();
+}
+
+/**
+ * The lock file's state. The file is stat'ed before and after its bytes are judged, so the identity is the
+ * one of the bytes read (file-lock reads them through one descriptor; a file replaced in between is read
+ * again). Torn, exactly as file-lock decides it: its bytes are no lock owner (file-lock's LOCK_INVALID or
+ * LOCK_UNREADABLE) and its ctime is older than this boot. A valid file-lock owner that is not a workspace
+ * lock of this workspace is unreadable but never torn: a complete file was written there.
+ */
+function readState(fs: FileOps, path: string, bootTimeMs: () => number | undefined): WorkspaceLockState {
+  for (let attempt = 0; ; attempt += 1) {
+    const before = lockFileIdentity(fs, path);
+    let owner: unknown;
+    try {
+      owner = inspectLock(path, { fs });
+    } catch (error) {
+      if (isLockError(error) && error.code === "LOCK_IO") throw readOwnerIoError(path, error);
+      const after = lockFileIdentity(fs, path);
+      if (after === null && before === null) {
+        // Could not be stat'ed either time: unreadable, identity unknown, never torn.
+        return { kind: "unreadable", path, reason: reasonOf(error), torn: null, identity: null };
+      }
+      if (!sameFile(before, after)) {
+        if (attempt < 3) continue;
+        throw new SagaError({
+          code: "LOCK_FAILED",
+          cause: error,
+          message: `The workspace lock ${path} kept changing while it was read, so it was not judged and nothing was changed. Retry shortly; if this persists, find what rewrites it.`,
+        });
+      }
+      const identity = after as WorkspaceLockFileIdentity;
+      const boot = bootTimeMs();
+      const torn =
+        boot !== undefined && identity.ctimeMs < boot ? { torn: true as const, ...identity } : null;
+      return { kind: "unreadable", path, reason: reasonOf(error), torn, identity };
+    }
+    if (owner === null) return { kind: "absent" };
+    try {
+      return { kind: "owner", owner: parseOwner(path, owner) };
+    } catch {
+      return {
+        kind: "unreadable",
+        path,
+        reason: "it holds a lock owner that is not a workspace lock of this workspace",
+        torn: null,
+        identity: lockFileIdentity(fs, path),
+      };
+    }
+  }
+}
+
+function reasonOf(error: unknown): string {
+  if (isLockError(error)) {
+    const why = /(?:lock owner file|could not be read) \(([^)]*)\)/.exec(error.message)?.[1];
+    const what =
+      error.code === "LOCK_UNREADABLE" ? "it could not be read" : "it is not a valid lock owner file";
+    return why ? `${what}: ${why}` : what;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Like `inspectWorkspaceLock`, but an unreadable lock file is a result, never an error: `unreadable`, with
+ * why, the file's identity, and `torn` when it may be taken over (`takeoverWorkspaceLock` with
+ * `expectedTorn`). Read-only: creates nothing. Throws only when this process could not judge the file
+ * (LOCK_FAILED: out of descriptors or memory, or the file kept changing) or the workspace is invalid.
+ */
+export function inspectWorkspaceLockState(options: WorkspaceLockBaseOptions): WorkspaceLockState {
+  const fs = options.fs ?? nodeFileOps;
+  const root = canonicalRoot(fs, options.workspaceRoot);
+  return readState(fs, workspaceLockPath(options.dataDir, root), () => bootTimeOf(options.identity));
 }
 
 type Judge = (owner: WorkspaceLockOwner) => "alive" | "dead";
@@ -352,6 +517,7 @@ function makeLease(
   p: Prepared,
   handle: LockHandle,
   priorOwner: WorkspaceLockOwner | null,
+  priorTornLock: TornLock | null = null,
 ): HeldWorkspaceLock {
   const owner = parseOwner(p.path, handle.owner);
   const digest = ownerDigest(owner);
@@ -362,7 +528,12 @@ function makeLease(
     owner,
     ownerDigest: digest,
     priorOwner,
-    recoveryOfOperationId: priorOwner ? priorOwner.payload.transactionId : null,
+    priorTornLock,
+    recoveryOfOperationId: priorOwner
+      ? priorOwner.payload.transactionId
+      : priorTornLock
+        ? p.payload.transactionId
+        : null,
     get retention() {
       return retention;
     },
@@ -509,6 +680,10 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
 export async function takeoverWorkspaceLock(
   options: WorkspaceRecoveryLockOptions,
 ): Promise<HeldWorkspaceLock> {
+  if (options.expectedTorn !== undefined) {
+    if (options.expectedOwner !== undefined) throw invalid("Pass expectedOwner or expectedTorn, not both.");
+    return takeoverTornWorkspaceLock(options);
+  }
   const p = prepare(options);
   const expected = WorkspaceLockOwnerSchema.safeParse(options.expectedOwner);
   if (
@@ -561,6 +736,72 @@ export async function takeoverWorkspaceLock(
   }
 }
 
+/**
+ * Replaces the exact lock file torn by a power loss, `expectedTorn` (an `unreadable` inspection's `torn`),
+ * with a new owner of `transactionId`, for a fenced recovery. Under the registry lock, like every
+ * acquisition: refused if another lock overlaps (WORKSPACE_LOCKED / RECOVERY_REQUIRED), if the file is no
+ * longer exactly that one (CONFLICT, nothing changed), or if it was last changed after this machine booted
+ * (LOCK_FAILED: a process of this boot may have written it, so it is never taken over). file-lock's
+ * takeoverLock checks the file once more under its election and renames the new owner over it, so the
+ * workspace is never unlocked.
+ */
+async function takeoverTornWorkspaceLock(
+  options: WorkspaceTornRecoveryLockOptions,
+): Promise<HeldWorkspaceLock> {
+  const p = prepare(options);
+  if (!isTornLockShape(options.expectedTorn)) {
+    throw invalid(
+      "expectedTorn must be the `torn` of an unreadable workspace lock inspection ({ torn: true, dev, ino, size, ctimeMs }).",
+    );
+  }
+  const { dev, ino, size, ctimeMs } = options.expectedTorn;
+  const expectedTorn: TornLock = { torn: true, dev, ino, size, ctimeMs };
+  const bootTimeMs = () => bootTimeOf(options.identity);
+  const tx = p.payload.transactionId;
+  const changed = (cause?: unknown): SagaError =>
+    new SagaError({
+      code: "CONFLICT",
+      cause,
+      ownerOperationId: tx,
+      message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
+    });
+  const made: { lease?: HeldWorkspaceLock } = {};
+  try {
+    return await withStateLock(
+      join(p.locksDir, "registry.lock"),
+      "the workspace lock registry",
+      p.fs,
+      registryLockOptions(p),
+      async () => {
+        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        if (overlap) throw overlap;
+        const state = readState(p.fs, p.path, bootTimeMs);
+        if (state.kind !== "unreadable" || !sameFile(state.identity, expectedTorn)) throw changed();
+        if (state.torn === null) {
+          throw new SagaError({
+            code: "LOCK_FAILED",
+            ownerOperationId: tx,
+            message: `The workspace lock ${p.path} is unreadable (${state.reason}) but was last changed after this machine booted${bootTimeMs() === undefined ? " (or this machine's boot time is unknown)" : ""}, so a process of this boot may have written it: it is not a lock torn by a power loss and is never taken over (fail closed). It was left exactly as it is. Find out what wrote it; to settle restore ${tx}, stop every drydock server and CLI using this data directory, move the file aside and keep it, then settle the restore under a fresh lock (\`drydock restores show ${tx}\`, --expected-owner-digest none).`,
+          });
+        }
+        let handle: LockHandle;
+        try {
+          handle = await takeoverLock(p.path, expectedTorn, { ...p.lockOptions, waitMs: p.waitMs });
+        } catch (error) {
+          if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw changed(error);
+          throw lockFailed(error, `workspace ${p.root}`);
+        }
+        made.lease = makeLease(p, handle, null, expectedTorn);
+        return made.lease;
+      },
+    );
+  } catch (error) {
+    // As for an owner's takeover: the lock file never went missing, so a lost registry hands the lease back.
+    if (made.lease && isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") return made.lease;
+    throw error;
+  }
+}
+
 async function runHeld<T>(
   held: HeldWorkspaceLock,
   fn: (lease: WorkspaceLease) => T | Promise<T>,
@@ -591,7 +832,7 @@ export async function withWorkspaceLock<T>(
   return runHeld(await acquireWorkspaceLock(options), fn);
 }
 
-/** `withWorkspaceLock` through a takeover of the exact dead owner `expectedOwner`. */
+/** `withWorkspaceLock` through a takeover of the exact dead owner `expectedOwner`, or of the torn lock `expectedTorn`. */
 export async function withWorkspaceRecoveryLock<T>(
   options: WorkspaceRecoveryLockOptions,
   fn: (lease: WorkspaceLease) => T | Promise<T>,

@@ -7,8 +7,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
+  inspectWorkspaceLockState,
   ownerDigest,
   takeoverWorkspaceLock,
+  tornLockDigest,
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
@@ -651,5 +653,200 @@ describe("workspace lock: one directory under two paths", () => {
     } finally {
       execFileSync("umount", [alias]);
     }
+  });
+});
+
+describe("workspace lock: a lock file torn by a power loss", () => {
+  /** This machine as file-lock sees it, but booted at `bootTimeMs` (no real reboot needed). */
+  const bootedAt = (bootTimeMs: number) => ({ ...createSystemIdentity(), bootTimeMs: () => bootTimeMs });
+  const afterReboot = () => bootedAt(Date.now() + 60_000);
+  const sameBoot = () => bootedAt(Date.now() - 3_600_000);
+  const lockPath = () => workspaceLockPath(dataDir, fs.realpathSync(workspace));
+
+  /** A retained lock of `op-torn`, then torn: `bytes` replace its owner in place (same inode). */
+  async function tornLock(bytes: (owner: Buffer) => Buffer): Promise<string> {
+    await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-torn" });
+    const path = lockPath();
+    fs.writeFileSync(path, bytes(fs.readFileSync(path)));
+    return path;
+  }
+
+  it("inspection reports an empty or half-written lock as unreadable and torn, read-only, with its identity", async () => {
+    for (const [name, tear] of [
+      ["empty", () => Buffer.alloc(0)],
+      ["half", (owner: Buffer) => owner.subarray(0, owner.length >> 1)],
+      ["zeros", (owner: Buffer) => Buffer.alloc(owner.length)],
+    ] as const) {
+      const path = await tornLock(tear);
+      const bytes = fs.readFileSync(path);
+      const stat = fs.statSync(path);
+      const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity: afterReboot() });
+      expect(state.kind, name).toBe("unreadable");
+      if (state.kind !== "unreadable") throw new Error("unreachable");
+      const identity = { dev: stat.dev, ino: stat.ino, size: stat.size, ctimeMs: stat.ctimeMs };
+      expect(state.identity, name).toEqual(identity);
+      expect(state.torn, name).toEqual({ torn: true, ...identity });
+      expect(state.path).toBe(path);
+      expect(state.reason.length).toBeGreaterThan(0);
+      // The same file in this boot: unreadable, but not torn (a process of this boot may have written it).
+      const now = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity: sameBoot() });
+      expect(now).toMatchObject({ kind: "unreadable", torn: null, identity });
+      // The old inspection still refuses it; nothing was changed.
+      expect(() => inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toThrow(
+        expect.objectContaining({ code: "LOCK_FAILED" }),
+      );
+      expect(fs.readFileSync(path)).toEqual(bytes);
+      expect(fs.readdirSync(join(dataDir, "locks")).filter((entry) => entry.startsWith("ws-"))).toEqual([
+        basename(path),
+      ]);
+      fs.rmSync(path);
+    }
+    expect(inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace })).toEqual({ kind: "absent" });
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-live" });
+    const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace });
+    expect(state).toEqual({ kind: "owner", owner: held.owner });
+    held.release();
+  });
+
+  it("takes over a torn lock given its exact TornLock: the new lease owns the lock, for the operation's transaction", async () => {
+    const path = await tornLock(() => Buffer.alloc(0));
+    const identity = afterReboot();
+    const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity });
+    if (state.kind !== "unreadable" || state.torn === null) throw new Error("expected a torn lock");
+    const expectedTorn = state.torn;
+    expect(tornLockDigest(expectedTorn)).toMatch(/^sha256:[0-9a-f]{64}$/);
+    const result = await withWorkspaceRecoveryLock(
+      { dataDir, workspaceRoot: workspace, transactionId: "op-torn", expectedTorn, identity },
+      (lease) => {
+        expect(lease.owner.payload).toEqual({
+          transactionId: "op-torn",
+          workspaceRoot: fs.realpathSync(workspace),
+          purpose: "checkpoint-restore",
+        });
+        expect(lease.priorOwner).toBeNull();
+        expect(lease.priorTornLock).toEqual(expectedTorn);
+        expect(lease.recoveryOfOperationId).toBe("op-torn");
+        const onDisk = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+        expect(ownerDigest(onDisk)).toBe(lease.ownerDigest);
+        lease.assertOwned();
+        return "settled";
+      },
+    );
+    expect(result).toBe("settled");
+    expect(fs.existsSync(path)).toBe(false);
+
+    // takeoverWorkspaceLock itself: the lease can retain the lock again for a later recovery.
+    await tornLock(() => Buffer.alloc(0));
+    const again = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity });
+    if (again.kind !== "unreadable" || again.torn === null) throw new Error("expected a torn lock");
+    const held = await takeoverWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-torn",
+      expectedTorn: again.torn,
+      identity,
+    });
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(held.owner);
+    held.release();
+  });
+
+  it("refuses a stale TornLock (the file was replaced since it was inspected) and leaves the file", async () => {
+    const path = await tornLock(() => Buffer.alloc(0));
+    const identity = afterReboot();
+    const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity });
+    if (state.kind !== "unreadable" || state.torn === null) throw new Error("expected a torn lock");
+    // Replaced by another file (another inode), torn too.
+    fs.writeFileSync(`${path}.new`, "");
+    fs.renameSync(`${path}.new`, path);
+    const bytes = fs.readFileSync(path);
+    const ino = fs.statSync(path).ino;
+    const error = await rejection(
+      takeoverWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-torn",
+        expectedTorn: state.torn,
+        identity,
+      }),
+    );
+    expect(error.code).toBe("CONFLICT");
+    expect(error.message).toMatch(/changed since it was inspected/);
+    expect(fs.readFileSync(path)).toEqual(bytes);
+    expect(fs.statSync(path).ino).toBe(ino);
+    // A shape that is not a TornLock at all is an argument error, before anything is read.
+    const invalid = await rejection(
+      takeoverWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-torn",
+        expectedTorn: { ...state.torn, size: -1 },
+        identity,
+      }),
+    );
+    expect(invalid.code).toBe("INVALID_ARGUMENT");
+  });
+
+  it("refuses a garbage lock last changed after this boot (fail closed) and says what to do", async () => {
+    const path = await tornLock(() => Buffer.from("{ not json"));
+    const identity = sameBoot();
+    const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity });
+    if (state.kind !== "unreadable" || state.identity === null)
+      throw new Error("expected an unreadable lock");
+    expect(state.torn).toBeNull();
+    const error = await rejection(
+      takeoverWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-torn",
+        expectedTorn: { torn: true, ...state.identity },
+        identity,
+      }),
+    );
+    expect(error.code).toBe("LOCK_FAILED");
+    expect(error.message).toMatch(/after this machine booted/);
+    expect(error.message).toMatch(/--expected-owner-digest none/);
+    expect(fs.readFileSync(path, "utf8")).toBe("{ not json");
+  });
+
+  it("refuses a torn takeover while an overlapping workspace is locked, and leaves both", async () => {
+    const path = await tornLock(() => Buffer.alloc(0));
+    const identity = afterReboot();
+    const state = inspectWorkspaceLockState({ dataDir, workspaceRoot: workspace, identity });
+    if (state.kind !== "unreadable" || state.torn === null) throw new Error("expected a torn lock");
+    const child = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: join(workspace, "child"),
+      transactionId: "op-child",
+      identity,
+    }).catch((error: unknown) => error);
+    // The torn lock itself keeps the child out (fail closed), so lock the child's file by hand instead.
+    expect(child).toMatchObject({ code: "LOCK_FAILED" });
+    fs.writeFileSync(
+      workspaceLockPath(dataDir, join(fs.realpathSync(workspace), "child")),
+      `${JSON.stringify({
+        version: 1,
+        pid: process.pid,
+        token: "6f1c1f0e-2a3b-4c5d-8e9f-0a1b2c3d4e5f",
+        createdAt: Date.now(),
+        host: hostname(),
+        bootId: createSystemIdentity().bootId(),
+        payload: {
+          transactionId: "op-child",
+          workspaceRoot: join(fs.realpathSync(workspace), "child"),
+          purpose: "checkpoint-restore",
+        },
+      })}\n`,
+    );
+    const error = await rejection(
+      takeoverWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: "op-torn",
+        expectedTorn: state.torn,
+        identity,
+      }),
+    );
+    expect(error.code).toBe("WORKSPACE_LOCKED");
+    expect(fs.readFileSync(path, "utf8")).toBe("");
   });
 });

@@ -93,11 +93,13 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
     `${c.bold(`Restore ${operationId}`)} (bot ${workspace.botId}, ${workspace.root})`,
     `phase ${preview.saga.phase} (base ${preview.saga.basePhase ?? "-"}), seq ${preview.saga.seq}${preview.saga.archived ? ", archived" : ""}${preview.saga.terminal ? ", finished" : ""}`,
     `chain: verified (${preview.saga.events.length} events, head ${preview.saga.headHash})`,
-    preview.owner === null
-      ? preview.saga.terminal || preview.saga.phase === "created"
-        ? "workspace lock: none"
-        : "workspace lock: none (a stopped restore keeps its lock, so someone removed it; an action takes a fresh one, only if no lock covers this workspace and every process the restore recorded is dead)"
-      : `workspace lock: pid ${preview.owner.pid} ${preview.owner.alive ? c.yellow("running") : c.red("dead")}, owner ${preview.owner.digest}`,
+    preview.tornLock
+      ? `workspace lock: unreadable, torn by a power loss (${preview.tornLock.size} bytes, last changed ${preview.tornLock.changedAt}, before this machine booted): an action takes over this very file, only while every process the restore recorded is dead; ${preview.tornLock.digest}`
+      : preview.owner === null
+        ? preview.saga.terminal || preview.saga.phase === "created"
+          ? "workspace lock: none"
+          : "workspace lock: none (a stopped restore keeps its lock, so someone removed it; an action takes a fresh one, only if no lock covers this workspace and every process the restore recorded is dead)"
+        : `workspace lock: pid ${preview.owner.pid} ${preview.owner.alive ? c.yellow("running") : c.red("dead")}, owner ${preview.owner.digest}`,
     "",
     table(
       ["seq", "phase", "at"],
@@ -137,7 +139,7 @@ function parseFence(ctx: CommandContext): {
   if (expectedSeq === undefined || expectedHash === undefined || expectedOwnerDigest === undefined) {
     throw new CliError(
       "USAGE",
-      "Applying a restore action needs the fence printed by `drydock restores show`: --expected-seq, --expected-hash and --expected-owner-digest (sha256:… or none).",
+      "Applying a restore action needs the fence printed by `drydock restores show`: --expected-seq, --expected-hash and --expected-owner-digest (sha256:…, torn:sha256:… or none).",
     );
   }
   const seq = Number(expectedSeq);
@@ -147,8 +149,9 @@ function parseFence(ctx: CommandContext): {
   if (!/^sha256:[0-9a-f]{64}$/.test(expectedHash)) {
     throw new CliError("USAGE", "--expected-hash must be sha256: followed by 64 hex digits.");
   }
-  if (expectedOwnerDigest !== "none" && !/^sha256:[0-9a-f]{64}$/.test(expectedOwnerDigest)) {
-    throw new CliError("USAGE", "--expected-owner-digest must be sha256:… or none.");
+  // torn:sha256:… names a workspace lock file torn by a power loss (no owner to digest): that very file.
+  if (expectedOwnerDigest !== "none" && !/^(torn:)?sha256:[0-9a-f]{64}$/.test(expectedOwnerDigest)) {
+    throw new CliError("USAGE", "--expected-owner-digest must be sha256:…, torn:sha256:… or none.");
   }
   return {
     expectedSeq: seq,

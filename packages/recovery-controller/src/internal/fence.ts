@@ -19,7 +19,7 @@ export function validateFence(input: unknown): RestoreFence {
     throw recoveryError(
       "INVALID_ARGUMENT",
       "Restore recovery needs the exact fence from `drydock restores show`: --expected-seq (an integer ≥ 1), " +
-        "--expected-hash (sha256:…) and --expected-owner-digest (sha256:… or none).",
+        "--expected-hash (sha256:…) and --expected-owner-digest (sha256:…, torn:sha256:… or none).",
     );
   }
   return parsed.data;
