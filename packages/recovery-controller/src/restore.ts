@@ -595,6 +595,28 @@ export function createRestoreRecoveryController(
     }
   }
 
+  /**
+   * Journals the start of a recovery attempt under `lease`: `recovery_required` first unless the saga is
+   * already there (the transition table allows `recovery_started` only after it), then `recovery_started`
+   * naming the lease's owner and the action.
+   */
+  async function startRecovery(
+    saga: SagaView,
+    lease: RecoveryLease,
+    recoveryAction: "abort-pre-intent" | "resume-already-completed",
+    why: { reason: string; errorCode: string },
+  ): Promise<SagaView> {
+    let current = saga;
+    if (current.phase !== "recovery_required")
+      current = await advanceExact(current, "recovery_required", why);
+    lease.assertOwned();
+    return advanceExact(current, "recovery_started", {
+      workspaceLockOwner: lease.owner,
+      lockOwnerDigest: lock.ownerDigest(lease.owner),
+      recoveryAction,
+    });
+  }
+
   /** The workspace lock if it is this operation's (or torn, or absent); another restore's lock is a conflict. */
   async function ownerOf(operationId: string, saga: SagaView | null): Promise<LockRead> {
     const read = await inspectLock(operationId, saga);
@@ -861,17 +883,9 @@ export function createRestoreRecoveryController(
         lease.assertOwned();
         let saga = await loadExact(operationId, fence);
         assertAbortable(saga);
-        if (saga.phase !== "recovery_required") {
-          saga = await advanceExact(saga, "recovery_required", {
-            reason: "The restore was interrupted before its durable intent",
-            errorCode: "RESTORE_RECOVERY_ABORT_REQUESTED",
-          });
-        }
-        lease.assertOwned();
-        saga = await advanceExact(saga, "recovery_started", {
-          workspaceLockOwner: lease.owner,
-          lockOwnerDigest: lock.ownerDigest(lease.owner),
-          recoveryAction: "abort-pre-intent",
+        saga = await startRecovery(saga, lease, "abort-pre-intent", {
+          reason: "The restore was interrupted before its durable intent",
+          errorCode: "RESTORE_RECOVERY_ABORT_REQUESTED",
         });
         lease.assertOwned();
         saga = await advanceExact(saga, "aborted", { recoveryAction: "abort-pre-intent", reason });
@@ -1028,17 +1042,9 @@ export function createRestoreRecoveryController(
         lease.assertOwned();
         let saga = await loadExact(operationId, fence);
         const evidence = assertCompletable(saga);
-        if (saga.phase !== "recovery_required") {
-          saga = await advanceExact(saga, "recovery_required", {
-            reason: "The restore stopped after applying every change, before it journaled completed",
-            errorCode: "RESTORE_RECOVERY_COMPLETE_REQUESTED",
-          });
-        }
-        lease.assertOwned();
-        saga = await advanceExact(saga, "recovery_started", {
-          workspaceLockOwner: lease.owner,
-          lockOwnerDigest: lock.ownerDigest(lease.owner),
-          recoveryAction: "resume-already-completed",
+        saga = await startRecovery(saga, lease, "resume-already-completed", {
+          reason: "The restore stopped after applying every change, before it journaled completed",
+          errorCode: "RESTORE_RECOVERY_COMPLETE_REQUESTED",
         });
         lease.assertOwned();
         saga = await advanceExact(saga, "completed", {

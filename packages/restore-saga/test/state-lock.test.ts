@@ -1,71 +1,21 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  eventHash,
-  openSagaStore,
-  ownerDigest,
-  type SagaState,
-  type SagaStore,
-  type SagaStoreOptions,
-} from "../src/index.js";
+import { describe, expect, it } from "vitest";
+import { eventHash, type SagaState, type SagaStore } from "../src/index.js";
 import { prettyCanonical } from "../src/internal/canonical.js";
 import { withStateLock } from "../src/internal/state-lock.js";
-import { makeTempDir, rejection, removeDir } from "./helpers.js";
+import { rejection } from "./helpers.js";
+import { createEvidence, HASH, step, useStoreBed } from "./store-bed.js";
 
-const HASH = `sha256:${"a".repeat(64)}`;
 const FOREIGN_TOKEN = "ffffffff-ffff-4fff-bfff-ffffffffffff";
 
-let base: string;
-let workspace: string;
-let stateDir: string;
-
-beforeEach(() => {
-  base = makeTempDir("state-lock");
-  workspace = join(base, "workspace");
-  stateDir = join(base, "state");
-  fs.mkdirSync(workspace);
-});
-
-afterEach(() => {
-  removeDir(base);
-});
-
-function open(extra: Partial<SagaStoreOptions> = {}): SagaStore {
-  return openSagaStore({ stateDir, workspaceRoot: workspace, ...extra });
-}
-
-const createEvidence = {
-  kind: "checkpoint-restore" as const,
-  checkpointId: "ckpt-1",
-  checkpointManifestDigest: HASH,
-  actorPid: 77,
-};
-
-function owner(operationId: string) {
-  return {
-    version: 1 as const,
-    pid: 4242,
-    token: "0b0f3c55-5a2e-4b8e-9c53-5b0f5e8a1d11",
-    createdAt: 1_700_000_000_000,
-    payload: { transactionId: operationId, workspaceRoot: workspace, purpose: "checkpoint-restore" as const },
-  };
-}
-
-function step(store: SagaStore, saga: SagaState, phase: string, evidence: Record<string, unknown>) {
-  return store.advance(saga.operationId, {
-    expectedSeq: saga.seq,
-    expectedHash: saga.headHash,
-    phase: phase as never,
-    evidence,
-  });
-}
+const bed = useStoreBed("state-lock");
+const { open } = bed;
 
 async function upToLocked(store: SagaStore, id: string): Promise<SagaState> {
   const saga = await store.create(id, createEvidence);
-  const o = owner(id);
-  return step(store, saga, "locked", { workspaceLockOwner: o, lockOwnerDigest: ownerDigest(o) });
+  return step(store, saga, "locked", bed.lockedEvidence(id));
 }
 
 /** What a process that took the lock from us (a reaper misled about our liveness, a hand edit) leaves. */
@@ -80,7 +30,7 @@ const eio = (syscall: string) =>
 
 describe("state lock: a lock lost while it was held", () => {
   it("withStateLock reports it instead of returning the callback's result", async () => {
-    const path = join(base, "x.lock");
+    const path = join(bed.base, "x.lock");
     const outcome = await withStateLock(path, "the test state", nodeFileOps, undefined, () => {
       stealLock(path);
       return "result";

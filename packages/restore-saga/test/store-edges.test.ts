@@ -1,67 +1,17 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  openSagaStore,
-  ownerDigest,
-  type SagaState,
-  type SagaStore,
-  type SagaStoreOptions,
-} from "../src/index.js";
-import { makeTempDir, rejection, removeDir } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { openSagaStore, ownerDigest, type SagaState, type SagaStore } from "../src/index.js";
+import { rejection } from "./helpers.js";
+import { createEvidence, HASH, step, useStoreBed } from "./store-bed.js";
 
-const HASH = `sha256:${"a".repeat(64)}`;
-
-let base: string;
-let workspace: string;
-let stateDir: string;
-
-beforeEach(() => {
-  base = makeTempDir("store-edges");
-  workspace = join(base, "workspace");
-  stateDir = join(base, "state");
-  fs.mkdirSync(workspace);
-});
-
-afterEach(() => {
-  removeDir(base);
-});
-
-function open(extra: Partial<SagaStoreOptions> = {}): SagaStore {
-  return openSagaStore({ stateDir, workspaceRoot: workspace, ...extra });
-}
-
-const createEvidence = {
-  kind: "checkpoint-restore" as const,
-  checkpointId: "ckpt-1",
-  checkpointManifestDigest: HASH,
-  actorPid: 77,
-};
-
-function owner(operationId: string) {
-  return {
-    version: 1 as const,
-    pid: 4242,
-    token: "0b0f3c55-5a2e-4b8e-9c53-5b0f5e8a1d11",
-    createdAt: 1_700_000_000_000,
-    payload: { transactionId: operationId, workspaceRoot: workspace, purpose: "checkpoint-restore" as const },
-  };
-}
-
-async function step(store: SagaStore, saga: SagaState, phase: string, evidence: Record<string, unknown>) {
-  return store.advance(saga.operationId, {
-    expectedSeq: saga.seq,
-    expectedHash: saga.headHash,
-    phase: phase as never,
-    evidence,
-  });
-}
+const bed = useStoreBed("store-edges");
+const { open, owner } = bed;
 
 async function upToPrepared(store: SagaStore, id: string): Promise<SagaState> {
   let saga = await store.create(id, createEvidence);
-  const o = owner(id);
-  saga = await step(store, saga, "locked", { workspaceLockOwner: o, lockOwnerDigest: ownerDigest(o) });
+  saga = await step(store, saga, "locked", bed.lockedEvidence(id));
   return step(store, saga, "prepared", { prestateDigest: HASH, targetCount: 3 });
 }
 
@@ -183,24 +133,24 @@ describe("saga store: a clock the event schema cannot record", () => {
 
 describe("saga store: a stateDir inside the workspace", () => {
   it("is refused when reached through a symlink, whether or not it exists yet", () => {
-    fs.symlinkSync(workspace, join(base, "link"));
-    fs.mkdirSync(join(workspace, "state"));
-    for (const dir of [join(base, "link", "state"), join(base, "link", "not", "yet")]) {
-      expect(() => openSagaStore({ stateDir: dir, workspaceRoot: workspace })).toThrow(
+    fs.symlinkSync(bed.workspace, join(bed.base, "link"));
+    fs.mkdirSync(join(bed.workspace, "state"));
+    for (const dir of [join(bed.base, "link", "state"), join(bed.base, "link", "not", "yet")]) {
+      expect(() => openSagaStore({ stateDir: dir, workspaceRoot: bed.workspace })).toThrow(
         expect.objectContaining({
           code: "INVALID_ARGUMENT",
           message: expect.stringMatching(/must not be inside the workspace/),
         }),
       );
     }
-    expect(fs.readdirSync(workspace)).toEqual(["state"]);
-    expect(fs.readdirSync(join(workspace, "state"))).toEqual([]);
+    expect(fs.readdirSync(bed.workspace)).toEqual(["state"]);
+    expect(fs.readdirSync(join(bed.workspace, "state"))).toEqual([]);
   });
 
   it("is accepted through a symlink that leads outside it", async () => {
-    fs.mkdirSync(join(base, "elsewhere"));
-    fs.symlinkSync(join(base, "elsewhere"), join(base, "link"));
-    const store = openSagaStore({ stateDir: join(base, "link", "state"), workspaceRoot: workspace });
+    fs.mkdirSync(join(bed.base, "elsewhere"));
+    fs.symlinkSync(join(bed.base, "elsewhere"), join(bed.base, "link"));
+    const store = openSagaStore({ stateDir: join(bed.base, "link", "state"), workspaceRoot: bed.workspace });
     expect((await store.create("op-ok", createEvidence)).seq).toBe(1);
   });
 });
@@ -249,7 +199,7 @@ describe("saga store: what a refusal says is true", () => {
     expect(fs.existsSync(temp)).toBe(false);
     expect(fs.statSync(join(dir, "000003-prepared.json")).nlink).toBe(1);
     // A second name that is not a temp of this saga is still a hard link, and CORRUPT.
-    fs.linkSync(join(dir, "000003-prepared.json"), join(base, "elsewhere.json"));
+    fs.linkSync(join(dir, "000003-prepared.json"), join(bed.base, "elsewhere.json"));
     expect((await rejection(open().load("op-l"))).code).toBe("CORRUPT");
   });
 

@@ -1,70 +1,18 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  DEFAULT_SAGA_LIMITS,
-  isSagaError,
-  openSagaStore,
-  ownerDigest,
-  type SagaError,
-  type SagaState,
-  type SagaStore,
-  type SagaStoreOptions,
-} from "../src/index.js";
-import { makeTempDir, rejection, removeDir } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { DEFAULT_SAGA_LIMITS, isSagaError, type SagaError, type SagaState } from "../src/index.js";
+import { rejection } from "./helpers.js";
+import { createEvidence, HASH, HASH2, step, useStoreBed } from "./store-bed.js";
 
 // The event cap (limits.maxEvents) keeps room to settle: a recovery attempt that the store lets start can
 // always finish, however many attempts failed before it.
 
-const HASH = `sha256:${"a".repeat(64)}`;
-const HASH2 = `sha256:${"b".repeat(64)}`;
 const MAX = DEFAULT_SAGA_LIMITS.maxEvents;
 
-let base: string;
-let workspace: string;
-let stateDir: string;
-
-beforeEach(() => {
-  base = makeTempDir("event-cap");
-  workspace = join(base, "workspace");
-  stateDir = join(base, "state");
-  fs.mkdirSync(workspace);
-});
-
-afterEach(() => {
-  removeDir(base);
-});
-
-function open(extra: Partial<SagaStoreOptions> = {}): SagaStore {
-  return openSagaStore({ stateDir, workspaceRoot: workspace, ...extra });
-}
-
-const createEvidence = {
-  kind: "checkpoint-restore" as const,
-  checkpointId: "ckpt-1",
-  checkpointManifestDigest: HASH,
-  actorPid: 77,
-};
-
-function ownerEvidence(operationId: string) {
-  const owner = {
-    version: 1 as const,
-    pid: 4242,
-    token: "0b0f3c55-5a2e-4b8e-9c53-5b0f5e8a1d11",
-    createdAt: 1_700_000_000_000,
-    payload: { transactionId: operationId, workspaceRoot: workspace, purpose: "checkpoint-restore" as const },
-  };
-  return { workspaceLockOwner: owner, lockOwnerDigest: ownerDigest(owner) };
-}
-
-async function step(store: SagaStore, saga: SagaState, phase: string, evidence: Record<string, unknown>) {
-  return store.advance(saga.operationId, {
-    expectedSeq: saga.seq,
-    expectedHash: saga.headHash,
-    phase: phase as never,
-    evidence,
-  });
-}
+const bed = useStoreBed("event-cap");
+const { open } = bed;
+const ownerEvidence = (operationId: string) => bed.lockedEvidence(operationId);
 
 /** Runs `attempt` until the store refuses a step with LIMIT; returns the saga then and the refusal. */
 async function untilLimit(

@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { acquireLock, type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import fc from "fast-check";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   canonicalJson,
   domainDigest,
@@ -13,48 +13,11 @@ import {
   ownerDigest,
   type SagaState,
   type SagaStore,
-  type SagaStoreOptions,
 } from "../src/index.js";
-import { makeTempDir, removeDir } from "./helpers.js";
+import { createEvidence, HASH, HASH2, step, useStoreBed } from "./store-bed.js";
 
-const HASH = `sha256:${"a".repeat(64)}`;
-const HASH2 = `sha256:${"b".repeat(64)}`;
-
-let base: string;
-let workspace: string;
-let stateDir: string;
-
-beforeEach(() => {
-  base = makeTempDir("store");
-  workspace = join(base, "workspace");
-  stateDir = join(base, "state");
-  fs.mkdirSync(workspace);
-});
-
-afterEach(() => {
-  removeDir(base);
-});
-
-function open(extra: Partial<SagaStoreOptions> = {}): SagaStore {
-  return openSagaStore({ stateDir, workspaceRoot: workspace, ...extra });
-}
-
-function owner(operationId: string, root = workspace) {
-  return {
-    version: 1 as const,
-    pid: 4242,
-    token: "0b0f3c55-5a2e-4b8e-9c53-5b0f5e8a1d11",
-    createdAt: 1_700_000_000_000,
-    payload: { transactionId: operationId, workspaceRoot: root, purpose: "checkpoint-restore" as const },
-  };
-}
-
-const createEvidence = {
-  kind: "checkpoint-restore" as const,
-  checkpointId: "ckpt-1",
-  checkpointManifestDigest: HASH,
-  actorPid: 77,
-};
+const bed = useStoreBed("store");
+const { open, owner } = bed;
 
 async function expectSagaError(
   promise: Promise<unknown>,
@@ -68,15 +31,6 @@ async function expectSagaError(
     return error;
   }
   throw new Error(`expected SagaError ${code}, but the call succeeded`);
-}
-
-async function step(store: SagaStore, saga: SagaState, phase: string, evidence: Record<string, unknown>) {
-  return store.advance(saga.operationId, {
-    expectedSeq: saga.seq,
-    expectedHash: saga.headHash,
-    phase: phase as never,
-    evidence,
-  });
 }
 
 /** created → … → completed with a restore of `targets` changes. */
@@ -115,7 +69,7 @@ describe("saga store: chain and phase machine", () => {
     expect(saga.seq).toBe(1);
     expect(saga.phase).toBe("created");
     expect(saga.events[0]!.prevHash).toBeNull();
-    expect(saga.events[0]!.evidence.workspaceRoot).toBe(workspace);
+    expect(saga.events[0]!.evidence.workspaceRoot).toBe(bed.workspace);
     const dir = opDir(store, "op-1");
     expect(fs.readdirSync(dir).sort()).toEqual(["000001-created.json", "HEAD"]);
     expect(fs.statSync(dir).mode & 0o777).toBe(0o700);
@@ -402,13 +356,13 @@ describe("saga store: compare-and-set, limits, ids", () => {
       await expectSagaError(store.create(id, createEvidence), "INVALID_ARGUMENT");
       await expectSagaError(store.load(id), "INVALID_ARGUMENT");
     }
-    expect(fs.existsSync(join(base, "escape"))).toBe(false);
+    expect(fs.existsSync(join(bed.base, "escape"))).toBe(false);
   });
 
   it("refuses a stateDir inside the workspace", () => {
-    expect(() => openSagaStore({ stateDir: join(workspace, "state"), workspaceRoot: workspace })).toThrow(
-      expect.objectContaining({ code: "INVALID_ARGUMENT" }),
-    );
+    expect(() =>
+      openSagaStore({ stateDir: join(bed.workspace, "state"), workspaceRoot: bed.workspace }),
+    ).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
   });
 
   it("gives NOT_FOUND for an unknown saga and for an archived one on load", async () => {
@@ -422,23 +376,23 @@ describe("saga store: compare-and-set, limits, ids", () => {
   });
 
   it("keeps shards of different workspaces isolated", async () => {
-    const otherWorkspace = join(base, "other");
+    const otherWorkspace = join(bed.base, "other");
     fs.mkdirSync(otherWorkspace);
     const a = open();
-    const b = openSagaStore({ stateDir, workspaceRoot: otherWorkspace });
+    const b = openSagaStore({ stateDir: bed.stateDir, workspaceRoot: otherWorkspace });
     await a.create("same-id", createEvidence);
     const inB = await b.create("same-id", createEvidence);
     expect(inB.workspaceRoot).toBe(otherWorkspace);
     expect(a.shardDir).not.toBe(b.shardDir);
-    expect((await a.load("same-id")).events[0]!.evidence.workspaceRoot).toBe(workspace);
+    expect((await a.load("same-id")).events[0]!.evidence.workspaceRoot).toBe(bed.workspace);
   });
 
   it("refuses a saga whose workspace directory was replaced with WORKSPACE_MISMATCH", async () => {
     const store = open();
     await store.create("op-replaced", createEvidence);
     // The old directory stays alive elsewhere, so the new one cannot reuse its inode number.
-    fs.renameSync(workspace, join(base, "old-workspace"));
-    fs.mkdirSync(workspace);
+    fs.renameSync(bed.workspace, join(bed.base, "old-workspace"));
+    fs.mkdirSync(bed.workspace);
     await expectSagaError(open().load("op-replaced"), "WORKSPACE_MISMATCH");
   });
 });
@@ -746,7 +700,7 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
   it("refuses a symlinked event file", async () => {
     const { store, dir } = await completedSaga();
     const path = join(dir, "000005-safety_ready.json");
-    const outside = join(base, "outside.json");
+    const outside = join(bed.base, "outside.json");
     fs.renameSync(path, outside);
     fs.symlinkSync(outside, path);
     await expectCorruptUnchanged(store, dir);
@@ -754,13 +708,13 @@ describe("saga store: tampering is CORRUPT and changes nothing", () => {
 
   it("refuses a hard-linked event file", async () => {
     const { store, dir } = await completedSaga();
-    fs.linkSync(join(dir, "000002-locked.json"), join(base, "second-name.json"));
+    fs.linkSync(join(dir, "000002-locked.json"), join(bed.base, "second-name.json"));
     await expectCorruptUnchanged(store, dir);
   });
 
   it("refuses a symlinked saga directory and an unexpected file", async () => {
     const { store, dir } = await completedSaga();
-    const moved = join(base, "moved-op");
+    const moved = join(bed.base, "moved-op");
     fs.renameSync(dir, moved);
     fs.symlinkSync(moved, dir);
     await expectSagaError(store.load("op-t"), "CORRUPT");
