@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
 import { type DeepReadonly, openJsonJournal, toJournalStateError } from "@drydock/json-journal";
 import { deletePaused, invalidArgument, isJournalStateError } from "./errors.js";
-import { assertBoatId, assertBotId, parseIdentity, parseOperation } from "./internal/args.js";
+import { assertBoatId, assertBotId, parseExpected, parseIdentity, parseOperation } from "./internal/args.js";
 import { checkDeleteJournal } from "./internal/check.js";
 import {
   acceptStep,
@@ -10,6 +10,7 @@ import {
   getOf,
   hasPendingForBot,
   prepareStep,
+  restampStep,
   retireStep,
   type Step,
   snapshotOf,
@@ -46,6 +47,17 @@ export interface BoatDeleteJournal {
   prepareBoatDeletionOnce(
     identity: BoatDeletionIdentity,
   ): Promise<{ record: BoatDeletionRecord; prepared: boolean }>;
+  /**
+   * Re-stamps a prepared fence (`updatedAt = max(now, updatedAt + 1)`) right before DELETE is sent again
+   * under it, so the in-flight window runs again from this DELETE. Compare-and-set: only when the fence on
+   * disk is exactly `expected` (every field equal) and prepared; otherwise nothing is written and the fence
+   * as it stands (or `null`) comes back with `restamped: false` — the caller must not send. Of two callers
+   * holding the same copy, exactly one re-stamps.
+   */
+  restampBoatDeletion(
+    boxId: string,
+    expected: BoatDeletionRecord,
+  ): Promise<{ record: BoatDeletionRecord | null; restamped: boolean }>;
   /** Bind boat.dev's receipt (pending, processing or completed) to the fence; statuses only move forward. */
   markBoatDeletionAccepted(boxId: string, operation: unknown): Promise<BoatDeletionRecord>;
   /** Keep the fence but mark it blocked, with or without a (blocked) receipt. */
@@ -117,6 +129,11 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
         const step = prepareStep(doc, target, at);
         return { ...step, result: { record: step.result, prepared: step.next !== undefined } };
       });
+    },
+    async restampBoatDeletion(boxId, expected) {
+      assertBoatId(boxId, "invalid cloud computer id for deletion");
+      const fence = parseExpected(boxId, expected);
+      return update((doc, at) => restampStep(doc, boxId, fence, at));
     },
     async markBoatDeletionAccepted(boxId, value) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");

@@ -119,6 +119,45 @@ describe("prepareBoatDeletionOnce", () => {
   });
 });
 
+describe("restampBoatDeletion", () => {
+  it("compare-and-set of a prepared fence's updatedAt: of two callers holding the same copy, one wins", async () => {
+    let now = T0;
+    const s = setup({ now: () => now });
+    const read = await s.open().prepareBoatDeletion(target);
+    const before = s.text();
+    now += 40_000;
+    const [a, b] = await Promise.all([
+      s.open().restampBoatDeletion(BOX, read),
+      s.open().restampBoatDeletion(BOX, read),
+    ]);
+    const stamped = { ...read, updatedAt: T0 + 40_000 };
+    expect([a, b].filter((r) => r.restamped)).toEqual([{ record: stamped, restamped: true }]);
+    expect([a, b].filter((r) => !r.restamped)).toEqual([{ record: stamped, restamped: false }]);
+    // Same file format: only updatedAt changed.
+    expect(s.text()).toBe(before.replace(`"updatedAt": ${T0}`, `"updatedAt": ${T0 + 40_000}`));
+    expect(await s.open().getBoatDeletion(BOX)).toEqual(stamped);
+  });
+
+  it("writes nothing for an accepted, blocked or retired fence; refuses a fence of another Boat", async () => {
+    const s = setup({ now: () => T0 });
+    const journal = s.open();
+    const read = await journal.prepareBoatDeletion(target);
+    const accepted = await journal.markBoatDeletionAccepted(BOX, receipt());
+    expect(await journal.restampBoatDeletion(BOX, accepted)).toEqual({ record: accepted, restamped: false });
+    const blocked = await journal.markBoatDeletionBlocked(BOX);
+    expect(await journal.restampBoatDeletion(BOX, blocked)).toEqual({ record: blocked, restamped: false });
+    await journal.retireBoatDeletion(BOX);
+    expect(await journal.restampBoatDeletion(BOX, read)).toEqual({ record: null, restamped: false });
+    await expect(journal.restampBoatDeletion(OTHER_BOX, read)).rejects.toMatchObject({
+      code: "INVALID_ARGUMENT",
+      message: "invalid or mismatched cloud computer deletion fence",
+    });
+    await expect(journal.restampBoatDeletion(BOX, { boxId: BOX } as never)).rejects.toMatchObject({
+      code: "INVALID_ARGUMENT",
+    });
+  });
+});
+
 describe("markBoatDeletionAccepted", () => {
   it("moves pending -> processing -> completed, ignores a stale pending, and snapshots are copies", async () => {
     let now = T0;

@@ -163,6 +163,35 @@ const block = (boxId: string, id: string | null): Op => ({
       : env.journal.markBoatDeletionBlocked(boxId, receiptOf(boxId, id, "blocked", true)),
 });
 
+/**
+ * Re-stamp (compare-and-set) with the fence as it stands in the model, or with a stale copy of it (another
+ * caller re-stamped it meanwhile). The copy is taken when the model applies the command and reused for the
+ * real call.
+ */
+const restamp = (boxId: string, stale: boolean): Op => {
+  let expected: Rec = {
+    boxId,
+    name: "ogb-a",
+    ownerBotId: "bot-a",
+    phase: "prepared",
+    requestedAt: T0,
+    updatedAt: T0,
+  };
+  return {
+    name: `restamp(${boxId}${stale ? ", stale" : ""})`,
+    apply(m) {
+      const existing = m.fences.get(boxId);
+      if (existing) expected = stale ? { ...existing, updatedAt: existing.updatedAt + 1 } : { ...existing };
+      if (!existing) return ok({ record: null, restamped: false });
+      if (existing.phase !== "prepared" || stale) return ok({ record: { ...existing }, restamped: false });
+      const next: Rec = { ...existing, updatedAt: Math.max(m.now, existing.updatedAt + 1) };
+      m.fences.set(boxId, next);
+      return ok({ record: { ...next }, restamped: true });
+    },
+    exec: (env) => env.journal.restampBoatDeletion(boxId, expected),
+  };
+};
+
 const retire = (boxId: string): Op => ({
   name: `retire(${boxId})`,
   apply(m) {
@@ -304,6 +333,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: boxIndex.chain((i) =>
       fc.option(mostly(OPS, i, 4), { nil: null, freq: 3 }).map((id) => block(BOATS[i]!, id)),
     ),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.tuple(boxIndex, fc.nat(3)).map(([i, roll]) => restamp(BOATS[i]!, roll === 0)),
   },
   { weight: 1, arbitrary: boxIndex.map((i) => retire(BOATS[i]!)) },
   { weight: 2, arbitrary: fc.nat(2).map(read) },

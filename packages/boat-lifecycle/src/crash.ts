@@ -26,6 +26,11 @@ export const LIFECYCLE_CRASH_POINTS = [
   "provision.after-adopt",
   /** The deletion fence (prepared record) is durable; no DELETE has left yet. */
   "delete.after-prepare",
+  /**
+   * An explicit retry re-stamped an old prepared fence (its in-flight window runs again); its DELETE has not
+   * left yet.
+   */
+  "delete.after-restamp",
   /** boat.dev answered the DELETE; its receipt is not journaled yet. */
   "delete.after-delete-response",
   /** The receipt is journaled (accepted): from here on a second DELETE would be blind. */

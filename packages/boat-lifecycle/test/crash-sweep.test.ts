@@ -1,4 +1,5 @@
 import { appendFileSync } from "node:fs";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
 import {
@@ -51,8 +52,18 @@ const provisioned = async (t: Harness) => {
 };
 
 const DELETE_POINTS = LIFECYCLE_CRASH_POINTS.filter(
-  (p) => p.startsWith("delete.") && p !== "delete.after-blocked",
+  (p) => p.startsWith("delete.") && p !== "delete.after-blocked" && p !== "delete.after-restamp",
 );
+/** A provisioned Boat whose prepared fence is older than the in-flight window (a crashed caller's). */
+const oldFence = async (t: Harness) => {
+  const target = await provisioned(t);
+  // The child runs on the real clock: the fence is stamped a window and a second in its past.
+  await openBoatDeleteJournal({
+    dataDir: t.dataDir,
+    now: () => Date.now() - DELETE_IN_FLIGHT_MS - 1_000,
+  }).prepareBoatDeletion({ ...target, ownerBotId: BOT });
+  return target;
+};
 const scenarios: Scenario[] = [
   ...(
     [
@@ -109,6 +120,26 @@ const scenarios: Scenario[] = [
     setup: provisioned,
     faults: [{ action: "block-deletion" }],
     endsLive: false,
+  },
+  // The explicit retry of an old prepared fence re-stamps it before DELETE leaves: Delete again, and
+  // provisioning for the bot behind that fence.
+  {
+    label: "delete retry of an old fence",
+    flow: "delete",
+    point: "delete.after-restamp",
+    setup: oldFence,
+    endsLive: false,
+  },
+  {
+    label: "provision behind an old fence",
+    flow: "provision",
+    point: "delete.after-restamp",
+    setup: async (t) => {
+      await oldFence(t);
+      return undefined;
+    },
+    endsLive: true,
+    creates: 2,
   },
   // Provision's cleanup of the Boat it created runs through the delete flow's points.
   ...DELETE_POINTS.map((point) => ({

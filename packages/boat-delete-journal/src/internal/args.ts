@@ -5,6 +5,8 @@ import {
   type BoatDeletionIdentity,
   type BoatDeletionOperationReceipt,
   BoatDeletionOperationReceiptSchema,
+  type BoatDeletionRecord,
+  BoatDeletionRecordFieldsSchema,
   type BoatDeletionStatus,
   BoatNameSchema,
 } from "../schema.js";
@@ -59,6 +61,20 @@ export function parseOperation(
     throw invalidArgument("invalid or mismatched cloud computer deletion operation");
   }
   return parsed.data;
+}
+
+/** A fence as the caller read it (for a compare-and-set): a valid record of exactly this Boat. */
+export function parseExpected(boxId: string, value: unknown): BoatDeletionRecord {
+  let parsed: ReturnType<typeof BoatDeletionRecordFieldsSchema.safeParse>;
+  try {
+    parsed = BoatDeletionRecordFieldsSchema.safeParse(value);
+  } catch {
+    parsed = { success: false } as typeof parsed;
+  }
+  if (!parsed.success || parsed.data.boxId !== boxId) {
+    throw invalidArgument("invalid or mismatched cloud computer deletion fence");
+  }
+  return parsed.data as BoatDeletionRecord;
 }
 
 /** Reads plain fields once; a non-object or a throwing getter counts as a missing field. */

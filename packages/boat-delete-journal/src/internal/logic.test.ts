@@ -13,6 +13,7 @@ import {
   getOf,
   hasPendingForBot,
   prepareStep,
+  restampStep,
   retireStep,
   snapshotOf,
 } from "./logic.js";
@@ -167,6 +168,39 @@ describe("blockStep", () => {
     expect(
       refusal(() => blockStep(doc([prepared(), theirs]), BOX, op({ id: OP2, status: "blocked" }), T0)),
     ).toBe("conflicted with another deletion operation");
+  });
+});
+
+describe("restampStep", () => {
+  it("re-stamps exactly the prepared fence the caller read, keeping everything but updatedAt", () => {
+    const fence = prepared();
+    const step = restampStep(doc([fence]), BOX, fence, T0 + 40_000);
+    expect(step.result).toEqual({ record: prepared({ updatedAt: T0 + 40_000 }), restamped: true });
+    expect(step.next).toEqual(doc([prepared({ updatedAt: T0 + 40_000 })]));
+  });
+
+  it("moves updatedAt strictly forward even if the clock did not: a stale copy never matches again", () => {
+    const fence = prepared({ updatedAt: T0 + 5 });
+    const step = restampStep(doc([fence]), BOX, fence, T0);
+    expect(step.result.record?.updatedAt).toBe(T0 + 6);
+    const again = restampStep(step.next as BoatDeleteJournalFile, BOX, fence, T0 + 100_000);
+    expect(again).toEqual({ result: { record: prepared({ updatedAt: T0 + 6 }), restamped: false } });
+  });
+
+  it("writes nothing for a changed, accepted, blocked or missing fence", () => {
+    const fence = prepared();
+    const accepted = prepared({ phase: "accepted", operationId: OP, status: "pending" });
+    const blocked = prepared({ phase: "blocked", status: "blocked" });
+    expect(restampStep(doc([prepared({ updatedAt: T0 + 1 })]), BOX, fence, T0 + 9)).toEqual({
+      result: { record: prepared({ updatedAt: T0 + 1 }), restamped: false },
+    });
+    expect(restampStep(doc([accepted]), BOX, accepted, T0 + 9)).toEqual({
+      result: { record: accepted, restamped: false },
+    });
+    expect(restampStep(doc([blocked]), BOX, blocked, T0 + 9)).toEqual({
+      result: { record: blocked, restamped: false },
+    });
+    expect(restampStep(doc([]), BOX, fence, T0 + 9)).toEqual({ result: { record: null, restamped: false } });
   });
 });
 

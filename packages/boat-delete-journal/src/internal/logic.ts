@@ -61,6 +61,45 @@ export function prepareStep(
   return { next: file([...others, prepared]), result: copy(prepared) };
 }
 
+/** The fields a fence is compared on: a caller's copy is "the same fence" only if every one of them matches. */
+const FENCE_FIELDS = [
+  "boxId",
+  "name",
+  "ownerBotId",
+  "phase",
+  "requestedAt",
+  "updatedAt",
+  "operationId",
+  "status",
+] as const satisfies readonly (keyof BoatDeletionRecord)[];
+
+export function sameRecord(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
+  return FENCE_FIELDS.every((field) => a[field] === b[field]);
+}
+
+/**
+ * Compare-and-set of a prepared fence's `updatedAt`, written right before DELETE is sent again under it.
+ * Only the exact fence the caller read (`expected`, every field equal) is re-stamped; anything else (another
+ * caller re-stamped or re-prepared it, a receipt arrived, it was blocked or retired) is returned as it
+ * stands, unwritten, with `restamped: false`: that caller must not send. The new stamp is strictly later
+ * than the old one (`max(now, updatedAt + 1)`, even if the clock stepped back), so a second caller holding
+ * the old copy can never match it again.
+ */
+export function restampStep(
+  doc: BoatDeleteJournalFile,
+  boxId: string,
+  expected: BoatDeletionRecord,
+  now: number,
+): Step<{ record: BoatDeletionRecord | null; restamped: boolean }> {
+  const existing = doc.records.find((record) => record.boxId === boxId);
+  if (!existing) return { result: { record: null, restamped: false } };
+  if (existing.phase !== "prepared" || !sameRecord(existing, expected)) {
+    return { result: { record: copy(existing), restamped: false } };
+  }
+  const restamped: BoatDeletionRecord = { ...existing, updatedAt: Math.max(now, existing.updatedAt + 1) };
+  return { next: replace(doc, boxId, restamped), result: { record: copy(restamped), restamped: true } };
+}
+
 /** Binds a provider receipt (not blocked) to this exact fence. */
 export function acceptStep(
   doc: BoatDeleteJournalFile,

@@ -33,6 +33,7 @@ export type LifecycleDeleteJournal = Pick<
   BoatDeleteJournal,
   | "prepareBoatDeletion"
   | "prepareBoatDeletionOnce"
+  | "restampBoatDeletion"
   | "markBoatDeletionAccepted"
   | "markBoatDeletionBlocked"
   | "boatDeletionSnapshot"

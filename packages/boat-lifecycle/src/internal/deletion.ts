@@ -274,9 +274,11 @@ function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
  *     second DELETE;
  *   - a fence this call just prepared (none or a blocked one stood before): DELETE is sent;
  *   - a prepared fence that already stood: DELETE is re-sent only when the caller read exactly that fence
- *     and passes it as `retryOf` (the explicit retry: Delete again, or provisioning after a crash); a
- *     prepared fence the caller did not know is another caller's DELETE in flight, so this call only reads
- *     the Boat and reports the deletion as pending.
+ *     and passes it as `retryOf` (the explicit retry: Delete again, or provisioning after a crash), only
+ *     once the fence is older than DELETE_IN_FLIGHT_MS, and only after the fence was durably re-stamped
+ *     (`restampBoatDeletion`, a compare-and-set: one retry of many wins); a prepared fence the caller did
+ *     not know, or a younger one, is another caller's DELETE in flight, so this call only reads the Boat
+ *     and reports the deletion as pending.
  */
 export async function requestDeletion(
   ctx: Context,
@@ -312,6 +314,26 @@ export async function requestDeletion(
       retryAfterMs: deletionInFlightLeftMs(record, ctx.now()),
     });
     return reconcileRecord(ctx, record);
+  }
+
+  if (explicitRetry) {
+    // The retry re-stamps the fence before its DELETE leaves (compare-and-set on exactly the fence read
+    // above): the in-flight window then runs again from this DELETE, whose outcome may end up unknown, so
+    // no caller (this process or another) re-sends blind right after it. Of two retries racing on one old
+    // fence exactly one re-stamps; the other finds the fence changed and sends nothing.
+    const { record: current, restamped } = await journal(() =>
+      ctx.deleteJournal.restampBoatDeletion(target.boxId, record),
+    );
+    if (!restamped) {
+      ctx.logger.info?.("boat deletion fence changed before the retry; DELETE not re-sent", {
+        boxId: target.boxId,
+      });
+      if (current === null) return directCheck(ctx, target, "pending");
+      return reconcileRecord(ctx, current);
+    }
+    // Crash window: the fence is freshly stamped, DELETE may not have left. The next caller waits out the
+    // window (the DELETE may be on the wire), then retries; boat.dev answers it idempotently.
+    ctx.crash.point("delete.after-restamp");
   }
 
   let op: OperationView;
