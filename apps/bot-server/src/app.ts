@@ -48,9 +48,18 @@ export interface ServerDeps {
   /** What recoverAtStartup found, once it has run. */
   startupReport: () => RecoveryReport | null;
   logger: FastifyServerOptions["logger"];
-  /** Tests only: restore crash points (see @drydock/restore-saga RESTORE_CRASH_POINTS). */
+  /**
+   * Tests only: restore crash points (see @drydock/restore-saga RESTORE_CRASH_POINTS), and the file
+   * write's FILE_WRITE_CRASH_POINT.
+   */
   restoreCrash?: CrashHook;
 }
+
+/**
+ * Tests only: the crash point (through the restore crash hook, `ServerDeps.restoreCrash`) inside a file
+ * write, after its data is flushed to its temp and before the rename, while it holds the workspace lock.
+ */
+export const FILE_WRITE_CRASH_POINT = "file-write.before-rename";
 
 const BotIdParam = z.object({ botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'") });
 const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -201,14 +210,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * does for its whole run: a write can never land in the middle of a restore (which would make the result
    * neither the checkpoint nor the state before it), nor in a workspace whose failed restore retained the
    * lock for a fenced recovery (a rollback would silently discard it). Those answer 409 with the saga's
-   * message (WORKSPACE_LOCKED: wait; RECOVERY_REQUIRED: see drydock restores show).
+   * message (WORKSPACE_LOCKED: wait; RECOVERY_REQUIRED: see drydock restores show). Their lock's purpose is
+   * `workspace-edit`: each of them is atomic per file (a write renames a flushed temp over its target, a
+   * deletion is one unlink, a checkpoint's blobs are unreferenced until its manifest's atomic rename), so a
+   * process killed under it leaves nothing to recover but temps, and its dead lock is taken over by the
+   * next acquisition (and removed at startup, `reapStoppedEdits` in server.ts) instead of refusing every
+   * later edit and restore of the workspace as a "restore that stopped".
    */
-  const withWorkspace = <T>(botId: string, purpose: string, fn: () => T | Promise<T>): Promise<T> =>
+  const withWorkspace = <T>(botId: string, kind: string, fn: () => T | Promise<T>): Promise<T> =>
     withWorkspaceLock(
       {
         dataDir: deps.dataDir,
         workspaceRoot: workspaceRoot(botId),
-        transactionId: `${purpose}-${crypto.randomUUID()}`,
+        transactionId: `${kind}-${crypto.randomUUID()}`,
+        purpose: "workspace-edit",
         waitMs: 2_000,
       },
       () => fn(),
@@ -638,7 +653,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // Temps an interrupted write left beside this one (and at the top) go now, under the lock.
       const parent = dirname(path);
       sweepStaleWorkspaceTemps(workspaceRoot(botId), { dirs: parent === "." ? [""] : ["", parent] });
-      return workspaceFiles(workspaceRoot(botId), { maxFileBytes: deps.maxFileBytes }).write(path, body);
+      return workspaceFiles(workspaceRoot(botId), {
+        maxFileBytes: deps.maxFileBytes,
+        // Tests only: the write's data is in its flushed temp, not renamed yet, the workspace lock held.
+        ...(deps.restoreCrash
+          ? { hooks: { beforeRename: () => deps.restoreCrash?.point(FILE_WRITE_CRASH_POINT) } }
+          : {}),
+      }).write(path, body);
     });
     return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
   });

@@ -9,7 +9,7 @@ import {
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { createBoatRecovery } from "@drydock/recovery-controller";
-import type { CrashHook as RestoreCrashHook } from "@drydock/restore-saga";
+import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { openBotRegistry } from "./bots.js";
@@ -17,6 +17,7 @@ import type { ServerConfig } from "./config.js";
 import { ensureDataDir, loadEnvironmentId, loadServerToken } from "./data-dir.js";
 import { countingFetch, createMetrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
+import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
 
 export interface StartOptions {
   /** Tests only: crash hooks for the lifecycle and restore crash points. */
@@ -50,6 +51,36 @@ export function redactUrl(url: string): string {
     return parsed.toString();
   } catch {
     return url.includes("@") ? "[unparsable URL; redacted]" : url;
+  }
+}
+
+/**
+ * Startup recovery of workspace edits: removes every workspace lock a file write, deletion or checkpoint
+ * of a killed process left (restore-saga's `reapDeadEditLocks`: dead `workspace-edit` owners only; a
+ * restore's lock stays for its fenced recovery), sweeping the temps that edit left in its workspace while
+ * the lock is held. Such a lock would otherwise be taken over only by the workspace's next acquisition.
+ * Never fails the start: what could not be removed is logged and left to that acquisition.
+ */
+async function reapStoppedEdits(dataDir: string, app: FastifyInstance): Promise<void> {
+  try {
+    const { removed } = await reapDeadEditLocks({
+      dataDir,
+      whileHeld: (owner) => {
+        sweepStaleWorkspaceTemps(owner.payload.workspaceRoot);
+      },
+    });
+    for (const owner of removed) {
+      // Never the owner's token: its operation id and workspace only.
+      app.log.info(
+        { operationId: owner.payload.transactionId, workspaceRoot: owner.payload.workspaceRoot },
+        "removed the workspace lock of a file write, deletion or checkpoint that stopped with a killed process",
+      );
+    }
+  } catch (error) {
+    app.log.warn(
+      { err: error },
+      "the workspace locks of stopped file writes, deletions and checkpoints could not be swept; each is taken over by its workspace's next write",
+    );
   }
 }
 
@@ -146,6 +177,9 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     },
     ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),
   });
+
+  // Before the first request: locks left by file writes, deletions and checkpoints of a killed server.
+  await reapStoppedEdits(config.dataDir, app);
 
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace("[::1]", "localhost");

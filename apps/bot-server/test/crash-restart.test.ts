@@ -15,6 +15,8 @@ import {
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { createRestoreRecoveryController } from "@drydock/recovery-controller";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FILE_WRITE_CRASH_POINT } from "../src/app.js";
+import { isWorkspaceTempName } from "../src/workspace-files.js";
 import { type Api, api, type ServerChild, spawnServer, tempDir } from "./helpers.js";
 
 let sim: BoatSimulator;
@@ -187,6 +189,63 @@ describe("server killed during a restore, restarted on the same data directory",
   );
 });
 
+describe("server killed during a file write", () => {
+  it("leaves its workspace lock and temp behind; the restart removes both, and the next write and restore run", async () => {
+    const tmp = tempDir("crash-write");
+    const botId = "writer";
+    const workspace = join(tmp.dir, "workspaces", botId);
+    const workspaceLocks = () =>
+      readdirSync(join(tmp.dir, "locks")).filter((n) => /^ws-[0-9a-f]{64}\.lock$/.test(n));
+    const temps = () =>
+      Object.keys(snapshot(workspace)).filter((p) => isWorkspaceTempName(p.split("/").pop()!));
+    // Killed at its second write: the first is acknowledged, the second is flushed to its temp, not renamed.
+    let server = await spawnServer(tmp.dir, {
+      ...providerEnv(),
+      DRYDOCK_CRASH_POINT: FILE_WRITE_CRASH_POINT,
+      DRYDOCK_CRASH_AT: "2",
+    });
+    try {
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
+      expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
+      const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
+      expect(checkpoint.status, checkpoint.text).toBe(201);
+      await expectKilled(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
+
+      // What the dead server left: the file as it was, its flushed temp, and its workspace lock.
+      expect(readFileSync(join(workspace, "docs", "a.txt"), "utf8")).toBe("old");
+      expect(temps()).toHaveLength(1);
+      expect(workspaceLocks()).toHaveLength(1);
+      const lock = JSON.parse(readFileSync(join(tmp.dir, "locks", workspaceLocks()[0]!), "utf8"));
+      expect(lock.payload.transactionId).toMatch(/^file-write-/);
+
+      server = await spawnServer(tmp.dir, providerEnv());
+      const again = api(server.url, server.token);
+      // The restart's startup removed the stopped write's lock and its temp: nothing lingers, nothing is open.
+      expect(workspaceLocks()).toEqual([]);
+      expect(temps()).toEqual([]);
+      const recovery = await again("GET", "/v1/recovery");
+      expect(recovery.status, recovery.text).toBe(200);
+      expect(recovery.json.restores).toEqual([]);
+      expect(recovery.json.open).toBe(0);
+
+      const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
+      expect(write.status, write.text).toBe(201);
+      expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
+      const restore = await again(
+        "POST",
+        `/v1/bots/${botId}/checkpoints/${checkpoint.json.checkpoint.checkpointId}/restore`,
+      );
+      expect(restore.status, restore.text).toBe(200);
+      expect(snapshot(workspace)).toEqual({ "docs/a.txt": "old" });
+      expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
+    } finally {
+      server.kill();
+      tmp.cleanup();
+    }
+  });
+});
+
 /** What the dead server left in the delete journal for the Boat (null: no fence). */
 type FenceOnDisk = {
   phase: "prepared" | "accepted" | "blocked";
@@ -206,6 +265,8 @@ interface DeletionCase {
   startup: "pending" | "confirmed" | "blocked" | null;
   /** DELETE requests boat.dev received for the Boat in all, crash and restarts included. */
   deletesInAll: number;
+  /** A prepared fence older than the in-flight window stands before the Delete (a crashed caller's). */
+  oldFence?: true;
 }
 
 const DELETION_CASES: DeletionCase[] = [
@@ -216,6 +277,17 @@ const DELETION_CASES: DeletionCase[] = [
     deletesAtKill: 0,
     startup: "pending",
     deletesInAll: 1,
+  },
+  {
+    // The Delete retries an old prepared fence: it re-stamps it, then dies before its DELETE leaves. The
+    // fresh stamp makes the next callers wait out the window, then one retry sends the only DELETE.
+    point: "delete.after-restamp",
+    fence: { phase: "prepared", status: null, receipt: false },
+    createRow: true,
+    deletesAtKill: 0,
+    startup: "pending",
+    deletesInAll: 1,
+    oldFence: true,
   },
   {
     // The journal cannot tell this from after-prepare (a prepared fence without a receipt), so once the
@@ -368,6 +440,12 @@ describe("server killed during a deletion, restarted on the same data directory"
           // boat.dev will refuse the DELETE with 409 sandbox_busy (a 4xx refusal: the fence is blocked).
           await simControl(boatDev, "PATCH", `/_sim/sandboxes/${boxId}`, { busy: true });
         }
+        if (c.oldFence) {
+          await openBoatDeleteJournal({
+            dataDir: tmp.dir,
+            now: () => Date.now() - DELETE_IN_FLIGHT_MS - 1_000,
+          }).prepareBoatDeletion({ boxId, name, ownerBotId: botId });
+        }
         await expectKilledWithin(server, call("DELETE", `/v1/bots/${botId}/computer`, confirm));
 
         // What the dead server left behind: boat.dev's truth, and the journals on disk.
@@ -483,4 +561,71 @@ describe("server killed during a deletion, restarted on the same data directory"
       }
     },
   );
+});
+
+/** The saga directories (active, not archived) of every workspace shard under `<dataDir>/restore-sagas`. */
+function activeSagaDirs(dataDir: string): string[] {
+  const root = join(dataDir, "restore-sagas");
+  const out: string[] = [];
+  let shards: string[] = [];
+  try {
+    shards = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const shard of shards) {
+    for (const name of readdirSync(join(root, shard))) {
+      if (!name.startsWith(".")) out.push(join(root, shard, name));
+    }
+  }
+  return out;
+}
+
+describe("server killed while creating a restore saga, restarted on the same data directory", () => {
+  it("at saga.after-genesis-head: the unpublished saga settles itself (GET /v1/recovery empty) and a new restore runs", async () => {
+    const tmp = tempDir("crash-saga-create");
+    const botId = "creator";
+    const workspace = join(tmp.dir, "workspaces", botId);
+    let server = await spawnServer(tmp.dir, {
+      ...providerEnv(),
+      DRYDOCK_CRASH_POINT: "saga.after-genesis-head",
+    });
+    try {
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "c", botId })).status).toBe(201);
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+      const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+        .checkpointId as string;
+      const afterState = snapshot(workspace);
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+      const beforeState = snapshot(workspace);
+
+      await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+      // What the kill left: one saga directory holding only its unpublished genesis HEAD; the workspace as it was.
+      const left = activeSagaDirs(tmp.dir);
+      expect(left).toHaveLength(1);
+      expect(readdirSync(left[0]!)).toEqual(["HEAD"]);
+      expect(snapshot(workspace)).toEqual(beforeState);
+
+      server = await spawnServer(tmp.dir, providerEnv());
+      const again = api(server.url, server.token);
+      // No manual step: the report removes what records no work, and nothing is open.
+      const recovery = await recoveryAfterStartup(again);
+      expect(recovery.restores).toEqual([]);
+      expect(recovery.open).toBe(0);
+      expect(recovery.complete).toBe(true);
+      expect(activeSagaDirs(tmp.dir)).toEqual([]);
+      expect((await again("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 0$/m);
+
+      // The workspace was never locked: writes and a new restore go through.
+      expect((await again("PUT", `/v1/bots/${botId}/files/b.txt`, "new")).status).toBe(201);
+      const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+      expect(next.status, next.text).toBe(200);
+      expect(snapshot(workspace)).toEqual(afterState);
+      expect((await again("GET", "/v1/recovery")).json).toMatchObject({ open: 0, restores: [] });
+    } finally {
+      server.kill();
+      tmp.cleanup();
+    }
+  });
 });

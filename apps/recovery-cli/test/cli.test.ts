@@ -2,13 +2,14 @@ import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
-import { acquireLockSync } from "@drydock/file-lock";
+import { acquireLockSync, createSystemIdentity } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
   openCheckpointStore,
@@ -617,6 +618,69 @@ describe("drydock against data left by killed processes", () => {
       `restore-sagas/workspace-0123/.locks/op-b.lock.candidate-${dead}-${deadToken}`,
     ]);
     expect(readdirSync(locks)).toEqual([`op-a.lock.candidate-${process.pid}-${kept.owner.token}`]);
+  });
+
+  it("a lock a stopped workspace edit left: list and status say what it is, gc removes it and never a restore's", async () => {
+    const d = dataDir("stopped-edit");
+    const restoreWorkspace = join(d.dataDir, "workspaces", "bot2");
+    mkdirSync(restoreWorkspace, { recursive: true });
+    mkdirSync(join(d.dataDir, "locks"), { recursive: true });
+    const identity = createSystemIdentity();
+    /** An owner file of a process that has exited (this host, this boot): provably dead. */
+    const deadOwner = (workspace: string, transactionId: string, purpose: string): string => {
+      const token = randomUUID();
+      secrets.add(token);
+      const root = realpathSync(workspace);
+      const path = workspaceLockPath(d.dataDir, root);
+      const owner = {
+        version: 1,
+        pid: spawnSync(process.execPath, ["-e", ""]).pid!,
+        token,
+        createdAt: Date.now() - 1_000,
+        host: hostname(),
+        bootId: identity.bootId(),
+        payload: { transactionId, workspaceRoot: root, purpose },
+      };
+      writeFileSync(path, `${JSON.stringify(owner)}\n`);
+      return path;
+    };
+    const editLock = deadOwner(d.workspace, "file-write-5e2a", "workspace-edit");
+    const restoreLock = deadOwner(restoreWorkspace, "op-stopped", "checkpoint-restore");
+    const restoreBytes = readFileSync(restoreLock, "utf8");
+    const rel = (path: string) => path.slice(d.dataDir.length + 1);
+
+    const listed = jsonOut(await cli(["locks", "list", "--data-dir", d.dataDir, "--json"]));
+    const row = (path: string) => listed.locks.find((entry: { path: string }) => entry.path === rel(path));
+    expect(row(editLock)).toMatchObject({
+      kind: "workspace",
+      alive: false,
+      purpose: "workspace-edit",
+      transactionId: "file-write-5e2a",
+    });
+    expect(row(editLock).note).toContain("left by a stopped file write, deletion or checkpoint");
+    expect(row(editLock).note).toContain("locks gc --yes");
+    expect(row(restoreLock)).toMatchObject({ purpose: "checkpoint-restore", note: null });
+    const human = await cli(["locks", "list", "--data-dir", d.dataDir]);
+    expect(human.stdout).toContain("(edit) file-write-5e2a");
+
+    const findings = jsonOut(await cli(["status", "--data-dir", d.dataDir, "--json"])).findings;
+    expect(findings).toContainEqual(
+      expect.objectContaining({
+        area: "lock",
+        attention: false,
+        subject: rel(editLock),
+        command: expect.stringMatching(/ locks gc --yes$/),
+      }),
+    );
+
+    const preview = jsonOut(await cli(["locks", "gc", "--data-dir", d.dataDir, "--json"]));
+    expect(preview.candidates).toEqual([rel(editLock)]);
+    const gc = jsonOut(await cli(["locks", "gc", "--data-dir", d.dataDir, "--yes", "--json"]));
+    expect(gc.removed).toEqual([rel(editLock)]);
+    expect(readdirSync(join(d.dataDir, "locks")).filter((name) => name.startsWith("ws-"))).toEqual([
+      rel(restoreLock).slice("locks/".length),
+    ]);
+    expect(readFileSync(restoreLock, "utf8")).toBe(restoreBytes);
   });
 
   it("a restore with nothing to change killed after workspace_applied: show recommends complete, status prints it, the printed command completes it and frees the workspace", async () => {

@@ -4,7 +4,7 @@
  * (OPERATORS.md: it exits non-zero only when it could not look at all).
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openSagaStore } from "@drydock/restore-saga";
@@ -68,5 +68,44 @@ describe("a workspace whose restores cannot be listed", () => {
     expect(listed.gaps).toEqual([
       { botId: "bot1", message: expect.stringContaining("the restores of bot bot1 could not be listed") },
     ]);
+  });
+});
+
+describe("a restore whose create died before its saga was published", () => {
+  it("is no finding: `status` and `restores list` remove its unpublished directory and report nothing open", async () => {
+    dir = mkdtempSync(join(tmpdir(), "drydock-orphan-"));
+    const workspace = join(dir, "workspaces", "bot1");
+    mkdirSync(workspace, { recursive: true });
+    const stateDir = join(dir, "restore-sagas");
+    // The create stopped right after its genesis HEAD (the crash hook throws, so its locks were let go).
+    const crashing = openSagaStore({
+      stateDir,
+      workspaceRoot: workspace,
+      crash: {
+        point(name: string) {
+          if (name === "saga.after-genesis-head") throw new Error("killed");
+        },
+      },
+    });
+    await expect(
+      crashing.create("op-orphan", {
+        kind: "checkpoint-restore",
+        checkpointId: "cp-1",
+        checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+        actorPid: process.pid,
+      }),
+    ).rejects.toThrow();
+    const orphan = join(crashing.shardDir, "op-orphan");
+    expect(existsSync(join(orphan, "HEAD"))).toBe(true);
+
+    const status = bufferIo();
+    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(0);
+    expect(status.out()).not.toContain("op-orphan");
+    expect(status.out().trim().split("\n").at(-1)).toContain("OK: nothing needs attention.");
+    expect(existsSync(orphan)).toBe(false);
+
+    const list = bufferIo();
+    expect(await main(["restores", "list", "--data-dir", dir, "--json"], { io: list, env: {} })).toBe(0);
+    expect(JSON.parse(list.out())).toEqual({ restores: [], gaps: [] });
   });
 });

@@ -114,7 +114,10 @@ export interface RestoreReportItem {
   problem: string | null;
   /** What the store's pending listing said of it when it is not a plain pending saga, or null. */
   diagnostic: PendingDiagnostic["status"] | null;
-  /** false only for a restore whose owner is still running (work in progress). */
+  /**
+   * false only for a restore whose owner is still running (work in progress), or an unpublished saga
+   * directory (phase `unpublished`) the next report removes itself.
+   */
   attention: boolean;
 }
 
@@ -129,6 +132,40 @@ export interface RestoreReportGap {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * A saga directory whose create died before publishing its first event: it records no work (no restore ran
+ * under it, no lock was taken for it, no file changed), and the store's listing removes it itself. It is
+ * listed only when that removal could not be made just now: another process held the saga shard (settles
+ * itself on the next report, nothing for a person), or the removal failed (the disk needs a look). It has no
+ * fenced action (there is nothing to fence: no event); the next report retries the removal.
+ */
+function orphanItem(
+  botId: string,
+  operationId: string,
+  code: string | null,
+  stateDir: string,
+): RestoreReportItem {
+  const busy = code === "LOCK_FAILED";
+  return {
+    botId,
+    operationId,
+    phase: "unpublished",
+    basePhase: null,
+    seq: 0,
+    updatedAt: null,
+    ownerAlive: null,
+    next: null,
+    command: null,
+    problem: `its create stopped before publishing its first event, so no restore ran under it (nothing was locked or changed); removing its directory ${
+      busy
+        ? "waits for another drydock process that holds the saga store just now: the next report removes it"
+        : `failed just now (${code ?? "unknown error"}): the next report retries; if this persists, check the disk and permissions of ${stateDir}`
+    }`,
+    diagnostic: "orphan_unpublished",
+    attention: !busy,
+  };
 }
 
 /**
@@ -165,10 +202,15 @@ export async function reportRestores(options: {
     }
     const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root });
     const listed = new Map(pending.items.map((item) => [item.operationId, item]));
-    const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d.status]));
+    const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d]));
     for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {
       const item = listed.get(operationId);
-      const diagnostic = diagnostics.get(operationId) ?? null;
+      const found = diagnostics.get(operationId);
+      const diagnostic = found?.status ?? null;
+      if (item === undefined && found?.status === "orphan_unpublished") {
+        restores.push(orphanItem(botId, operationId, found.code, sagaStateDir(dataDir)));
+        continue;
+      }
       try {
         const preview = await controller.preview(operationId);
         const next = preview.recommended;

@@ -12,6 +12,7 @@ import { defaultRestorePorts } from "./defaults.js";
 import { recoveryError } from "./errors.js";
 import { boundedText, validateFence, validateOperationId } from "./internal/fence.js";
 import { type OwnerClaim, ownerMayBeAlive } from "./internal/liveness.js";
+import { foreignLockHolder } from "./internal/lock-holder.js";
 import type {
   RecoveryLease,
   RecoveryRollback,
@@ -623,7 +624,7 @@ export function createRestoreRecoveryController(
     if (read.kind === "owner" && read.owner.payload.transactionId !== operationId) {
       throw recoveryError(
         "OWNER_CONFLICT",
-        `The workspace is locked by another restore (${read.owner.payload.transactionId}); settle that one first.`,
+        `The workspace is locked by ${foreignLockHolder(read.owner, isOwnerAlive(read.owner))}.`,
         { operationId, ownerAlive: isOwnerAlive(read.owner) },
       );
     }
@@ -1079,7 +1080,7 @@ export function createRestoreRecoveryController(
     const ownerDigest = owner === null ? null : lock.ownerDigest(owner);
     const alive = owner === null ? false : isOwnerAlive(owner);
     const ownerBlocker = foreign
-      ? [`the workspace is locked by another restore (${foreign.payload.transactionId})`]
+      ? [`the workspace is locked by ${foreignLockHolder(foreign, isOwnerAlive(foreign))}`]
       : alive && owner
         ? [`the workspace lock owner (pid ${owner.pid}) is still running`]
         : [];

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createSystemIdentity, type LockIdentity } from "@drydock/file-lock";
+import { acquireLock, createSystemIdentity, type LockIdentity } from "@drydock/file-lock";
 import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
@@ -768,5 +768,61 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
     expect(preview.actions.abort).toEqual({ eligible: true, blockers: [] });
     const result = await rebooted.abort("op-reboot", { ...preview.fence });
     expect(result).toMatchObject({ phase: "aborted", archived: true });
+  });
+});
+
+describe("the recovery report: a restore killed while its saga was being created", () => {
+  it("reports nothing open: the unpublished saga directory is removed while the report is built", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a" });
+    const before = snapshotTree(box.workspace);
+    const killed = await killedRestore(box, target, "op-unpublished", "saga.after-genesis-head");
+    expect(killed.signal).toBe("SIGKILL");
+    const dir = join(box.store.shardDir, "op-unpublished");
+    expect(existsSync(join(dir, "HEAD"))).toBe(true);
+
+    const report = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+    expect(report).toEqual({ restores: [], gaps: [] });
+    expect(existsSync(dir)).toBe(false);
+    expect(snapshotTree(box.workspace)).toEqual(before);
+    // Nothing to settle: the next restore runs (under the same id, even).
+    const next = await restoreCheckpoint({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      checkpointId: target,
+      operationId: "op-unpublished",
+    });
+    expect(next.phase).toBe("completed");
+  });
+
+  it("while another process holds the saga store, shows it as informational (no command), then removes it", async () => {
+    box = sandbox();
+    const target = await checkpoint(box);
+    await killedRestore(box, target, "op-held", "saga.after-genesis-head");
+    // A live process (this one, as file-lock sees it) holds the shard: the orphan cannot be removed now.
+    const shard = await acquireLock(join(box.store.shardDir, ".locks", "shard.lock"), { label: "test" });
+    try {
+      const report = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+      expect(report.restores).toEqual([
+        expect.objectContaining({
+          operationId: "op-held",
+          phase: "unpublished",
+          diagnostic: "orphan_unpublished",
+          next: null,
+          command: null,
+          attention: false,
+          problem: expect.stringMatching(/no restore ran under it.*the next report removes it/),
+        }),
+      ]);
+    } finally {
+      shard.release();
+    }
+    expect(await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" })).toEqual({
+      restores: [],
+      gaps: [],
+    });
+    expect(existsSync(join(box.store.shardDir, "op-held"))).toBe(false);
   });
 });

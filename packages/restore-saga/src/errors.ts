@@ -63,7 +63,12 @@ export type CommitState =
   /** No purge receipt was written; the archived saga is untouched. */
   | "purge_not_committed"
   /** The receipt is written (the purge is decided); deleting the events did not finish. Retry it. */
-  | "purge_commit_unknown";
+  | "purge_commit_unknown"
+  /**
+   * Removing an orphan (a saga directory without a published event) did not finish; what is left is still
+   * an orphan, which holds no work. `removeOrphan` (or the next `listPending`) finishes it.
+   */
+  | "orphan_removal_unfinished";
 
 export interface SagaErrorDetails {
   operationId?: string;

@@ -87,6 +87,7 @@ export {
   WorkspaceLockOwnerSchema,
   type WorkspaceLockPayload,
   WorkspaceLockPayloadSchema,
+  type WorkspaceLockPurpose,
 } from "./schema.js";
 // Saga store
 export {
@@ -101,6 +102,7 @@ export {
   type PendingList,
   type PendingSaga,
   type PurgeResult,
+  type RemoveOrphanResult,
   type SagaFence,
   type SagaLimits,
   type SagaState,
@@ -113,8 +115,12 @@ export {
   inspectWorkspaceLock,
   inspectWorkspaceLockState,
   ownerDigest,
+  type ReapDeadEditLocksOptions,
+  type ReapDeadEditLocksResult,
+  reapDeadEditLocks,
   takeoverWorkspaceLock,
   tornLockDigest,
+  WORKSPACE_EDIT_LOCK_PURPOSE,
   WORKSPACE_LOCK_PURPOSE,
   type WorkspaceLease,
   type WorkspaceLockBaseOptions,

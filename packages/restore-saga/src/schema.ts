@@ -37,9 +37,16 @@ export const WorkspaceLockPayloadSchema = z.strictObject({
   transactionId: OperationIdSchema,
   /** Canonical (realpath) workspace root. */
   workspaceRoot: AbsolutePathSchema,
-  purpose: z.literal("checkpoint-restore"),
+  /**
+   * What the lock guards. `checkpoint-restore`: a restore saga (its dead lock is evidence, settled only by
+   * a fenced recovery). `workspace-edit`: a short edit that is atomic per file (a file write, deletion or
+   * checkpoint); its dead lock guards nothing and the next acquisition takes it over. A version that knows
+   * only `checkpoint-restore` reads a `workspace-edit` lock as invalid and refuses to lock (fails closed).
+   */
+  purpose: z.enum(["checkpoint-restore", "workspace-edit"]),
 });
 export type WorkspaceLockPayload = z.infer<typeof WorkspaceLockPayloadSchema>;
+export type WorkspaceLockPurpose = WorkspaceLockPayload["purpose"];
 
 /**
  * A workspace lock owner: the @drydock/file-lock owner file (`version`, `pid`, `token`, `createdAt`,
@@ -62,7 +69,11 @@ export type WorkspaceLockOwner = z.infer<typeof WorkspaceLockOwnerSchema>;
 // Evidence, one schema per phase. Strict: an unknown key is INVALID_EVIDENCE when written, CORRUPT on replay.
 
 const OwnerEvidence = {
-  workspaceLockOwner: WorkspaceLockOwnerSchema,
+  // A saga's lock is always a restore's: an edit's owner in its evidence is invalid.
+  workspaceLockOwner: WorkspaceLockOwnerSchema.refine(
+    (owner) => owner.payload.purpose === "checkpoint-restore",
+    "a restore's workspace lock owner has purpose checkpoint-restore",
+  ),
   /** `ownerDigest(workspaceLockOwner)`; the store checks it. */
   lockOwnerDigest: HashSchema,
 };

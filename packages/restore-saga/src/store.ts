@@ -157,11 +157,23 @@ export type PendingDiagnosticStatus =
 
 export interface PendingDiagnostic {
   operationId: string;
+  /**
+   * `orphan_unpublished`: a create died before its first event was published (the directory records no
+   * work). `listPending` removes such a directory itself once no create can be working on it; this status
+   * is left only when that removal could not be made just now (`code` says why: LOCK_FAILED while another
+   * process holds the shard, WRITE_FAILED): the next listing, or `removeOrphan`, retries it.
+   */
   status: PendingDiagnosticStatus;
-  /** The SagaError code that made the entry unreadable, when it was one. */
+  /** The SagaError code that made the entry unreadable (or kept an orphan), when it was one. */
   code: string | null;
-  /** Whether a fenced recovery action (release, abort of an orphan) can settle it. */
+  /** Whether a fenced recovery action (release, abort) or the store itself (an orphan) can settle it. */
   recoverable: boolean;
+}
+
+export interface RemoveOrphanResult {
+  operationId: string;
+  /** True when this call removed an unpublished directory; false when there was none (already removed). */
+  removed: boolean;
 }
 
 export interface PendingSaga {
@@ -203,7 +215,22 @@ export interface SagaStore {
    * nothing is deleted. Purged sagas no longer count toward `maxSagasPerShard`.
    */
   purgeArchived(operationId: string, fence: SagaFence): Promise<PurgeResult>;
+  /**
+   * The pending sagas, a page at a time. A saga directory with no published event (a create that died
+   * before event 1) is not listed: it is removed here, as `removeOrphan` does, when its locks can be taken
+   * at once; otherwise it is reported as `orphan_unpublished`.
+   */
   listPending(options?: { after?: string; limit?: number }): Promise<PendingList>;
+  /**
+   * Removes a saga directory that holds no published event (only an unpublished genesis HEAD and temporaries
+   * of a create that died), under the shard lock and the operation's lock: a create holds both from making
+   * the directory until event 1 and HEAD are published, so taking them and still finding no event proves
+   * no create is working on it (a live holder is waited for, then LOCK_FAILED; file-lock reaps only a
+   * provably dead one). Durable (the shard directory is flushed). No such directory: `removed: false`. A
+   * saga with a published event (active or archived): INVALID_TRANSITION; a directory that does not verify
+   * as unpublished: CORRUPT. Either way nothing is touched.
+   */
+  removeOrphan(operationId: string): Promise<RemoveOrphanResult>;
 }
 
 function invalid(message: string): SagaError {
@@ -434,6 +461,8 @@ function writeFailed(
     archive_commit_unknown: "the saga may or may not be archived",
     purge_not_committed: "nothing was purged; the archived saga is as it was",
     purge_commit_unknown: "the purge is recorded but its events may not all be deleted; retry the purge",
+    orphan_removal_unfinished:
+      "the unpublished saga directory may be partly removed (it never held an event); retry the removal",
   };
   return new SagaError({
     code: "WRITE_FAILED",
@@ -1370,17 +1399,45 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       const page = ids.slice(0, limit);
       const items: PendingSaga[] = [];
       const diagnostics: PendingDiagnostic[] = [];
+      // Short waits: a listing reports a busy saga instead of queueing behind it.
+      const listLock = { ...options.lock, waitMs: 200 };
+      const read = (id: string): Promise<Replay> =>
+        withStateLock(opLock(id), `restore saga ${id}`, fs, listLock, () =>
+          replay(id, opDir(id), true, false),
+        );
       for (const id of page) {
         try {
           sweepLocksOnce();
-          const state = await withStateLock(
-            opLock(id),
-            `restore saga ${id}`,
-            fs,
-            { ...options.lock, waitMs: 200 },
-            () => replay(id, opDir(id), true, false),
-          );
+          let state = await read(id);
           if (!state.state) {
+            // No published event: no restore ever ran under this directory. It is removed once no create can
+            // be working on it (under the shard and operation locks); a create that published in between is
+            // read again and listed as it now is.
+            let outcome: "removed" | "absent" | "published" | SagaError;
+            try {
+              outcome = await withShardAndOpLocksFor(id, listLock, () => removeOrphanLocked(id));
+            } catch (error) {
+              // A directory that does not verify is reported as corrupt, below.
+              if (!(error instanceof SagaError) || error.code === "CORRUPT") throw error;
+              outcome = error;
+            }
+            if (outcome === "removed" || outcome === "absent") continue;
+            if (outcome instanceof SagaError) {
+              if (outcome.code === "NOT_FOUND") continue;
+              // Not removable just now (another process holds the shard, a write failed): the next listing
+              // retries. No event, so nothing else is at stake meanwhile.
+              diagnostics.push({
+                operationId: id,
+                status: "orphan_unpublished",
+                code: outcome.code,
+                recoverable: true,
+              });
+              continue;
+            }
+            state = await read(id);
+          }
+          if (!state.state) {
+            // Read again after a create published it, and found unpublished once more: keep it listed.
             diagnostics.push({
               operationId: id,
               status: "orphan_unpublished",
@@ -1422,7 +1479,68 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       const truncated = ids.length > page.length;
       return { items, diagnostics, nextCursor: truncated ? page.at(-1)! : null, truncated };
     },
+
+    async removeOrphan(operationId) {
+      assertOperationId(operationId);
+      if (!present(shardDir)) return { operationId, removed: false };
+      const outcome = await withShardAndOpLocksFor(operationId, options.lock, () =>
+        removeOrphanLocked(operationId),
+      );
+      if (outcome === "published") {
+        throw new SagaError({
+          code: "INVALID_TRANSITION",
+          operationId,
+          message: `Restore saga ${operationId} has a published chain; only a directory whose create never published an event is removed. Nothing was changed.`,
+        });
+      }
+      return { operationId, removed: outcome === "removed" };
+    },
   };
+
+  /**
+   * Under the shard lock and the operation's lock. A create holds both from making the saga's directory
+   * until its first event and HEAD are published, so a directory found here with no published event has no
+   * create working on it (its creator died, or failed and let go): it records no work, and is removed (its
+   * genesis HEAD and temporaries, then the directory), durably. A published chain (or an archived or purged
+   * saga of this id) is never touched: "published". A directory that does not verify as unpublished (an
+   * unexpected file, a HEAD that is not this id's genesis HEAD) is CORRUPT, and left exactly as it is.
+   */
+  function removeOrphanLocked(id: string): "removed" | "absent" | "published" {
+    const used = present(join(archiveDir, id)) || present(receiptPath(id)) || present(join(purgeDir, id));
+    const dir = opDir(id);
+    if (!present(dir)) return used ? "published" : "absent";
+    // create refuses an archived or purged id before it makes a directory: this is no crash state.
+    if (used) throw corrupt(id, "it has an unpublished directory, yet the id was already archived or purged");
+    // Verifies what is there (an unpublished genesis HEAD, or nothing) and deletes temporaries, never
+    // promoting one; an event file means a published chain.
+    if (!replay(id, dir, true, false).orphan) return "published";
+    verified.forget(dir);
+    const failed = (error: unknown): SagaError =>
+      new SagaError({
+        code: "WRITE_FAILED",
+        operationId: id,
+        commitState: "orphan_removal_unfinished",
+        cause: error,
+        message: `Removing the unpublished directory of restore saga ${id} failed (${errnoOf(error) ?? "error"}). It never held an event, so no restore ran under it; what is left is still unpublished. Retry (the next listing does); check the disk if this persists.`,
+      });
+    try {
+      for (const name of fs.readdirSync(dir)) {
+        // The replay verified HEAD as this id's genesis HEAD and deleted every temporary.
+        if (name !== "HEAD") throw corrupt(id, `its unpublished directory holds ${JSON.stringify(name)}`);
+        fs.unlinkSync(join(dir, name));
+      }
+      fs.rmdirSync(dir);
+    } catch (error) {
+      if (error instanceof SagaError) throw error;
+      throw failed(error);
+    }
+    try {
+      fsyncDirectory(fs, shardDir);
+    } catch (error) {
+      throw failed(error);
+    }
+    return "removed";
+  }
 
   function readReceipt(id: string): SagaPurgeReceipt | null {
     const bytes = readRegularFile(fs, receiptPath(id), { maxBytes: 4096, what: `purge receipt of ${id}` });
@@ -1555,11 +1673,23 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
 
   /** Archive and purge: NOT_FOUND without a shard, else the shard lock, then the operation's lock. */
   function withShardAndOpLocks<T>(id: string, fn: () => T): Promise<T> {
+    return withShardAndOpLocksFor(id, options.lock, fn);
+  }
+
+  /** `withShardAndOpLocks` with its own lock options (a listing waits only briefly). */
+  function withShardAndOpLocksFor<T>(
+    id: string,
+    lock: StateLockOptions | undefined,
+    fn: () => T,
+  ): Promise<T> {
     if (!present(shardDir)) {
       throw new SagaError({ code: "NOT_FOUND", operationId: id, message: `No restore saga ${id} exists.` });
     }
     ensureLayout();
-    return stateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, () => withNestedOpLock(id, fn));
+    sweepLocksOnce();
+    return withStateLock(shardLock, `the restore saga shard of ${workspaceRoot}`, fs, lock, () =>
+      withStateLock(opLock(id), `restore saga ${id}`, fs, lock, fn),
+    );
   }
 
   /**
@@ -1582,6 +1712,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     listPending: (listOptions) => guard(store.listPending(listOptions), null),
     listArchived: () => guard(store.listArchived(), null),
     purgeArchived: (id, fence) => guard(store.purgeArchived(id, fence), "purge_commit_unknown"),
+    removeOrphan: (id) => guard(store.removeOrphan(id), "orphan_removal_unfinished"),
   } satisfies SagaStore);
 }
 

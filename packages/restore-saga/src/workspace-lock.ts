@@ -22,6 +22,7 @@ import {
   WorkspaceLockOwnerSchema,
   type WorkspaceLockPayload,
   WorkspaceLockPayloadSchema,
+  type WorkspaceLockPurpose,
 } from "./schema.js";
 
 /**
@@ -39,9 +40,20 @@ import {
  * Every acquisition and takeover scans and publishes under that registry lock, so two overlapping workspaces can never both pass the scan. Release
  * does not need it: removing a lock can only make a later scan less restrictive. A registry lock left by a
  * dead process is reaped (it guards nothing once its holder is gone).
+ *
+ * Purpose. A restore's lock (`checkpoint-restore`, the default) is never taken over implicitly: dead, it
+ * guards a half-restored workspace. A `workspace-edit` lock (a file write, deletion or checkpoint: each
+ * atomic per file, leaving at most unreferenced blobs and temps behind) guards nothing once its holder is
+ * dead, so every acquisition and takeover that meets one dead (file-lock's verdict: pid, start time, boot
+ * id, pid namespace; never a live or unverifiable owner), on this workspace or an overlapping one, takes
+ * it over under the registry lock with file-lock's exact-owner `takeoverLock` (the file is renamed over,
+ * never unlinked blindly): an acquisition of this workspace keeps it as its own lock, one of an
+ * overlapping workspace releases it again. `reapDeadEditLocks` does the same for every such lock at once.
  */
 
 export const WORKSPACE_LOCK_PURPOSE = "checkpoint-restore";
+/** The purpose of a file write's, deletion's or checkpoint's lock: taken over by the next acquisition once dead. */
+export const WORKSPACE_EDIT_LOCK_PURPOSE = "workspace-edit";
 const WORKSPACE_LOCK_FILE = /^ws-[0-9a-f]{64}\.lock$/;
 
 /** The owner digest the saga records and an operator echoes back: `"sha256:" + hex(sha256(canonical owner))`. */
@@ -62,8 +74,14 @@ export interface WorkspaceLockBaseOptions {
 }
 
 export interface WorkspaceLockOptions extends WorkspaceLockBaseOptions {
-  /** The saga this lock belongs to. */
+  /** The saga this lock belongs to (for a workspace edit: an id naming the edit). */
   transactionId: string;
+  /**
+   * What the lock guards (default `checkpoint-restore`). `workspace-edit`: a short edit that leaves nothing
+   * to recover if its process dies (its dead lock is taken over by the next acquisition). Takeovers
+   * (`takeoverWorkspaceLock`) are for restores only.
+   */
+  purpose?: WorkspaceLockPurpose;
   /** How long to wait for a live overlapping owner to finish, ms (default 5000, max 60000). */
   waitMs?: number;
   /** Pause between attempts, ms (default 25). */
@@ -139,6 +157,11 @@ export interface WorkspaceLease {
 }
 
 export interface HeldWorkspaceLock extends WorkspaceLease {
+  /**
+   * Locks of stopped workspace edits (dead `workspace-edit` owners, of this or an overlapping workspace)
+   * this acquisition took over and removed, or kept as its own; empty for most.
+   */
+  readonly reapedEditLocks: readonly WorkspaceLockOwner[];
   /** The error `retainForRecovery` threw, if it was called. */
   readonly retention: SagaError | null;
   /** Removes the lock if it still holds this owner (one retry on a transient failure). */
@@ -346,7 +369,7 @@ export function inspectWorkspaceLockState(options: WorkspaceLockBaseOptions): Wo
 
 type Judge = (owner: WorkspaceLockOwner) => "alive" | "dead";
 
-function makeJudge(options: WorkspaceLockBaseOptions): Judge {
+function makeJudge(options: Pick<WorkspaceLockBaseOptions, "isProcessAlive" | "identity">): Judge {
   const seams = {
     ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
     ...(options.identity ? { identity: options.identity } : {}),
@@ -373,6 +396,16 @@ function blockedError(
       : sameDirectory
         ? "this same directory under another path"
         : "an overlapping workspace";
+  if (owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) {
+    // A dead one is taken over by the next attempt; this is only said when it changed while being removed.
+    return new SagaError({
+      code: "WORKSPACE_LOCKED",
+      ...details,
+      message: dead
+        ? `A lock left by a stopped file write, deletion or checkpoint (${owner.payload.transactionId}) on ${relation} (${owner.payload.workspaceRoot}) changed while it was being removed. Retry.`
+        : `A file write, deletion or checkpoint (${owner.payload.transactionId}, pid ${owner.pid}) is in progress on ${relation} (${owner.payload.workspaceRoot}). Wait for it to finish, then retry.`,
+    });
+  }
   if (dead) {
     return new SagaError({
       code: "RECOVERY_REQUIRED",
@@ -415,13 +448,9 @@ function dirIdentity(fs: FileOps, path: string, root: string): DirIdentity | nul
  * parent or child), or by identity (the same directory under another path, e.g. a bind mount; lock file
  * names stay keyed by path, for compatibility, so this is the only place such an alias is seen).
  */
-function findOverlap(
-  fs: FileOps,
-  locksDir: string,
-  root: string,
-  exceptPath: string,
-  judge: Judge,
-): SagaError | null {
+async function findOverlap(p: Prepared, reaped: WorkspaceLockOwner[]): Promise<SagaError | null> {
+  const { fs, locksDir, root, judge } = p;
+  const exceptPath = p.path;
   let names: string[];
   try {
     names = fs.readdirSync(locksDir);
@@ -436,14 +465,91 @@ function findOverlap(
     const owner = readOwner(fs, path);
     if (!owner) continue;
     const other = owner.payload.workspaceRoot;
-    if (overlaps(other, root)) return blockedError(owner, judge(owner) === "dead", root);
-    if (ours === undefined) ours = dirIdentity(fs, root, root);
-    const theirs = ours && dirIdentity(fs, other, root);
-    if (ours && theirs && theirs.dev === ours.dev && theirs.ino === ours.ino) {
-      return blockedError(owner, judge(owner) === "dead", root, true);
+    let sameDirectory = false;
+    if (!overlaps(other, root)) {
+      if (ours === undefined) ours = dirIdentity(fs, root, root);
+      const theirs = ours && dirIdentity(fs, other, root);
+      if (!(ours && theirs && theirs.dev === ours.dev && theirs.ino === ours.ino)) continue;
+      sameDirectory = true;
     }
+    const dead = judge(owner) === "dead";
+    if (dead && owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) {
+      // A stopped edit's lock guards nothing: removed (exact owner), and the scan goes on.
+      if (await removeDeadEditLock(p, path, owner)) {
+        reaped.push(owner);
+        continue;
+      }
+    }
+    return blockedError(owner, dead, root, sameDirectory);
   }
   return null;
+}
+
+/** file-lock options for a lock file holding `payload` (a takeover publishes an owner carrying it). */
+function ownerLockOptions(
+  fs: FileOps,
+  payload: WorkspaceLockPayload,
+  seams: Pick<WorkspaceLockBaseOptions, "isProcessAlive" | "identity" | "now">,
+): LockOptions {
+  return {
+    fs,
+    payload,
+    reapDeadOwners: false,
+    durable: true,
+    label: payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE ? "workspace edit" : "workspace restore",
+    ...(seams.isProcessAlive ? { isProcessAlive: seams.isProcessAlive } : {}),
+    ...(seams.identity ? { identity: seams.identity } : {}),
+    ...(seams.now ? { now: seams.now } : {}),
+  };
+}
+
+/**
+ * Takes over the exact dead workspace-edit owner `owner` of `path` (file-lock's `takeoverLock`: the same
+ * payload, this process as owner, renamed over the file under the reap election, so the lock is never
+ * absent), runs `whileHeld`, and releases it. Only ever called under the registry lock. false: the lock is
+ * no longer exactly that dead owner (gone, replaced, or alive after all), nothing was changed.
+ */
+async function removeDeadEditLock(
+  p: Pick<Prepared, "fs" | "seams">,
+  path: string,
+  owner: WorkspaceLockOwner,
+  whileHeld?: (owner: WorkspaceLockOwner) => void | Promise<void>,
+): Promise<boolean> {
+  const handle = await takeoverDeadEdit(path, owner, ownerLockOptions(p.fs, owner.payload, p.seams));
+  if (handle === null) return false;
+  let failed: { error: unknown } | null = null;
+  try {
+    await whileHeld?.(owner);
+  } catch (error) {
+    failed = { error };
+  }
+  try {
+    releaseWithRetry(handle);
+  } catch (error) {
+    throw new SagaError({
+      code: "LOCK_FAILED",
+      cause: error,
+      message: `The lock ${path}, left by a stopped workspace edit (${owner.payload.transactionId}), was taken over to be removed, but its release failed: ${(error as Error).message}`,
+    });
+  }
+  if (failed !== null) throw failed.error;
+  return true;
+}
+
+/** `takeoverLock` of an exact dead workspace-edit owner; null when the lock changed (or is alive after all). */
+async function takeoverDeadEdit(
+  path: string,
+  owner: WorkspaceLockOwner,
+  lockOptions: LockOptions,
+): Promise<LockHandle | null> {
+  if (owner.payload.purpose !== WORKSPACE_EDIT_LOCK_PURPOSE) return null;
+  try {
+    return await takeoverLock(path, owner, { ...lockOptions, waitMs: 1_000 });
+  } catch (error) {
+    if (isLockError(error) && (error.code === "LOCK_OWNERSHIP_LOST" || error.code === "LOCK_TIMEOUT"))
+      return null;
+    throw lockFailed(error, `the lock ${path} left by a stopped workspace edit`);
+  }
 }
 
 function clampWait(value: number | undefined): number {
@@ -459,6 +565,7 @@ interface Prepared {
   path: string;
   payload: WorkspaceLockPayload;
   lockOptions: LockOptions;
+  seams: Pick<WorkspaceLockBaseOptions, "isProcessAlive" | "identity" | "now">;
   judge: Judge;
   waitMs: number;
   retryMs: number;
@@ -471,10 +578,15 @@ function prepare(options: WorkspaceLockOptions): Prepared {
   }
   const locksDir = locksDirOf(options.dataDir);
   const root = canonicalRoot(fs, options.workspaceRoot);
+  const purpose = options.purpose ?? WORKSPACE_LOCK_PURPOSE;
+  if (purpose !== WORKSPACE_LOCK_PURPOSE && purpose !== WORKSPACE_EDIT_LOCK_PURPOSE)
+    throw invalid(
+      `A workspace lock's purpose is ${WORKSPACE_LOCK_PURPOSE} or ${WORKSPACE_EDIT_LOCK_PURPOSE}.`,
+    );
   const payload = WorkspaceLockPayloadSchema.parse({
     transactionId: options.transactionId,
     workspaceRoot: root,
-    purpose: WORKSPACE_LOCK_PURPOSE,
+    purpose,
   });
   try {
     ensurePrivateDir(fs, locksDir);
@@ -482,12 +594,7 @@ function prepare(options: WorkspaceLockOptions): Prepared {
     if (error instanceof SagaError) throw error;
     throw lockFailed(error, `the workspace lock directory ${locksDir}`);
   }
-  const lockOptions: LockOptions = {
-    fs,
-    payload,
-    reapDeadOwners: false,
-    durable: true,
-    label: "workspace restore",
+  const seams = {
     ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
     ...(options.identity ? { identity: options.identity } : {}),
     ...(options.now ? { now: options.now } : {}),
@@ -498,7 +605,8 @@ function prepare(options: WorkspaceLockOptions): Prepared {
     locksDir,
     path: workspaceLockPath(options.dataDir, root),
     payload,
-    lockOptions,
+    lockOptions: ownerLockOptions(fs, payload, seams),
+    seams,
     judge: makeJudge(options),
     waitMs: clampWait(options.waitMs),
     retryMs: options.retryMs ?? 25,
@@ -518,7 +626,12 @@ function makeLease(
   handle: LockHandle,
   priorOwner: WorkspaceLockOwner | null,
   priorTornLock: TornLock | null = null,
+  reapedEditLocks: readonly WorkspaceLockOwner[] = [],
 ): HeldWorkspaceLock {
+  const holder =
+    p.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE
+      ? `workspace edit ${p.payload.transactionId}`
+      : `restore ${p.payload.transactionId}`;
   const owner = parseOwner(p.path, handle.owner);
   const digest = ownerDigest(owner);
   let retention: SagaError | null = null;
@@ -529,6 +642,7 @@ function makeLease(
     ownerDigest: digest,
     priorOwner,
     priorTornLock,
+    reapedEditLocks: Object.freeze([...reapedEditLocks]),
     recoveryOfOperationId: priorOwner
       ? priorOwner.payload.transactionId
       : priorTornLock
@@ -545,12 +659,19 @@ function makeLease(
           code: "LOCK_OWNERSHIP_LOST",
           cause: error,
           ownerOperationId: p.payload.transactionId,
-          message: `The lock on workspace ${p.root} no longer belongs to restore ${p.payload.transactionId}. Stop: another process may be changing the workspace. Inspect it with the recovery tool.`,
+          message: `The lock on workspace ${p.root} no longer belongs to ${holder}. Stop: another process may be changing the workspace. Inspect it with the recovery tool.`,
         });
       }
     },
     retainForRecovery(reason: string): never {
       if (retention) throw retention;
+      if (p.payload.purpose !== WORKSPACE_LOCK_PURPOSE) {
+        // Its dead lock would be taken over by the next acquisition: there is nothing to retain it for.
+        throw new SagaError({
+          code: "INVALID_ARGUMENT",
+          message: `Only a restore's workspace lock can be retained for recovery, not ${holder}'s; it is released.`,
+        });
+      }
       const text = String(reason ?? "")
         .replace(/[\u0000-\u001f\u007f]/g, " ")
         .trim()
@@ -627,8 +748,8 @@ const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(do
 
 /**
  * Takes the workspace lock for `transactionId`. Waits up to `waitMs` while a live owner holds this or an
- * overlapping workspace (then WORKSPACE_LOCKED); a dead owner gives RECOVERY_REQUIRED at once and is never
- * taken over here.
+ * overlapping workspace (then WORKSPACE_LOCKED); a dead restore's owner gives RECOVERY_REQUIRED at once
+ * and is never taken over here. A dead workspace edit's owner is taken over (see the module comment).
  */
 export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promise<HeldWorkspaceLock> {
   const p = prepare(options);
@@ -644,16 +765,27 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
         "the workspace lock registry",
         p.fs,
         registryLockOptions(p),
-        (): HeldWorkspaceLock | SagaError => {
-          const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        async (): Promise<HeldWorkspaceLock | SagaError> => {
+          const reaped: WorkspaceLockOwner[] = [];
+          const overlap = await findOverlap(p, reaped);
           if (overlap) return overlap;
           try {
-            made.lease = makeLease(p, acquireLockSync(p.path, { ...p.lockOptions, waitMs: 0 }), null);
+            const handle = acquireLockSync(p.path, { ...p.lockOptions, waitMs: 0 });
+            made.lease = makeLease(p, handle, null, null, reaped);
             return made.lease;
           } catch (error) {
             if (isLockError(error) && (error.code === "LOCK_TIMEOUT" || error.code === "LOCK_OWNER_DEAD")) {
               const owner = readOwner(p.fs, p.path);
-              if (owner) return blockedError(owner, error.code === "LOCK_OWNER_DEAD", p.root);
+              const dead = error.code === "LOCK_OWNER_DEAD";
+              if (owner && dead && owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) {
+                // A stopped edit's lock: ours now, through the exact owner's takeover (never unlocked).
+                const handle = await takeoverDeadEdit(p.path, owner, p.lockOptions);
+                if (handle !== null) {
+                  made.lease = makeLease(p, handle, null, null, [...reaped, owner]);
+                  return made.lease;
+                }
+              }
+              if (owner) return blockedError(owner, dead, p.root);
               return lockFailed(error, `workspace ${p.root}`);
             }
             if (error instanceof SagaError) throw error;
@@ -680,6 +812,10 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
 export async function takeoverWorkspaceLock(
   options: WorkspaceRecoveryLockOptions,
 ): Promise<HeldWorkspaceLock> {
+  if (options.purpose !== undefined && options.purpose !== WORKSPACE_LOCK_PURPOSE)
+    throw invalid(
+      `Only a restore's workspace lock (${WORKSPACE_LOCK_PURPOSE}) is ever taken over for recovery.`,
+    );
   if (options.expectedTorn !== undefined) {
     if (options.expectedOwner !== undefined) throw invalid("Pass expectedOwner or expectedTorn, not both.");
     return takeoverTornWorkspaceLock(options);
@@ -688,6 +824,7 @@ export async function takeoverWorkspaceLock(
   const expected = WorkspaceLockOwnerSchema.safeParse(options.expectedOwner);
   if (
     !expected.success ||
+    expected.data.payload.purpose !== WORKSPACE_LOCK_PURPOSE ||
     expected.data.payload.transactionId !== p.payload.transactionId ||
     expected.data.payload.workspaceRoot !== p.root
   ) {
@@ -697,6 +834,7 @@ export async function takeoverWorkspaceLock(
   }
   const expectedOwner = expected.data;
   const made: { lease?: HeldWorkspaceLock } = {};
+  const reaped: WorkspaceLockOwner[] = [];
   try {
     return await withStateLock(
       join(p.locksDir, "registry.lock"),
@@ -704,7 +842,7 @@ export async function takeoverWorkspaceLock(
       p.fs,
       registryLockOptions(p),
       async () => {
-        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        const overlap = await findOverlap(p, reaped);
         if (overlap) throw overlap;
         let handle: LockHandle;
         try {
@@ -722,7 +860,7 @@ export async function takeoverWorkspaceLock(
             throw blockedError(expectedOwner, false, p.root);
           throw lockFailed(error, `workspace ${p.root}`);
         }
-        made.lease = makeLease(p, handle, expectedOwner);
+        made.lease = makeLease(p, handle, expectedOwner, null, reaped);
         return made.lease;
       },
     );
@@ -766,6 +904,7 @@ async function takeoverTornWorkspaceLock(
       message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
     });
   const made: { lease?: HeldWorkspaceLock } = {};
+  const reaped: WorkspaceLockOwner[] = [];
   try {
     return await withStateLock(
       join(p.locksDir, "registry.lock"),
@@ -773,7 +912,7 @@ async function takeoverTornWorkspaceLock(
       p.fs,
       registryLockOptions(p),
       async () => {
-        const overlap = findOverlap(p.fs, p.locksDir, p.root, p.path, p.judge);
+        const overlap = await findOverlap(p, reaped);
         if (overlap) throw overlap;
         const state = readState(p.fs, p.path, bootTimeMs);
         if (state.kind !== "unreadable" || !sameFile(state.identity, expectedTorn)) throw changed();
@@ -791,7 +930,7 @@ async function takeoverTornWorkspaceLock(
           if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw changed(error);
           throw lockFailed(error, `workspace ${p.root}`);
         }
-        made.lease = makeLease(p, handle, null, expectedTorn);
+        made.lease = makeLease(p, handle, null, expectedTorn, reaped);
         return made.lease;
       },
     );
@@ -838,4 +977,93 @@ export async function withWorkspaceRecoveryLock<T>(
   fn: (lease: WorkspaceLease) => T | Promise<T>,
 ): Promise<T> {
   return runHeld(await takeoverWorkspaceLock(options), fn);
+}
+
+export interface ReapDeadEditLocksOptions {
+  /** Locks live in `<dataDir>/locks`; a data directory without them has nothing to reap (nothing is created). */
+  dataDir: string;
+  fs?: FileOps;
+  isProcessAlive?: (pid: number) => boolean;
+  identity?: LockOptions["identity"];
+  now?: () => number;
+  /**
+   * Runs while each stopped edit's lock is held by this process (taken over, not yet released), e.g. to
+   * sweep the temps that edit left in its workspace (which may no longer exist). If it throws, the lock is
+   * still released and the error propagates.
+   */
+  whileHeld?: (owner: WorkspaceLockOwner) => void | Promise<void>;
+}
+
+export interface ReapDeadEditLocksResult {
+  /** The dead workspace-edit owners whose locks were removed. */
+  readonly removed: readonly WorkspaceLockOwner[];
+}
+
+/**
+ * Removes every workspace lock a stopped workspace edit left (a dead `workspace-edit` owner, judged by
+ * file-lock: never a live or unverifiable one), each through the exact owner's takeover and a release,
+ * under the registry lock. Restores' locks, live locks and unreadable lock files are left exactly as they
+ * are. For a server's startup, so such a lock does not linger until the workspace's next acquisition.
+ */
+export async function reapDeadEditLocks(options: ReapDeadEditLocksOptions): Promise<ReapDeadEditLocksResult> {
+  const fs = options.fs ?? nodeFileOps;
+  const locksDir = locksDirOf(options.dataDir);
+  const seams = {
+    ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
+    ...(options.identity ? { identity: options.identity } : {}),
+    ...(options.now ? { now: options.now } : {}),
+  };
+  const judge = makeJudge(seams);
+  const isEditLock = (name: string): boolean => {
+    if (!WORKSPACE_LOCK_FILE.test(name)) return false;
+    try {
+      return readOwner(fs, join(locksDir, name))?.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE;
+    } catch {
+      return false;
+    }
+  };
+  let names: string[];
+  try {
+    names = fs.readdirSync(locksDir);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return { removed: [] };
+    throw lockFailed(error, `the workspace lock registry ${locksDir}`);
+  }
+  // Nothing to do without an edit lock on disk: the registry lock is not even taken.
+  if (!names.some(isEditLock)) return { removed: [] };
+  const removed: WorkspaceLockOwner[] = [];
+  const registry = {
+    waitMs: 5_000,
+    ...(seams.isProcessAlive ? { isProcessAlive: seams.isProcessAlive } : {}),
+    ...(seams.identity ? { identity: seams.identity } : {}),
+  };
+  try {
+    await withStateLock(
+      join(locksDir, "registry.lock"),
+      "the workspace lock registry",
+      fs,
+      registry,
+      async () => {
+        for (const name of fs.readdirSync(locksDir).sort()) {
+          if (!WORKSPACE_LOCK_FILE.test(name)) continue;
+          const path = join(locksDir, name);
+          let owner: WorkspaceLockOwner | null;
+          try {
+            owner = readOwner(fs, path);
+          } catch {
+            // Unreadable: not judged here (it may guard a restore); the recovery tools report it.
+            continue;
+          }
+          if (owner === null || owner.payload.purpose !== WORKSPACE_EDIT_LOCK_PURPOSE) continue;
+          if (judge(owner) !== "dead") continue;
+          if (await removeDeadEditLock({ fs, seams }, path, owner, options.whileHeld)) removed.push(owner);
+        }
+      },
+    );
+  } catch (error) {
+    // The registry was taken from this process at its release: what was removed is removed (a removal can
+    // only make another process's overlap scan less restrictive), so that is no failure of this call.
+    if (!(isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST")) throw error;
+  }
+  return { removed };
 }

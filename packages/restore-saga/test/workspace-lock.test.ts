@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { hostname } from "node:os";
 import { basename, join } from "node:path";
@@ -9,6 +10,7 @@ import {
   inspectWorkspaceLock,
   inspectWorkspaceLockState,
   ownerDigest,
+  reapDeadEditLocks,
   takeoverWorkspaceLock,
   tornLockDigest,
   withWorkspaceLock,
@@ -848,5 +850,193 @@ describe("workspace lock: a lock file torn by a power loss", () => {
     );
     expect(error.code).toBe("WORKSPACE_LOCKED");
     expect(fs.readFileSync(path, "utf8")).toBe("");
+  });
+});
+
+describe("workspace lock: a lock left by a stopped workspace edit (file write, deletion, checkpoint)", () => {
+  /** An owner file of a process that is provably gone (its pid exited; this host, this boot). */
+  async function writeDeadOwner(root: string, transactionId: string, purpose: string): Promise<string> {
+    fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
+    const owner = {
+      version: 1,
+      pid: await deadPid(),
+      token: randomUUID(),
+      createdAt: Date.now() - 1_000,
+      host: hostname(),
+      bootId: createSystemIdentity().bootId(),
+      payload: { transactionId, workspaceRoot: fs.realpathSync(root), purpose },
+    };
+    const path = workspaceLockPath(dataDir, fs.realpathSync(root));
+    fs.writeFileSync(path, `${JSON.stringify(owner)}\n`);
+    return path;
+  }
+
+  it("publishes purpose workspace-edit when asked, checkpoint-restore by default", async () => {
+    const held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "file-write-1",
+      purpose: "workspace-edit",
+    });
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.payload.purpose).toBe(
+      "workspace-edit",
+    );
+    held.release();
+  });
+
+  it("the next acquire takes a dead edit owner's lock over (exact owner, never a blind unlink) and proceeds", async () => {
+    for (const purpose of ["workspace-edit", "checkpoint-restore"] as const) {
+      const path = await writeDeadOwner(workspace, "file-write-dead", "workspace-edit");
+      const held = await acquireWorkspaceLock({
+        dataDir,
+        workspaceRoot: workspace,
+        transactionId: `next-${purpose}`,
+        purpose,
+        waitMs: 0,
+      });
+      expect(held.owner.payload).toEqual({
+        transactionId: `next-${purpose}`,
+        workspaceRoot: workspace,
+        purpose,
+      });
+      expect(held.priorOwner).toBeNull();
+      expect(held.recoveryOfOperationId).toBeNull();
+      expect(held.reapedEditLocks.map((o) => o.payload.transactionId)).toEqual(["file-write-dead"]);
+      expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.token).toBe(held.owner.token);
+      held.release();
+      expect(fs.existsSync(path)).toBe(false);
+      // Nothing is left beside the lock (file-lock's candidate and election records are gone).
+      expect(fs.readdirSync(join(dataDir, "locks")).filter((n) => n.startsWith("ws-"))).toEqual([]);
+    }
+  });
+
+  it("a dead edit owner of an overlapping workspace is removed by the overlap scan, and the acquire proceeds", async () => {
+    const child = join(workspace, "child");
+    for (const [locked, wanted] of [
+      [child, workspace],
+      [workspace, child],
+    ] as const) {
+      const path = await writeDeadOwner(locked, "checkpoint-dead", "workspace-edit");
+      const held = await acquireWorkspaceLock({
+        dataDir,
+        workspaceRoot: wanted,
+        transactionId: "op-next",
+        waitMs: 0,
+      });
+      expect(fs.existsSync(path)).toBe(false);
+      expect(held.reapedEditLocks.map((o) => o.payload.workspaceRoot)).toEqual([locked]);
+      held.release();
+    }
+  });
+
+  it("a live edit owner still gives WORKSPACE_LOCKED (saying it is an edit, not a restore)", async () => {
+    const edit = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "file-write-live",
+      purpose: "workspace-edit",
+    });
+    for (const root of [workspace, join(workspace, "child")]) {
+      const error = await rejection(
+        acquireWorkspaceLock({ dataDir, workspaceRoot: root, transactionId: "op-next", waitMs: 0 }),
+      );
+      expect(error.code).toBe("WORKSPACE_LOCKED");
+      expect(error.details.ownerOperationId).toBe("file-write-live");
+      expect(error.message).not.toMatch(/^Restore/);
+      expect(error.message).toContain("file write");
+    }
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(edit.owner);
+    edit.release();
+  });
+
+  it("a dead checkpoint-restore owner still gives RECOVERY_REQUIRED, its lock untouched", async () => {
+    const path = await writeDeadOwner(workspace, "restore-dead", "checkpoint-restore");
+    const bytes = fs.readFileSync(path);
+    for (const [root, purpose] of [
+      [workspace, "workspace-edit"],
+      [join(workspace, "child"), "checkpoint-restore"],
+    ] as const) {
+      const error = await rejection(
+        acquireWorkspaceLock({ dataDir, workspaceRoot: root, transactionId: "op-next", purpose, waitMs: 0 }),
+      );
+      expect(error.code).toBe("RECOVERY_REQUIRED");
+      expect(error.details.ownerOperationId).toBe("restore-dead");
+    }
+    expect(fs.readFileSync(path)).toEqual(bytes);
+  });
+
+  it("an edit owner in another pid namespace is never judged dead: WORKSPACE_LOCKED, lock kept", async () => {
+    const path = await writeDeadOwner(workspace, "file-write-elsewhere", "workspace-edit");
+    const owner = JSON.parse(fs.readFileSync(path, "utf8"));
+    fs.writeFileSync(path, `${JSON.stringify({ ...owner, pidNamespace: "pid:[4026500001]" })}\n`);
+    const bytes = fs.readFileSync(path);
+    const error = await rejection(
+      acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-next", waitMs: 0 }),
+    );
+    expect(error.code).toBe("WORKSPACE_LOCKED");
+    expect((await reapDeadEditLocks({ dataDir })).removed).toEqual([]);
+    expect(fs.readFileSync(path)).toEqual(bytes);
+  });
+
+  it("takeoverWorkspaceLock keeps requiring a checkpoint-restore owner and purpose", async () => {
+    await writeDeadOwner(workspace, "file-write-dead", "workspace-edit");
+    const owner = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
+    const base = { dataDir, workspaceRoot: workspace, transactionId: "file-write-dead" };
+    const edit = await rejection(takeoverWorkspaceLock({ ...base, expectedOwner: owner }));
+    expect(edit.code).toBe("INVALID_ARGUMENT");
+    const asEdit = await rejection(
+      takeoverWorkspaceLock({ ...base, expectedOwner: owner, purpose: "workspace-edit" }),
+    );
+    expect(asEdit.code).toBe("INVALID_ARGUMENT");
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toEqual(owner);
+  });
+
+  it("reapDeadEditLocks removes only dead edit locks, running its callback while it holds each", async () => {
+    const others = ["w-dead-edit", "w-dead-restore", "w-live-edit"].map((name) => {
+      const root = join(base, name);
+      fs.mkdirSync(root);
+      return root;
+    });
+    const [deadEdit, deadRestore, liveEdit] = others as [string, string, string];
+    const deadEditPath = await writeDeadOwner(deadEdit, "file-delete-dead", "workspace-edit");
+    const deadRestorePath = await writeDeadOwner(deadRestore, "restore-dead", "checkpoint-restore");
+    const restoreBytes = fs.readFileSync(deadRestorePath);
+    const live = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: liveEdit,
+      transactionId: "file-write-live",
+      purpose: "workspace-edit",
+    });
+    // A stopped edit whose workspace was removed since: its lock still goes.
+    const gone = join(base, "w-gone");
+    fs.mkdirSync(gone);
+    const gonePath = await writeDeadOwner(gone, "checkpoint-gone", "workspace-edit");
+    fs.rmSync(gone, { recursive: true });
+
+    const held: string[] = [];
+    const result = await reapDeadEditLocks({
+      dataDir,
+      whileHeld: (owner) => {
+        held.push(owner.payload.workspaceRoot);
+        // The lock is held (taken over, not yet released) while the callback runs.
+        expect(inspectWorkspaceLock({ dataDir, workspaceRoot: deadEdit })?.pid ?? process.pid).toBe(
+          process.pid,
+        );
+      },
+    });
+    expect(result.removed.map((o) => o.payload.transactionId).sort()).toEqual([
+      "checkpoint-gone",
+      "file-delete-dead",
+    ]);
+    expect(held.sort()).toEqual([fs.realpathSync(deadEdit), join(fs.realpathSync(base), "w-gone")].sort());
+    expect(fs.existsSync(deadEditPath)).toBe(false);
+    expect(fs.existsSync(gonePath)).toBe(false);
+    expect(fs.readFileSync(deadRestorePath)).toEqual(restoreBytes);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: liveEdit })).toEqual(live.owner);
+    // Nothing to do: nothing changes, and a data directory without locks is fine too.
+    expect((await reapDeadEditLocks({ dataDir })).removed).toEqual([]);
+    expect((await reapDeadEditLocks({ dataDir: join(base, "empty") })).removed).toEqual([]);
+    expect(fs.existsSync(join(base, "empty"))).toBe(false);
+    live.release();
   });
 });

@@ -2,7 +2,12 @@ import { existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { collectLockGarbage, inspectLock } from "@drydock/file-lock";
 import { ownerMayBeAlive } from "@drydock/recovery-controller";
-import { ownerDigest, type WorkspaceLockOwner } from "@drydock/restore-saga";
+import {
+  ownerDigest,
+  reapDeadEditLocks,
+  type WorkspaceLockOwner,
+  workspaceLockPath,
+} from "@drydock/restore-saga";
 import type { CommandContext } from "../context.js";
 import { type Rendered, table } from "../render.js";
 
@@ -16,8 +21,16 @@ export interface LockRow {
   alive: boolean | null;
   /** Digest of the owner (never its token). */
   ownerDigest: string | null;
-  /** The restore holding a workspace lock. */
+  /** The restore (or workspace edit, see `purpose`) holding a workspace lock. */
   transactionId: string | null;
+  /**
+   * What a workspace lock guards: `checkpoint-restore` (a restore; dead, it waits for its fenced recovery)
+   * or `workspace-edit` (the bot server's file write, deletion or checkpoint; dead, it guards nothing and
+   * goes by itself). Null for other locks.
+   */
+  purpose: "checkpoint-restore" | "workspace-edit" | null;
+  /** A workspace edit's lock in words (running, or left by a stopped edit and how it goes); else null. */
+  note: string | null;
   /** Election records and candidates beside the lock (what `locks gc` may remove). */
   leftovers: number;
   /**
@@ -111,18 +124,33 @@ export function collectLocks(ctx: CommandContext): LockRow[] {
           alive: null,
           ownerDigest: null,
           transactionId: null,
+          purpose: null,
+          note: null,
           problem: null,
         };
       }
-      const payload = (owner as { payload?: { transactionId?: unknown } }).payload;
+      const payload = (owner as { payload?: { transactionId?: unknown; purpose?: unknown } }).payload;
+      const alive = ownerMayBeAlive(owner);
+      const purpose =
+        base.kind === "workspace" &&
+        (payload?.purpose === "checkpoint-restore" || payload?.purpose === "workspace-edit")
+          ? payload.purpose
+          : null;
       return {
         ...base,
         present: true,
         pid: owner.pid,
         createdAt: new Date(owner.createdAt).toISOString(),
-        alive: ownerMayBeAlive(owner),
+        alive,
         ownerDigest: ownerDigest(owner as unknown as WorkspaceLockOwner),
         transactionId: typeof payload?.transactionId === "string" ? payload.transactionId : null,
+        purpose,
+        note:
+          purpose !== "workspace-edit"
+            ? null
+            : alive
+              ? "a file write, deletion or checkpoint in progress"
+              : `left by a stopped file write, deletion or checkpoint; it guards nothing: the next write, the bot server's start or \`${ctx.commandPrefix} locks gc --yes\` removes it`,
         problem: null,
       };
     } catch (error) {
@@ -134,6 +162,8 @@ export function collectLocks(ctx: CommandContext): LockRow[] {
         alive: null,
         ownerDigest: null,
         transactionId: null,
+        purpose: null,
+        note: null,
         problem: error instanceof Error ? error.message : String(error),
       };
     }
@@ -155,11 +185,14 @@ export async function locksList(ctx: CommandContext): Promise<Rendered> {
               ? `unreadable: ${row.problem}`
               : !row.present
                 ? "absent"
-                : row.alive
-                  ? "running"
-                  : "dead",
+                : row.note
+                  ? `${row.alive ? "running" : "dead"}: ${row.note}`
+                  : row.alive
+                    ? "running"
+                    : "dead",
             row.createdAt,
-            row.transactionId,
+            // A workspace edit is no restore: its id is shown as what it is.
+            row.purpose === "workspace-edit" ? `(edit) ${row.transactionId}` : row.transactionId,
             row.leftovers,
             row.kept,
           ]),
@@ -170,26 +203,41 @@ export async function locksList(ctx: CommandContext): Promise<Rendered> {
 
 /**
  * Removes election records whose lock moved on and candidates of dead processes (file-lock decides which
- * are garbage; lock files themselves are never touched). Without --yes: what could be removed.
+ * are garbage), and the workspace locks stopped workspace edits left (restore-saga's `reapDeadEditLocks`:
+ * dead `workspace-edit` owners only, each by an exact-owner takeover under the registry lock). No other lock
+ * file is ever touched: a restore's dead lock waits for its fenced recovery. Without --yes: what could be
+ * removed.
  */
 export async function locksGc(ctx: CommandContext): Promise<Rendered> {
   const paths = lockPaths(ctx.dataDir);
   // A running process's kept owner file is not garbage (and its name holds a live token): not listed.
-  const leftovers = paths.flatMap((entry) =>
-    entry.leftovers.filter((file) => !keptByLiveProcess(file)).map((file) => relative(ctx.dataDir, file)),
-  );
+  const stoppedEdits = collectLocks(ctx)
+    .filter((row) => row.purpose === "workspace-edit" && row.alive === false)
+    .map((row) => row.path);
+  const leftovers = [
+    ...stoppedEdits,
+    ...paths.flatMap((entry) =>
+      entry.leftovers.filter((file) => !keptByLiveProcess(file)).map((file) => relative(ctx.dataDir, file)),
+    ),
+  ];
   if (!ctx.yes) {
     const command = `${ctx.commandPrefix} locks gc --yes`;
     return {
       data: { ok: true, preview: true, changed: false, candidates: leftovers, command },
       human:
         leftovers.length === 0
-          ? "Preview: no election records or candidates beside any lock. Nothing was changed.\n"
-          : `Preview: ${leftovers.length} leftover file(s) beside locks; those that are provably garbage would be removed:\n${leftovers.map((file) => `  ${file}\n`).join("")}Nothing was changed. To apply it, run:\n  ${command}\n`,
+          ? "Preview: no election records or candidates beside any lock, and no lock of a stopped workspace edit. Nothing was changed.\n"
+          : `Preview: ${leftovers.length} leftover file(s) (beside locks, or locks of stopped workspace edits); those that are provably garbage would be removed:\n${leftovers.map((file) => `  ${file}\n`).join("")}Nothing was changed. To apply it, run:\n  ${command}\n`,
     };
   }
   const removed: string[] = [];
-  for (const { path } of paths) {
+  if (stoppedEdits.length > 0) {
+    // file-lock judges each owner again under the registry lock: only a provably dead one goes.
+    for (const owner of (await reapDeadEditLocks({ dataDir: ctx.dataDir })).removed) {
+      removed.push(relative(ctx.dataDir, workspaceLockPath(ctx.dataDir, owner.payload.workspaceRoot)));
+    }
+  }
+  for (const { path } of lockPaths(ctx.dataDir)) {
     for (const file of collectLockGarbage(path).removed) removed.push(relative(ctx.dataDir, file));
   }
   return {

@@ -44,7 +44,9 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     if (item.problem) {
       findings.push({
         area: "restore",
-        attention: true,
+        // True for every unreadable restore; false only for an unpublished saga directory that another
+        // process's hold on the saga store kept from being removed just now (the next look removes it).
+        attention: item.attention,
         subject: item.operationId,
         message: item.problem,
         command: null,
@@ -166,6 +168,15 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         subject: lock.path,
         message: lock.problem,
         command: null,
+      });
+    } else if (lock.purpose === "workspace-edit" && lock.alive === false && lock.note) {
+      // Guards nothing and goes by itself (next write, server start); informational, with the command.
+      findings.push({
+        area: "lock",
+        attention: false,
+        subject: lock.path,
+        message: `${lock.note} (${lock.transactionId})`,
+        command: `${ctx.commandPrefix} locks gc --yes`,
       });
     }
   }
