@@ -150,6 +150,10 @@ const AREAS = [
         "server SIGKILLed at provision, deletion and restore crash points, restarted on the same data",
       ],
       ["apps/bot-server/test/hostile-input.test.ts", "generated malformed HTTP requests"],
+      [
+        "apps/bot-server/test/chaos.test.ts",
+        "server SIGKILLed at random moments under a mixed workload and provider faults, restarted each round; invariants checked after every restart",
+      ],
     ],
   },
   {

@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createServer, request as httpRequest, type IncomingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
 import { loadConfig } from "../src/config.js";
@@ -127,4 +129,188 @@ export function inProcessServer(
     tmp.cleanup();
   });
   return tmp;
+}
+
+/**
+ * Every file under `root`, keyed by its path relative to `root`, with its bytes in `encoding` (utf8 by
+ * default; base64 compares binary files byte for byte). Names `skip` accepts are left out (with everything
+ * below them); anything that is neither a file nor a directory is recorded as "<not a regular file>".
+ * A missing `root` gives {}.
+ */
+export function snapshotTree(
+  root: string,
+  options: { encoding?: BufferEncoding; skip?: (name: string) => boolean } = {},
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (options.skip?.(entry.name)) continue;
+      const p = join(dir, entry.name);
+      if (entry.isDirectory()) walk(p);
+      else
+        out[relative(root, p)] = entry.isFile()
+          ? readFileSync(p, options.encoding ?? "utf8")
+          : "<not a regular file>";
+    }
+  };
+  try {
+    if (statSync(root).isDirectory()) walk(root);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  return out;
+}
+
+/** One request that went through a recording proxy, as the proxy saw it. */
+export interface RecordedCall {
+  /** 1, 2, … in order of arrival. */
+  seq: number;
+  method: string;
+  /** The request target as sent (path and query), e.g. `/api/v1/sandboxes/bx_…`. */
+  path: string;
+  /** The Idempotency-Key header, when one was sent. */
+  idempotencyKey?: string;
+  /** Date.now() when the request's headers arrived at the proxy. */
+  arrivedAt: number;
+  /** Date.now() when the target's answer (or its dropped connection) came back; unset while in flight. */
+  doneAt?: number;
+  /** The target's status; unset when the target dropped the connection. */
+  status?: number;
+  /** The target's body parsed as JSON (null when it is not JSON). */
+  // biome-ignore lint/suspicious/noExplicitAny: tests read provider answers' fields directly.
+  json?: any;
+  /** Why the target gave no answer (its connection dropped), if so. */
+  error?: string;
+  /** The answer was written to the caller's connection (false: the target dropped it, or the caller was gone). */
+  delivered: boolean;
+  /** Free for the `onArrive` hook (e.g. which server process sent it). */
+  tag?: unknown;
+}
+
+export interface RecordingProxy {
+  /** The proxy's origin, `http://127.0.0.1:PORT`; paths are forwarded unchanged. */
+  url: string;
+  /** Every request so far, in order of arrival. */
+  calls: RecordedCall[];
+  /** Resolves once no forwarded request is still waiting for the target. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "host"]);
+
+function forwardableHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  }
+  return out;
+}
+
+/**
+ * A loopback HTTP proxy in front of `target` (an origin, e.g. the boat.dev simulator's `url`) that records
+ * every request: when it arrived, when the target answered, what it answered and whether that answer reached
+ * the caller. A request is forwarded whole once its body has arrived and is always run to the end at the
+ * target, even if the caller dies meanwhile (as the real provider would), so `doneAt` is when the target
+ * finished with it. A connection the target drops is dropped towards the caller too. `onArrive` runs
+ * synchronously when a request's headers arrive, before anything is forwarded.
+ */
+export async function startRecordingProxy(
+  target: string,
+  options: { onArrive?: (call: RecordedCall) => void } = {},
+): Promise<RecordingProxy> {
+  const origin = new URL(target);
+  const calls: RecordedCall[] = [];
+  let inFlight = 0;
+  let waiters: (() => void)[] = [];
+  const settle = () => {
+    inFlight -= 1;
+    if (inFlight === 0) {
+      for (const wake of waiters) wake();
+      waiters = [];
+    }
+  };
+  const server = createServer((req, res) => {
+    const key = req.headers["idempotency-key"];
+    const call: RecordedCall = {
+      seq: calls.length + 1,
+      method: req.method ?? "GET",
+      path: req.url ?? "/",
+      ...(typeof key === "string" ? { idempotencyKey: key } : {}),
+      arrivedAt: Date.now(),
+      delivered: false,
+    };
+    calls.push(call);
+    options.onArrive?.(call);
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("error", () => {
+      // The caller died while sending: nothing is forwarded (see 'end').
+    });
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      inFlight += 1;
+      const upstream = httpRequest(
+        {
+          host: origin.hostname,
+          port: origin.port,
+          method: call.method,
+          path: call.path,
+          headers: { ...forwardableHeaders(req.headers), "content-length": String(body.length) },
+          agent: false,
+        },
+        (answer) => {
+          const parts: Buffer[] = [];
+          answer.on("data", (chunk: Buffer) => parts.push(chunk));
+          answer.on("error", (error) => {
+            if (call.doneAt !== undefined) return;
+            call.error = error.message;
+            call.doneAt = Date.now();
+            req.socket.destroy();
+            settle();
+          });
+          answer.on("end", () => {
+            const text = Buffer.concat(parts);
+            call.status = answer.statusCode ?? 0;
+            call.doneAt = Date.now();
+            try {
+              call.json = JSON.parse(text.toString("utf8"));
+            } catch {
+              call.json = null;
+            }
+            settle();
+            if (res.destroyed || req.socket.destroyed) return;
+            res.writeHead(call.status, {
+              ...forwardableHeaders(answer.headers),
+              "content-length": String(text.length),
+            });
+            res.end(text, () => {
+              call.delivered = true;
+            });
+          });
+        },
+      );
+      upstream.on("error", (error) => {
+        if (call.doneAt !== undefined) return;
+        call.error = error.message;
+        call.doneAt = Date.now();
+        req.socket.destroy();
+        settle();
+      });
+      upstream.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    calls,
+    idle: () => (inFlight === 0 ? Promise.resolve() : new Promise<void>((wake) => waiters.push(wake))),
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
 }
