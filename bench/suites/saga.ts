@@ -247,7 +247,15 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
       phase: "locked",
       evidence: { workspaceLockOwner: lock.owner, lockOwnerDigest: lock.ownerDigest },
     });
-    while (s.seq < 64) {
+    s = await store.advance(longId, {
+      expectedSeq: s.seq,
+      expectedHash: s.headHash,
+      phase: "prepared",
+      evidence: { prestateDigest: H("b"), targetCount: 1 },
+    });
+    // Recovery attempts up to the cap, then the abort that settles the saga as its 64th event (the store
+    // keeps room to settle: a non-terminal event is refused when what settling would take no longer fits).
+    while (s.seq < 63) {
       const phase = s.phase === "recovery_required" ? "recovery_started" : "recovery_required";
       const evidence =
         phase === "recovery_required"
@@ -259,6 +267,13 @@ export async function runSaga(opts: { quick: boolean }): Promise<SuiteResult> {
             };
       s = await store.advance(longId, { expectedSeq: s.seq, expectedHash: s.headHash, phase, evidence });
     }
+    s = await store.advance(longId, {
+      expectedSeq: s.seq,
+      expectedHash: s.headHash,
+      phase: "aborted",
+      evidence: { recoveryAction: "abort-pre-intent", reason: "bench" },
+    });
+    if (s.seq !== 64) throw new Error(`the long saga has ${s.seq} events, not 64`);
     lock.release();
     const loads = await timeAsync(async () => {
       await store.load(longId);
