@@ -1018,10 +1018,10 @@ describe("workspace lock: a lock left by a stopped workspace edit (file write, d
       dataDir,
       whileHeld: (owner) => {
         held.push(owner.payload.workspaceRoot);
-        // The lock is held (taken over, not yet released) while the callback runs.
-        expect(inspectWorkspaceLock({ dataDir, workspaceRoot: deadEdit })?.pid ?? process.pid).toBe(
-          process.pid,
-        );
+        // This very workspace's lock is held (taken over by this process, not yet released) while the
+        // callback runs. (Not another's: the reap order follows the lock files' names.)
+        const path = workspaceLockPath(dataDir, owner.payload.workspaceRoot);
+        expect(JSON.parse(fs.readFileSync(path, "utf8")).pid).toBe(process.pid);
       },
     });
     expect(result.removed.map((o) => o.payload.transactionId).sort()).toEqual([
