@@ -82,3 +82,27 @@ export function spawnWorker(fixture: string, args: string[]): Worker {
     },
   };
 }
+
+/**
+ * Whether a JSON text (one JSON.parse accepts) repeats a member name within one object. An oracle for the
+ * journals' refusal of such files, deliberately unlike their scanner: it counts the member names written
+ * in the text and the members JSON.parse kept; a repeated name is the only way the two differ.
+ */
+export function hasRepeatedMemberName(text: string): boolean {
+  const strings = /"(?:[^"\\]|\\.)*"/g;
+  let written = 0;
+  for (let match = strings.exec(text); match; match = strings.exec(text)) {
+    if (/^[ \t\n\r]*:/.test(text.slice(strings.lastIndex, strings.lastIndex + 64))) written += 1;
+  }
+  let kept = 0;
+  const pending: unknown[] = [JSON.parse(text)];
+  while (pending.length > 0) {
+    const value = pending.pop();
+    if (Array.isArray(value)) pending.push(...value);
+    else if (value !== null && typeof value === "object") {
+      kept += Object.keys(value).length;
+      pending.push(...Object.values(value));
+    }
+  }
+  return written !== kept;
+}
