@@ -25,7 +25,13 @@ let skipped = 0;
 try {
   const r = JSON.parse(readFileSync(out, "utf8"));
   passed = r.numPassedTests ?? 0;
-  failed = (r.numFailedTests ?? 0) + (r.numFailedTestSuites ?? 0);
+  // numFailedTestSuites counts every describe block around a failed test too (one failed test read as
+  // "3 failed"), so count failed tests, plus each file that failed without a failed test (it did not load,
+  // or a hook threw).
+  const brokenFiles = (r.testResults ?? []).filter(
+    (file) => file.status === "failed" && !(file.assertionResults ?? []).some((t) => t.status === "failed"),
+  ).length;
+  failed = (r.numFailedTests ?? 0) + brokenFiles;
   skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 } catch (error) {
   console.error(`could not read vitest's JSON results (${error.message})`);
