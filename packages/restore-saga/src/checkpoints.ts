@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { basename, dirname, isAbsolute, join, sep } from "node:path";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { writeFileAtomic } from "@drydock/json-journal";
+import { sweepStaleTemps, writeFileAtomic } from "@drydock/json-journal";
 import { errnoOf, SagaError } from "./errors.js";
 import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
@@ -308,6 +308,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
 
   const captures = new WeakSet<CapturedWorkspace>();
   const sweptBlobDirs = new Set<string>();
+  let manifestTempsSwept = false;
 
   /** Scans the workspace and stores every new blob durably; writes no manifest (see the interface). */
   async function captureWorkspace(
@@ -421,6 +422,17 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       entries,
     };
     const bytes = Buffer.from(prettyCanonical(manifest), "utf8");
+    if (!manifestTempsSwept) {
+      // Once per store: a checkpoint killed while writing its manifest left a temp beside the manifests
+      // (never promoted: the checkpoint does not exist). Its writer dead and the temp 5 minutes old, it
+      // is removed; a sweep that cannot list or remove is no reason to fail this checkpoint.
+      manifestTempsSwept = true;
+      try {
+        sweepStaleTemps(manifestsDir, { fs });
+      } catch {
+        // Left for the next store.
+      }
+    }
     try {
       writeFileAtomic(manifestPath(checkpointId), bytes, { fs, mode: 0o600, durable });
     } catch (error) {

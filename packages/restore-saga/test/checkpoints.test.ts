@@ -1,10 +1,12 @@
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore } from "../src/index.js";
-import { makeTempDir, rejection, removeDir, writeTree } from "./helpers.js";
+import { deadPid, makeTempDir, rejection, removeDir, writeTree } from "./helpers.js";
 
 let base: string;
 let dataDir: string;
@@ -256,5 +258,40 @@ describe("capture and commit (the two halves of a checkpoint)", () => {
     const created = await openCheckpointStore({ dataDir }).createCheckpoint(workspace);
     const manifest = await store.readManifest(created.checkpointId);
     for (const entry of manifest.entries) if (entry.type === "file") store.readBlob(entry);
+  });
+});
+
+describe("a checkpoint killed while writing its manifest", () => {
+  const FIXTURE = fileURLToPath(new URL("./fixtures/checkpoint-child.ts", import.meta.url));
+  const PACKAGE_DIR = fileURLToPath(new URL("..", import.meta.url));
+  const manifests = () => join(dataDir, "checkpoints", "manifests");
+  const temps = () => fs.readdirSync(manifests()).filter((name) => name.endsWith(".tmp"));
+
+  it("leaves a temp that is no checkpoint, and the next store removes it once its writer is dead and it is 5 minutes old", async () => {
+    const child = spawnSync(
+      process.execPath,
+      ["--conditions=@drydock/source", "--import", "tsx", FIXTURE, dataDir, workspace],
+      { cwd: PACKAGE_DIR, encoding: "utf8" },
+    );
+    expect(child.signal, child.stderr).toBe("SIGKILL");
+    const [left] = temps();
+    expect(left).toMatch(/^\.ckpt-[^/]+\.json\.\d+\.[0-9a-f]{16}\.tmp$/);
+    expect(await openCheckpointStore({ dataDir }).listCheckpoints(workspace)).toEqual([]);
+
+    // A temp as fresh as this one is kept (its pid may belong to a live writer in another container);
+    // so is one of a live process, whatever its age.
+    const live = `.ckpt-live.json.${process.ppid}.${"0".repeat(16)}.tmp`;
+    const freshDead = `.ckpt-fresh.json.${await deadPid()}.${"1".repeat(16)}.tmp`;
+    fs.writeFileSync(join(manifests(), live), "{");
+    fs.writeFileSync(join(manifests(), freshDead), "{");
+    const old = new Date(Date.now() - 6 * 60_000);
+    for (const name of [left!, live]) fs.utimesSync(join(manifests(), name), old, old);
+
+    const store = openCheckpointStore({ dataDir });
+    const created = await store.createCheckpoint(workspace);
+    expect(temps().sort()).toEqual([freshDead, live].sort());
+    expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).toEqual([
+      created.checkpointId,
+    ]);
   });
 });
