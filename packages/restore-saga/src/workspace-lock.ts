@@ -833,6 +833,45 @@ export async function takeoverWorkspaceLock(
     );
   }
   const expectedOwner = expected.data;
+  return takeoverUnderRegistry(p, async () => {
+    try {
+      const handle = await takeoverLock(p.path, options.expectedOwner, {
+        ...p.lockOptions,
+        waitMs: p.waitMs,
+      });
+      return { handle, expectedOwner, expectedTorn: null };
+    } catch (error) {
+      if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw changedSinceInspected(p, error);
+      if (isLockError(error) && error.code === "LOCK_TIMEOUT")
+        throw blockedError(expectedOwner, false, p.root);
+      throw lockFailed(error, `workspace ${p.root}`);
+    }
+  });
+}
+
+function changedSinceInspected(p: Prepared, cause?: unknown): SagaError {
+  return new SagaError({
+    code: "CONFLICT",
+    cause,
+    ownerOperationId: p.payload.transactionId,
+    message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
+  });
+}
+
+/**
+ * A takeover under the registry lock, after the overlap check. `take` renames the new owner over the old
+ * file, so this workspace's lock never goes missing and every overlapping acquisition sees a lock here
+ * throughout, registry or not: if the registry is lost after the takeover (LOCK_IO hands the lease back by
+ * itself), the lease is handed back too, since giving it up would unlock a workspace that needs recovery.
+ */
+async function takeoverUnderRegistry(
+  p: Prepared,
+  take: () => Promise<{
+    handle: LockHandle;
+    expectedOwner: WorkspaceLockOwner | null;
+    expectedTorn: TornLock | null;
+  }>,
+): Promise<HeldWorkspaceLock> {
   const made: { lease?: HeldWorkspaceLock } = {};
   const reaped: WorkspaceLockOwner[] = [];
   try {
@@ -844,31 +883,12 @@ export async function takeoverWorkspaceLock(
       async () => {
         const overlap = await findOverlap(p, reaped);
         if (overlap) throw overlap;
-        let handle: LockHandle;
-        try {
-          handle = await takeoverLock(p.path, options.expectedOwner, { ...p.lockOptions, waitMs: p.waitMs });
-        } catch (error) {
-          if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
-            throw new SagaError({
-              code: "CONFLICT",
-              cause: error,
-              ownerOperationId: p.payload.transactionId,
-              message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
-            });
-          }
-          if (isLockError(error) && error.code === "LOCK_TIMEOUT")
-            throw blockedError(expectedOwner, false, p.root);
-          throw lockFailed(error, `workspace ${p.root}`);
-        }
-        made.lease = makeLease(p, handle, expectedOwner, null, reaped);
+        const taken = await take();
+        made.lease = makeLease(p, taken.handle, taken.expectedOwner, taken.expectedTorn, reaped);
         return made.lease;
       },
     );
   } catch (error) {
-    // The registry was lost after the takeover (LOCK_IO hands the lease back by itself). The takeover
-    // renamed our owner over the dead one, so this workspace's lock file never went missing and every
-    // overlapping acquisition saw a lock here throughout, registry or not. Giving the lease up would
-    // unlock a workspace that needs recovery: it is handed back.
     if (made.lease && isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") return made.lease;
     throw error;
   }
@@ -896,49 +916,25 @@ async function takeoverTornWorkspaceLock(
   const expectedTorn: TornLock = { torn: true, dev, ino, size, ctimeMs };
   const bootTimeMs = () => bootTimeOf(options.identity);
   const tx = p.payload.transactionId;
-  const changed = (cause?: unknown): SagaError =>
-    new SagaError({
-      code: "CONFLICT",
-      cause,
-      ownerOperationId: tx,
-      message: `The lock on workspace ${p.root} changed since it was inspected, so it was not taken over. Inspect it again and decide anew.`,
-    });
-  const made: { lease?: HeldWorkspaceLock } = {};
-  const reaped: WorkspaceLockOwner[] = [];
-  try {
-    return await withStateLock(
-      join(p.locksDir, "registry.lock"),
-      "the workspace lock registry",
-      p.fs,
-      registryLockOptions(p),
-      async () => {
-        const overlap = await findOverlap(p, reaped);
-        if (overlap) throw overlap;
-        const state = readState(p.fs, p.path, bootTimeMs);
-        if (state.kind !== "unreadable" || !sameFile(state.identity, expectedTorn)) throw changed();
-        if (state.torn === null) {
-          throw new SagaError({
-            code: "LOCK_FAILED",
-            ownerOperationId: tx,
-            message: `The workspace lock ${p.path} is unreadable (${state.reason}) but was last changed after this machine booted${bootTimeMs() === undefined ? " (or this machine's boot time is unknown)" : ""}, so a process of this boot may have written it: it is not a lock torn by a power loss and is never taken over (fail closed). It was left exactly as it is. Find out what wrote it; to settle restore ${tx}, stop every drydock server and CLI using this data directory, move the file aside and keep it, then settle the restore under a fresh lock (\`drydock restores show ${tx}\`, --expected-owner-digest none).`,
-          });
-        }
-        let handle: LockHandle;
-        try {
-          handle = await takeoverLock(p.path, expectedTorn, { ...p.lockOptions, waitMs: p.waitMs });
-        } catch (error) {
-          if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw changed(error);
-          throw lockFailed(error, `workspace ${p.root}`);
-        }
-        made.lease = makeLease(p, handle, null, expectedTorn, reaped);
-        return made.lease;
-      },
-    );
-  } catch (error) {
-    // As for an owner's takeover: the lock file never went missing, so a lost registry hands the lease back.
-    if (made.lease && isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") return made.lease;
-    throw error;
-  }
+  return takeoverUnderRegistry(p, async () => {
+    const state = readState(p.fs, p.path, bootTimeMs);
+    if (state.kind !== "unreadable" || !sameFile(state.identity, expectedTorn))
+      throw changedSinceInspected(p);
+    if (state.torn === null) {
+      throw new SagaError({
+        code: "LOCK_FAILED",
+        ownerOperationId: tx,
+        message: `The workspace lock ${p.path} is unreadable (${state.reason}) but was last changed after this machine booted${bootTimeMs() === undefined ? " (or this machine's boot time is unknown)" : ""}, so a process of this boot may have written it: it is not a lock torn by a power loss and is never taken over (fail closed). It was left exactly as it is. Find out what wrote it; to settle restore ${tx}, stop every drydock server and CLI using this data directory, move the file aside and keep it, then settle the restore under a fresh lock (\`drydock restores show ${tx}\`, --expected-owner-digest none).`,
+      });
+    }
+    try {
+      const handle = await takeoverLock(p.path, expectedTorn, { ...p.lockOptions, waitMs: p.waitMs });
+      return { handle, expectedOwner: null, expectedTorn };
+    } catch (error) {
+      if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw changedSinceInspected(p, error);
+      throw lockFailed(error, `workspace ${p.root}`);
+    }
+  });
 }
 
 async function runHeld<T>(
