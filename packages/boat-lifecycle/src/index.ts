@@ -41,7 +41,14 @@ export {
   type DeleteBoatInput,
 } from "./lifecycle.js";
 // Deterministic names
-export { classifyName, legacyBoatName, type NameKind, scopedBoatName } from "./names.js";
+export {
+  classifyName,
+  environmentScope,
+  legacyBoatName,
+  type NameKind,
+  scopedBoatName,
+  scopeOfBoatName,
+} from "./names.js";
 
 // Schemas
 export {

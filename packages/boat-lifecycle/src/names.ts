@@ -50,8 +50,13 @@ export type NameKind = "scoped" | "legacy" | "foreign";
  */
 export function classifyName(environmentId: string, name: string | null): NameKind {
   if (name === null) return "foreign";
-  const scoped = SCOPED_SHAPE.exec(name);
-  if (scoped) return scoped[1] === environmentScope(environmentId) ? "scoped" : "foreign";
+  const scope = scopeOfBoatName(name);
+  if (scope !== null) return scope === environmentScope(environmentId) ? "scoped" : "foreign";
   // Slugs never contain '-', so a scoped name (three parts) can never match the legacy shape (two parts).
   return LEGACY_SHAPE.test(name) ? "legacy" : "foreign";
+}
+
+/** The installation scope a scoped Boat name carries (12 hex), or null for a legacy or foreign name. */
+export function scopeOfBoatName(name: string): string | null {
+  return SCOPED_SHAPE.exec(name)?.[1] ?? null;
 }

@@ -1,4 +1,9 @@
-import { classifyName, DELETE_IN_FLIGHT_MS, deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
+import {
+  DELETE_IN_FLIGHT_MS,
+  deletionInFlightLeftMs,
+  environmentScope,
+  scopeOfBoatName,
+} from "@drydock/boat-lifecycle";
 import { provesAbsence } from "@drydock/boat-provider";
 import { recoveryError } from "./errors.js";
 import { digestOf } from "./internal/digest.js";
@@ -66,8 +71,13 @@ export interface BoatRecoveryOptions {
   createJournal: RecoveryCreateJournal;
   deleteJournal: RecoveryDeleteJournal;
   client: RecoveryClient;
-  /** This installation's id: tells its Boat names from other installations'. */
-  environmentId: string;
+  /**
+   * This installation's id, which tells its Boat names from other installations'. Optional: by default the
+   * scope is read from `lifecycle.boatNameFor`, whose names carry it. When given, it must be the
+   * lifecycle's own (INVALID_ARGUMENT otherwise): a recovery scoped to another installation would offer
+   * that installation's Boats as this one's.
+   */
+  environmentId?: string;
   now?: () => number;
   /** Start of every printed command, e.g. `drydock --data-dir /srv/drydock`. Default `drydock`. */
   commandPrefix?: string;
@@ -173,6 +183,33 @@ function rowFacts(row: CreateRow | undefined): unknown {
     : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
 
+/** The scope of this installation's Boat names: the lifecycle's own, which `environmentId` must match. */
+function installationScope(lifecycle: RecoveryLifecycle, environmentId: unknown): string {
+  let scope: string | null;
+  try {
+    scope = scopeOfBoatName(lifecycle.boatNameFor("scope"));
+  } catch {
+    scope = null;
+  }
+  if (scope === null) {
+    throw recoveryError(
+      "INVALID_ARGUMENT",
+      "createBoatRecovery needs this installation's lifecycle (createBoatLifecycle): its Boat names tell this installation's Boats from others', and the lifecycle given names none.",
+    );
+  }
+  if (environmentId === undefined) return scope;
+  if (typeof environmentId !== "string" || environmentId.length === 0) {
+    throw recoveryError("INVALID_ARGUMENT", "environmentId, when given, must be a non-empty string.");
+  }
+  if (environmentScope(environmentId) !== scope) {
+    throw recoveryError(
+      "INVALID_ARGUMENT",
+      "environmentId is not the one the lifecycle names Boats with: the recovery would treat another installation's Boats as this one's. Pass the lifecycle's environmentId, or leave it out.",
+    );
+  }
+  return scope;
+}
+
 /**
  * Boat recovery: a read-only plan of everything that needs a person, and four actions that each re-read
  * the exact facts they depend on (journal rows, fence, a direct GET of the Boat) and refuse when those
@@ -182,7 +219,8 @@ function rowFacts(row: CreateRow | undefined): unknown {
  * provider's list is eventually consistent, so a Boat missing from it proves nothing.
  */
 export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
-  const { lifecycle, createJournal, deleteJournal, client, environmentId } = options;
+  const { lifecycle, createJournal, deleteJournal, client } = options;
+  const ownScope = installationScope(lifecycle, options.environmentId);
   const now = options.now ?? Date.now;
   const prefix = options.commandPrefix ?? "drydock";
 
@@ -610,7 +648,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       if (claimant !== null && keyStillRetried(claimRow, at)) pausedBy.set(claimant, boat.id);
     }
     for (const { boat, claimant } of unknown) {
-      if (boat.name !== null && (claimant !== null || classifyName(environmentId, boat.name) === "scoped")) {
+      if (boat.name !== null && (claimant !== null || scopeOfBoatName(boat.name) === ownScope)) {
         items.push(unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at));
       } else if (boat.name === null && keyOnly.length > 0) {
         items.push(unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, pausedBy));

@@ -315,6 +315,33 @@ describe("adopt commands are printed only where adopt allows them", () => {
 });
 
 describe("a Boat with a bot's deterministic name that no journal knows", () => {
+  it("is found with the contract's four options alone (the scope comes from the lifecycle); a foreign environmentId is refused", async () => {
+    const s = setup();
+    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-four"));
+    const foreign = await namedBoat(scopedBoatName(randomUUID(), "bot-four"));
+    const four = createBoatRecovery({
+      lifecycle: s.lifecycle,
+      createJournal: s.createJournal,
+      deleteJournal: s.deleteJournal,
+      client,
+    });
+    const items = (await four.plan()).items;
+    expect(items.find((item) => item.boxId === boxId)).toMatchObject({ kind: "unknown_boat" });
+    // Another installation's Boat on the same account is not this one's to offer.
+    expect(items.find((item) => item.boxId === foreign)).toBeUndefined();
+
+    const mismatched = () =>
+      createBoatRecovery({
+        lifecycle: s.lifecycle,
+        createJournal: s.createJournal,
+        deleteJournal: s.deleteJournal,
+        client,
+        environmentId: randomUUID(),
+      });
+    expect(mismatched).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    expect(mismatched).toThrow(/another installation's Boats/);
+  });
+
   it("is attributed to a known bot (registry ids, or the id the operator names) with the digest adopt checks", async () => {
     const s = setup({ knownBotIds: ["bot-registered"] });
     const registered = await namedBoat(scopedBoatName(s.environmentId, "bot-registered"));
