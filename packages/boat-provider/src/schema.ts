@@ -122,30 +122,38 @@ export const FAULT_ACTIONS = [
   "block-deletion",
 ] as const;
 export const faultActionSchema = z.enum(FAULT_ACTIONS);
-export const faultRuleSchema = z.strictObject({
-  action: faultActionSchema,
-  /** Any method when absent. */
-  method: z.string().min(1).max(10).optional(),
-  /** A regex on the path after `/api/v1` (no query); any path when absent. */
-  path: z
-    .string()
-    .min(1)
-    .max(500)
-    .refine((source) => {
-      try {
-        new RegExp(source);
-        return true;
-      } catch {
-        return false;
-      }
-    }, "not a valid regular expression")
-    .optional(),
-  times: z.number().int().min(1).max(10_000).default(1),
-  status: z.number().int().min(400).max(599).optional(),
-  code: z.string().min(1).max(100).optional(),
-  ms: z.number().int().min(0).max(60_000).optional(),
-  retryAfterS: z.number().int().min(0).max(86_400).optional(),
-});
+export const faultRuleSchema = z
+  .strictObject({
+    action: faultActionSchema,
+    /** Any method when absent. */
+    method: z.string().min(1).max(10).optional(),
+    /** A regex on the path after `/api/v1` (no query); any path when absent. */
+    path: z
+      .string()
+      .min(1)
+      .max(500)
+      .refine((source) => {
+        try {
+          new RegExp(source);
+          return true;
+        } catch {
+          return false;
+        }
+      }, "not a valid regular expression")
+      .optional(),
+    times: z.number().int().min(1).max(10_000).default(1),
+    status: z.number().int().min(400).max(599).optional(),
+    code: z.string().min(1).max(100).optional(),
+    ms: z.number().int().min(0).max(60_000).optional(),
+    retryAfterS: z.number().int().min(0).max(86_400).optional(),
+  })
+  .refine(
+    // boat.dev answers a change it committed with a 5xx at worst; its own 4xx envelope after a commit would
+    // read as proof that nothing happened (a create key discarded while its Boat exists), a state the real
+    // provider never produces, so no test may build on it.
+    (rule) => rule.action !== "fail-after" || rule.status === undefined || rule.status >= 500,
+    { message: "fail-after commits, then answers 5xx: its status must be 500-599", path: ["status"] },
+  );
 export const faultsBodySchema = z.strictObject({ rules: z.array(faultRuleSchema).min(1).max(100) });
 export const clockBodySchema = z.strictObject({
   advanceMs: z

@@ -187,6 +187,16 @@ describe("fault rules", () => {
     expect(bad.status).toBe(400);
     const badRegex = await h.control("POST", "/_sim/faults", { rules: [{ action: "delay", path: "(" }] });
     expect(badRegex.status).toBe(400);
-    expect((await h.client.listSandboxes()).sandboxes).toEqual([]);
+    // boat.dev's own 4xx after a committed change would read as proof that nothing happened: refused.
+    const committedThen404 = await h.control("POST", "/_sim/faults", {
+      rules: [
+        { action: "fail-before", status: 500 },
+        { action: "fail-after", status: 404, code: "not_found" },
+      ],
+    });
+    expect(committedThen404.status).toBe(400);
+    // Neither rule of that batch applies: the next create succeeds.
+    await h.client.createSandbox(BODY, { idempotencyKey: randomUUID() });
+    expect((await h.client.listSandboxes()).sandboxes).toHaveLength(1);
   });
 });

@@ -13,7 +13,7 @@ const LOCK_DETAIL: Partial<Record<LockErrorCode, string>> = {
   LOCK_OWNERSHIP_LOST: "lock ownership changed unexpectedly",
   LOCK_REAPER_EXHAUSTED: "stale lock could not be recovered after repeated interrupted attempts",
   LOCK_UNSUPPORTED_FS: "lock is unsupported on this file system",
-  LOCK_ABORTED: "lock wait was cancelled",
+  LOCK_ABORTED: "locked, and the caller cancelled the wait for it",
 };
 
 export function lockErrorDetail(error: LockError, label = "drydock"): string {

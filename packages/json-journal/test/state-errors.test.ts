@@ -30,7 +30,7 @@ describe("lock failures as journal state errors", () => {
     expect(toJournalStateError(own, isOwn, paused)).toBe(own);
     const aborted = new LockError({ code: "LOCK_ABORTED", message: "aborted" });
     const mapped = toJournalStateError(aborted, isOwn, paused) as Paused;
-    expect(mapped.detail).toBe("lock wait was cancelled");
+    expect(mapped.detail).toBe("locked, and the caller cancelled the wait for it");
     expect(mapped.cause).toBe(aborted);
     const other = new Error("EIO");
     const unavailable = toJournalStateError(other, isOwn, paused) as Paused;

@@ -364,7 +364,7 @@ export async function requestDeletion(
     if (failure.kind === "api" && failure.code === "invalid_response") {
       return invalidReceipt(ctx, target);
     }
-    // The provider's own status and words. A 5xx or 429 may follow a committed delete or a busy
+    // The provider's own status and words. A 5xx, 408 or 429 may follow a committed delete or a busy
     // provider: the fence stays prepared (ambiguous). Any other 4xx is a refusal: blocked until retried.
     if (failure.status >= 500 || failure.status === 429 || failure.status === 408) {
       throw new LifecycleError({
