@@ -1,5 +1,12 @@
 import { timingSafeEqual } from "node:crypto";
-import { accessSync, existsSync, constants as fsConstants, mkdirSync, realpathSync } from "node:fs";
+import {
+  accessSync,
+  existsSync,
+  constants as fsConstants,
+  mkdirSync,
+  readdirSync,
+  realpathSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { type BoatCreateJournal, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
@@ -106,6 +113,9 @@ function sagaView(state: SagaState) {
   };
 }
 
+/** How old the open recovery items count may be when /metrics is scraped before it is recounted. */
+const RECOVERY_GAUGE_MAX_AGE_MS = 60_000;
+
 /**
  * Every failed restore answers with `details.recoveryRequired` (boolean) and, when known, the
  * `operationId` a person would act on: this restore's own saga when it failed, or the restore whose lock
@@ -113,13 +123,13 @@ function sagaView(state: SagaState) {
  * lock answers 503 `restore_recovery_required`; a workspace held by another restore keeps the saga's code
  * and status (409 RECOVERY_REQUIRED / WORKSPACE_LOCKED), like every other workspace route.
  */
-function restoreFailure(error: unknown): HttpProblem {
+function restoreFailure(error: unknown, commandPrefix: string): HttpProblem {
   if (isSagaError(error)) {
     const { operationId: own, ownerOperationId: blocking, workspaceLockRetained } = error.details;
     const recoveryRequired = workspaceLockRetained === true || error.code === "RECOVERY_REQUIRED";
     const operationId = own ?? blocking;
     const ownRetained = recoveryRequired && own !== undefined && workspaceLockRetained === true;
-    const next = operationId ? ` Run: drydock restores show ${operationId}` : "";
+    const next = operationId ? ` Run: ${commandPrefix} restores show ${operationId}` : "";
     return new HttpProblem(
       ownRetained ? 503 : error.status,
       ownRetained ? "restore_recovery_required" : error.code,
@@ -201,6 +211,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   };
   const workspaceExists = (botId: string): boolean => existsSync(workspaceRoot(botId));
+  /** The bot ids that have a workspace directory, sorted. */
+  const workspaceBotIds = (): string[] => {
+    try {
+      return readdirSync(join(deps.dataDir, "workspaces"))
+        .filter((name) => BOT_ID.test(name))
+        .sort();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+  };
   /** A missing workspace has no checkpoints (the store would refuse to resolve it, naming its path). */
   const listWorkspaceCheckpoints = async (botId: string) =>
     workspaceExists(botId) ? checkpoints.listCheckpoints(workspaceRoot(botId)) : [];
@@ -230,6 +251,53 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     );
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
+
+  /**
+   * A deleted bot's workspace and checkpoints are kept (drydock deletes no data it was not asked to), and
+   * they are found by the workspace's path, which is the bot id's: a new bot under that id would read the
+   * old bot's files and could restore its checkpoints. So the id stays taken while any of that remains.
+   */
+  async function refuseLeftoverData(botId: string): Promise<void> {
+    if (!BOT_ID.test(botId) || !workspaceExists(botId)) return;
+    if ((await deps.bots.get(botId)) !== null) return; // an existing bot: the registry answers bot_exists
+    const files = readdirSync(workspaceRoot(botId)).length;
+    const kept = (await listWorkspaceCheckpoints(botId)).length;
+    if (files === 0 && kept === 0) return;
+    throw new HttpProblem(
+      409,
+      "bot_id_has_data",
+      `The bot id '${botId}' belonged to a deleted bot whose workspace (${files} entr${files === 1 ? "y" : "ies"} in workspaces/${botId} of the data directory) and ${kept} checkpoint(s) were kept. A new bot under this id would see them, so it was not created: choose another id (or leave botId out for a random one).`,
+      { workspaceFiles: files, checkpoints: kept },
+    );
+  }
+
+  /**
+   * A bot is deleted only once every restore of its workspace has settled: its workspace may be half
+   * restored, and the fenced recovery that settles it is found through the bot (GET /v1/restores/:id).
+   */
+  async function refuseUnsettledRestores(botId: string): Promise<void> {
+    if (!workspaceExists(botId)) return;
+    const pending = await sagaStore(botId).listPending({ limit: 64 });
+    const prefix = drydockCommandPrefix(deps.dataDir);
+    const [first] = pending.items;
+    if (first) {
+      throw new HttpProblem(
+        409,
+        "restore_unsettled",
+        `Restore ${first.operationId} of this bot's workspace has not settled (phase ${first.phase}), so the bot was kept: its workspace may be half restored. Settle it first (run: ${prefix} restores show ${first.operationId}; GET /v1/recovery lists every such restore), then delete the bot.`,
+        { recoveryRequired: true, operationId: first.operationId, unsettled: pending.items.length },
+      );
+    }
+    const [diagnostic] = pending.diagnostics;
+    if (diagnostic) {
+      throw new HttpProblem(
+        409,
+        "restore_unsettled",
+        `A restore of this bot's workspace could not be read (${diagnostic.operationId}: ${diagnostic.status}), so the bot was kept. Inspect it (run: ${prefix} status), then delete the bot.`,
+        { recoveryRequired: true, operationId: diagnostic.operationId },
+      );
+    }
+  }
 
   // One lifecycle operation per bot at a time, in this process. Two processes are still safe (the journals
   // serialize them); this only turns an overlapping click into a clear 409 instead of a queue.
@@ -372,7 +440,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return reply.code(ok ? 200 : 503).send({ ok, checks });
   });
 
-  app.get("/metrics", async (_request, reply) => {
+  app.get("/metrics", async (request, reply) => {
+    // An alert on open recovery items must not wait for someone to GET /v1/recovery: a scrape recounts
+    // them when the count is older than RECOVERY_GAUGE_MAX_AGE_MS (the plan lists boat.dev, so not on
+    // every scrape). A count that cannot be made leaves the last one and is logged.
+    if (recoveryCountedAt === null || performance.now() - recoveryCountedAt > RECOVERY_GAUGE_MAX_AGE_MS) {
+      try {
+        await recoveryReport();
+      } catch (error) {
+        request.log.warn({ err: error }, "could not count open recovery items for /metrics");
+      }
+    }
     return reply
       .header("content-type", deps.metrics.registry.contentType)
       .send(await deps.metrics.registry.metrics());
@@ -380,10 +458,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   // --- bots ---------------------------------------------------------------------------------------------
   app.post("/v1/bots", { schema: { body: CreateBotBody } }, async (request, reply) => {
-    const bot = await deps.bots.create({
-      botId: request.body.botId ?? randomBotId(),
-      name: request.body.name,
-    });
+    const botId = request.body.botId ?? randomBotId();
+    await refuseLeftoverData(botId);
+    const bot = await deps.bots.create({ botId, name: request.body.name });
     mkdirSync(workspaceRoot(bot.botId), { recursive: true, mode: 0o700 });
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
@@ -437,6 +514,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const confirmName = request.body?.confirmName;
     await requireBot(botId);
     return exclusive(botId, async () => {
+      await refuseUnsettledRestores(botId);
       const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
         (r) => r.botId === botId,
       );
@@ -579,7 +657,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       status: "needs_attention",
       ...(row.boxId ? { boxId: row.boxId } : {}),
       problem: expired
-        ? "An earlier computer creation is too close to or past the end of boat.dev's 24-hour retry window, so drydock will not retry it; check boat.dev for an unnamed Boat (see drydock status)."
+        ? `An earlier computer creation is too close to or past the end of boat.dev's 24-hour retry window, so drydock will not retry it; check boat.dev for an unnamed Boat (run: ${drydockCommandPrefix(deps.dataDir)} status).`
         : "An earlier computer creation was interrupted; POST the computer again to finish it with the same request.",
     };
   }
@@ -742,7 +820,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           return { ok: true, operationId: result.operationId, phase: result.phase, warning: result.warning };
         });
       } catch (error) {
-        throw restoreFailure(error);
+        throw restoreFailure(error, drydockCommandPrefix(deps.dataDir));
       }
     },
   );
@@ -754,13 +832,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     },
     async (request) => {
       const { operationId } = request.params;
-      for (const bot of await deps.bots.list()) {
-        // A bot without a workspace directory has never had a file, so it has no restore either.
-        if (!existsSync(workspaceRoot(bot.botId))) continue;
-        const store = sagaStore(bot.botId);
+      // Every workspace, a deleted bot's included (its settled restores stay readable); a bot without a
+      // workspace directory has never had a file, so it has no restore either.
+      for (const botId of workspaceBotIds()) {
+        const store = sagaStore(botId);
         for (const load of [() => store.load(operationId), () => store.loadArchived(operationId)]) {
           try {
-            return { ok: true, botId: bot.botId, restore: sagaView(await load()) };
+            return { ok: true, botId, restore: sagaView(await load()) };
           } catch (error) {
             if ((error as { code?: string }).code !== "NOT_FOUND") throw error;
           }
@@ -778,7 +856,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * `unreadable` (and `complete: false`) instead of hiding what can: the answer is still 200, like the
    * status command's INCOMPLETE verdict. `open` counts what needs a person, as status's ATTENTION does.
    */
-  app.get("/v1/recovery", async () => {
+  app.get("/v1/recovery", async () => recoveryReport());
+
+  /** When the open-items gauge was last computed (performance.now()), or null before the first time. */
+  let recoveryCountedAt: number | null = null;
+  async function recoveryReport() {
     const commandPrefix = drydockCommandPrefix(deps.dataDir);
     const unreadable: Unreadable[] = [];
     let boats: (PlanItem & { attention: boolean })[] = [];
@@ -807,6 +889,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       found.restores.filter((item) => item.attention).length +
       unreadable.length;
     deps.metrics.recoveryItemsOpen.set(open);
+    recoveryCountedAt = performance.now();
     return {
       ok: true,
       open,
@@ -816,7 +899,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       unreadable,
       startup: deps.startupReport(),
     };
-  });
+  }
 
   return app;
 }

@@ -10,6 +10,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
+import { writeFileAtomic } from "@drydock/json-journal";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TOKEN = /^[A-Za-z0-9_-]{16,512}$/;
@@ -88,4 +89,19 @@ export function loadServerToken(dataDir: string): { token: string; path: string 
     readValid(path, TOKEN, "the server token") ??
     createOnce(path, randomBytes(32).toString("base64url"), TOKEN, "the server token");
   return { token, path };
+}
+
+/** Where a server running the embedded boat.dev twin leaves its address and token for the CLI. */
+export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
+
+/**
+ * Writes `<dataDir>/embedded-boat-dev.json` (0600, atomically): the embedded simulator's API URL and token,
+ * which change on every start. `drydock` reads it when no provider is configured, so the commands it prints
+ * for Boats can run against the same twin the server uses; without it they could never reach it.
+ */
+export function saveEmbeddedProvider(dataDir: string, provider: { apiUrl: string; token: string }): string {
+  const path = join(dataDir, EMBEDDED_PROVIDER_FILE);
+  const body = { version: 1, apiUrl: provider.apiUrl, token: provider.token, serverPid: process.pid };
+  writeFileAtomic(path, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, durable: true });
+  return path;
 }

@@ -14,7 +14,7 @@ import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
-import { ensureDataDir, loadEnvironmentId, loadServerToken } from "./data-dir.js";
+import { ensureDataDir, loadEnvironmentId, loadServerToken, saveEmbeddedProvider } from "./data-dir.js";
 import { countingFetch, createMetrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
 import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
@@ -98,6 +98,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     : loadServerToken(config.dataDir);
 
   let simulator: BoatSimulator | null = null;
+  let embeddedProviderPath: string | null = null;
   let provider = config.provider;
   if (!provider) {
     // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
@@ -108,6 +109,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
       stateFile: join(config.dataDir, "boat-simulator.json"),
     });
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
+    embeddedProviderPath = saveEmbeddedProvider(config.dataDir, provider);
   }
 
   const now = options.now ?? Date.now;
@@ -192,7 +194,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
   );
   print(
     simulator
-      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed)`
+      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${embeddedProviderPath}, which drydock reads)`
       : `  boat.dev:       ${redactUrl(provider.apiUrl)}`,
   );
 

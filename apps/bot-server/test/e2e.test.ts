@@ -1,6 +1,7 @@
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
+import { createBoatClient } from "@drydock/boat-provider";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
@@ -35,6 +36,16 @@ describe("embedded defaults", () => {
     expect(text).toMatch(/embedded simulator at http:\/\/127\.0\.0\.1:\d+\/api\/v1/);
     expect(text).not.toContain(server.token);
     expect(server.provider.embedded).toBe(true);
+  });
+
+  it("leaves the embedded provider's address and token (0600) for drydock, and they reach it", async () => {
+    const file = join(tmp.dir, "embedded-boat-dev.json");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(banner.join("\n")).toContain(`address and token in ${file}`);
+    const saved = JSON.parse(readFileSync(file, "utf8"));
+    expect(saved).toMatchObject({ version: 1, serverPid: process.pid });
+    const client = createBoatClient({ baseUrl: saved.apiUrl, token: saved.token });
+    expect(Array.isArray((await client.listSandboxes()).sandboxes)).toBe(true);
   });
 });
 

@@ -33,6 +33,8 @@ describe("a restore killed after `completed`, before its lock was released (serv
 
       server = await spawnServer(tmp.dir, { DRYDOCK_TOKEN: "t".repeat(32) });
       const again = api(server.url, server.token);
+      // A scrape counts the open item itself: an alert must not wait for someone to GET /v1/recovery.
+      expect((await again("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 1$/m);
       const recovery = (await again("GET", "/v1/recovery")).json;
       expect(recovery.open).toBe(1);
       expect(recovery.complete).toBe(true);
@@ -290,10 +292,23 @@ describe("a restore that fails after its intent in this process", () => {
       expect(res.json.error.details.recoveryRequired).toBe(true);
       const { operationId } = res.json.error.details;
       expect(operationId).toMatch(/^restore-/);
-      expect(res.json.error.message).toContain(`drydock restores show ${operationId}`);
+      // The command names this data directory, so pasting it reads this installation.
+      expect(res.json.error.message).toContain(`drydock --data-dir <dataDir> restores show ${operationId}`);
       // The same operation is what GET /v1/recovery lists for a person.
       const listed = (await call("GET", "/v1/recovery")).json.restores;
       expect(listed.map((r: { operationId: string }) => r.operationId)).toEqual([operationId]);
+
+      // The bot cannot be deleted from under its half-restored workspace: the restore, and the fenced
+      // recovery that settles it, would vanish from GET /v1/restores/:id with the bot.
+      const refused = await call("DELETE", "/v1/bots/fails");
+      expect(refused.status).toBe(409);
+      expect(refused.json.error.code).toBe("restore_unsettled");
+      expect(refused.json.error.details).toMatchObject({ recoveryRequired: true, operationId });
+      expect(refused.json.error.message).toContain(
+        `drydock --data-dir <dataDir> restores show ${operationId}`,
+      );
+      expect((await call("GET", "/v1/bots/fails")).status).toBe(200);
+      expect((await call("GET", `/v1/restores/${operationId}`)).json.restore.operationId).toBe(operationId);
     } finally {
       await failing.close();
       dir.cleanup();
@@ -349,6 +364,50 @@ describe("a restore with nothing to change killed after `workspace_applied` (ser
     } finally {
       server.kill();
       tmp.cleanup();
+    }
+  });
+});
+
+describe("a deleted bot's id", () => {
+  it("keeps the old bot's workspace and restores readable, and is refused to a new bot while they remain", async () => {
+    const dir = tempDir("deleted-bot");
+    const server = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
+      { print: () => {} },
+    );
+    try {
+      await server.startup;
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "Old", botId: "reused" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/reused/files/secret.txt", "old bot's")).status).toBe(201);
+      const checkpointId = (await call("POST", "/v1/bots/reused/checkpoints")).json.checkpoint.checkpointId;
+      expect((await call("PUT", "/v1/bots/reused/files/secret.txt", "changed")).status).toBe(201);
+      const restored = await call("POST", `/v1/bots/reused/checkpoints/${checkpointId}/restore`);
+      expect(restored.status).toBe(200);
+      // A settled restore does not hold the deletion back.
+      expect((await call("DELETE", "/v1/bots/reused")).status).toBe(200);
+      expect((await call("GET", "/v1/bots/reused")).status).toBe(404);
+
+      // Its restore is still found by id, under the bot it ran for.
+      const view = await call("GET", `/v1/restores/${restored.json.operationId}`);
+      expect(view.status).toBe(200);
+      expect(view.json).toMatchObject({ botId: "reused", restore: { phase: "completed" } });
+
+      // A new bot under the old id would read the old bot's file and checkpoint: refused, nothing created.
+      const again = await call("POST", "/v1/bots", { name: "New", botId: "reused" });
+      expect(again.status).toBe(409);
+      expect(again.json.error.code).toBe("bot_id_has_data");
+      // The checkpoint, and the safety checkpoint the restore wrote.
+      expect(again.json.error.details).toEqual({ workspaceFiles: 1, checkpoints: 2 });
+      expect((await call("GET", "/v1/bots/reused")).status).toBe(404);
+      expect(readFileSync(join(dir.dir, "workspaces", "reused", "secret.txt"), "utf8")).toBe("old bot's");
+      // Another id is free, and a bot that had no data leaves its id free once deleted.
+      expect((await call("POST", "/v1/bots", { name: "Empty", botId: "empty" })).status).toBe(201);
+      expect((await call("DELETE", "/v1/bots/empty")).status).toBe(200);
+      expect((await call("POST", "/v1/bots", { name: "Empty again", botId: "empty" })).status).toBe(201);
+    } finally {
+      await server.close();
+      dir.cleanup();
     }
   });
 });
