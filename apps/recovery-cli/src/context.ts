@@ -99,8 +99,13 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const cwd = options.cwd ?? process.cwd();
   const dataDir = path.resolve(cwd, globals.dataDir ?? env.DRYDOCK_DATA_DIR ?? ".drydock");
   assertDataDir(dataDir);
-  const providerUrl = globals.providerUrl ?? env.BOAT_API_URL;
-  const providerToken = globals.providerToken ?? env.BOAT_API_TOKEN;
+  const given = Boolean(
+    globals.providerUrl ?? globals.providerToken ?? env.BOAT_API_URL ?? env.BOAT_API_TOKEN,
+  );
+  // Nothing given: the embedded simulator of a server running on this data directory, if there is one.
+  const embedded = given ? null : readEmbeddedProvider(dataDir);
+  const providerUrl = globals.providerUrl ?? env.BOAT_API_URL ?? embedded?.apiUrl;
+  const providerToken = globals.providerToken ?? env.BOAT_API_TOKEN ?? embedded?.token;
   const configured = Boolean(providerUrl && providerToken);
   const commandPrefix = drydockCommandPrefix(dataDir);
   // A URL given as a flag is not in the environment a pasted line runs in: the line carries it.
@@ -135,7 +140,7 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
             ? "This command talks to boat.dev and its token is missing: pass --provider-token <token> (or set BOAT_API_TOKEN). Nothing was read or sent."
             : providerToken
               ? "This command talks to boat.dev and its URL is missing: pass --provider-url <url> (or set BOAT_API_URL). Nothing was read or sent."
-              : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token). Nothing was read or sent.",
+              : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token); with the embedded simulator, start the bot server on this data directory (drydock then finds its address in embedded-boat-dev.json). Nothing was read or sent.",
         );
       }
       client ??= createBoatClient({
@@ -171,4 +176,28 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     boatCommandPrefix,
     providerNote,
   };
+}
+
+/**
+ * The embedded boat.dev simulator a bot server on this data directory started (it writes its address and
+ * token to `embedded-boat-dev.json` on every start), or null: no such file, one that does not read as
+ * that, or one left by a server that is no longer running (its simulator went with it).
+ */
+function readEmbeddedProvider(dataDir: string): { apiUrl: string; token: string } | null {
+  let saved: unknown;
+  try {
+    saved = JSON.parse(readFileSync(path.join(dataDir, "embedded-boat-dev.json"), "utf8"));
+  } catch {
+    return null;
+  }
+  const { version, apiUrl, token, serverPid } = (saved ?? {}) as Record<string, unknown>;
+  if (version !== 1 || typeof apiUrl !== "string" || typeof token !== "string") return null;
+  if (!/^http:\/\/127\.0\.0\.1:\d+\//.test(apiUrl) || token.length === 0) return null;
+  if (typeof serverPid !== "number" || !Number.isInteger(serverPid) || serverPid <= 0) return null;
+  try {
+    process.kill(serverPid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ESRCH") return null;
+  }
+  return { apiUrl, token };
 }

@@ -316,6 +316,38 @@ describe("printed commands work when pasted", () => {
     }
   });
 
+  it("with a running server's embedded simulator (embedded-boat-dev.json), printed commands need nothing else; a dead server's file is ignored", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-embedded");
+    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-embedded",
+    });
+    const saved = (serverPid: number) =>
+      writeFileSync(
+        join(d.dir, "embedded-boat-dev.json"),
+        `${JSON.stringify({ version: 1, apiUrl: sim.apiUrl, token: sim.token, serverPid })}\n`,
+        { mode: 0o600 },
+      );
+    saved(process.pid);
+    const run = await cli(["status", "--data-dir", d.dir]);
+    expect(run.code, run.err).toBe(0);
+    const [line] = arrows(run.out);
+    expect(line).toBeDefined();
+    expect(line).not.toContain("BOAT_API");
+    expect(line).not.toContain(sim.token);
+    // Pasted as printed, with nothing in the environment, the command reaches the same simulator.
+    const pasted = await cli(argsOf((line as string).replace(/\s+#.*$/, "")));
+    expect(pasted.code, pasted.err).toBe(0);
+
+    // The file of a server that has exited names a simulator that went with it: not used.
+    saved(spawnSync(process.execPath, ["-e", ""]).pid as number);
+    const stale = await cli(["reconcile", "--data-dir", d.dir]);
+    expect(stale.code).toBe(2);
+    expect(stale.err).toContain("BOAT_API_URL");
+  });
+
   it("with --provider-url/--provider-token, printed commands name the URL, never the token, and say to pass the token the same way", async () => {
     const d = dataDir();
     const boat = await d.lifecycle.provision("bot-flags");
