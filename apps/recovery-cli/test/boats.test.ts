@@ -430,6 +430,84 @@ describe("exit codes follow the documented table", () => {
   });
 });
 
+describe("status and reconcile say what they could not settle or see", () => {
+  it("status prints the advice of an item without a command, and a fence inside its in-flight window is a wait, not work by hand", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-young");
+    // Prepared 5 s ago by another process: its DELETE may still be on the wire for 25 s more.
+    await d.deleteJournalAgo(5_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-young",
+    });
+    const prefix = `drydock --data-dir ${d.dir}`;
+    const run = await cli(["status", "--data-dir", d.dir], provider());
+    expect(run.code, run.err).toBe(0);
+    const lines = run.out.trim().split("\n");
+    const at = lines.findIndex((line) => line.includes(`deletion ${boat.boxId}:`));
+    expect(at, run.out).toBeGreaterThanOrEqual(0);
+    // The advice, under the item: how long to wait, then the command (with this data directory).
+    expect(lines[at + 1]).toMatch(
+      new RegExp(
+        `^ {4}The deletion was prepared \\d+ s ago .*Wait \\d+ s, then run \`${prefix} reconcile\` again\\.$`,
+      ),
+    );
+    const verdict = lines.at(-1)!;
+    expect(verdict).not.toMatch(/by hand/);
+    expect(verdict).toMatch(
+      new RegExp(
+        `^OK: nothing needs a person now; 1 item\\(s\\) are still in progress; run \`${prefix} status\` again in (2[0-9]|30) s\\.$`,
+      ),
+    );
+    const json = JSON.parse((await cli(["status", "--data-dir", d.dir, "--json"], provider())).out) as Parsed;
+    const finding = json.findings.find((candidate: Parsed) => candidate.subject === boat.boxId);
+    expect(finding).toMatchObject({
+      attention: false,
+      command: null,
+      advice: expect.stringMatching(/Wait \d+ s/),
+    });
+    expect(finding.waitMs).toBeGreaterThan(0);
+    expect(json.verdict).toBe(verdict);
+
+    // With an item a person must settle by hand (a create past its window): its advice is printed under it,
+    // and the verdict counts it apart from the wait.
+    await openBoatCreateJournal({ dataDir: d.dir, now: () => Date.now() - 25 * 3_600_000 }).beginBoatCreate(
+      "bot-expired",
+      JSON.stringify({ ttlSeconds: 28_800, noEnv: true }),
+    );
+    const both = await cli(["status", "--data-dir", d.dir], provider());
+    expect(both.code, both.err).toBe(0);
+    const bothLines = both.out.trim().split("\n");
+    const expired = bothLines.findIndex((line) => line.includes("create bot-expired:"));
+    expect(expired, both.out).toBeGreaterThanOrEqual(0);
+    expect(bothLines[expired + 1]).toMatch(/^ {4}Look in boat\.dev for an unnamed Boat created around /);
+    expect(bothLines.at(-1)).toMatch(
+      /^ATTENTION: 1 item\(s\) need a person; none has a command to run: .* 1 item\(s\) are still in progress; run `.* status` again in \d+ s\.$/,
+    );
+  });
+
+  it("reconcile with boat.dev unreadable (401, unreachable) says the comparison is incomplete and what to fix; exit 6", async () => {
+    const d = dataDir();
+    for (const env of [
+      { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: "not-the-token" },
+      { BOAT_API_URL: await closedPortUrl(), BOAT_API_TOKEN: sim.token },
+    ]) {
+      const run = await cli(["reconcile", "--data-dir", d.dir], env);
+      expect(run.code, run.out + run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+      expect(run.out).not.toContain("journals and boat.dev agree");
+      expect(run.out).toMatch(/could not be read/);
+      expect(run.out).toMatch(/the comparison with boat\.dev is incomplete/);
+      expect(run.out).toMatch(/BOAT_API_URL.*BOAT_API_TOKEN.*401/);
+      expect(arrows(run.out)).toEqual([]);
+      expect(run.out).toContain(`  drydock --data-dir ${d.dir} reconcile\n`);
+    }
+    // Reachable and accepted, with nothing to do: they agree (exit 0).
+    const ok = await cli(["reconcile", "--data-dir", d.dir], provider());
+    expect(ok.code, ok.err).toBe(0);
+    expect(ok.out).toContain("Nothing needs a person: journals and boat.dev agree.");
+  });
+});
+
 describe("secrets", () => {
   it("no output of this file carries the provider token", () => {
     expect(transcript.length).toBeGreaterThan(20);

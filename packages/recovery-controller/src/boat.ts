@@ -348,7 +348,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         action: {
           name: null,
           command: null,
-          advice: "Retry when boat.dev is reachable (`drydock reconcile`).",
+          advice: `Retry when boat.dev is reachable (\`${command("reconcile")}\`).`,
         },
       };
     }
@@ -378,7 +378,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       action: {
         name: null,
         command: null,
-        advice: `Check the Boat in boat.dev: rename it to ${lifecycle.boatNameFor(row.botId)} if it is this bot's, then run \`drydock reconcile\` again.`,
+        advice: `Check the Boat in boat.dev: rename it to ${lifecycle.boatNameFor(row.botId)} if it is this bot's, then run \`${command("reconcile")}\` again.`,
       },
     };
   }
@@ -403,7 +403,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       action = {
         name: null,
         command: null,
-        advice: `The deletion was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightLeftMs) / 1000)} s ago and its DELETE may still be on the wire (a retry now would be blind, and is refused). Wait ${Math.ceil(inFlightLeftMs / 1000)} s, then run \`drydock reconcile\` again.`,
+        advice: `The deletion was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightLeftMs) / 1000)} s ago and its DELETE may still be on the wire (a retry now would be blind, and is refused). Wait ${Math.ceil(inFlightLeftMs / 1000)} s, then run \`${command("reconcile")}\` again.`,
       };
     } else if (observation.kind === "present") {
       action = {
@@ -461,7 +461,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (fences.some((record) => record.boxId === boxId || record.ownerBotId === botId)) {
       return {
         early: true,
-        message: `A deletion fence stands for Boat ${boxId} or bot ${botId}; settle it first (\`drydock deletions list\`).`,
+        message: `A deletion fence stands for Boat ${boxId} or bot ${botId}; settle it first (\`${command("deletions", "list")}\`).`,
       };
     }
     const row = rows.find((candidate) => candidate.botId === botId);
@@ -497,7 +497,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (name === null) {
       return `${head} Retry provisioning through the server instead (POST /v1/bots/${row.botId}/computer): it reuses the key, and if this Boat is the one the request created, boat.dev answers with it and drydock names and records it.`;
     }
-    return `${head} Provisioning is paused as well while Boat ${boxId} carries the bot's name (a retry could bill a second Boat). Check boat.dev for an unnamed Boat created around ${started}: if there is one, two Boats exist for this bot; keep the one that holds its data, delete the other in boat.dev, then run \`drydock reconcile\` again. If there is none, run \`drydock reconcile\` again after ${until}: it then offers the adopt command for Boat ${boxId}.`;
+    return `${head} Provisioning is paused as well while Boat ${boxId} carries the bot's name (a retry could bill a second Boat). Check boat.dev for an unnamed Boat created around ${started}: if there is one, two Boats exist for this bot; keep the one that holds its data, delete the other in boat.dev, then run \`${command("reconcile")}\` again. If there is none, run \`${command("reconcile")}\` again after ${until}: it then offers the adopt command for Boat ${boxId}.`;
   }
 
   /** What to do about an unnamed Boat while create requests without a Boat id exist. */
@@ -514,7 +514,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       }
       return keyStillRetried(row, at)
         ? `If it is the Boat of bot ${row.botId}'s create request (started ${started}), retry provisioning through the server (POST /v1/bots/${row.botId}/computer): it reuses the request's key, boat.dev answers with the Boat that key created, and drydock names and records it. Leave its name as it is meanwhile: a Boat carrying the bot's name pauses provisioning.`
-        : `If it is the Boat of bot ${row.botId}'s create request (started ${started}; its key is no longer sent), rename it to ${lifecycle.boatNameFor(row.botId)} in boat.dev, then run \`drydock reconcile\` again: it offers the adopt command.`;
+        : `If it is the Boat of bot ${row.botId}'s create request (started ${started}; its key is no longer sent), rename it to ${lifecycle.boatNameFor(row.botId)} in boat.dev, then run \`${command("reconcile")}\` again: it offers the adopt command.`;
     });
     return `${parts.join(" ")} Otherwise leave it.`;
   }
@@ -694,7 +694,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (expected !== actual) {
       throw recoveryError(
         "STATE_CHANGED",
-        "The journal or boat.dev changed since the plan was made; nothing was changed. Run `drydock reconcile` (or the command's preview) again.",
+        `The journal or boat.dev changed since the plan was made; nothing was changed. Run \`${command("reconcile")}\` (or the command's preview) again.`,
         { ...details, expectedState: expected, actualState: actual },
       );
     }
@@ -792,7 +792,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       });
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
-        `Bot ${botId}'s create request has no recorded Boat id, so boat.dev cannot prove that no Boat exists for it. Look for an unnamed Boat in boat.dev (see \`drydock creates list\`).`,
+        `Bot ${botId}'s create request has no recorded Boat id, so boat.dev cannot prove that no Boat exists for it. Look for an unnamed Boat in boat.dev (see \`${command("creates", "list")}\`).`,
         { botId },
       );
     }
@@ -803,7 +803,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (fence) {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
-        `Boat ${boxId} has a deletion fence; the deletion retires the create record itself (\`drydock deletions reconcile ${boxId}\`).`,
+        `Boat ${boxId} has a deletion fence; the deletion retires the create record itself (\`${command("deletions", "reconcile", boxId)}\`).`,
         { botId, boxId },
       );
     }
@@ -920,7 +920,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (record.phase === "accepted") {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
-        `boat.dev accepted the deletion of ${boxId} (${record.status ?? "pending"}); a second DELETE would be blind. Reconcile it instead: \`drydock deletions reconcile ${boxId}\`.`,
+        `boat.dev accepted the deletion of ${boxId} (${record.status ?? "pending"}); a second DELETE would be blind. Reconcile it instead: \`${command("deletions", "reconcile", boxId)}\`.`,
         { boxId },
       );
     }

@@ -45,6 +45,7 @@ export {
   drydockCommandPrefix,
   listWorkspaces,
   planItemNeedsAttention,
+  planItemWaitMs,
   type RestoreReportGap,
   type RestoreReportItem,
   reportRestores,

@@ -16,15 +16,7 @@ import type { PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
  * command to paste.
  */
 
-/** A word a POSIX shell reads as itself: unchanged when it is plain, else single-quoted. */
-export function shellQuote(value: string): string {
-  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
-}
-
-/** `drydock --data-dir <dir>`: the start of every command printed for that data directory. */
-export function drydockCommandPrefix(dataDir: string): string {
-  return `drydock --data-dir ${shellQuote(dataDir)}`;
-}
+export { drydockCommandPrefix, shellQuote } from "./internal/command.js";
 
 /** The exact command that applies `action` against the fence `preview` showed. */
 export function restoreCommand(prefix: string, action: RestoreActionName, preview: RestorePreview): string {
@@ -45,16 +37,29 @@ export function restoreCommand(prefix: string, action: RestoreActionName, previe
 }
 
 /**
- * Whether a Boat plan item needs a person. A create still inside boat.dev's 24-hour window and a deletion
- * boat.dev accepted and is still working on are work in progress; everything else the plan lists is not.
+ * Whether a Boat plan item needs a person. A create still inside boat.dev's 24-hour window, a deletion
+ * boat.dev accepted and is still working on, and a deletion prepared moments ago whose DELETE may still be
+ * on the wire (`inFlightLeftMs`: no command until its window has passed, the item says how long to wait) are
+ * work in progress; everything else the plan lists is not.
  */
 export function planItemNeedsAttention(item: PlanItem): boolean {
   const inProgress =
     item.kind === "create_in_window" ||
     (item.kind === "deletion_fence" &&
       item.facts.fencePhase === "accepted" &&
-      item.facts.fenceStatus !== "completed");
+      item.facts.fenceStatus !== "completed") ||
+    planItemWaitMs(item) > 0;
   return !inProgress;
+}
+
+/**
+ * How long a plan item asks to wait before its action can be offered, in ms; 0 when it does not. Today: a
+ * deletion fence prepared inside boat-lifecycle's in-flight window, whose Boat exists (no command: a retry
+ * now would be blind; reconciling again after the wait offers it).
+ */
+export function planItemWaitMs(item: PlanItem): number {
+  const left = item.kind === "deletion_fence" ? item.facts.inFlightLeftMs : undefined;
+  return item.action.command === null && typeof left === "number" && left > 0 ? left : 0;
 }
 
 /** `<dataDir>/workspaces/<botId>` directories that exist, sorted by bot id (a deleted bot's too). */
@@ -200,7 +205,7 @@ export async function reportRestores(options: {
         message: `bot ${botId} has more pending restores than one report lists (${pending.items.length + pending.diagnostics.length} shown)`,
       });
     }
-    const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root });
+    const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root, commandPrefix });
     const listed = new Map(pending.items.map((item) => [item.operationId, item]));
     const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d]));
     for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { statSync } from "node:fs";
+import { resolve } from "node:path";
 import { createSystemIdentity, isLockError, type LockIdentity } from "@drydock/file-lock";
 import {
   canonicalJson,
@@ -10,6 +11,7 @@ import {
 } from "@drydock/restore-saga";
 import { defaultRestorePorts } from "./defaults.js";
 import { recoveryError } from "./errors.js";
+import { drydockCommandPrefix, shellQuote } from "./internal/command.js";
 import { boundedText, validateFence, validateOperationId } from "./internal/fence.js";
 import { type OwnerClaim, ownerMayBeAlive } from "./internal/liveness.js";
 import { foreignLockHolder } from "./internal/lock-holder.js";
@@ -59,8 +61,9 @@ const ROLLBACK_BASES = new Set([
 const COMPLETE_BASES = new Set(["workspace_applied", "session_committed"]);
 const TERMINAL = new Set(["completed", "aborted", "rolled_back"]);
 /** Why `release` never takes over a torn lock: it names no restore, and it may guard an unsettled one. */
-const TORN_RELEASE_BLOCKER =
-  "the workspace lock file is torn by a power loss and names no restore, so release does not take it over: settle any unsettled restore of this workspace first (`drydock restores list`); if there is none, move the file away";
+function tornReleaseBlocker(prefix: string): string {
+  return `the workspace lock file is torn by a power loss and names no restore, so release does not take it over: settle any unsettled restore of this workspace first (\`${prefix} restores list\`); if there is none, move the file away`;
+}
 const DEFAULT_ABORT_REASON = "Operator aborted the restore before any file changed";
 /**
  * The order in which the preview recommends an action: the first eligible one. Abort, release and complete
@@ -93,6 +96,11 @@ export interface RestoreRecoveryControllerOptions {
   identity?: LockIdentity;
   /** Mints rollback request ids (default: a random UUID). */
   newRequestId?: () => string;
+  /**
+   * Start of every command a message tells a person to run; default `drydockCommandPrefix(dataDir)` (the
+   * absolute data directory), so a pasted line reads this installation, whatever DRYDOCK_DATA_DIR it has.
+   */
+  commandPrefix?: string;
 }
 
 export interface AbortInput extends Partial<RestoreFence> {
@@ -200,6 +208,7 @@ export function createRestoreRecoveryController(
     throw recoveryError("INVALID_ARGUMENT", "Restore recovery needs a workspaceRoot");
   }
   const { workspaceRoot } = options;
+  const prefix = options.commandPrefix ?? drydockCommandPrefix(resolve(options.dataDir));
   // The real store, lock and rollback helper unless a test (or the CLI) passes its own.
   const defaults =
     options.store && options.lock && options.rollback
@@ -238,7 +247,7 @@ export function createRestoreRecoveryController(
     ) {
       throw recoveryError(
         "SAGA_CONFLICT",
-        `Restore ${operationId} changed since it was previewed (now seq ${saga.seq}); nothing was changed. Run \`drydock restores show ${operationId}\` again.`,
+        `Restore ${operationId} changed since it was previewed (now seq ${saga.seq}); nothing was changed. Run \`${prefix} restores show ${operationId}\` again.`,
         {
           operationId,
           expectedSeq: fence.expectedSeq,
@@ -535,8 +544,8 @@ export function createRestoreRecoveryController(
     const where = path ?? "of this workspace";
     const unsettled = saga !== null && !saga.terminal;
     const advice = unsettled
-      ? ` Restore ${operationId} (${saga.phase}) is not settled and this lock may guard it: do not delete the lock.${why} To settle the restore: stop every drydock server and CLI using this data directory (so no restore can start), move the file aside and keep it${path === null ? "" : ` (mv ${shellWord(path)} ${shellWord(`${path}.unreadable`)})`}, then run \`drydock restores show ${operationId}\` again and paste the command it prints (--expected-owner-digest none): it takes a fresh lock only if nothing holds this or an overlapping workspace, and only once every process the restore recorded is proven dead.`
-      : ` Restore ${operationId} ${saga === null ? "could not be read" : `has ended (${saga.phase})`}, so this lock does not guard it; if \`drydock restores list\` shows no unsettled restore of this workspace and none is running, move the file away.`;
+      ? ` Restore ${operationId} (${saga.phase}) is not settled and this lock may guard it: do not delete the lock.${why} To settle the restore: stop every drydock server and CLI using this data directory (so no restore can start), move the file aside and keep it${path === null ? "" : ` (mv ${shellQuote(path)} ${shellQuote(`${path}.unreadable`)})`}, then run \`${prefix} restores show ${operationId}\` again and paste the command it prints (--expected-owner-digest none): it takes a fresh lock only if nothing holds this or an overlapping workspace, and only once every process the restore recorded is proven dead.`
+      : ` Restore ${operationId} ${saga === null ? "could not be read" : `has ended (${saga.phase})`}, so this lock does not guard it; if \`${prefix} restores list\` shows no unsettled restore of this workspace and none is running, move the file away.`;
     return new SagaError({
       code: "LOCK_FAILED",
       ...(file.cause === undefined ? {} : { cause: file.cause }),
@@ -624,7 +633,7 @@ export function createRestoreRecoveryController(
     if (read.kind === "owner" && read.owner.payload.transactionId !== operationId) {
       throw recoveryError(
         "OWNER_CONFLICT",
-        `The workspace is locked by ${foreignLockHolder(read.owner, isOwnerAlive(read.owner))}.`,
+        `The workspace is locked by ${foreignLockHolder(read.owner, isOwnerAlive(read.owner), prefix)}.`,
         { operationId, ownerAlive: isOwnerAlive(read.owner) },
       );
     }
@@ -842,7 +851,7 @@ export function createRestoreRecoveryController(
 
   async function abort(operationIdInput: string, input: AbortInput): Promise<RestoreActionResult> {
     const operationId = validateOperationId(operationIdInput);
-    const fence = validateFence(input);
+    const fence = validateFence(input, prefix);
     const reason = boundedText(input?.reason, DEFAULT_ABORT_REASON, 2048);
     const previewed = await loadExact(operationId, fence);
     assertAbortable(previewed);
@@ -927,7 +936,7 @@ export function createRestoreRecoveryController(
     fenceInput: Partial<RestoreFence>,
   ): Promise<RestoreActionResult> {
     const operationId = validateOperationId(operationIdInput);
-    const fence = validateFence(fenceInput);
+    const fence = validateFence(fenceInput, prefix);
     const previewed = await readTerminal(operationId, fence);
     const read = await inspectBound(operationId, fence.expectedOwnerDigest, {
       ...previewed.saga,
@@ -936,7 +945,7 @@ export function createRestoreRecoveryController(
       events: [],
     });
     if (read.kind === "torn") {
-      throw recoveryError("ACTION_NOT_ALLOWED", `${TORN_RELEASE_BLOCKER}. Nothing was changed.`, {
+      throw recoveryError("ACTION_NOT_ALLOWED", `${tornReleaseBlocker(prefix)}. Nothing was changed.`, {
         operationId,
         phase: previewed.saga.phase,
       });
@@ -989,7 +998,7 @@ export function createRestoreRecoveryController(
     fenceInput: Partial<RestoreFence>,
   ): Promise<RestoreActionResult> {
     const operationId = validateOperationId(operationIdInput);
-    const fence = validateFence(fenceInput);
+    const fence = validateFence(fenceInput, prefix);
     const previewed = await loadExact(operationId, fence);
     assertRollbackable(previewed);
     // Refused before the lock is taken over, so a refusal changes nothing (not even the saga's phase).
@@ -1031,7 +1040,7 @@ export function createRestoreRecoveryController(
     fenceInput: Partial<RestoreFence>,
   ): Promise<RestoreActionResult> {
     const operationId = validateOperationId(operationIdInput);
-    const fence = validateFence(fenceInput);
+    const fence = validateFence(fenceInput, prefix);
     const previewed = await loadExact(operationId, fence);
     assertCompletable(previewed);
     const settled = await underLock(
@@ -1080,7 +1089,7 @@ export function createRestoreRecoveryController(
     const ownerDigest = owner === null ? null : lock.ownerDigest(owner);
     const alive = owner === null ? false : isOwnerAlive(owner);
     const ownerBlocker = foreign
-      ? [`the workspace is locked by ${foreignLockHolder(foreign, isOwnerAlive(foreign))}`]
+      ? [`the workspace is locked by ${foreignLockHolder(foreign, isOwnerAlive(foreign), prefix)}`]
       : alive && owner
         ? [`the workspace lock owner (pid ${owner.pid}) is still running`]
         : [];
@@ -1108,7 +1117,7 @@ export function createRestoreRecoveryController(
       const blockers: string[] = [];
       if (!saga.terminal) blockers.push(`the restore has not ended (${saga.phase})`);
       else if (foreign) blockers.push(...ownerBlocker);
-      else if (torn !== null) blockers.push(TORN_RELEASE_BLOCKER);
+      else if (torn !== null) blockers.push(tornReleaseBlocker(prefix));
       else if (archived && owner === null) blockers.push("already archived and unlocked: nothing to release");
       else blockers.push(...ownerBlocker);
       return { eligible: blockers.length === 0, blockers };
@@ -1173,9 +1182,4 @@ export function createRestoreRecoveryController(
   }
 
   return { workspaceRoot, preview, abort, release, rollback, complete };
-}
-
-/** A word a POSIX shell reads as itself (as report.ts's shellQuote; kept here to avoid an import cycle). */
-function shellWord(value: string): string {
-  return /^[A-Za-z0-9_./:=@%+-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
 }

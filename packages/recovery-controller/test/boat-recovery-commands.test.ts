@@ -76,6 +76,7 @@ interface SetupOptions {
   clock?: { offsetMs: number };
   via?: BoatClient;
   knownBotIds?: readonly string[];
+  commandPrefix?: string;
 }
 
 function setup(options: SetupOptions = {}) {
@@ -104,6 +105,7 @@ function setup(options: SetupOptions = {}) {
     environmentId,
     now,
     ...(options.knownBotIds === undefined ? {} : { knownBotIds: () => options.knownBotIds ?? [] }),
+    ...(options.commandPrefix === undefined ? {} : { commandPrefix: options.commandPrefix }),
   });
   return {
     dataDir,
@@ -395,5 +397,90 @@ describe("a Boat with a bot's deterministic name that no journal knows", () => {
       s.recovery.adopt("bot-twice", second, { expectedState: item.stateDigest }),
     );
     expect((refused as { code?: string }).code).toBe("ACTION_NOT_ALLOWED");
+  });
+});
+
+describe("every command a message names starts with the command prefix", () => {
+  /** A data directory that needs quoting: a pasted `drydock reconcile` would read ./.drydock instead. */
+  const PREFIX = "drydock --data-dir '/srv/drydock x'";
+
+  /** Every `drydock …` command quoted in `text` starts with PREFIX; returns how many there were. */
+  function prefixed(text: string): number {
+    const quoted = [...text.matchAll(/`(drydock[^`]*)`/g)].map((match) => match[1]!);
+    for (const command of quoted)
+      expect(command.startsWith(`${PREFIX} `), `${command} in: ${text}`).toBe(true);
+    return quoted.length;
+  }
+  const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+  it("plan advice, reconcile answers and refusals name the prefix the recovery was given", async () => {
+    const s = setup({ commandPrefix: PREFIX, knownBotIds: ["bot-key", "bot-fenced"] });
+
+    // A fence prepared moments ago: the plan's advice and reconcile's next step both say to wait, then reconcile.
+    const fenced = await s.lifecycle.provision("bot-fenced");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: fenced.boxId,
+      name: fenced.name,
+      ownerBotId: "bot-fenced",
+    });
+    s.clock.offsetMs = 5_000;
+    const waiting = (await s.recovery.plan()).items.find((item) => item.boxId === fenced.boxId)!;
+    expect(waiting.action.command).toBeNull();
+    expect(waiting.action.advice).toContain(`Wait 25 s, then run \`${PREFIX} reconcile\` again.`);
+    const young = (await s.recovery.reconcileDeletion(fenced.boxId)) as { next: { advice: string } };
+    expect(prefixed(young.next.advice)).toBe(1);
+    s.clock.offsetMs = 0;
+
+    // A Boat carrying the bot's name while its key-only create is inside the window: reconcile again, twice.
+    await s.createJournal.beginBoatCreate("bot-key", BODY_TEXT);
+    const named = await namedBoat(scopedBoatName(s.environmentId, "bot-key"));
+    // An unnamed Boat while a key-only create past its window exists: rename it, then reconcile again.
+    s.clock.offsetMs = -(CREATE_WINDOW_MS + 60_000);
+    await s.createJournal.beginBoatCreate("bot-old", BODY_TEXT);
+    s.clock.offsetMs = 0;
+    const unnamed = await namedBoat(null);
+    const plan = await s.recovery.plan();
+    const keyItem = plan.items.find((item) => item.boxId === named)!;
+    expect(keyItem.action.command).toBeNull();
+    expect(prefixed(keyItem.action.advice)).toBe(2);
+    const unnamedItem = plan.items.find((item) => item.boxId === unnamed)!;
+    expect(unnamedItem.kind).toBe("unnamed_boat");
+    expect(unnamedItem.action.advice).toContain(
+      `then run \`${PREFIX} reconcile\` again: it offers the adopt command.`,
+    );
+    const expired = plan.items.find((item) => item.botId === "bot-old" && item.kind === "create_expired")!;
+    expect(prefixed(expired.action.advice)).toBe(1);
+    // Every other piece of advice in the plan, too.
+    for (const item of plan.items) prefixed(item.action.advice);
+
+    // Refusals: a digest that no longer matches, a bot whose deletion fence stands, a key-only row.
+    const stale = messageOf(
+      await rejection(s.recovery.adopt("bot-key", named, { expectedState: `sha256:${"0".repeat(64)}` })),
+    );
+    expect(stale).toContain(`Run \`${PREFIX} reconcile\``);
+    const fencedAdopt = messageOf(await rejection(s.recovery.adopt("bot-fenced", named)));
+    expect(fencedAdopt).toContain(`\`${PREFIX} deletions list\``);
+    const keyOnly = messageOf(await rejection(s.recovery.retireCreate("bot-key")));
+    expect(keyOnly).toContain(`\`${PREFIX} creates list\``);
+    const retireFenced = messageOf(await rejection(s.recovery.retireCreate("bot-fenced")));
+    expect(retireFenced).toContain(`\`${PREFIX} deletions reconcile ${fenced.boxId}\``);
+
+    // An accepted deletion: a retry is refused with the reconcile to run instead.
+    await s.deleteJournal.markBoatDeletionAccepted(fenced.boxId, await client.deleteSandbox(fenced.boxId));
+    const blind = messageOf(await rejection(s.recovery.retryDeletion(fenced.boxId)));
+    expect(blind).toContain(`\`${PREFIX} deletions reconcile ${fenced.boxId}\``);
+
+    // A remembered Boat carrying a foreign name, and one boat.dev could not be asked about.
+    const { request } = await s.createJournal.beginBoatCreate("bot-renamed", BODY_TEXT);
+    await s.createJournal.rememberCreatedBoat(request, await namedBoat("someone-elses"));
+    const foreign = (await s.recovery.plan()).items.find((item) => item.botId === "bot-renamed")!;
+    expect(foreign.kind).toBe("create_unresolved");
+    expect(foreign.action.advice).toContain(`then run \`${PREFIX} reconcile\` again.`);
+    await control("POST", "/_sim/faults", {
+      rules: [{ action: "fail-before", status: 503, code: "service_unavailable", times: 1_000 }],
+    });
+    const unknown = (await s.recovery.plan()).items.find((item) => item.botId === "bot-renamed")!;
+    expect(unknown.facts.provider.kind).toBe("unknown");
+    expect(unknown.action.advice).toBe(`Retry when boat.dev is reachable (\`${PREFIX} reconcile\`).`);
   });
 });

@@ -8,7 +8,7 @@ import { createBoatLifecycle, DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydo
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createBoatRecovery, isRecoveryError } from "../src/index.js";
+import { createBoatRecovery, isRecoveryError, planItemNeedsAttention, planItemWaitMs } from "../src/index.js";
 
 let sim: BoatSimulator;
 let client: BoatClient;
@@ -167,6 +167,9 @@ describe("boat recovery", () => {
     expect(waiting?.action.advice).toMatch(
       /may still be on the wire.*Wait 25 s, then run `drydock reconcile` again/,
     );
+    // Work in progress, as an accepted deletion is: nobody settles it, the wait is all there is to do.
+    expect(planItemNeedsAttention(waiting!)).toBe(false);
+    expect(planItemWaitMs(waiting!)).toBe(waiting?.facts.inFlightLeftMs);
     const refused = await rejection(recovery.retryDeletion(boat.boxId));
     expect(refused.code).toBe("ACTION_NOT_ALLOWED");
     expect(refused.message).toMatch(/may still be on the wire.*Retry in 25 s/);
@@ -176,6 +179,8 @@ describe("boat recovery", () => {
     const offered = (await recovery.plan()).items.find((item) => item.boxId === boat.boxId);
     expect(offered).toMatchObject({ action: { name: "retryDeletion" } });
     expect(offered?.facts).not.toHaveProperty("inFlightLeftMs");
+    expect(planItemNeedsAttention(offered!)).toBe(true);
+    expect(planItemWaitMs(offered!)).toBe(0);
     const retried = await recovery.retryDeletion(boat.boxId);
     expect(retried).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore + 1);

@@ -2,7 +2,7 @@
 // restore-saga purpose `workspace-edit`) is not a restore: the controller says what it is and how it goes.
 import { acquireWorkspaceLock, inspectWorkspaceLock, reapDeadEditLocks } from "@drydock/restore-saga";
 import { afterEach, expect, it } from "vitest";
-import { createRestoreRecoveryController, defaultRestorePorts } from "../src/index.js";
+import { createRestoreRecoveryController, defaultRestorePorts, drydockCommandPrefix } from "../src/index.js";
 import { createdSaga, dead, type Sandbox, sandbox } from "./helpers.js";
 
 let box: Sandbox;
@@ -33,7 +33,8 @@ it("a stopped edit's lock is named as such (never 'another restore'), and once i
   expect(blocked.actions.abort.eligible).toBe(false);
   const words = blocked.actions.abort.blockers.join("\n");
   expect(words).toContain("stopped file write, deletion or checkpoint (file-write-0d7c)");
-  expect(words).toContain("drydock locks gc --yes");
+  // The command carries this data directory, so it is pasted against the same installation.
+  expect(words).toContain(`\`${drydockCommandPrefix(box.dataDir)} locks gc --yes\``);
   expect(words).not.toContain("another restore");
 
   const { removed } = await reapDeadEditLocks({ dataDir: box.dataDir, isProcessAlive: dead });

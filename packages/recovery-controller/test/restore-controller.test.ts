@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   createRestoreRecoveryController,
   defaultRestorePorts,
+  drydockCommandPrefix,
   isRecoveryError,
   type RecoverySagaStore,
   reportRestores,
@@ -628,6 +629,54 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
     });
     expect((await box.store.load("op-mine")).seq).toBe(2);
     expect(owner()).toBeNull();
+  });
+
+  it("every command a message names starts with the command prefix: the data directory's by default", async () => {
+    box = sandbox();
+    const PREFIX = "drydock --data-dir '/srv/drydock x'";
+    await lockedSaga(box, "op-words");
+    const named = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      isProcessAlive: dead,
+      commandPrefix: PREFIX,
+    });
+    const { fence } = await named.preview("op-words");
+    const stale = await rejection(named.abort("op-words", { ...fence, expectedSeq: fence.expectedSeq + 1 }));
+    expect(stale.code).toBe("SAGA_CONFLICT");
+    expect(String(stale.message)).toContain(`Run \`${PREFIX} restores show op-words\` again.`);
+    const malformed = await rejection(named.abort("op-words", { expectedSeq: 0 }));
+    expect(malformed.code).toBe("INVALID_ARGUMENT");
+    expect(String(malformed.message)).toContain(`the exact fence from \`${PREFIX} restores show\``);
+    // Without the option: the absolute data directory, as the CLI prints it.
+    const byDefault = await rejection(
+      controller().abort("op-words", { ...fence, expectedSeq: fence.expectedSeq + 1 }),
+    );
+    expect(String(byDefault.message)).toContain(
+      `Run \`${drydockCommandPrefix(box.dataDir)} restores show op-words\` again.`,
+    );
+
+    // An unreadable lock of an unsettled restore: show it again; of an ended one: list the others.
+    writeFileSync(lockFile(), "{ not json");
+    const unreadable = await rejection(named.preview("op-words"));
+    expect(unreadable.code).toBe("LOCK_FAILED");
+    expect(String(unreadable.message)).toContain(`then run \`${PREFIX} restores show op-words\` again`);
+    rmSync(lockFile());
+    await completedSaga(box, "op-ended");
+    writeFileSync(lockFile(), "{ not json");
+    const ended = await rejection(named.preview("op-ended"));
+    expect(String(ended.message)).toContain(`if \`${PREFIX} restores list\` shows no unsettled restore`);
+    // The same file torn by a power loss: release does not take it over, and says what to list.
+    const afterReboot = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      isProcessAlive: dead,
+      identity: bootedAt(Date.now() + 60_000),
+      commandPrefix: PREFIX,
+    });
+    const torn = await afterReboot.preview("op-ended");
+    expect(torn.actions.release.eligible).toBe(false);
+    expect(torn.actions.release.blockers.join("\n")).toContain(`(\`${PREFIX} restores list\`)`);
   });
 
   it("an unreadable workspace lock: the preview says what happened and what to do, and leaves the file as it is", async () => {

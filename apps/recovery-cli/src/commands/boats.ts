@@ -153,7 +153,7 @@ export async function boatAction(
   if (ctx.yes && expectedState === undefined) {
     throw new CliError(
       "USAGE",
-      `Applying ${action} needs --expected-state sha256:… from its preview: run the same command without --yes (or \`drydock reconcile\`) and paste the command it prints. Nothing was changed.`,
+      `Applying ${action} needs --expected-state sha256:… from its preview: run the same command without --yes (or \`${ctx.boatCommandPrefix} reconcile\`) and paste the command it prints. Nothing was changed.`,
     );
   }
   const recovery = boatRecovery(ctx);

@@ -130,7 +130,10 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
   };
 }
 
-function parseFence(ctx: CommandContext): {
+function parseFence(
+  ctx: CommandContext,
+  operationId: string,
+): {
   expectedSeq: number;
   expectedHash: string;
   expectedOwnerDigest: string | null;
@@ -139,7 +142,7 @@ function parseFence(ctx: CommandContext): {
   if (expectedSeq === undefined || expectedHash === undefined || expectedOwnerDigest === undefined) {
     throw new CliError(
       "USAGE",
-      "Applying a restore action needs the fence printed by `drydock restores show`: --expected-seq, --expected-hash and --expected-owner-digest (sha256:…, torn:sha256:… or none).",
+      `Applying a restore action needs the fence printed by \`${ctx.commandPrefix} restores show ${operationId}\`: --expected-seq, --expected-hash and --expected-owner-digest (sha256:…, torn:sha256:… or none).`,
     );
   }
   const seq = Number(expectedSeq);
@@ -171,7 +174,7 @@ export async function restoresAction(
   action: RestoreActionName,
   operationId: string,
 ): Promise<Rendered> {
-  const fence = ctx.yes ? parseFence(ctx) : null;
+  const fence = ctx.yes ? parseFence(ctx, operationId) : null;
   const workspace = findSaga(ctx, operationId);
   const controller = controllerFor(ctx, workspace);
   const preview = await controller.preview(operationId);
@@ -206,7 +209,7 @@ export async function restoresAction(
   ) {
     throw new CliError(
       "FENCE_MISMATCH",
-      `Restore ${operationId} is no longer in the state you previewed (now seq ${fresh.expectedSeq}); nothing was changed. Run \`drydock restores show ${operationId}\` again.`,
+      `Restore ${operationId} is no longer in the state you previewed (now seq ${fresh.expectedSeq}); nothing was changed. Run \`${ctx.commandPrefix} restores show ${operationId}\` again.`,
     );
   }
   if (!verdict.eligible) {
@@ -227,7 +230,7 @@ export async function restoresAction(
           ? await controller.complete(operationId, fence)
           : await controller.rollback(operationId, fence);
   const warning = result.warning
-    ? `\nwarning: the saga is settled but not archived yet (${result.warning.code}); \`drydock restores release ${operationId}\` files it later.`
+    ? `\nwarning: the saga is settled but not archived yet (${result.warning.code}); \`${ctx.commandPrefix} restores release ${operationId}\` files it later.`
     : "";
   return {
     data: result,
@@ -317,13 +320,13 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
   if (ctx.options.expectedState === undefined) {
     throw new CliError(
       "USAGE",
-      "Purging needs --expected-state sha256:… from its preview: run `drydock restores purge` without --yes and paste the command it prints. Nothing was changed.",
+      `Purging needs --expected-state sha256:… from its preview: run \`${ctx.commandPrefix} restores purge --older-than-days ${days}\` (without --yes) and paste the command it prints. Nothing was changed.`,
     );
   }
   if (ctx.options.expectedState !== stateDigest) {
     throw new CliError(
       "FENCE_MISMATCH",
-      `The archived restores to purge are not the ones previewed (now ${listed.length}); nothing was purged. Run \`drydock restores purge --older-than-days ${days}\` again and check the list.`,
+      `The archived restores to purge are not the ones previewed (now ${listed.length}); nothing was purged. Run \`${ctx.commandPrefix} restores purge --older-than-days ${days}\` again and check the list.`,
     );
   }
   const purged: PurgeCandidate[] = [];

@@ -1,4 +1,4 @@
-import { type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
+import { type PlanItem, planItemNeedsAttention, planItemWaitMs } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
@@ -16,6 +16,10 @@ export interface Finding {
   message: string;
   /** The command that acts on it, or null. */
   command: string | null;
+  /** What to do about it in words (a Boat plan item's advice); shown under it when it has no command. */
+  advice?: string;
+  /** Work in progress that asks for a wait: how long (ms) before looking again offers its command. */
+  waitMs?: number;
   /**
    * What the command needs besides its words (boat.dev's URL and token, which are never printed), shown
    * after it as a shell comment so the whole line still pastes.
@@ -100,6 +104,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   }
   if (planItems !== null) {
     for (const item of planItems) {
+      const waitMs = planItemWaitMs(item);
       findings.push({
         area:
           item.kind === "deletion_fence" ? "deletion" : item.kind.startsWith("create") ? "create" : "boat",
@@ -108,6 +113,8 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         message: item.summary,
         command: item.action.command,
         ...(item.action.command === null ? {} : boatNote),
+        advice: item.action.advice,
+        ...(waitMs > 0 ? { waitMs } : {}),
       });
     }
   } else {
@@ -189,10 +196,19 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       : commandless === attention
         ? "none has a command to run: read each message and settle it by hand"
         : `run the command shown beside each; ${commandless} without one need a look by hand (read the message)`;
+  // Work in progress that only asks for a wait (a deletion whose DELETE may still be on the wire): no person
+  // settles it; looking again once the wait is over shows its command.
+  const waiting = findings.filter((finding) => finding.waitMs !== undefined);
+  const waitS = Math.ceil(Math.max(0, ...waiting.map((finding) => finding.waitMs ?? 0)) / 1_000);
+  const again =
+    waiting.length === 0
+      ? ""
+      : `${waiting.length} item(s) are still in progress; run \`${ctx.boatCommandPrefix} status\` again in ${waitS} s${ctx.providerNote === null ? "" : ` (${ctx.providerNote})`}`;
   let verdict: string;
   if (couldNotLook) verdict = `INCOMPLETE: ${couldNotLook}; ${attention} item(s) need attention locally.`;
-  else if (attention === 0) verdict = "OK: nothing needs attention.";
-  else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.`;
+  else if (attention === 0)
+    verdict = again ? `OK: nothing needs a person now; ${again}.` : "OK: nothing needs attention.";
+  else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.${again ? ` ${again}.` : ""}`;
   if (!ctx.providerConfigured && !couldNotLook) {
     verdict +=
       " (boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN, or pass --provider-url and --provider-token)";
@@ -201,7 +217,12 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   const { c } = ctx;
   const lines = findings.map((finding) => {
     const mark = finding.attention ? c.yellow("!") : c.dim("·");
-    return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${finding.command ? `\n    → ${finding.command}${finding.note ? `  # ${finding.note}` : ""}` : ""}`;
+    const next = finding.command
+      ? `\n    → ${finding.command}${finding.note ? `  # ${finding.note}` : ""}`
+      : finding.advice
+        ? `\n    ${finding.advice}`
+        : "";
+    return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${next}`;
   });
   const colored = couldNotLook ? c.red(verdict) : attention === 0 ? c.green(verdict) : c.yellow(verdict);
   return {

@@ -40,10 +40,14 @@ export function findSaga(ctx: CommandContext, operationId: string): Workspace {
   }
   throw new CliError(
     "NOT_FOUND",
-    `No restore ${operationId} exists under ${ctx.dataDir} (see \`drydock restores list\`).`,
+    `No restore ${operationId} exists under ${ctx.dataDir} (see \`${ctx.commandPrefix} restores list\`).`,
   );
 }
 
 export function controllerFor(ctx: CommandContext, workspace: Workspace): RestoreRecoveryController {
-  return createRestoreRecoveryController({ dataDir: ctx.dataDir, workspaceRoot: workspace.root });
+  return createRestoreRecoveryController({
+    dataDir: ctx.dataDir,
+    workspaceRoot: workspace.root,
+    commandPrefix: ctx.commandPrefix,
+  });
 }

@@ -3,9 +3,10 @@ import { OperationIdSchema, type RestoreFence, RestoreFenceSchema } from "../sch
 
 /**
  * Checked before anything is read: a malformed fence can never be "close enough". The owner digest must be
- * given explicitly, as a digest or as null ("no owner"); undefined is refused.
+ * given explicitly, as a digest or as null ("no owner"); undefined is refused. `prefix` starts the command
+ * the message names (`drydock --data-dir <dir>`).
  */
-export function validateFence(input: unknown): RestoreFence {
+export function validateFence(input: unknown, prefix = "drydock"): RestoreFence {
   const candidate =
     typeof input === "object" && input !== null
       ? {
@@ -18,7 +19,7 @@ export function validateFence(input: unknown): RestoreFence {
   if (!parsed.success) {
     throw recoveryError(
       "INVALID_ARGUMENT",
-      "Restore recovery needs the exact fence from `drydock restores show`: --expected-seq (an integer ≥ 1), " +
+      `Restore recovery needs the exact fence from \`${prefix} restores show\`: --expected-seq (an integer ≥ 1), ` +
         "--expected-hash (sha256:…) and --expected-owner-digest (sha256:…, torn:sha256:… or none).",
     );
   }
