@@ -6,15 +6,19 @@ import {
   mkdirSync,
   readdirSync,
   realpathSync,
+  renameSync,
+  rmdirSync,
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { type BoatCreateJournal, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
+import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 import { type BoatPlan, type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
 import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
+  findUnsettledRestore,
   isSagaError,
   openCheckpointStore,
   openSagaStore,
@@ -211,6 +215,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   };
   const workspaceExists = (botId: string): boolean => existsSync(workspaceRoot(botId));
+  /** Whether anything of a workspace at this bot id's path exists: an entry in it, or a checkpoint of it. */
+  const hasWorkspaceData = async (botId: string): Promise<boolean> => {
+    const parent = join(deps.dataDir, "workspaces");
+    if (!existsSync(parent)) return false;
+    if (workspaceExists(botId) && readdirSync(workspaceRoot(botId)).length > 0) return true;
+    // Checkpoints are found by the workspace's real path, which exists only while its directory does.
+    const created = !workspaceExists(botId);
+    ensureWorkspace(botId);
+    try {
+      return (await checkpoints.listCheckpoints(workspaceRoot(botId))).length > 0;
+    } finally {
+      if (created) rmdirSync(workspaceRoot(botId));
+    }
+  };
   /** The bot ids that have a workspace directory, sorted. */
   const workspaceBotIds = (): string[] => {
     try {
@@ -253,50 +271,53 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
 
   /**
-   * A deleted bot's workspace and checkpoints are kept (drydock deletes no data it was not asked to), and
-   * they are found by the workspace's path, which is the bot id's: a new bot under that id would read the
-   * old bot's files and could restore its checkpoints. So the id stays taken while any of that remains.
-   */
-  async function refuseLeftoverData(botId: string): Promise<void> {
-    if (!BOT_ID.test(botId) || !workspaceExists(botId)) return;
-    if ((await deps.bots.get(botId)) !== null) return; // an existing bot: the registry answers bot_exists
-    const files = readdirSync(workspaceRoot(botId)).length;
-    const kept = (await listWorkspaceCheckpoints(botId)).length;
-    if (files === 0 && kept === 0) return;
-    throw new HttpProblem(
-      409,
-      "bot_id_has_data",
-      `The bot id '${botId}' belonged to a deleted bot whose workspace (${files} entr${files === 1 ? "y" : "ies"} in workspaces/${botId} of the data directory) and ${kept} checkpoint(s) were kept. A new bot under this id would see them, so it was not created: choose another id (or leave botId out for a random one).`,
-      { workspaceFiles: files, checkpoints: kept },
-    );
-  }
-
-  /**
-   * A bot is deleted only once every restore of its workspace has settled: its workspace may be half
-   * restored, and the fenced recovery that settles it is found through the bot (GET /v1/restores/:id).
+   * Refuses (409 `restore_unsettled`) while a restore of the bot's workspace has not ended or cannot be
+   * read (restore-saga's `findUnsettledRestore`, counting every active saga): the workspace is about to be
+   * retired, and its recovery must come first. Finished sagas not yet archived and orphans of a killed
+   * create do not count.
    */
   async function refuseUnsettledRestores(botId: string): Promise<void> {
     if (!workspaceExists(botId)) return;
-    const pending = await sagaStore(botId).listPending({ limit: 64 });
-    const prefix = drydockCommandPrefix(deps.dataDir);
-    const [first] = pending.items;
-    if (first) {
-      throw new HttpProblem(
-        409,
-        "restore_unsettled",
-        `Restore ${first.operationId} of this bot's workspace has not settled (phase ${first.phase}), so the bot was kept: its workspace may be half restored. Settle it first (run: ${prefix} restores show ${first.operationId}; GET /v1/recovery lists every such restore), then delete the bot.`,
-        { recoveryRequired: true, operationId: first.operationId, unsettled: pending.items.length },
-      );
-    }
-    const [diagnostic] = pending.diagnostics;
-    if (diagnostic) {
-      throw new HttpProblem(
-        409,
-        "restore_unsettled",
-        `A restore of this bot's workspace could not be read (${diagnostic.operationId}: ${diagnostic.status}), so the bot was kept. Inspect it (run: ${prefix} status), then delete the bot.`,
-        { recoveryRequired: true, operationId: diagnostic.operationId },
-      );
-    }
+    // Any restore that has not ended: one stopped before its first change is settled by an abort first.
+    const found = await findUnsettledRestore(sagaStore(botId), { anyActive: true });
+    if (found === null) return;
+    const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
+    const message =
+      found.kind === "unsettled"
+        ? `Restore ${found.operationId} of this bot's workspace has not settled (phase ${found.phase}), so the bot was kept: its workspace may be half restored. Settle it first (run: ${show}, then the command it prints), then delete the bot.`
+        : found.kind === "busy"
+          ? `Restore ${found.operationId} of this bot's workspace could not be read just now (${found.reason}), so the bot was kept. Retry in a moment.`
+          : `Restore ${found.operationId} of this bot's workspace cannot be verified (${found.reason}), so whether it left files half-restored is unknown and the bot was kept. Inspect it (run: ${show}; docs/OPERATORS.md says how to set an unverifiable saga aside), then delete the bot.`;
+    throw new HttpProblem(409, "restore_unsettled", message, {
+      recoveryRequired: found.kind !== "busy",
+      operationId: found.operationId,
+    });
+  }
+
+  /**
+   * Retires a bot's workspace, keeping everything: its checkpoints leave the listings (restore-saga's
+   * `retireCheckpoints`: their manifests move to `checkpoints/retired/`) and its files move to
+   * `<dataDir>/retired-workspaces/<botId>.<ms>`. A workspace and its checkpoints are found by the path the
+   * bot id names, so without this a new bot under the same id would read the old bot's files and could
+   * restore its checkpoints. Under the workspace lock (a live edit or a restore holding it refuses), after
+   * the unsettled-restore check; the path is created first, so checkpoints of a directory removed by hand
+   * are retired too. Each step is idempotent: a retry after a crash finishes the rest.
+   */
+  async function retireWorkspace(botId: string): Promise<void> {
+    ensureWorkspace(botId);
+    await refuseUnsettledRestores(botId);
+    await withWorkspace(botId, "retire", async () => {
+      const { retired } = await checkpoints.retireCheckpoints(workspaceRoot(botId));
+      if (retired.length === 0 && readdirSync(workspaceRoot(botId)).length === 0) {
+        rmdirSync(workspaceRoot(botId)); // nothing to keep
+        return;
+      }
+      const retiredDir = join(deps.dataDir, "retired-workspaces");
+      mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
+      renameSync(workspaceRoot(botId), join(retiredDir, `${botId}.${Date.now()}`));
+      fsyncDirectory(nodeFileOps, retiredDir);
+      fsyncDirectory(nodeFileOps, join(deps.dataDir, "workspaces"));
+    });
   }
 
   // One lifecycle operation per bot at a time, in this process. Two processes are still safe (the journals
@@ -459,7 +480,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // --- bots ---------------------------------------------------------------------------------------------
   app.post("/v1/bots", { schema: { body: CreateBotBody } }, async (request, reply) => {
     const botId = request.body.botId ?? randomBotId();
-    await refuseLeftoverData(botId);
+    // The id of a deleted bot whose workspace was never retired (a server before retirement existed, or a
+    // deletion that stopped half-way): retired now, so the new bot starts empty.
+    if (BOT_ID.test(botId) && (await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
+      await retireWorkspace(botId);
+    }
     const bot = await deps.bots.create({ botId, name: request.body.name });
     mkdirSync(workspaceRoot(bot.botId), { recursive: true, mode: 0o700 });
     return reply.code(201).send({ ok: true, bot: botView(bot) });
@@ -579,6 +604,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           );
         }
       }
+      // The Boat is gone: the workspace is retired (kept) before the bot goes, so a retry after a failure
+      // here finds the bot and finishes.
+      await retireWorkspace(botId);
       await deps.bots.remove(botId);
       return { ok: true };
     });

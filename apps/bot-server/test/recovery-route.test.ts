@@ -4,7 +4,7 @@
  * act on, DELETE /v1/bots/:botId never deletes a live Boat without its name, and provider retries are
  * counted.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
@@ -369,15 +369,16 @@ describe("a restore with nothing to change killed after `workspace_applied` (ser
 });
 
 describe("a deleted bot's id", () => {
-  it("keeps the old bot's workspace and restores readable, and is refused to a new bot while they remain", async () => {
+  it("retires the old bot's workspace and checkpoints (kept), so a new bot under the id starts empty", async () => {
     const dir = tempDir("deleted-bot");
-    const server = await startServer(
-      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
-      { print: () => {} },
-    );
+    const start = () =>
+      startServer(loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }), {
+        print: () => {},
+      });
+    let server = await start();
     try {
       await server.startup;
-      const call = api(server.url, server.token);
+      let call = api(server.url, server.token);
       expect((await call("POST", "/v1/bots", { name: "Old", botId: "reused" })).status).toBe(201);
       expect((await call("PUT", "/v1/bots/reused/files/secret.txt", "old bot's")).status).toBe(201);
       const checkpointId = (await call("POST", "/v1/bots/reused/checkpoints")).json.checkpoint.checkpointId;
@@ -388,23 +389,52 @@ describe("a deleted bot's id", () => {
       expect((await call("DELETE", "/v1/bots/reused")).status).toBe(200);
       expect((await call("GET", "/v1/bots/reused")).status).toBe(404);
 
-      // Its restore is still found by id, under the bot it ran for.
-      const view = await call("GET", `/v1/restores/${restored.json.operationId}`);
-      expect(view.status).toBe(200);
-      expect(view.json).toMatchObject({ botId: "reused", restore: { phase: "completed" } });
+      // Kept, out of the way: the files under retired-workspaces/, the two manifests (the checkpoint and
+      // the restore's safety checkpoint) under checkpoints/retired/.
+      const [moved, ...more] = readdirSync(join(dir.dir, "retired-workspaces"));
+      expect(more).toEqual([]);
+      expect(moved).toMatch(/^reused\.\d+$/);
+      expect(readFileSync(join(dir.dir, "retired-workspaces", moved as string, "secret.txt"), "utf8")).toBe(
+        "old bot's",
+      );
+      expect(readdirSync(join(dir.dir, "checkpoints", "retired"))).toHaveLength(2);
+      // Its workspace is gone, so its settled restores are no longer served (they stay in the saga store).
+      expect((await call("GET", `/v1/restores/${restored.json.operationId}`)).status).toBe(404);
 
-      // A new bot under the old id would read the old bot's file and checkpoint: refused, nothing created.
-      const again = await call("POST", "/v1/bots", { name: "New", botId: "reused" });
-      expect(again.status).toBe(409);
-      expect(again.json.error.code).toBe("bot_id_has_data");
-      // The checkpoint, and the safety checkpoint the restore wrote.
-      expect(again.json.error.details).toEqual({ workspaceFiles: 1, checkpoints: 2 });
-      expect((await call("GET", "/v1/bots/reused")).status).toBe(404);
-      expect(readFileSync(join(dir.dir, "workspaces", "reused", "secret.txt"), "utf8")).toBe("old bot's");
-      // Another id is free, and a bot that had no data leaves its id free once deleted.
+      // A new bot under the old id starts empty: no file, no checkpoint, the old one cannot be restored.
+      expect((await call("POST", "/v1/bots", { name: "New", botId: "reused" })).status).toBe(201);
+      expect((await call("GET", "/v1/bots/reused/files/secret.txt")).status).toBe(404);
+      expect((await call("GET", "/v1/bots/reused/checkpoints")).json.checkpoints).toEqual([]);
+      expect((await call("POST", `/v1/bots/reused/checkpoints/${checkpointId}/restore`)).status).toBe(404);
+
+      // Leftovers of a deleted bot that were never retired (an older server; its directory even removed by
+      // hand): the checkpoint is found by the path and retired when the id is taken again.
+      expect((await call("POST", "/v1/bots", { name: "Legacy", botId: "legacy" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/legacy/files/k.txt", "legacy data")).status).toBe(201);
+      const legacyCheckpoint = (await call("POST", "/v1/bots/legacy/checkpoints")).json.checkpoint
+        .checkpointId;
+      await server.close();
+      const registry = JSON.parse(readFileSync(join(dir.dir, "bots.json"), "utf8"));
+      registry.bots = registry.bots.filter((bot: { botId: string }) => bot.botId !== "legacy");
+      writeFileSync(join(dir.dir, "bots.json"), `${JSON.stringify(registry, null, 2)}\n`);
+      rmSync(join(dir.dir, "workspaces", "legacy"), { recursive: true });
+      server = await start();
+      await server.startup;
+      call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "Legacy again", botId: "legacy" })).status).toBe(201);
+      expect((await call("GET", "/v1/bots/legacy/checkpoints")).json.checkpoints).toEqual([]);
+      expect((await call("POST", `/v1/bots/legacy/checkpoints/${legacyCheckpoint}/restore`)).status).toBe(
+        404,
+      );
+      expect(readdirSync(join(dir.dir, "checkpoints", "retired"))).toContain(`${legacyCheckpoint}.json`);
+
+      // A bot that never had data leaves nothing behind.
       expect((await call("POST", "/v1/bots", { name: "Empty", botId: "empty" })).status).toBe(201);
       expect((await call("DELETE", "/v1/bots/empty")).status).toBe(200);
-      expect((await call("POST", "/v1/bots", { name: "Empty again", botId: "empty" })).status).toBe(201);
+      expect(existsSync(join(dir.dir, "workspaces", "empty"))).toBe(false);
+      expect(readdirSync(join(dir.dir, "retired-workspaces")).some((name) => name.startsWith("empty."))).toBe(
+        false,
+      );
     } finally {
       await server.close();
       dir.cleanup();

@@ -147,6 +147,13 @@ export interface CheckpointStore {
   commitCheckpoint(captured: CapturedWorkspace, options?: { kind?: "user" | "safety" }): CreatedCheckpoint;
   /** This workspace's checkpoints, oldest first. Unreadable manifests are skipped, never repaired. */
   listCheckpoints(workspaceRoot: string): Promise<CheckpointSummary[]>;
+  /**
+   * Takes every checkpoint of this workspace out of use for good, keeping it: each manifest is moved from
+   * `manifests/` to `retired/` (durably), so it is no longer listed, read or restored (NOT_FOUND), and a
+   * later workspace at the same path (a new bot under a deleted bot's id) does not inherit it. Idempotent;
+   * unreadable manifests are left where they are (they are never listed either). Returns the ids moved.
+   */
+  retireCheckpoints(workspaceRoot: string): Promise<{ retired: string[] }>;
   readManifest(checkpointId: string): Promise<CheckpointManifest>;
   /** The manifest with its digests; CORRUPT if it is inconsistent. */
   readVerifiedManifest(checkpointId: string): VerifiedManifest;
@@ -455,6 +462,43 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     captureWorkspace,
 
     commitCheckpoint,
+
+    async retireCheckpoints(workspaceRoot: string) {
+      const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
+      let names: string[];
+      try {
+        names = fs.readdirSync(manifestsDir);
+      } catch (error) {
+        if (errnoOf(error) === "ENOENT") return { retired: [] };
+        throw corrupt("directory", "cannot be listed", error);
+      }
+      const retiredDir = join(root, "retired");
+      const retired: string[] = [];
+      try {
+        for (const name of names.sort()) {
+          const match = /^(.+)\.json$/.exec(name);
+          if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
+          let manifest: CheckpointManifest;
+          try {
+            manifest = readVerifiedManifest(match[1]!).manifest;
+          } catch {
+            continue;
+          }
+          if (manifest.workspaceRoot !== canonical) continue;
+          if (retired.length === 0) ensurePrivateDir(fs, retiredDir, { flushNew: durable });
+          fs.renameSync(join(manifestsDir, name), join(retiredDir, name));
+          retired.push(manifest.checkpointId);
+        }
+        if (durable && retired.length > 0) await fsyncPaths(fs, [manifestsDir, retiredDir]);
+      } catch (error) {
+        throw new SagaError({
+          code: "WRITE_FAILED",
+          cause: error,
+          message: `Retiring the checkpoints of ${canonical} failed after ${retired.length} (${errnoOf(error) ?? "error"}). Nothing was lost: every manifest is in manifests/ or retired/. Retry; check the data directory's disk.`,
+        });
+      }
+      return { retired };
+    },
 
     async listCheckpoints(workspaceRoot: string) {
       const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);

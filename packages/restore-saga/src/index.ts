@@ -45,6 +45,7 @@ export {
 // Orchestrator
 export {
   type ArchiveWarning,
+  findUnsettledRestore,
   isAbortable,
   RESTORE_CRASH_POINTS,
   type RestoreCrashPoint,
@@ -54,6 +55,7 @@ export {
   restoreCheckpoint,
   rollbackBlockers,
   rollbackFromSafetyCheckpoint,
+  type UnsettledRestore,
 } from "./restore.js";
 // Formats
 export {

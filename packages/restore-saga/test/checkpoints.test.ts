@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore } from "../src/index.js";
+import { MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore, restoreCheckpoint } from "../src/index.js";
 import { deadPid, makeTempDir, rejection, removeDir, writeTree } from "./helpers.js";
 
 let base: string;
@@ -293,5 +293,38 @@ describe("a checkpoint killed while writing its manifest", () => {
     expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).toEqual([
       created.checkpointId,
     ]);
+  });
+});
+
+describe("retiring a workspace's checkpoints", () => {
+  it("moves exactly that workspace's manifests to retired/: no longer listed, read or restored; idempotent", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const other = join(base, "other");
+    writeTree(other, { "o.txt": "other" });
+    const first = await store.createCheckpoint(workspace);
+    fs.writeFileSync(join(workspace, "a.txt"), "changed");
+    const second = await store.createCheckpoint(workspace);
+    const kept = await store.createCheckpoint(other);
+
+    const { retired } = await store.retireCheckpoints(workspace);
+    expect(retired.sort()).toEqual([first.checkpointId, second.checkpointId].sort());
+    expect(await store.listCheckpoints(workspace)).toEqual([]);
+    expect((await store.listCheckpoints(other)).map((c) => c.checkpointId)).toEqual([kept.checkpointId]);
+    expect(() => store.readVerifiedManifest(first.checkpointId)).toThrow(
+      expect.objectContaining({ code: "NOT_FOUND" }),
+    );
+    await expect(
+      restoreCheckpoint({ dataDir, workspaceRoot: workspace, checkpointId: first.checkpointId }),
+    ).rejects.toMatchObject({ code: "NOT_FOUND" });
+    // Kept, not deleted: the manifests are in retired/, and a second call has nothing left to move.
+    const retiredDir = join(dataDir, "checkpoints", "retired");
+    expect(fs.readdirSync(retiredDir).sort()).toEqual(
+      [`${first.checkpointId}.json`, `${second.checkpointId}.json`].sort(),
+    );
+    expect(await store.retireCheckpoints(workspace)).toEqual({ retired: [] });
+    // The workspace itself is untouched; a new checkpoint of it is listed alone.
+    expect(fs.readFileSync(join(workspace, "a.txt"), "utf8")).toBe("changed");
+    const fresh = await store.createCheckpoint(workspace);
+    expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).toEqual([fresh.checkpointId]);
   });
 });
