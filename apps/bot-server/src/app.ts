@@ -119,6 +119,8 @@ function sagaView(state: SagaState) {
 
 /** How old the open recovery items count may be when /metrics is scraped before it is recounted. */
 const RECOVERY_GAUGE_MAX_AGE_MS = 60_000;
+/** How long a scrape waits for a recount it found running before it answers with the last count. */
+const RECOVERY_GAUGE_WAIT_MS = 2_000;
 
 /**
  * Every failed restore answers with `details.recoveryRequired` (boolean) and, when known, the
@@ -462,15 +464,33 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   app.get("/metrics", async (request, reply) => {
-    // An alert on open recovery items must not wait for someone to GET /v1/recovery: a scrape recounts
-    // them when the count is older than RECOVERY_GAUGE_MAX_AGE_MS (the plan lists boat.dev, so not on
-    // every scrape). A count that cannot be made leaves the last one and is logged.
+    // An alert on open recovery items must not wait for someone to GET /v1/recovery: a scrape starts a
+    // recount when the count is older than RECOVERY_GAUGE_MAX_AGE_MS (the plan lists boat.dev, so not on
+    // every scrape). One recount at a time, shared by every scrape meanwhile, and timed from its start (a
+    // failing one is not retried by the next scrape); a scrape waits for it at most
+    // RECOVERY_GAUGE_WAIT_MS, then answers with the last count, so a slow boat.dev never fails the scrape.
     if (recoveryCountedAt === null || performance.now() - recoveryCountedAt > RECOVERY_GAUGE_MAX_AGE_MS) {
-      try {
-        await recoveryReport();
-      } catch (error) {
-        request.log.warn({ err: error }, "could not count open recovery items for /metrics");
-      }
+      recoveryCountedAt = performance.now();
+      recount ??= recoveryReport()
+        .then(
+          () => undefined,
+          (error: unknown) => {
+            request.log.warn({ err: error }, "could not count open recovery items for /metrics");
+          },
+        )
+        .finally(() => {
+          recount = null;
+        });
+    }
+    if (recount) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        recount,
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, RECOVERY_GAUGE_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
     }
     return reply
       .header("content-type", deps.metrics.registry.contentType)
@@ -888,6 +908,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   /** When the open-items gauge was last computed (performance.now()), or null before the first time. */
   let recoveryCountedAt: number | null = null;
+  /** The recount a scrape started and has not finished, shared by the scrapes that come meanwhile. */
+  let recount: Promise<void> | null = null;
   async function recoveryReport() {
     const commandPrefix = drydockCommandPrefix(deps.dataDir);
     const unreadable: Unreadable[] = [];

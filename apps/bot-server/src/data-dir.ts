@@ -105,3 +105,28 @@ export function saveEmbeddedProvider(dataDir: string, provider: { apiUrl: string
   writeFileAtomic(path, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, durable: true });
   return path;
 }
+
+/**
+ * Removes `embedded-boat-dev.json` if this process wrote it (or a server that has exited did), so drydock
+ * never reads the address of a simulator that is gone; a file another live server wrote is left to it.
+ * Best effort: a file that cannot be read or removed stays, and drydock then checks its writer itself.
+ */
+export function removeEmbeddedProvider(dataDir: string): void {
+  const path = join(dataDir, EMBEDDED_PROVIDER_FILE);
+  try {
+    const { serverPid } = JSON.parse(readFileSync(path, "utf8")) as { serverPid?: unknown };
+    if (typeof serverPid === "number" && serverPid !== process.pid && pidAlive(serverPid)) return;
+    unlinkSync(path);
+  } catch {
+    // Absent, unreadable or already gone: nothing to do.
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code !== "ESRCH";
+  }
+}

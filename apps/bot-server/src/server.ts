@@ -14,7 +14,13 @@ import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
-import { ensureDataDir, loadEnvironmentId, loadServerToken, saveEmbeddedProvider } from "./data-dir.js";
+import {
+  ensureDataDir,
+  loadEnvironmentId,
+  loadServerToken,
+  removeEmbeddedProvider,
+  saveEmbeddedProvider,
+} from "./data-dir.js";
 import { countingFetch, createMetrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
 import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
@@ -110,6 +116,9 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     });
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
     embeddedProviderPath = saveEmbeddedProvider(config.dataDir, provider);
+  } else {
+    // A real provider now: an earlier embedded run's file must not send drydock to a simulator that is gone.
+    removeEmbeddedProvider(config.dataDir);
   }
 
   const now = options.now ?? Date.now;
@@ -224,6 +233,8 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     async close() {
       await startup;
       await app?.close();
+      // The simulator goes with this server: so does the file that tells drydock where it was.
+      if (simulator) removeEmbeddedProvider(config.dataDir);
       await simulator?.close();
     },
   };

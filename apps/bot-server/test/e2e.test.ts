@@ -1,7 +1,8 @@
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
+import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
@@ -46,6 +47,53 @@ describe("embedded defaults", () => {
     expect(saved).toMatchObject({ version: 1, serverPid: process.pid });
     const client = createBoatClient({ baseUrl: saved.apiUrl, token: saved.token });
     expect(Array.isArray((await client.listSandboxes()).sandboxes)).toBe(true);
+  });
+});
+
+describe("the embedded provider file", () => {
+  it("goes with the server that wrote it, and a server with a real provider removes a stale one", async () => {
+    const own = tempDir("embedded-file");
+    const file = join(own.dir, "embedded-boat-dev.json");
+    try {
+      const embedded = await startServer(
+        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
+        { print: () => {} },
+      );
+      await embedded.startup;
+      expect(existsSync(file)).toBe(true);
+      await embedded.close();
+      expect(existsSync(file)).toBe(false);
+
+      // Left by an earlier embedded run (as a SIGKILLed server leaves it), then the server restarts against a
+      // real provider: the file would send drydock to a simulator that is gone.
+      writeFileSync(
+        file,
+        JSON.stringify({
+          version: 1,
+          apiUrl: "http://127.0.0.1:9/api/v1",
+          token: "x",
+          serverPid: 2 ** 22 + 1,
+        }),
+        { mode: 0o600 },
+      );
+      const sim = await startBoatSimulator({ port: 0 });
+      const real = await startServer(
+        loadConfig({
+          DRYDOCK_DATA_DIR: own.dir,
+          PORT: "0",
+          LOG_LEVEL: "silent",
+          BOAT_API_URL: sim.apiUrl,
+          BOAT_API_TOKEN: sim.token,
+        }),
+        { print: () => {} },
+      );
+      await real.startup;
+      expect(existsSync(file)).toBe(false);
+      await real.close();
+      await sim.close();
+    } finally {
+      own.cleanup();
+    }
   });
 });
 

@@ -5,6 +5,7 @@
  * counted.
  */
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
@@ -440,4 +441,52 @@ describe("a deleted bot's id", () => {
       dir.cleanup();
     }
   });
+});
+
+describe("/metrics while boat.dev does not answer", () => {
+  it("answers within seconds with the last count, and scrapes share one recount (one connection to boat.dev)", async () => {
+    const connections: Socket[] = [];
+    const blackhole = createServer((socket) => {
+      connections.push(socket); // accepted, never answered
+    });
+    await new Promise<void>((resolve) => blackhole.listen(0, "127.0.0.1", resolve));
+    const port = (blackhole.address() as AddressInfo).port;
+    const dir = tempDir("metrics-blackhole");
+    const server = await startServer(
+      loadConfig({
+        DRYDOCK_DATA_DIR: dir.dir,
+        PORT: "0",
+        LOG_LEVEL: "silent",
+        BOAT_API_URL: `http://127.0.0.1:${port}/api/v1`,
+        BOAT_API_TOKEN: "t".repeat(32),
+      }),
+      { print: () => {} },
+    );
+    try {
+      const call = api(server.url, server.token);
+      const before = connections.length;
+      const started = performance.now();
+      const scrapes = await Promise.all([
+        call("GET", "/metrics"),
+        call("GET", "/metrics"),
+        call("GET", "/metrics"),
+      ]);
+      const took = performance.now() - started;
+      for (const scrape of scrapes) {
+        expect(scrape.status).toBe(200);
+        expect(scrape.text).toMatch(/^drydock_recovery_items_open \d+$/m);
+      }
+      // The client's own timeout is 10 s: the scrapes did not wait for it.
+      expect(took).toBeLessThan(6_000);
+      expect(connections.length - before).toBeLessThanOrEqual(1);
+      // A scrape right after starts no second recount while the first still hangs.
+      expect((await call("GET", "/metrics")).status).toBe(200);
+      expect(connections.length - before).toBeLessThanOrEqual(1);
+    } finally {
+      for (const socket of connections) socket.destroy();
+      await server.close();
+      await new Promise<void>((resolve) => blackhole.close(() => resolve()));
+      dir.cleanup();
+    }
+  }, 30_000);
 });
