@@ -148,11 +148,15 @@ export const faultRuleSchema = z
     retryAfterS: z.number().int().min(0).max(86_400).optional(),
   })
   .refine(
-    // boat.dev answers a change it committed with a 5xx at worst; its own 4xx envelope after a commit would
-    // read as proof that nothing happened (a create key discarded while its Boat exists), a state the real
-    // provider never produces, so no test may build on it.
-    (rule) => rule.action !== "fail-after" || rule.status === undefined || rule.status >= 500,
-    { message: "fail-after commits, then answers 5xx: its status must be 500-599", path: ["status"] },
+    // boat.dev answers a change it committed with a 5xx (or a 408 timeout) at worst; any other 4xx after a
+    // commit would read as proof that nothing happened (a create key discarded while its Boat exists), a
+    // state the real provider never produces, so no test may build on it.
+    (rule) =>
+      rule.action !== "fail-after" || rule.status === undefined || rule.status >= 500 || rule.status === 408,
+    {
+      message: "fail-after commits, then answers 5xx or 408: its status must be 500-599 or 408",
+      path: ["status"],
+    },
   );
 export const faultsBodySchema = z.strictObject({ rules: z.array(faultRuleSchema).min(1).max(100) });
 export const clockBodySchema = z.strictObject({

@@ -183,6 +183,9 @@ function rowFacts(row: CreateRow | undefined): unknown {
     : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
 
+/** How far ahead of this clock a fence's stamp may be before the plan calls it clock skew, not a wait. */
+const CLOCK_SKEW_TOLERANCE_MS = 5_000;
+
 /** The scope of this installation's Boat names: the lifecycle's own, which `environmentId` must match. */
 function installationScope(lifecycle: RecoveryLifecycle, environmentId: unknown): string {
   let scope: string | null;
@@ -388,7 +391,11 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const retry = command("deletions", "retry", record.boxId, "--expected-state", digest, "--yes");
     const reconcile = command("deletions", "reconcile", record.boxId, "--expected-state", digest, "--yes");
     // The same window retryDeletion refuses inside: offering a command that would only refuse is no plan.
-    const inFlightLeftMs = deletionInFlightLeftMs(record, at);
+    // A fence stamped ahead of this clock (clocks disagree, or this one stepped back) stays "in flight" until
+    // the clock catches up: no wait to count down, so a person is asked to look at the clocks instead.
+    const aheadMs = record.phase === "prepared" ? record.updatedAt - at : 0;
+    const skewed = aheadMs > CLOCK_SKEW_TOLERANCE_MS;
+    const inFlightLeftMs = skewed ? 0 : deletionInFlightLeftMs(record, at);
     let action: PlanItem["action"];
     if (observation.kind === "absent" || record.phase === "accepted") {
       action = {
@@ -398,6 +405,12 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
           observation.kind === "absent"
             ? "boat.dev says the Boat is gone: reconcile to finish the deletion and lift the fence."
             : "boat.dev accepted the deletion: reconcile polls it once and finishes the fence when it completes (never a second DELETE).",
+      };
+    } else if (observation.kind === "present" && skewed) {
+      action = {
+        name: null,
+        command: null,
+        advice: `The deletion fence was stamped ${Math.ceil(aheadMs / 1000)} s ahead of this machine's clock, so its DELETE counts as still on the wire until this clock reaches ${new Date(record.updatedAt + DELETE_IN_FLIGHT_MS).toISOString()} (a retry before then is refused: it could be blind). Check the clocks of the machines that use this data directory; once they agree, run \`${command("reconcile")}\` again.`,
       };
     } else if (observation.kind === "present" && inFlightLeftMs > 0) {
       action = {
@@ -431,6 +444,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         fencePhase: record.phase,
         ...(record.status ? { fenceStatus: record.status } : {}),
         ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}),
+        ...(skewed ? { stampedAheadMs: aheadMs } : {}),
         provider: observation,
       },
       action,

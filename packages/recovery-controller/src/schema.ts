@@ -172,6 +172,11 @@ export const PlanItemSchema = z.object({
     fenceStatus: z.enum(["pending", "processing", "blocked", "completed"]).optional(),
     /** A prepared fence younger than the in-flight window: time until a retry may send DELETE again. */
     inFlightLeftMs: z.number().optional(),
+    /**
+     * A prepared fence stamped this far (ms, over 5 s) ahead of this clock: clock skew, which needs a person
+     * (the fence stays in flight until the clock catches up), not a wait.
+     */
+    stampedAheadMs: z.number().optional(),
     provider: BoatObservationSchema,
   }),
   /** The one safe next step: an action this package can perform, or null when only waiting or a person can. */

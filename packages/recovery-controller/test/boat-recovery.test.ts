@@ -186,6 +186,25 @@ describe("boat recovery", () => {
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore + 1);
   });
 
+  it("a fence stamped ahead of this clock (clock skew) needs a person: no wait is counted, no retry offered", async () => {
+    let offsetMs = 0;
+    const { deleteJournal, lifecycle, recovery } = setup({ now: () => Date.now() + offsetMs });
+    const boat = await lifecycle.provision("bot-skewed");
+    // Written by a process whose clock runs ten minutes ahead of this one.
+    offsetMs = 600_000;
+    await deleteJournal.prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: "bot-skewed" });
+    offsetMs = 0;
+    const item = (await recovery.plan()).items.find((candidate) => candidate.boxId === boat.boxId);
+    expect(item).toMatchObject({ kind: "deletion_fence", action: { name: null, command: null } });
+    expect(item?.facts).not.toHaveProperty("inFlightLeftMs");
+    expect(item?.facts.stampedAheadMs).toBeGreaterThan(590_000);
+    expect(item?.action.advice).toMatch(/ahead of this machine's clock.*Check the clocks/);
+    expect(planItemWaitMs(item!)).toBe(0);
+    expect(planItemNeedsAttention(item!)).toBe(true);
+    // The lifecycle still refuses a blind re-send meanwhile.
+    expect((await rejection(recovery.retryDeletion(boat.boxId))).code).toBe("ACTION_NOT_ALLOWED");
+  });
+
   it("adopts only a Boat carrying the bot's deterministic name or its remembered id", async () => {
     const { environmentId, createJournal, recovery } = setup();
     const stranger = (
