@@ -101,7 +101,8 @@ export interface RecoveryLease {
   assertOwned(): void;
   /**
    * Keeps the lock on disk after the callback fails, so only another fenced recovery can settle the saga.
-   * Always throws; the callback must let that error propagate.
+   * Always throws; the callback must let that error propagate. A lock no longer this lease's is never
+   * kept: it throws LOCK_OWNERSHIP_LOST instead (and the lock port reports the loss).
    */
   retainForRecovery(reason: string): never;
 }

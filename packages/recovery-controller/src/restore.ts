@@ -129,7 +129,20 @@ export interface RecoveryFailureDiagnostics {
   recoverySagaPhase: string | null;
   recoverySagaSeq: number | null;
   recoverySagaHeadHash: string | null;
+  /**
+   * The saga could not be read back after the failure (then the phase, seq and head hash above are null),
+   * or, when the failure was a write, to reconcile its outcome. Absent when every read succeeded.
+   */
+  recoveryLoadError?: unknown;
+  /** Journaling `recovery_required` for the failure failed itself. Absent when it succeeded or was not needed. */
+  recoveryJournalError?: unknown;
 }
+
+/**
+ * The error of a saga read made to reconcile a failed advance, keyed by the advance's error: kept for the
+ * diagnostics of a failure inside the lock (seed 004's `checkpointRestoreRecoveryLoadError`).
+ */
+const reconcileLoadErrors = new WeakMap<object, unknown>();
 
 /** The workspace lock as the controller acts on it: nothing, an owner, or a file torn by a power loss. */
 type LockRead =
@@ -588,8 +601,9 @@ export function createRestoreRecoveryController(
       let observed: SagaView | null = null;
       try {
         observed = await store.load(saga.operationId);
-      } catch {
+      } catch (loadError) {
         observed = null;
+        if (error !== null && typeof error === "object") reconcileLoadErrors.set(error, loadError);
       }
       const latest = observed?.events.at(-1);
       if (
@@ -727,12 +741,17 @@ export function createRestoreRecoveryController(
     defaultCode: string,
   ): Promise<SagaView> {
     let observed: SagaView | null = null;
+    // Secondary failures are kept for the diagnostics, never allowed to replace the error reported.
+    let loadError: unknown =
+      error !== null && typeof error === "object" ? reconcileLoadErrors.get(error) : undefined;
     try {
       observed = await store.load(operationId);
-    } catch {
+    } catch (reloadError) {
       observed = null;
+      loadError = reloadError;
     }
     if (observed?.terminal) return observed;
+    let journalError: unknown;
     if (observed !== null && observed.phase !== "recovery_required") {
       try {
         observed = await advanceExact(observed, "recovery_required", {
@@ -743,8 +762,11 @@ export function createRestoreRecoveryController(
           ),
           errorCode: boundedText(errorCodeOf(error), defaultCode, 128),
         });
-      } catch {
+      } catch (failedJournal) {
         // The retained lock and the saga's current phase still tell the next recovery where to start.
+        journalError = failedJournal;
+        if (loadError === undefined && failedJournal !== null && typeof failedJournal === "object")
+          loadError = reconcileLoadErrors.get(failedJournal);
       }
     }
     const diagnostics: RecoveryFailureDiagnostics = {
@@ -754,6 +776,8 @@ export function createRestoreRecoveryController(
       recoverySagaPhase: observed?.phase ?? null,
       recoverySagaSeq: observed?.seq ?? null,
       recoverySagaHeadHash: observed?.headHash ?? null,
+      ...(loadError === undefined ? {} : { recoveryLoadError: loadError }),
+      ...(journalError === undefined ? {} : { recoveryJournalError: journalError }),
     };
     try {
       lease.retainForRecovery(

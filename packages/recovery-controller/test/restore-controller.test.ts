@@ -16,10 +16,12 @@ import {
   drydockCommandPrefix,
   isRecoveryError,
   type RecoverySagaStore,
+  type RestoreFence,
   reportRestores,
   restoreCommand,
 } from "../src/index.js";
 import {
+  abandonedLock,
   advance,
   checkpoint,
   completedSaga,
@@ -54,6 +56,8 @@ function controller(extra: { store?: RecoverySagaStore; isProcessAlive?: (pid: n
 }
 
 const owner = () => inspectWorkspaceLock({ dataDir: box.dataDir, workspaceRoot: box.workspace });
+const lockFile = () => workspaceLockPath(box.dataDir, realpathSync(box.workspace));
+const FOREIGN_TOKEN = "ffffffff-ffff-4fff-bfff-ffffffffffff";
 
 async function rejection(promise: Promise<unknown>): Promise<Record<string, unknown>> {
   try {
@@ -260,6 +264,102 @@ describe("restore recovery controller", () => {
     ]);
   });
 
+  /** The real store, with `advance` and `load` failing as `fail` decides (after the `aborted` write failed). */
+  function failingStore(fail: { journal?: boolean; load?: boolean; onAborted?: () => void }) {
+    const real = defaultRestorePorts({ dataDir: box.dataDir, workspaceRoot: box.workspace }).store;
+    const injected = new Error("injected: the aborted write failed");
+    const journalError = new Error("injected: recovery_required could not be journaled");
+    const loadError = new Error("injected: the saga could not be read");
+    let failed = false;
+    const store: RecoverySagaStore = {
+      load: (id) => (fail.load && failed ? Promise.reject(loadError) : real.load(id)),
+      loadArchived: (id) => real.loadArchived(id),
+      archiveTerminal: (id, fence) => real.archiveTerminal(id, fence),
+      advance: (id, input) => {
+        if (input.phase === "aborted") {
+          failed = true;
+          fail.onAborted?.();
+          return Promise.reject(injected);
+        }
+        if (fail.journal && failed && input.phase === "recovery_required")
+          return Promise.reject(journalError);
+        return real.advance(id, input);
+      },
+    };
+    return { store, injected, journalError, loadError };
+  }
+
+  it("keeps the journal failure in the diagnostics when recovery_required cannot be journaled", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-fail");
+    const { store, injected, journalError } = failingStore({ journal: true });
+    const recovery = controller({ store });
+    const { fence } = await recovery.preview("op-fail");
+
+    const error = await rejection(recovery.abort("op-fail", { ...fence }));
+
+    expect((error as unknown as SagaError).details.workspaceLockRetained).toBe(true);
+    expect(error.recoveryCause).toBe(injected);
+    expect(error.recoveryJournalError).toBe(journalError);
+    expect(error.recoveryLoadError).toBeUndefined();
+    expect(error.recoverySagaPhase).toBe("recovery_started");
+    expect(owner()?.payload.transactionId).toBe("op-fail");
+    expect(owner()?.pid).toBe(process.pid);
+    expect((await box.store.load("op-fail")).phase).toBe("recovery_started");
+  });
+
+  it("keeps the load failure in the diagnostics when the saga cannot be read back", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-fail");
+    const { store, injected, loadError } = failingStore({ load: true });
+    const recovery = controller({ store });
+    const { fence } = await recovery.preview("op-fail");
+
+    const error = await rejection(recovery.abort("op-fail", { ...fence }));
+
+    expect((error as unknown as SagaError).details.workspaceLockRetained).toBe(true);
+    expect(error.recoveryCause).toBe(injected);
+    expect(error.recoveryLoadError).toBe(loadError);
+    expect(error.recoveryJournalError).toBeUndefined();
+    expect([error.recoverySagaPhase, error.recoverySagaSeq, error.recoverySagaHeadHash]).toEqual([
+      null,
+      null,
+      null,
+    ]);
+    expect(owner()?.payload.transactionId).toBe("op-fail");
+  });
+
+  it("reports a lock lost while the recovery failed (LOCK_OWNERSHIP_LOST), never a retained lock", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-fail");
+    let stolen: Buffer | null = null;
+    const { store, injected } = failingStore({
+      onAborted: () => {
+        // Another process took the lock from this recovery (a misjudged takeover, a hand edit).
+        const mine = JSON.parse(readFileSync(lockFile(), "utf8"));
+        rmSync(lockFile());
+        writeFileSync(lockFile(), `${JSON.stringify({ ...mine, token: FOREIGN_TOKEN })}\n`);
+        stolen = readFileSync(lockFile());
+      },
+    });
+    const recovery = controller({ store });
+    const { fence } = await recovery.preview("op-fail");
+
+    const error = await rejection(recovery.abort("op-fail", { ...fence }));
+
+    expect(isSagaError(error)).toBe(true);
+    const lost = error as unknown as SagaError;
+    expect(lost.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(lost.details.workspaceLockRetained).toBeUndefined();
+    // What the recovery's failure was travels with the loss.
+    const failure = lost.details.callbackError as Record<string, unknown>;
+    expect(failure.recoveryRequired).toBe(true);
+    expect(failure.recoveryCause).toBe(injected);
+    expect(failure.recoverySagaPhase).toBe("recovery_required");
+    expect(readFileSync(lockFile())).toEqual(stolen);
+    expect((await box.store.load("op-fail")).phase).toBe("recovery_required");
+  });
+
   it("takes over a crashed recovery attempt through recovery_required before starting a new one", async () => {
     box = sandbox();
     let { saga, held } = await lockedSaga(box, "op-again");
@@ -312,6 +412,79 @@ describe("restore recovery controller", () => {
     expect(owner()).toBeNull();
     const again = await recovery.release("op-done", { ...fence, expectedOwnerDigest: null });
     expect(again).toMatchObject({ archived: true, alreadyArchived: true, phase: "completed" });
+  });
+
+  it("does not release against a wrong owner digest: owner unchanged, saga not archived", async () => {
+    box = sandbox();
+    await completedSaga(box, "op-done");
+    const recovery = controller();
+    const { fence } = await recovery.preview("op-done");
+    const before = owner();
+    const lockBytes = readFileSync(lockFile());
+
+    const error = await rejection(recovery.release("op-done", { ...fence, expectedOwnerDigest: H("e") }));
+
+    expect(isRecoveryError(error)).toBe(true);
+    expect(error.code).toBe("OWNER_CONFLICT");
+    expect(error.details).toMatchObject({
+      expectedOwnerDigest: H("e"),
+      actualOwnerDigest: fence.expectedOwnerDigest,
+    });
+    expect(owner()).toEqual(before);
+    expect(readFileSync(lockFile())).toEqual(lockBytes);
+    const saga = await box.store.load("op-done");
+    expect([saga.phase, saga.seq, saga.headHash]).toEqual([
+      "completed",
+      fence.expectedSeq,
+      fence.expectedHash,
+    ]);
+    expect((await rejection(box.store.loadArchived("op-done"))).code).toBe("NOT_FOUND");
+  });
+
+  it("refuses abort and release while another restore holds the workspace lock, leaking no token", async () => {
+    box = sandbox();
+    // op-1 stopped at locked, op-done completed; both of their locks are gone, and op-other now holds the
+    // workspace (a live process).
+    const stopped = await lockedSaga(box, "op-1");
+    stopped.held.release();
+    const done = await completedSaga(box, "op-done");
+    done.held.release();
+    const other = await abandonedLock(box, "op-other");
+    const lockBytes = readFileSync(lockFile());
+    const recovery = controller({ isProcessAlive: () => true });
+
+    for (const [operationId, act] of [
+      ["op-1", (fence: RestoreFence) => recovery.abort("op-1", { ...fence, reason: "foreign owner" })],
+      ["op-done", (fence: RestoreFence) => recovery.release("op-done", fence)],
+    ] as const) {
+      const preview = await recovery.preview(operationId);
+      expect(preview.owner).toBeNull();
+      expect(preview.fence.expectedOwnerDigest).toBeNull();
+      const action = operationId === "op-1" ? preview.actions.abort : preview.actions.release;
+      expect(action.eligible).toBe(false);
+      expect(action.blockers.join(" ")).toContain("another restore (op-other)");
+
+      const error = await rejection(act(preview.fence));
+
+      expect(isRecoveryError(error)).toBe(true);
+      expect(error.code).toBe("OWNER_CONFLICT");
+      expect((error.details as Record<string, unknown>).ownerAlive).toBe(true);
+      expect(String(error.message)).toContain("another restore (op-other)");
+      for (const text of [String(error.message), JSON.stringify(error.details)]) {
+        expect(text).not.toContain(other.owner.token);
+      }
+      expect(readFileSync(lockFile())).toEqual(lockBytes);
+      const saga = await box.store.load(operationId);
+      expect([saga.seq, saga.headHash]).toEqual([preview.fence.expectedSeq, preview.fence.expectedHash]);
+    }
+    expect((await rejection(box.store.loadArchived("op-done"))).code).toBe("NOT_FOUND");
+    // A probe that says the holder is dead: still refused (it is another restore's), and said so.
+    const judgedDead = controller();
+    const preview = await judgedDead.preview("op-1");
+    const error = await rejection(judgedDead.abort("op-1", { ...preview.fence }));
+    expect(error.code).toBe("OWNER_CONFLICT");
+    expect((error.details as Record<string, unknown>).ownerAlive).toBe(false);
+    expect(readFileSync(lockFile())).toEqual(lockBytes);
   });
 
   it("releases and archives a terminal saga whose workspace lock is already absent", async () => {
@@ -463,7 +636,6 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
     processStartTime: (pid) => realIdentity.processStartTime(pid),
     pidNamespace: () => realIdentity.pidNamespace?.(),
   });
-  const lockFile = () => workspaceLockPath(box.dataDir, realpathSync(box.workspace));
 
   it("completes a zero-target restore killed at workspace_applied: lock released, saga archived, workspace unchanged", async () => {
     box = sandbox();

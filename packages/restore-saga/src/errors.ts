@@ -90,6 +90,12 @@ export interface SagaErrorDetails {
   ownerWorkspaceRoot?: string;
   /** A second error met while handling the first (e.g. the saga could not be journaled). */
   secondaryError?: unknown;
+  /**
+   * On LOCK_OWNERSHIP_LOST from a workspace lock whose work had failed too: that failure (the callback's
+   * error of `withWorkspaceLock`, or the restore's own failure). The loss is reported first, because
+   * another process may be changing the workspace; the failure is kept here.
+   */
+  callbackError?: unknown;
 }
 
 export interface SagaErrorInit extends SagaErrorDetails {

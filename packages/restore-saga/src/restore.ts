@@ -27,7 +27,12 @@ import { scanTree } from "./internal/tree.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
 import type { Phase } from "./schema.js";
 import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store.js";
-import { acquireWorkspaceLock, type HeldWorkspaceLock, type WorkspaceLease } from "./workspace-lock.js";
+import {
+  acquireWorkspaceLock,
+  type HeldWorkspaceLock,
+  lostWithCallbackError,
+  type WorkspaceLease,
+} from "./workspace-lock.js";
 
 /**
  * Every named crash point of a restore, in the order a successful restore passes them. Points marked
@@ -531,7 +536,9 @@ const PRE_INTENT: ReadonlySet<Phase> = new Set<Phase>(["created", "locked", "pre
 /**
  * Decides what a failure means. The saga is reloaded (which also settles a HEAD left behind): before the
  * intent nothing can have happened, so abort and release; at or after it, or when the saga cannot even
- * be read, journal recovery_required and keep the lock.
+ * be read, journal recovery_required and keep the lock. A lock that is no longer this restore's (taken
+ * over or removed) is never claimed as kept: RECOVERY_REQUIRED with `workspaceLockRetained: false`, its
+ * cause the LOCK_OWNERSHIP_LOST that carries the failure as `callbackError`.
  */
 async function settleFailure(
   store: SagaStore,
@@ -581,6 +588,25 @@ async function settleFailure(
   try {
     held.retainForRecovery(`${error.code}: ${error.message}`);
   } catch (retention) {
+    if (retention !== held.retention) {
+      // Not kept: the lock was no longer this restore's (LOCK_OWNERSHIP_LOST: taken over or removed), so
+      // nothing is claimed. The loss is the cause, carrying the restore's own failure (callbackError).
+      const lost =
+        isSagaError(retention) && retention.code === "LOCK_OWNERSHIP_LOST"
+          ? lostWithCallbackError(retention, error)
+          : retention;
+      throw new SagaError({
+        code: "RECOVERY_REQUIRED",
+        cause: lost,
+        operationId: lastKnown.operationId,
+        phase: observed?.phase ?? null,
+        actualSeq: observed?.seq ?? null,
+        actualHash: observed?.headHash ?? null,
+        workspaceLockRetained: false,
+        ...(secondaryError !== undefined ? { secondaryError } : {}),
+        message: `Restore ${lastKnown.operationId} failed (${error.code}: ${boundedText(error.message, "", 300)}), and its workspace lock was no longer its own when it meant to keep it (taken over by another owner, or removed): another process may be changing this workspace, so the lock was left as it is. Check the workspace, then settle the restore${observed ? ` (now ${observed.phase})` : ""} with the recovery tool.`,
+      });
+    }
     const kept = retention as SagaError;
     throw new SagaError({
       code: "RECOVERY_REQUIRED",

@@ -151,7 +151,8 @@ export interface WorkspaceLease {
   /**
    * Always throws a RECOVERY_REQUIRED error. If the callback of `withWorkspaceLock` lets THAT error
    * object propagate, the lock is kept on disk so only a fenced takeover can settle the transaction;
-   * catching or replacing it releases the lock as usual.
+   * catching or replacing it releases the lock as usual. It first checks that the lock file still holds
+   * this owner: a lock taken over or removed is never claimed as retained (LOCK_OWNERSHIP_LOST instead).
    */
   retainForRecovery(reason: string): never;
 }
@@ -664,7 +665,6 @@ function makeLease(
       }
     },
     retainForRecovery(reason: string): never {
-      if (retention) throw retention;
       if (p.payload.purpose !== WORKSPACE_LOCK_PURPOSE) {
         // Its dead lock would be taken over by the next acquisition: there is nothing to retain it for.
         throw new SagaError({
@@ -672,6 +672,10 @@ function makeLease(
           message: `Only a restore's workspace lock can be retained for recovery, not ${holder}'s; it is released.`,
         });
       }
+      // A lock that is no longer ours is never claimed as retained (LOCK_OWNERSHIP_LOST): the file on disk
+      // is another owner's, or gone, and another process may be changing the workspace.
+      lease.assertOwned();
+      if (retention) throw retention;
       const text = String(reason ?? "")
         .replace(/[\u0000-\u001f\u007f]/g, " ")
         .trim()
@@ -950,8 +954,12 @@ async function runHeld<T>(
     if (held.retention !== null && error === held.retention) throw error;
     try {
       held.release();
-    } catch {
-      // The callback's failure is the one the caller must see.
+    } catch (releaseError) {
+      // A lost lock outweighs the callback's failure: another process may be changing the workspace. The
+      // loss is reported, carrying that failure (details.callbackError). Any other release failure (the
+      // lock is still held, or unknown) leaves the callback's failure as the one the caller sees.
+      if (isSagaError(releaseError) && releaseError.code === "LOCK_OWNERSHIP_LOST")
+        throw lostWithCallbackError(releaseError, error);
     }
     throw error;
   }
@@ -959,7 +967,44 @@ async function runHeld<T>(
   return result;
 }
 
-/** Runs `fn` holding the workspace lock; releases it afterwards unless `fn` let a retention propagate. */
+/** What a failure reads as in a message: its code (or name) and the start of its message. */
+function failureSummary(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  const label =
+    typeof code === "string"
+      ? code
+      : error instanceof Error
+        ? error.name
+        : typeof error === "string"
+          ? ""
+          : "error";
+  const message = String(error instanceof Error ? error.message : (error ?? ""))
+    .replace(/[\u0000-\u001f\u007f]/g, " ")
+    .trim()
+    .slice(0, 300);
+  return [label, message].filter(Boolean).join(": ") || "unknown failure";
+}
+
+/**
+ * The workspace lock turned out lost (`lost`, from `release()`) after the work under it failed with
+ * `callbackError`. The loss is the error (its cause stays file-lock's, as on success) and carries the
+ * failure, so a caller learns both: that the work failed, and that the lock was not theirs any more.
+ */
+export function lostWithCallbackError(lost: SagaError, callbackError: unknown): SagaError {
+  return new SagaError({
+    ...lost.details,
+    code: "LOCK_OWNERSHIP_LOST",
+    ...(lost.cause === undefined ? {} : { cause: lost.cause }),
+    callbackError,
+    message: `${lost.message} The work done under the lock had failed as well (${failureSummary(callbackError)}); see details.callbackError.`,
+  });
+}
+
+/**
+ * Runs `fn` holding the workspace lock; releases it afterwards unless `fn` let a retention propagate. A lock
+ * found lost at that release is LOCK_OWNERSHIP_LOST, whether `fn` succeeded or failed (its error is then
+ * `details.callbackError`).
+ */
 export async function withWorkspaceLock<T>(
   options: WorkspaceLockOptions,
   fn: (lease: WorkspaceLease) => T | Promise<T>,

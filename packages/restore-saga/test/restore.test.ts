@@ -464,6 +464,73 @@ describe("restoreCheckpoint whose workspace lock is no longer its own at the end
     expect(error.message).toMatch(/op-lost completed .*no longer its own/);
     expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
   });
+
+  /** Fails at `point` after `lose` took the workspace lock from the restore (removed, or another owner's). */
+  function loseLockAt(point: string, lose: (path: string) => void) {
+    return {
+      point(name: string) {
+        if (name !== point) return;
+        lose(workspaceLockPath(fixture.dataDir, fs.realpathSync(fixture.workspace)));
+        throw new Error(`stopped at ${point}`);
+      },
+    };
+  }
+
+  it("a failure after the intent with the lock lost never claims the lock kept: the loss is reported", async () => {
+    const crash = loseLockAt("restore.after-safety-ready", (path) => fs.unlinkSync(path));
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-lost-mid", crash })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect(error.details).toMatchObject({
+      operationId: "op-lost-mid",
+      workspaceLockRetained: false,
+      phase: "recovery_required",
+    });
+    expect(error.details.retainedOwnerDigest).toBeUndefined();
+    const lost = error.cause as SagaError;
+    expect(lost.code).toBe("LOCK_OWNERSHIP_LOST");
+    // The restore's own failure travels with the loss.
+    expect((lost.details.callbackError as Error).message).toMatch(/unexpected error/);
+    expect(((lost.details.callbackError as Error).cause as Error).message).toBe(
+      "stopped at restore.after-safety-ready",
+    );
+    expect(error.message).toMatch(/op-lost-mid .*no longer its own/);
+    expect(error.message).not.toMatch(/lock is kept/);
+    // Nothing was re-created or claimed: no lock on disk, the saga journaled for a recovery.
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).load("op-lost-mid");
+    expect(saga.events.map((event) => event.phase)).toEqual([...FORWARD.slice(0, 5), "recovery_required"]);
+  });
+
+  it("a failure after the intent with the lock taken by another owner leaves that owner's lock alone", async () => {
+    let theirs: Buffer | null = null;
+    const crash = loseLockAt("restore.after-intent-committed", (path) => {
+      const mine = JSON.parse(fs.readFileSync(path, "utf8"));
+      fs.unlinkSync(path);
+      fs.writeFileSync(
+        path,
+        `${JSON.stringify({ ...mine, token: "ffffffff-ffff-4fff-bfff-ffffffffffff" })}\n`,
+      );
+      theirs = fs.readFileSync(path);
+    });
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-stolen", crash })));
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect(error.details.workspaceLockRetained).toBe(false);
+    expect((error.cause as SagaError).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(fs.readFileSync(workspaceLockPath(fixture.dataDir, fs.realpathSync(fixture.workspace)))).toEqual(
+      theirs,
+    );
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+  });
+
+  it("a failure before the intent with the lock lost: aborted, and the loss reported, never a kept lock", async () => {
+    const crash = loseLockAt("restore.after-locked", (path) => fs.unlinkSync(path));
+    const error = await rejection(restoreCheckpoint(options({ operationId: "op-lost-early", crash })));
+    expect(error.details.workspaceLockRetained).toBe(false);
+    expect((error.cause as SagaError).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(error.details.phase).toBe("aborted");
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+  });
 });
 
 // The second guard against restoring over a stopped restore: when the stopped restore's workspace lock is

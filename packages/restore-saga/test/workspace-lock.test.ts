@@ -9,8 +9,10 @@ import {
   acquireWorkspaceLock,
   inspectWorkspaceLock,
   inspectWorkspaceLockState,
+  isSagaError,
   ownerDigest,
   reapDeadEditLocks,
+  SagaError,
   takeoverWorkspaceLock,
   tornLockDigest,
   withWorkspaceLock,
@@ -180,6 +182,66 @@ describe("workspace lock", () => {
       },
     ).catch((error: Error) => error);
     expect((swapped as Error).message).toBe("something else");
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("refuses to retain a workspace edit's lock (wrong purpose) and releases it", async () => {
+    let refusal: unknown = null;
+    const error = await rejection(
+      withWorkspaceLock(
+        { dataDir, workspaceRoot: workspace, transactionId: "op-edit", purpose: "workspace-edit" },
+        (lease) => {
+          try {
+            lease.retainForRecovery("an edit cannot be retained");
+          } catch (thrown) {
+            refusal = thrown;
+            throw thrown;
+          }
+        },
+      ),
+    );
+    expect(error).toBe(refusal);
+    expect(error.code).toBe("INVALID_ARGUMENT");
+    expect(error.details.workspaceLockRetained).toBeUndefined();
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("releases the lock for a forged retention error: only the lease's own error object keeps it", async () => {
+    let genuine: unknown = null;
+    let forged: SagaError | null = null;
+    const error = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-forge" }, (lease) => {
+        try {
+          lease.retainForRecovery("genuine");
+        } catch (thrown) {
+          genuine = thrown;
+        }
+        const original = genuine as SagaError;
+        // Same code, same details, same message: a look-alike, not the lease's error.
+        forged = new SagaError({
+          ...original.details,
+          code: original.code,
+          message: original.message,
+        });
+        throw forged;
+      }),
+    );
+    expect(error).toBe(forged);
+    expect(error).not.toBe(genuine);
+    expect(error.code).toBe("RECOVERY_REQUIRED");
+    expect(error.details.workspaceLockRetained).toBe(true);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+
+    // Forged without ever calling retainForRecovery: released too.
+    await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-forge-2" }, () => {
+        throw new SagaError({
+          code: "RECOVERY_REQUIRED",
+          workspaceLockRetained: true,
+          message: "forged",
+        });
+      }),
+    );
     expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
   });
 
@@ -462,6 +524,97 @@ describe("workspace lock: a lease whose lock was taken by another owner", () => 
     );
     expect(error.code).toBe("LOCK_OWNERSHIP_LOST");
     expect(JSON.parse(fs.readFileSync(path, "utf8")).token).toBe(FOREIGN_TOKEN);
+  });
+
+  it("withWorkspaceLock reports the loss, carrying the callback's failure, when the callback failed too", async () => {
+    const path = workspaceLockPath(dataDir, workspace);
+    const failure = new Error("the work under the lock failed");
+    const error = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" }, () => {
+        stealLock(path);
+        throw failure;
+      }),
+    );
+    expect(isSagaError(error)).toBe(true);
+    expect(error.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(error.details.callbackError).toBe(failure);
+    expect(error.details.ownerOperationId).toBe("op-1");
+    expect(error.message).toMatch(/taken by another owner/);
+    expect(error.message).toContain("the work under the lock failed");
+    expect(error.message).not.toContain(FOREIGN_TOKEN);
+    // The cause is the lock's own (file-lock's LOCK_OWNERSHIP_LOST), as when the callback succeeded.
+    expect((error.cause as { code?: string }).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(JSON.parse(fs.readFileSync(path, "utf8")).token).toBe(FOREIGN_TOKEN);
+
+    // A lock removed (not taken) while the callback failed: the same.
+    fs.rmSync(path);
+    const removed = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-2" }, () => {
+        fs.rmSync(path);
+        throw failure;
+      }),
+    );
+    expect(removed.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(removed.details.callbackError).toBe(failure);
+  });
+
+  it("a callback failure with the lock still owned is the caller's error, lock released (unchanged)", async () => {
+    const failure = new Error("plain failure");
+    const error = await withWorkspaceLock(
+      { dataDir, workspaceRoot: workspace, transactionId: "op-1" },
+      (): never => {
+        throw failure;
+      },
+    ).catch((thrown: unknown) => thrown);
+    expect(error).toBe(failure);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("retainForRecovery refuses to claim a lock that is no longer ours (LOCK_OWNERSHIP_LOST, nothing retained)", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    const path = workspaceLockPath(dataDir, workspace);
+    stealLock(path);
+    let caught: unknown = null;
+    try {
+      held.retainForRecovery("journal write failed");
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({ code: "LOCK_OWNERSHIP_LOST" });
+    expect((caught as SagaError).details.workspaceLockRetained).toBeUndefined();
+    expect((caught as SagaError).details.retainedOwnerDigest).toBeUndefined();
+    expect(held.retention).toBeNull();
+    expect(JSON.parse(fs.readFileSync(path, "utf8")).token).toBe(FOREIGN_TOKEN);
+  });
+
+  it("withWorkspaceLock never reports a retention of a lost lock: the loss carries the refused retention", async () => {
+    const path = workspaceLockPath(dataDir, workspace);
+    const error = await rejection(
+      withWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" }, (lease) => {
+        stealLock(path);
+        return lease.retainForRecovery("journal write failed");
+      }),
+    );
+    expect(error.code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(error.details.workspaceLockRetained).toBeUndefined();
+    expect((error.details.callbackError as SagaError).code).toBe("LOCK_OWNERSHIP_LOST");
+    expect(JSON.parse(fs.readFileSync(path, "utf8")).token).toBe(FOREIGN_TOKEN);
+  });
+
+  it("a retention of a lock still owned is kept, as before", async () => {
+    const held = await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-1" });
+    let caught: unknown = null;
+    try {
+      held.retainForRecovery("kept");
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBe(held.retention);
+    expect((caught as SagaError).details).toMatchObject({
+      workspaceLockRetained: true,
+      retainedOwnerDigest: held.ownerDigest,
+    });
+    expect(ownerDigest(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!)).toBe(held.ownerDigest);
   });
 });
 
