@@ -482,10 +482,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           recount = null;
         });
     }
-    if (recount) {
+    const running = recount;
+    if (running !== null) {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
-        recount,
+        running,
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, RECOVERY_GAUGE_WAIT_MS);
         }),
