@@ -656,6 +656,16 @@ function makeLease(
       try {
         handle.assertOwned();
       } catch (error) {
+        // Only file-lock's "another owner, or gone" is a loss. A lock file that could not be read or judged
+        // (I/O, unreadable, invalid) is not proof of one: the work stops all the same, and the lock stays.
+        if (isLockError(error) && error.code !== "LOCK_OWNERSHIP_LOST") {
+          throw new SagaError({
+            code: "LOCK_FAILED",
+            cause: error,
+            ownerOperationId: p.payload.transactionId,
+            message: `The lock on workspace ${p.root} could not be checked (${error.code}), so the work under it stopped; the lock is kept. Check the data directory's disk, then inspect the restore with the recovery tool.`,
+          });
+        }
         throw new SagaError({
           code: "LOCK_OWNERSHIP_LOST",
           cause: error,
@@ -673,8 +683,14 @@ function makeLease(
         });
       }
       // A lock that is no longer ours is never claimed as retained (LOCK_OWNERSHIP_LOST): the file on disk
-      // is another owner's, or gone, and another process may be changing the workspace.
-      lease.assertOwned();
+      // is another owner's, or gone, and another process may be changing the workspace. A lock that could
+      // not be checked (I/O, unreadable) is retained all the same: fail closed, as release() keeps a lock
+      // it cannot read.
+      try {
+        lease.assertOwned();
+      } catch (error) {
+        if (isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw error;
+      }
       if (retention) throw retention;
       const text = String(reason ?? "")
         .replace(/[\u0000-\u001f\u007f]/g, " ")

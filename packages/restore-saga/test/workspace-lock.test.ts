@@ -455,6 +455,48 @@ describe("a workspace lock this process could not read", () => {
   });
 });
 
+describe("retaining a lock this process could not read just then", () => {
+  it("keeps it (fail closed): an I/O error is no proof the lock was lost, and the lock stays for recovery", async () => {
+    const base = makeTempDir("ws-retain-io");
+    const workspace = join(base, "ws");
+    const dataDir = join(base, "data");
+    fs.mkdirSync(workspace);
+    let failReads = false;
+    const flaky: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+        if (failReads && String(path).endsWith(".lock")) {
+          throw Object.assign(new Error("EMFILE: too many open files"), { code: "EMFILE" });
+        }
+        return (nodeFileOps.openSync as (...args: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    try {
+      const outcome = await rejection(
+        withWorkspaceLock(
+          { dataDir, workspaceRoot: workspace, transactionId: "op-io", fs: flaky },
+          (lease) => {
+            failReads = true;
+            try {
+              // A check that cannot read the lock stops the work, and says so, not "lost".
+              expect(() => lease.assertOwned()).toThrow(expect.objectContaining({ code: "LOCK_FAILED" }));
+              return lease.retainForRecovery("the rollback failed: EMFILE");
+            } finally {
+              failReads = false;
+            }
+          },
+        ),
+      );
+      expect(outcome).toMatchObject({ code: "RECOVERY_REQUIRED", details: { workspaceLockRetained: true } });
+      expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toMatchObject({
+        payload: { transactionId: "op-io" },
+      });
+    } finally {
+      removeDir(base);
+    }
+  });
+});
+
 describe("a durable acquire whose flush fails", () => {
   it("says the lock is still held by this process when giving it up failed too, never 'nothing was changed'", async () => {
     const base = makeTempDir("ws-dflush");
