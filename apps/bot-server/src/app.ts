@@ -9,7 +9,7 @@ import {
   renameSync,
   rmdirSync,
 } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { type BoatCreateJournal, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
@@ -217,7 +217,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   };
   const workspaceExists = (botId: string): boolean => existsSync(workspaceRoot(botId));
-  /** Whether anything of a workspace at this bot id's path exists: an entry in it, or a checkpoint of it. */
+  /**
+   * Whether anything of a workspace at this bot id's path exists: an entry in it, a checkpoint of it, or its
+   * restore sagas.
+   */
   const hasWorkspaceData = async (botId: string): Promise<boolean> => {
     const parent = join(deps.dataDir, "workspaces");
     if (!existsSync(parent)) return false;
@@ -226,7 +229,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const created = !workspaceExists(botId);
     ensureWorkspace(botId);
     try {
-      return (await checkpoints.listCheckpoints(workspaceRoot(botId))).length > 0;
+      return (
+        existsSync(sagaStore(botId).shardDir) ||
+        (await checkpoints.listCheckpoints(workspaceRoot(botId))).length > 0
+      );
     } finally {
       if (created) rmdirSync(workspaceRoot(botId));
     }
@@ -284,12 +290,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const found = await findUnsettledRestore(sagaStore(botId), { anyActive: true });
     if (found === null) return;
     const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
+    // Asked while deleting this bot, or while creating a bot under the id of a deleted one.
+    const existing = (await deps.bots.get(botId)) !== null;
+    const kept = existing ? "so the bot was kept" : `so no bot was created under the id '${botId}'`;
+    const then = existing ? "then delete the bot" : "then create the bot again";
     const message =
       found.kind === "unsettled"
-        ? `Restore ${found.operationId} of this bot's workspace has not settled (phase ${found.phase}), so the bot was kept: its workspace may be half restored. Settle it first (run: ${show}, then the command it prints), then delete the bot.`
+        ? `Restore ${found.operationId} of this bot's workspace has not settled (phase ${found.phase}), ${kept}: its workspace may be half restored. Settle it first (run: ${show}, then the command it prints), ${then}.`
         : found.kind === "busy"
-          ? `Restore ${found.operationId} of this bot's workspace could not be read just now (${found.reason}), so the bot was kept. Retry in a moment.`
-          : `Restore ${found.operationId} of this bot's workspace cannot be verified (${found.reason}), so whether it left files half-restored is unknown and the bot was kept. Inspect it (run: ${show}; docs/OPERATORS.md says how to set an unverifiable saga aside), then delete the bot.`;
+          ? `Restore ${found.operationId} of this bot's workspace could not be read just now (${found.reason}), ${kept}. Retry in a moment.`
+          : `Restore ${found.operationId} of this bot's workspace cannot be verified (${found.reason}), so whether it left files half-restored is unknown, ${kept}. Inspect it (run: ${show}; docs/OPERATORS.md says how to set an unverifiable saga aside), ${then}.`;
     throw new HttpProblem(409, "restore_unsettled", message, {
       recoveryRequired: found.kind !== "busy",
       operationId: found.operationId,
@@ -297,27 +307,44 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   }
 
   /**
-   * Retires a bot's workspace, keeping everything: its checkpoints leave the listings (restore-saga's
-   * `retireCheckpoints`: their manifests move to `checkpoints/retired/`) and its files move to
-   * `<dataDir>/retired-workspaces/<botId>.<ms>`. A workspace and its checkpoints are found by the path the
-   * bot id names, so without this a new bot under the same id would read the old bot's files and could
-   * restore its checkpoints. Under the workspace lock (a live edit or a restore holding it refuses), after
-   * the unsettled-restore check; the path is created first, so checkpoints of a directory removed by hand
-   * are retired too. Each step is idempotent: a retry after a crash finishes the rest.
+   * Retires a deleted bot's workspace, keeping everything: its files move to
+   * `<dataDir>/workspaces/.retired/<botId>.<ms>.<random>` (beside the workspaces, so on their file system),
+   * and its checkpoints leave the listings (restore-saga's `retireCheckpoints`: their manifests move to
+   * `checkpoints/retired/`). A workspace and its checkpoints are found by the path the bot id names, so
+   * without this a new bot under the same id would read the old bot's files and could restore its
+   * checkpoints. Under the workspace lock (a live edit or a stopped restore's lock refuses), after the
+   * unsettled-restore check. The files move first; the checkpoints of the then empty path are retired
+   * next, and the empty directory removed: a crash anywhere leaves leftovers the next call (the id taken
+   * again) finishes, and a bot that no longer exists never loses its view of them.
    */
   async function retireWorkspace(botId: string): Promise<void> {
     ensureWorkspace(botId);
     await refuseUnsettledRestores(botId);
     await withWorkspace(botId, "retire", async () => {
-      const { retired } = await checkpoints.retireCheckpoints(workspaceRoot(botId));
-      if (retired.length === 0 && readdirSync(workspaceRoot(botId)).length === 0) {
-        rmdirSync(workspaceRoot(botId)); // nothing to keep
-        return;
+      const root = workspaceRoot(botId);
+      if (readdirSync(root).length > 0) {
+        const retiredDir = join(deps.dataDir, "workspaces", ".retired");
+        mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
+        renameSync(root, join(retiredDir, `${botId}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
+        fsyncDirectory(nodeFileOps, retiredDir);
+        ensureWorkspace(botId);
       }
-      const retiredDir = join(deps.dataDir, "retired-workspaces");
-      mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
-      renameSync(workspaceRoot(botId), join(retiredDir, `${botId}.${Date.now()}`));
-      fsyncDirectory(nodeFileOps, retiredDir);
+      await checkpoints.retireCheckpoints(root);
+      // Its restore sagas too (all ended: checked above, under this lock): the saga shard is found by the
+      // same path, so a new bot under the id would list the old bot's restores as its own and share their
+      // per-workspace limit. The shard moves whole to `restore-sagas/.retired/`, kept.
+      const shard = sagaStore(botId).shardDir;
+      if (existsSync(shard)) {
+        const retiredShards = join(deps.dataDir, "restore-sagas", ".retired");
+        mkdirSync(retiredShards, { recursive: true, mode: 0o700 });
+        renameSync(
+          shard,
+          join(retiredShards, `${basename(shard)}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`),
+        );
+        fsyncDirectory(nodeFileOps, retiredShards);
+        fsyncDirectory(nodeFileOps, dirname(shard));
+      }
+      rmdirSync(root);
       fsyncDirectory(nodeFileOps, join(deps.dataDir, "workspaces"));
     });
   }
@@ -503,10 +530,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const botId = request.body.botId ?? randomBotId();
     // The id of a deleted bot whose workspace was never retired (a server before retirement existed, or a
     // deletion that stopped half-way): retired now, so the new bot starts empty.
-    if (BOT_ID.test(botId) && (await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
-      await retireWorkspace(botId);
-    }
-    const bot = await deps.bots.create({ botId, name: request.body.name });
+    const bot = await exclusive(botId, async () => {
+      if (BOT_ID.test(botId) && (await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
+        await retireWorkspace(botId);
+      }
+      return deps.bots.create({ botId, name: request.body.name });
+    });
     mkdirSync(workspaceRoot(bot.botId), { recursive: true, mode: 0o700 });
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
@@ -625,10 +654,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           );
         }
       }
-      // The Boat is gone: the workspace is retired (kept) before the bot goes, so a retry after a failure
-      // here finds the bot and finishes.
-      await retireWorkspace(botId);
+      // The Boat is gone, and no restore is unsettled: the bot goes, then its workspace is retired (kept).
+      // A retirement that fails now (a live edit holds the workspace, a disk error) is finished when the
+      // id is taken again, which retires leftovers first; the bot itself is gone either way.
       await deps.bots.remove(botId);
+      try {
+        await retireWorkspace(botId);
+      } catch (error) {
+        request.log.warn({ err: error, botId }, "the deleted bot's workspace could not be retired yet");
+      }
       return { ok: true };
     });
   });

@@ -390,20 +390,27 @@ describe("a deleted bot's id", () => {
       expect((await call("DELETE", "/v1/bots/reused")).status).toBe(200);
       expect((await call("GET", "/v1/bots/reused")).status).toBe(404);
 
-      // Kept, out of the way: the files under retired-workspaces/, the two manifests (the checkpoint and
+      // Kept, out of the way: the files under workspaces/.retired/, the two manifests (the checkpoint and
       // the restore's safety checkpoint) under checkpoints/retired/.
-      const [moved, ...more] = readdirSync(join(dir.dir, "retired-workspaces"));
+      const retiredDir = join(dir.dir, "workspaces", ".retired");
+      const [moved, ...more] = readdirSync(retiredDir);
       expect(more).toEqual([]);
-      expect(moved).toMatch(/^reused\.\d+$/);
-      expect(readFileSync(join(dir.dir, "retired-workspaces", moved as string, "secret.txt"), "utf8")).toBe(
-        "old bot's",
-      );
+      expect(moved).toMatch(/^reused\.\d+\.[0-9a-f]{8}$/);
+      expect(readFileSync(join(retiredDir, moved as string, "secret.txt"), "utf8")).toBe("old bot's");
+      expect(existsSync(join(dir.dir, "workspaces", "reused"))).toBe(false);
       expect(readdirSync(join(dir.dir, "checkpoints", "retired"))).toHaveLength(2);
       // Its workspace is gone, so its settled restores are no longer served (they stay in the saga store).
       expect((await call("GET", `/v1/restores/${restored.json.operationId}`)).status).toBe(404);
 
-      // A new bot under the old id starts empty: no file, no checkpoint, the old one cannot be restored.
+      // Its restore sagas went with it, kept under restore-sagas/.retired/.
+      const shards = readdirSync(join(dir.dir, "restore-sagas", ".retired"));
+      expect(shards).toHaveLength(1);
+      expect(shards[0]).toMatch(/^workspace-[0-9a-f]{32}\.\d+\.[0-9a-f]{8}$/);
+
+      // A new bot under the old id starts empty: no file, no checkpoint, the old one cannot be restored,
+      // and the old bot's restore is not listed as the new one's.
       expect((await call("POST", "/v1/bots", { name: "New", botId: "reused" })).status).toBe(201);
+      expect((await call("GET", `/v1/restores/${restored.json.operationId}`)).status).toBe(404);
       expect((await call("GET", "/v1/bots/reused/files/secret.txt")).status).toBe(404);
       expect((await call("GET", "/v1/bots/reused/checkpoints")).json.checkpoints).toEqual([]);
       expect((await call("POST", `/v1/bots/reused/checkpoints/${checkpointId}/restore`)).status).toBe(404);
@@ -429,13 +436,38 @@ describe("a deleted bot's id", () => {
       );
       expect(readdirSync(join(dir.dir, "checkpoints", "retired"))).toContain(`${legacyCheckpoint}.json`);
 
-      // A bot that never had data leaves nothing behind.
+      // A retirement that cannot run when the bot is deleted (a live edit holds the workspace) does not keep
+      // the bot: it is finished when the id is taken again.
+      expect((await call("POST", "/v1/bots", { name: "Busy", botId: "busy" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/busy/files/b.txt", "busy bot's")).status).toBe(201);
+      const edit = await acquireWorkspaceLock({
+        dataDir: dir.dir,
+        workspaceRoot: join(dir.dir, "workspaces", "busy"),
+        transactionId: "file-write-held-by-test",
+        purpose: "workspace-edit",
+      });
+      try {
+        expect((await call("DELETE", "/v1/bots/busy")).status).toBe(200);
+      } finally {
+        edit.release();
+      }
+      expect((await call("GET", "/v1/bots/busy")).status).toBe(404);
+      expect(readFileSync(join(dir.dir, "workspaces", "busy", "b.txt"), "utf8")).toBe("busy bot's");
+      expect((await call("POST", "/v1/bots", { name: "Busy again", botId: "busy" })).status).toBe(201);
+      expect((await call("GET", "/v1/bots/busy/files/b.txt")).status).toBe(404);
+      expect(
+        readdirSync(join(dir.dir, "workspaces", ".retired")).filter((name) => name.startsWith("busy.")),
+      ).toHaveLength(1);
+
+      // A bot that never had data leaves nothing behind, not even an empty saga shard.
+      const shardsBefore = readdirSync(join(dir.dir, "restore-sagas", ".retired")).length;
       expect((await call("POST", "/v1/bots", { name: "Empty", botId: "empty" })).status).toBe(201);
       expect((await call("DELETE", "/v1/bots/empty")).status).toBe(200);
       expect(existsSync(join(dir.dir, "workspaces", "empty"))).toBe(false);
-      expect(readdirSync(join(dir.dir, "retired-workspaces")).some((name) => name.startsWith("empty."))).toBe(
-        false,
-      );
+      expect(readdirSync(join(dir.dir, "restore-sagas", ".retired"))).toHaveLength(shardsBefore);
+      expect(
+        readdirSync(join(dir.dir, "workspaces", ".retired")).some((name) => name.startsWith("empty.")),
+      ).toBe(false);
     } finally {
       await server.close();
       dir.cleanup();

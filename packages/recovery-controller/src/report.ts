@@ -73,6 +73,8 @@ export function listWorkspaces(dataDir: string): { botId: string; root: string }
   }
   const out: { botId: string; root: string }[] = [];
   for (const botId of names) {
+    // `.retired/` holds deleted bots' retired workspaces (the bot server's), never a bot's own.
+    if (botId.startsWith(".")) continue;
     const root = join(dir, botId);
     try {
       if (statSync(root).isDirectory()) out.push({ botId, root });

@@ -150,8 +150,9 @@ export interface CheckpointStore {
   /**
    * Takes every checkpoint of this workspace out of use for good, keeping it: each manifest is moved from
    * `manifests/` to `retired/` (durably), so it is no longer listed, read or restored (NOT_FOUND), and a
-   * later workspace at the same path (a new bot under a deleted bot's id) does not inherit it. Idempotent;
-   * unreadable manifests are left where they are (they are never listed either). Returns the ids moved.
+   * later workspace at the same path (a new bot under a deleted bot's id) does not inherit it. Idempotent.
+   * Every manifest whose bytes name this workspace moves, verified or not; one that cannot be read fails
+   * the call (WRITE_FAILED: retry), one that is not JSON stays (it is never listed). Returns the ids moved.
    */
   retireCheckpoints(workspaceRoot: string): Promise<{ retired: string[] }>;
   readManifest(checkpointId: string): Promise<CheckpointManifest>;
@@ -478,16 +479,23 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
         for (const name of names.sort()) {
           const match = /^(.+)\.json$/.exec(name);
           if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
-          let manifest: CheckpointManifest;
+          // Read plainly, not verified: a manifest that names this workspace leaves with it even if it no
+          // longer verifies (or is hard-linked elsewhere), or it could verify again later and be listed for
+          // whoever takes the path next. One whose bytes say nothing of a workspace stays (it is never
+          // listed); one that cannot be read now fails the call, to be retried.
+          let named: unknown;
           try {
-            manifest = readVerifiedManifest(match[1]!).manifest;
-          } catch {
-            continue;
+            named = (
+              JSON.parse(fs.readFileSync(join(manifestsDir, name), "utf8")) as { workspaceRoot?: unknown }
+            )?.workspaceRoot;
+          } catch (error) {
+            if (error instanceof SyntaxError) continue;
+            throw error;
           }
-          if (manifest.workspaceRoot !== canonical) continue;
+          if (named !== canonical) continue;
           if (retired.length === 0) ensurePrivateDir(fs, retiredDir, { flushNew: durable });
           fs.renameSync(join(manifestsDir, name), join(retiredDir, name));
-          retired.push(manifest.checkpointId);
+          retired.push(match[1]!);
         }
         if (durable && retired.length > 0) await fsyncPaths(fs, [manifestsDir, retiredDir]);
       } catch (error) {

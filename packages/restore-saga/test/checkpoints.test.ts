@@ -328,3 +328,41 @@ describe("retiring a workspace's checkpoints", () => {
     expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).toEqual([fresh.checkpointId]);
   });
 });
+
+describe("retiring checkpoints whose manifests do not verify or cannot be read", () => {
+  it("moves a damaged or hard-linked manifest that names the workspace; an unreadable one fails the call, to be retried", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const damaged = await store.createCheckpoint(workspace);
+    const linked = await store.createCheckpoint(workspace);
+    const unreadable = await store.createCheckpoint(workspace);
+    const manifests = join(dataDir, "checkpoints", "manifests");
+    // Still JSON naming the workspace, but no longer the bytes its digest was taken over.
+    const damagedPath = join(manifests, `${damaged.checkpointId}.json`);
+    fs.writeFileSync(damagedPath, fs.readFileSync(damagedPath, "utf8").replace('"files"', '"files" '));
+    // A second name (a backup tool's hard link): it would be refused as CORRUPT, so never listed now, but
+    // listed again for the next workspace at this path once the link is gone.
+    fs.linkSync(join(manifests, `${linked.checkpointId}.json`), join(base, "backup.json"));
+
+    const eio: FileOps = {
+      ...nodeFileOps,
+      readFileSync: ((path: fs.PathOrFileDescriptor, ...rest: unknown[]) => {
+        if (String(path).endsWith(`${unreadable.checkpointId}.json`)) {
+          throw Object.assign(new Error("EIO: i/o error"), { code: "EIO" });
+        }
+        return (nodeFileOps.readFileSync as (...args: unknown[]) => unknown)(path, ...rest);
+      }) as FileOps["readFileSync"],
+    };
+    const failed = await rejection(openCheckpointStore({ dataDir, fs: eio }).retireCheckpoints(workspace));
+    expect(failed).toMatchObject({ code: "WRITE_FAILED" });
+    expect(failed.message).toMatch(/Retry/);
+
+    const { retired } = await store.retireCheckpoints(workspace);
+    // The first call may have moved some before it failed: together they moved all three, once each.
+    const all = [...fs.readdirSync(join(dataDir, "checkpoints", "retired"))].sort();
+    expect(all).toEqual([damaged, linked, unreadable].map((c) => `${c.checkpointId}.json`).sort());
+    expect(retired).toContain(unreadable.checkpointId);
+    expect(fs.readdirSync(manifests).filter((name) => name.endsWith(".json"))).toEqual([]);
+    fs.unlinkSync(join(base, "backup.json"));
+    expect(await store.listCheckpoints(workspace)).toEqual([]);
+  });
+});
