@@ -915,8 +915,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     },
     async (request) => {
       const { operationId } = request.params;
-      // Every workspace, a deleted bot's included (its settled restores stay readable); a bot without a
-      // workspace directory has never had a file, so it has no restore either.
+      // Every workspace directory, also a deleted bot's whose retirement has not run yet (a retired one's
+      // sagas moved with it); a bot without a workspace directory has never had a file, so no restore.
       for (const botId of workspaceBotIds()) {
         const store = sagaStore(botId);
         for (const load of [() => store.load(operationId), () => store.loadArchived(operationId)]) {
