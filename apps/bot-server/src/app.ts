@@ -307,32 +307,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   }
 
   /**
-   * Retires a deleted bot's workspace, keeping everything: its files move to
-   * `<dataDir>/workspaces/.retired/<botId>.<ms>.<random>` (beside the workspaces, so on their file system),
-   * and its checkpoints leave the listings (restore-saga's `retireCheckpoints`: their manifests move to
-   * `checkpoints/retired/`). A workspace and its checkpoints are found by the path the bot id names, so
-   * without this a new bot under the same id would read the old bot's files and could restore its
-   * checkpoints. Under the workspace lock (a live edit or a stopped restore's lock refuses), after the
-   * unsettled-restore check. The files move first; the checkpoints of the then empty path are retired
-   * next, and the empty directory removed: a crash anywhere leaves leftovers the next call (the id taken
-   * again) finishes, and a bot that no longer exists never loses its view of them.
+   * Retires a deleted bot's workspace, keeping everything: its restore sagas' shard moves to
+   * `restore-sagas/.retired/`, its files to `<dataDir>/workspaces/.retired/<botId>.<ms>.<random>` (beside the
+   * workspaces, so on their file system), and its checkpoints leave the listings (restore-saga's
+   * `retireCheckpoints`: their manifests move to `checkpoints/retired/`). A workspace, its checkpoints and
+   * its sagas are found by the path the bot id names, so without this a new bot under the same id would
+   * read the old bot's files, restore its checkpoints and list its restores as its own. Under the workspace
+   * lock (a live edit or a stopped restore's lock refuses), with the unsettled-restore check made under it.
+   * The shard moves first, while the workspace directory is still the one its sagas were bound to (a saga
+   * left behind a recreated directory would no longer verify); then the files, then the checkpoints of the
+   * empty path. A stop anywhere leaves leftovers `hasWorkspaceData` sees, which the next retirement (the id
+   * taken again, or DELETE of the missing bot) finishes.
    */
   async function retireWorkspace(botId: string): Promise<void> {
     ensureWorkspace(botId);
-    await refuseUnsettledRestores(botId);
     await withWorkspace(botId, "retire", async () => {
+      await refuseUnsettledRestores(botId);
       const root = workspaceRoot(botId);
-      if (readdirSync(root).length > 0) {
-        const retiredDir = join(deps.dataDir, "workspaces", ".retired");
-        mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
-        renameSync(root, join(retiredDir, `${botId}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
-        fsyncDirectory(nodeFileOps, retiredDir);
-        ensureWorkspace(botId);
-      }
-      await checkpoints.retireCheckpoints(root);
-      // Its restore sagas too (all ended: checked above, under this lock): the saga shard is found by the
-      // same path, so a new bot under the id would list the old bot's restores as its own and share their
-      // per-workspace limit. The shard moves whole to `restore-sagas/.retired/`, kept.
       const shard = sagaStore(botId).shardDir;
       if (existsSync(shard)) {
         const retiredShards = join(deps.dataDir, "restore-sagas", ".retired");
@@ -344,6 +335,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         fsyncDirectory(nodeFileOps, retiredShards);
         fsyncDirectory(nodeFileOps, dirname(shard));
       }
+      if (readdirSync(root).length > 0) {
+        const retiredDir = join(deps.dataDir, "workspaces", ".retired");
+        mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
+        renameSync(root, join(retiredDir, `${botId}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
+        fsyncDirectory(nodeFileOps, retiredDir);
+        ensureWorkspace(botId);
+      }
+      await checkpoints.retireCheckpoints(root);
       rmdirSync(root);
       fsyncDirectory(nodeFileOps, join(deps.dataDir, "workspaces"));
     });
@@ -587,6 +586,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.delete("/v1/bots/:botId", { schema: { params: BotIdParam, body: DeleteBotBody } }, async (request) => {
     const { botId } = request.params;
     const confirmName = request.body?.confirmName;
+    if ((await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
+      // A deleted bot whose workspace could not be retired when it went: retried here (and whenever its id
+      // is taken again), so a generated id, never taken again, is not left with its data in place.
+      return exclusive(botId, async () => {
+        await retireWorkspace(botId);
+        return { ok: true, workspaceRetired: true };
+      });
+    }
     await requireBot(botId);
     return exclusive(botId, async () => {
       await refuseUnsettledRestores(botId);
@@ -655,15 +662,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         }
       }
       // The Boat is gone, and no restore is unsettled: the bot goes, then its workspace is retired (kept).
-      // A retirement that fails now (a live edit holds the workspace, a disk error) is finished when the
-      // id is taken again, which retires leftovers first; the bot itself is gone either way.
+      // A retirement that fails now (a live edit holds the workspace, a disk error) is said so, and finished
+      // by DELETE /v1/bots/:botId again or when the id is taken again; the bot itself is gone either way.
       await deps.bots.remove(botId);
       try {
         await retireWorkspace(botId);
       } catch (error) {
         request.log.warn({ err: error, botId }, "the deleted bot's workspace could not be retired yet");
+        return {
+          ok: true,
+          workspaceRetired: false,
+          warning: `The bot was deleted, but its workspace could not be retired yet (${scrubPaths(error instanceof Error ? error.message : String(error))}); its data stays where it was until DELETE /v1/bots/${botId} is sent again or the id is taken again.`,
+        };
       }
-      return { ok: true };
+      return { ok: true, workspaceRetired: true };
     });
   });
 

@@ -4,7 +4,9 @@
  * act on, DELETE /v1/bots/:botId never deletes a live Boat without its name, and provider retries are
  * counted.
  */
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
@@ -447,14 +449,60 @@ describe("a deleted bot's id", () => {
         purpose: "workspace-edit",
       });
       try {
-        expect((await call("DELETE", "/v1/bots/busy")).status).toBe(200);
+        const deleted = await call("DELETE", "/v1/bots/busy");
+        expect(deleted.status).toBe(200);
+        expect(deleted.json).toMatchObject({ ok: true, workspaceRetired: false });
+        expect(deleted.json.warning).toMatch(
+          /could not be retired yet.*DELETE \/v1\/bots\/busy is sent again/,
+        );
+        expect(deleted.json.warning).not.toContain(dir.dir);
       } finally {
         edit.release();
       }
       expect((await call("GET", "/v1/bots/busy")).status).toBe(404);
       expect(readFileSync(join(dir.dir, "workspaces", "busy", "b.txt"), "utf8")).toBe("busy bot's");
+      // Sent again (a generated id is never taken again), DELETE finishes the retirement.
+      expect((await call("DELETE", "/v1/bots/busy")).json).toEqual({ ok: true, workspaceRetired: true });
+      expect(existsSync(join(dir.dir, "workspaces", "busy"))).toBe(false);
+      expect((await call("DELETE", "/v1/bots/busy")).status).toBe(404);
       expect((await call("POST", "/v1/bots", { name: "Busy again", botId: "busy" })).status).toBe(201);
       expect((await call("GET", "/v1/bots/busy/files/b.txt")).status).toBe(404);
+
+      // A retirement that stops after its first steps (here the checkpoints cannot be retired: a directory
+      // sits where the first manifest would be) leaves leftovers the next DELETE finishes; the sagas, moved first,
+      // never stop verifying against the recreated directory.
+      expect((await call("POST", "/v1/bots", { name: "Cut", botId: "cut" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/cut/files/c.txt", "cut bot's")).status).toBe(201);
+      const cutCheckpoint = (await call("POST", "/v1/bots/cut/checkpoints")).json.checkpoint.checkpointId;
+      expect((await call("PUT", "/v1/bots/cut/files/c.txt", "changed")).status).toBe(201);
+      expect((await call("POST", `/v1/bots/cut/checkpoints/${cutCheckpoint}/restore`)).status).toBe(200);
+      // An ended restore whose archiving failed (a warning, not an error): it stays in the shard, bound to
+      // the workspace directory it ran on.
+      const shardStore = openSagaStore({
+        stateDir: join(dir.dir, "restore-sagas"),
+        workspaceRoot: join(dir.dir, "workspaces", "cut"),
+      });
+      const unarchived = `restore-${randomUUID()}`;
+      const created = await shardStore.create(unarchived, {
+        kind: "checkpoint-restore",
+        checkpointId: cutCheckpoint,
+        checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+        actorPid: process.pid,
+      });
+      await shardStore.advance(unarchived, {
+        expectedSeq: created.seq,
+        expectedHash: created.headHash,
+        phase: "aborted",
+        evidence: { recoveryAction: "abort-before-lock", reason: "test: ended, not archived" },
+      });
+      const blocker = join(dir.dir, "checkpoints", "manifests", "ckpt--blocker.json");
+      mkdirSync(blocker);
+      const cut = await call("DELETE", "/v1/bots/cut");
+      expect(cut.json).toMatchObject({ ok: true, workspaceRetired: false });
+      rmdirSync(blocker);
+      expect((await call("DELETE", "/v1/bots/cut")).json).toEqual({ ok: true, workspaceRetired: true });
+      expect((await call("POST", "/v1/bots", { name: "Cut again", botId: "cut" })).status).toBe(201);
+      expect((await call("GET", "/v1/bots/cut/checkpoints")).json.checkpoints).toEqual([]);
       expect(
         readdirSync(join(dir.dir, "workspaces", ".retired")).filter((name) => name.startsWith("busy.")),
       ).toHaveLength(1);

@@ -656,14 +656,16 @@ function makeLease(
       try {
         handle.assertOwned();
       } catch (error) {
-        // Only file-lock's "another owner, or gone" is a loss. A lock file that could not be read or judged
-        // (I/O, unreadable, invalid) is not proof of one: the work stops all the same, and the lock stays.
-        if (isLockError(error) && error.code !== "LOCK_OWNERSHIP_LOST") {
+        // A lock file that could not be read just now (I/O, unreadable) is no proof of a loss: the work stops
+        // all the same, and whoever settles it says whether the lock was kept. Another owner, no file, or a
+        // file rewritten into something that is no owner record (LOCK_INVALID: our own is always published
+        // whole) is a loss.
+        if (isLockError(error) && (error.code === "LOCK_IO" || error.code === "LOCK_UNREADABLE")) {
           throw new SagaError({
             code: "LOCK_FAILED",
             cause: error,
             ownerOperationId: p.payload.transactionId,
-            message: `The lock on workspace ${p.root} could not be checked (${error.code}), so the work under it stopped; the lock is kept. Check the data directory's disk, then inspect the restore with the recovery tool.`,
+            message: `The lock on workspace ${p.root} could not be checked (${error.code}), so the work under it stopped. Check the data directory's disk.`,
           });
         }
         throw new SagaError({
