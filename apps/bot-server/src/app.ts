@@ -230,8 +230,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     ensureWorkspace(botId);
     try {
       return (
-        existsSync(sagaStore(botId).shardDir) ||
-        (await checkpoints.listCheckpoints(workspaceRoot(botId))).length > 0
+        existsSync(sagaStore(botId).shardDir) || (await checkpoints.hasCheckpointsOf(workspaceRoot(botId)))
       );
     } finally {
       if (created) rmdirSync(workspaceRoot(botId));
@@ -264,7 +263,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * next acquisition (and removed at startup, `reapStoppedEdits` in server.ts) instead of refusing every
    * later edit and restore of the workspace as a "restore that stopped".
    */
-  const withWorkspace = <T>(botId: string, kind: string, fn: () => T | Promise<T>): Promise<T> =>
+  const withWorkspace = <T>(
+    botId: string,
+    kind: string,
+    fn: () => T | Promise<T>,
+    forBot?: Bot,
+  ): Promise<T> =>
     withWorkspaceLock(
       {
         dataDir: deps.dataDir,
@@ -273,7 +277,21 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         purpose: "workspace-edit",
         waitMs: 2_000,
       },
-      () => fn(),
+      async () => {
+        // An edit for `forBot` checked the bot before it waited for the lock: if that bot was deleted
+        // meanwhile (its workspace retired, the id perhaps taken by a new bot), it must not land here.
+        if (forBot) {
+          const current = await deps.bots.get(botId);
+          if (current?.createdAt !== forBot.createdAt) {
+            throw new HttpProblem(
+              404,
+              "bot_not_found",
+              `No bot with id '${botId}' (it was deleted meanwhile).`,
+            );
+          }
+        }
+        return fn();
+      },
     );
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
@@ -284,16 +302,27 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * retired, and its recovery must come first. Finished sagas not yet archived and orphans of a killed
    * create do not count.
    */
-  async function refuseUnsettledRestores(botId: string): Promise<void> {
+  async function refuseUnsettledRestores(
+    botId: string,
+    intent: "delete" | "retire-deleted" | "create",
+  ): Promise<void> {
     if (!workspaceExists(botId)) return;
     // Any restore that has not ended: one stopped before its first change is settled by an abort first.
     const found = await findUnsettledRestore(sagaStore(botId), { anyActive: true });
     if (found === null) return;
     const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
-    // Asked while deleting this bot, or while creating a bot under the id of a deleted one.
-    const existing = (await deps.bots.get(botId)) !== null;
-    const kept = existing ? "so the bot was kept" : `so no bot was created under the id '${botId}'`;
-    const then = existing ? "then delete the bot" : "then create the bot again";
+    // Asked while deleting this bot, while retiring a deleted bot's workspace, or while creating a bot under
+    // the id of a deleted one.
+    const kept = {
+      delete: "so the bot was kept",
+      "retire-deleted": "so the deleted bot's workspace was not retired",
+      create: `so no bot was created under the id '${botId}'`,
+    }[intent];
+    const then = {
+      delete: "then delete the bot",
+      "retire-deleted": `then send DELETE /v1/bots/${botId} again`,
+      create: "then create the bot again",
+    }[intent];
     const message =
       found.kind === "unsettled"
         ? `Restore ${found.operationId} of this bot's workspace has not settled (phase ${found.phase}), ${kept}: its workspace may be half restored. Settle it first (run: ${show}, then the command it prints), ${then}.`
@@ -319,10 +348,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * empty path. A stop anywhere leaves leftovers `hasWorkspaceData` sees, which the next retirement (the id
    * taken again, or DELETE of the missing bot) finishes.
    */
-  async function retireWorkspace(botId: string): Promise<void> {
+  async function retireWorkspace(botId: string, intent: "retire-deleted" | "create"): Promise<void> {
     ensureWorkspace(botId);
     await withWorkspace(botId, "retire", async () => {
-      await refuseUnsettledRestores(botId);
+      await refuseUnsettledRestores(botId, intent);
       const root = workspaceRoot(botId);
       const shard = sagaStore(botId).shardDir;
       if (existsSync(shard)) {
@@ -531,7 +560,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // deletion that stopped half-way): retired now, so the new bot starts empty.
     const bot = await exclusive(botId, async () => {
       if (BOT_ID.test(botId) && (await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
-        await retireWorkspace(botId);
+        await retireWorkspace(botId, "create");
       }
       return deps.bots.create({ botId, name: request.body.name });
     });
@@ -590,13 +619,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // A deleted bot whose workspace could not be retired when it went: retried here (and whenever its id
       // is taken again), so a generated id, never taken again, is not left with its data in place.
       return exclusive(botId, async () => {
-        await retireWorkspace(botId);
+        await retireWorkspace(botId, "retire-deleted");
         return { ok: true, workspaceRetired: true };
       });
     }
     await requireBot(botId);
     return exclusive(botId, async () => {
-      await refuseUnsettledRestores(botId);
+      await refuseUnsettledRestores(botId, "delete");
       const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
         (r) => r.botId === botId,
       );
@@ -666,13 +695,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // by DELETE /v1/bots/:botId again or when the id is taken again; the bot itself is gone either way.
       await deps.bots.remove(botId);
       try {
-        await retireWorkspace(botId);
+        await retireWorkspace(botId, "retire-deleted");
       } catch (error) {
         request.log.warn({ err: error, botId }, "the deleted bot's workspace could not be retired yet");
         return {
           ok: true,
           workspaceRetired: false,
-          warning: `The bot was deleted, but its workspace could not be retired yet (${scrubPaths(error instanceof Error ? error.message : String(error))}); its data stays where it was until DELETE /v1/bots/${botId} is sent again or the id is taken again.`,
+          warning: `The bot was deleted, but its workspace could not be retired yet (${scrubPaths(error instanceof Error ? error.message : String(error))}); the retirement is unfinished (anything already moved is under workspaces/.retired/ and restore-sagas/.retired/ of the data directory, the rest is where it was) until DELETE /v1/bots/${botId} is sent again or the id is taken again.`,
         };
       }
       return { ok: true, workspaceRetired: true };
@@ -811,7 +840,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.put("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
     const { botId } = request.params;
-    await requireBot(botId);
+    const bot = await requireBot(botId);
     if (!Buffer.isBuffer(request.body)) {
       throw new HttpProblem(
         415,
@@ -822,18 +851,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const body = request.body;
     const path = request.params["*"];
     ensureWorkspace(botId);
-    const written = await withWorkspace(botId, "file-write", () => {
-      // Temps an interrupted write left beside this one (and at the top) go now, under the lock.
-      const parent = dirname(path);
-      sweepStaleWorkspaceTemps(workspaceRoot(botId), { dirs: parent === "." ? [""] : ["", parent] });
-      return workspaceFiles(workspaceRoot(botId), {
-        maxFileBytes: deps.maxFileBytes,
-        // Tests only: the write's data is in its flushed temp, not renamed yet, the workspace lock held.
-        ...(deps.restoreCrash
-          ? { hooks: { beforeRename: () => deps.restoreCrash?.point(FILE_WRITE_CRASH_POINT) } }
-          : {}),
-      }).write(path, body);
-    });
+    const written = await withWorkspace(
+      botId,
+      "file-write",
+      () => {
+        // Temps an interrupted write left beside this one (and at the top) go now, under the lock.
+        const parent = dirname(path);
+        sweepStaleWorkspaceTemps(workspaceRoot(botId), { dirs: parent === "." ? [""] : ["", parent] });
+        return workspaceFiles(workspaceRoot(botId), {
+          maxFileBytes: deps.maxFileBytes,
+          // Tests only: the write's data is in its flushed temp, not renamed yet, the workspace lock held.
+          ...(deps.restoreCrash
+            ? { hooks: { beforeRename: () => deps.restoreCrash?.point(FILE_WRITE_CRASH_POINT) } }
+            : {}),
+        }).write(path, body);
+      },
+      bot,
+    );
     return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
   });
 
@@ -848,12 +882,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.delete("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request) => {
     const { botId } = request.params;
-    await requireBot(botId);
+    const bot = await requireBot(botId);
     if (!workspaceExists(botId)) {
       throw new HttpProblem(404, "file_not_found", `No file at '${request.params["*"]}' in this workspace.`);
     }
-    await withWorkspace(botId, "file-delete", () =>
-      workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]),
+    await withWorkspace(
+      botId,
+      "file-delete",
+      () => workspaceFiles(workspaceRoot(botId)).remove(request.params["*"]),
+      bot,
     );
     return { ok: true };
   });
@@ -861,14 +898,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   // --- checkpoints and restores ---------------------------------------------------------------------------
   app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
-    await requireBot(botId);
+    const bot = await requireBot(botId);
     const created = await exclusive(botId, () => {
       ensureWorkspace(botId);
-      return withWorkspace(botId, "checkpoint", () => {
-        // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
-        sweepStaleWorkspaceTemps(workspaceRoot(botId));
-        return checkpoints.createCheckpoint(workspaceRoot(botId));
-      });
+      return withWorkspace(
+        botId,
+        "checkpoint",
+        () => {
+          // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
+          sweepStaleWorkspaceTemps(workspaceRoot(botId));
+          return checkpoints.createCheckpoint(workspaceRoot(botId));
+        },
+        bot,
+      );
     });
     return reply.code(201).send({ ok: true, checkpoint: created });
   });

@@ -6,7 +6,16 @@
  */
 
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
@@ -503,9 +512,60 @@ describe("a deleted bot's id", () => {
       expect((await call("DELETE", "/v1/bots/cut")).json).toEqual({ ok: true, workspaceRetired: true });
       expect((await call("POST", "/v1/bots", { name: "Cut again", botId: "cut" })).status).toBe(201);
       expect((await call("GET", "/v1/bots/cut/checkpoints")).json.checkpoints).toEqual([]);
+
+      // Cut short with only a checkpoint left that does not verify (a backup tool hard-linked its manifest):
+      // it is never listed, yet it names the path and would be listed for the next bot once the link goes,
+      // so the retry still sees it and retires it.
+      expect((await call("POST", "/v1/bots", { name: "Linked", botId: "linked" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/linked/files/l.txt", "linked bot's")).status).toBe(201);
+      const linkedCheckpoint = (await call("POST", "/v1/bots/linked/checkpoints")).json.checkpoint
+        .checkpointId;
+      const manifest = join(dir.dir, "checkpoints", "manifests", `${linkedCheckpoint}.json`);
+      const backup = join(dir.dir, "backup-of-manifest.json");
+      linkSync(manifest, backup);
+      mkdirSync(blocker);
+      const linkedCut = await call("DELETE", "/v1/bots/linked");
+      expect(linkedCut.json).toMatchObject({ ok: true, workspaceRetired: false });
+      rmdirSync(blocker);
+      expect((await call("DELETE", "/v1/bots/linked")).json).toEqual({ ok: true, workspaceRetired: true });
+      rmSync(backup);
+      expect((await call("POST", "/v1/bots", { name: "Linked again", botId: "linked" })).status).toBe(201);
+      expect((await call("GET", "/v1/bots/linked/checkpoints")).json.checkpoints).toEqual([]);
+      expect((await call("POST", `/v1/bots/linked/checkpoints/${linkedCheckpoint}/restore`)).status).toBe(
+        404,
+      );
       expect(
         readdirSync(join(dir.dir, "workspaces", ".retired")).filter((name) => name.startsWith("busy.")),
       ).toHaveLength(1);
+
+      // An edit that checked its bot, then waited for the workspace lock while the bot was deleted, does not
+      // land in the deleted bot's workspace (nor, had the id been taken again, in the new bot's).
+      expect((await call("POST", "/v1/bots", { name: "Late", botId: "late" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/late/files/first.txt", "first")).status).toBe(201);
+      const hold = await acquireWorkspaceLock({
+        dataDir: dir.dir,
+        workspaceRoot: join(dir.dir, "workspaces", "late"),
+        transactionId: "file-write-held-by-test-2",
+        purpose: "workspace-edit",
+      });
+      let late: Promise<{ status: number; json: { error?: { code: string } } }>;
+      let deleting: Promise<{ status: number }>;
+      try {
+        late = call("PUT", "/v1/bots/late/files/late.txt", "late write");
+        await new Promise((resolve) => setTimeout(resolve, 200)); // the PUT is waiting for the lock now
+        deleting = call("DELETE", "/v1/bots/late");
+        // The bot goes first (its retirement then waits for the same lock).
+        for (let i = 0; i < 50 && (await call("GET", "/v1/bots/late")).status !== 404; i += 1) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        hold.release();
+      }
+      expect((await deleting).status).toBe(200);
+      const answered = await late;
+      expect(answered.status).toBe(404);
+      expect(answered.json.error?.code).toBe("bot_not_found");
+      expect(existsSync(join(dir.dir, "workspaces", "late", "late.txt"))).toBe(false);
 
       // A bot that never had data leaves nothing behind, not even an empty saga shard.
       const shardsBefore = readdirSync(join(dir.dir, "restore-sagas", ".retired")).length;

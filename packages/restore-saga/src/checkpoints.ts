@@ -155,6 +155,12 @@ export interface CheckpointStore {
    * the call (WRITE_FAILED: retry), one that is not JSON stays (it is never listed). Returns the ids moved.
    */
   retireCheckpoints(workspaceRoot: string): Promise<{ retired: string[] }>;
+  /**
+   * Whether any manifest names this workspace, verified or not (what `retireCheckpoints` would move); a
+   * manifest that cannot be read now is CORRUPT (unknown), never "none". For deciding whether a retirement
+   * is left to finish.
+   */
+  hasCheckpointsOf(workspaceRoot: string): Promise<boolean>;
   readManifest(checkpointId: string): Promise<CheckpointManifest>;
   /** The manifest with its digests; CORRUPT if it is inconsistent. */
   readVerifiedManifest(checkpointId: string): VerifiedManifest;
@@ -314,6 +320,38 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     }
   }
 
+  /**
+   * The manifest file names (sorted) whose bytes name this workspace, verified or not: what
+   * `retireCheckpoints` moves and `hasCheckpointsOf` looks for. Read plainly: a manifest that no longer
+   * verifies (or is hard-linked elsewhere) could verify again later and be listed for whoever takes the path
+   * next, so it counts. One that is not JSON names nothing (it is never listed either); one that cannot be
+   * read now throws (the raw error), so nobody takes "unreadable" for "none".
+   */
+  function manifestsNaming(canonical: string): string[] {
+    let names: string[];
+    try {
+      names = fs.readdirSync(manifestsDir);
+    } catch (error) {
+      if (errnoOf(error) === "ENOENT") return [];
+      throw error;
+    }
+    const naming: string[] = [];
+    for (const name of names.sort()) {
+      const match = /^(.+)\.json$/.exec(name);
+      if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
+      let named: unknown;
+      try {
+        named = (JSON.parse(fs.readFileSync(join(manifestsDir, name), "utf8")) as { workspaceRoot?: unknown })
+          ?.workspaceRoot;
+      } catch (error) {
+        if (error instanceof SyntaxError) continue;
+        throw error;
+      }
+      if (named === canonical) naming.push(name);
+    }
+    return naming;
+  }
+
   const captures = new WeakSet<CapturedWorkspace>();
   const sweptBlobDirs = new Set<string>();
   let manifestTempsSwept = false;
@@ -464,38 +502,28 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
 
     commitCheckpoint,
 
+    async hasCheckpointsOf(workspaceRoot: string) {
+      const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
+      try {
+        return manifestsNaming(canonical).length > 0;
+      } catch (error) {
+        throw new SagaError({
+          code: "CORRUPT",
+          cause: error,
+          message: `The checkpoint manifests could not all be read (${errnoOf(error) ?? "error"}), so whether ${canonical} still has checkpoints is unknown. Check the data directory's disk, then retry.`,
+        });
+      }
+    },
+
     async retireCheckpoints(workspaceRoot: string) {
       const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
-      let names: string[];
-      try {
-        names = fs.readdirSync(manifestsDir);
-      } catch (error) {
-        if (errnoOf(error) === "ENOENT") return { retired: [] };
-        throw corrupt("directory", "cannot be listed", error);
-      }
       const retiredDir = join(root, "retired");
       const retired: string[] = [];
       try {
-        for (const name of names.sort()) {
-          const match = /^(.+)\.json$/.exec(name);
-          if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
-          // Read plainly, not verified: a manifest that names this workspace leaves with it even if it no
-          // longer verifies (or is hard-linked elsewhere), or it could verify again later and be listed for
-          // whoever takes the path next. One whose bytes say nothing of a workspace stays (it is never
-          // listed); one that cannot be read now fails the call, to be retried.
-          let named: unknown;
-          try {
-            named = (
-              JSON.parse(fs.readFileSync(join(manifestsDir, name), "utf8")) as { workspaceRoot?: unknown }
-            )?.workspaceRoot;
-          } catch (error) {
-            if (error instanceof SyntaxError) continue;
-            throw error;
-          }
-          if (named !== canonical) continue;
+        for (const name of manifestsNaming(canonical)) {
           if (retired.length === 0) ensurePrivateDir(fs, retiredDir, { flushNew: durable });
           fs.renameSync(join(manifestsDir, name), join(retiredDir, name));
-          retired.push(match[1]!);
+          retired.push(name.slice(0, -".json".length));
         }
         if (durable && retired.length > 0) await fsyncPaths(fs, [manifestsDir, retiredDir]);
       } catch (error) {

@@ -352,6 +352,17 @@ describe("retiring checkpoints whose manifests do not verify or cannot be read",
         return (nodeFileOps.readFileSync as (...args: unknown[]) => unknown)(path, ...rest);
       }) as FileOps["readFileSync"],
     };
+    // The hard-linked one is not listed (it does not verify), yet it still names the workspace: it counts.
+    expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).not.toContain(
+      linked.checkpointId,
+    );
+    expect(await store.hasCheckpointsOf(workspace)).toBe(true);
+    // One that cannot be read makes the answer unknown, never "none".
+    await expect(openCheckpointStore({ dataDir, fs: eio }).hasCheckpointsOf(workspace)).rejects.toMatchObject(
+      {
+        code: "CORRUPT",
+      },
+    );
     const failed = await rejection(openCheckpointStore({ dataDir, fs: eio }).retireCheckpoints(workspace));
     expect(failed).toMatchObject({ code: "WRITE_FAILED" });
     expect(failed.message).toMatch(/Retry/);
@@ -364,5 +375,6 @@ describe("retiring checkpoints whose manifests do not verify or cannot be read",
     expect(fs.readdirSync(manifests).filter((name) => name.endsWith(".json"))).toEqual([]);
     fs.unlinkSync(join(base, "backup.json"));
     expect(await store.listCheckpoints(workspace)).toEqual([]);
+    expect(await store.hasCheckpointsOf(workspace)).toBe(false);
   });
 });
