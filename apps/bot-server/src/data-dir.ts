@@ -11,6 +11,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "@drydock/json-journal";
+import { processAlive } from "./workspace-files.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const TOKEN = /^[A-Za-z0-9_-]{16,512}$/;
@@ -115,18 +116,9 @@ export function removeEmbeddedProvider(dataDir: string): void {
   const path = join(dataDir, EMBEDDED_PROVIDER_FILE);
   try {
     const { serverPid } = JSON.parse(readFileSync(path, "utf8")) as { serverPid?: unknown };
-    if (typeof serverPid === "number" && serverPid !== process.pid && pidAlive(serverPid)) return;
+    if (typeof serverPid === "number" && serverPid !== process.pid && processAlive(serverPid)) return;
     unlinkSync(path);
   } catch {
     // Absent, unreadable or already gone: nothing to do.
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code !== "ESRCH";
   }
 }

@@ -435,7 +435,8 @@ function removeTemp(fd: number, known: string[], created: Stats): void {
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a pid names a live process here: only ESRCH is proof of death (EPERM is someone else's). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
