@@ -23,6 +23,7 @@ import {
 } from "./internal/apply.js";
 import { domainDigest } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
+import { boundedText } from "./internal/text.js";
 import { scanTree } from "./internal/tree.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
 import type { Phase } from "./schema.js";
@@ -128,13 +129,6 @@ function toSagaError(error: unknown): SagaError {
     cause: error,
     message: `The restore failed on an unexpected error (${errnoOf(error) ?? (error as Error)?.name ?? "error"}).`,
   });
-}
-
-function boundedText(value: unknown, fallback: string, max: number): string {
-  const text = String(value ?? "")
-    .replace(/[\u0000-\u001f\u007f]/g, " ")
-    .trim();
-  return (text || fallback).slice(0, max);
 }
 
 async function step(

@@ -16,6 +16,7 @@ import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import { domainDigest, plainDigest, sha256Hex } from "./internal/canonical.js";
 import { ensurePrivateDir } from "./internal/files.js";
 import { lockFailed, releaseWithRetry, withStateLock } from "./internal/state-lock.js";
+import { boundedText } from "./internal/text.js";
 import {
   OPERATION_ID_PATTERN,
   type WorkspaceLockOwner,
@@ -694,10 +695,7 @@ function makeLease(
         if (isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST") throw error;
       }
       if (retention) throw retention;
-      const text = String(reason ?? "")
-        .replace(/[\u0000-\u001f\u007f]/g, " ")
-        .trim()
-        .slice(0, 512);
+      const text = boundedText(reason, "", 512);
       retention = new SagaError({
         code: "RECOVERY_REQUIRED",
         workspaceLockRetained: true,
@@ -996,10 +994,7 @@ function failureSummary(error: unknown): string {
         : typeof error === "string"
           ? ""
           : "error";
-  const message = String(error instanceof Error ? error.message : (error ?? ""))
-    .replace(/[\u0000-\u001f\u007f]/g, " ")
-    .trim()
-    .slice(0, 300);
+  const message = boundedText(error instanceof Error ? error.message : error, "", 300);
   return [label, message].filter(Boolean).join(": ") || "unknown failure";
 }
 
