@@ -15,7 +15,12 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
-import { type BoatPlan, type PlanItem, planItemNeedsAttention } from "@drydock/recovery-controller";
+import {
+  type BoatPlan,
+  listWorkspaces,
+  type PlanItem,
+  planItemNeedsAttention,
+} from "@drydock/recovery-controller";
 import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
   findUnsettledRestore,
@@ -236,17 +241,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       if (created) rmdirSync(workspaceRoot(botId));
     }
   };
-  /** The bot ids that have a workspace directory, sorted. */
-  const workspaceBotIds = (): string[] => {
-    try {
-      return readdirSync(join(deps.dataDir, "workspaces"))
-        .filter((name) => BOT_ID.test(name))
-        .sort();
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
-      throw error;
-    }
-  };
   /** A missing workspace has no checkpoints (the store would refuse to resolve it, naming its path). */
   const listWorkspaceCheckpoints = async (botId: string) =>
     workspaceExists(botId) ? checkpoints.listCheckpoints(workspaceRoot(botId)) : [];
@@ -348,27 +342,24 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * empty path. A stop anywhere leaves leftovers `hasWorkspaceData` sees, which the next retirement (the id
    * taken again, or DELETE of the missing bot) finishes.
    */
+  /** Moves a directory, kept, to `.retired/<name>.<ms>.<random>` beside it (same file system), durably. */
+  function moveAside(path: string): void {
+    const retiredDir = join(dirname(path), ".retired");
+    mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
+    renameSync(path, join(retiredDir, `${basename(path)}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
+    fsyncDirectory(nodeFileOps, retiredDir);
+    fsyncDirectory(nodeFileOps, dirname(path));
+  }
+
   async function retireWorkspace(botId: string, intent: "retire-deleted" | "create"): Promise<void> {
     ensureWorkspace(botId);
     await withWorkspace(botId, "retire", async () => {
       await refuseUnsettledRestores(botId, intent);
       const root = workspaceRoot(botId);
       const shard = sagaStore(botId).shardDir;
-      if (existsSync(shard)) {
-        const retiredShards = join(deps.dataDir, "restore-sagas", ".retired");
-        mkdirSync(retiredShards, { recursive: true, mode: 0o700 });
-        renameSync(
-          shard,
-          join(retiredShards, `${basename(shard)}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`),
-        );
-        fsyncDirectory(nodeFileOps, retiredShards);
-        fsyncDirectory(nodeFileOps, dirname(shard));
-      }
+      if (existsSync(shard)) moveAside(shard);
       if (readdirSync(root).length > 0) {
-        const retiredDir = join(deps.dataDir, "workspaces", ".retired");
-        mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
-        renameSync(root, join(retiredDir, `${botId}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
-        fsyncDirectory(nodeFileOps, retiredDir);
+        moveAside(root);
         ensureWorkspace(botId);
       }
       await checkpoints.retireCheckpoints(root);
@@ -615,15 +606,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.delete("/v1/bots/:botId", { schema: { params: BotIdParam, body: DeleteBotBody } }, async (request) => {
     const { botId } = request.params;
     const confirmName = request.body?.confirmName;
-    if ((await deps.bots.get(botId)) === null && (await hasWorkspaceData(botId))) {
+    if ((await deps.bots.get(botId)) === null) {
       // A deleted bot whose workspace could not be retired when it went: retried here (and whenever its id
       // is taken again), so a generated id, never taken again, is not left with its data in place.
+      if (!(await hasWorkspaceData(botId)))
+        throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
       return exclusive(botId, async () => {
         await retireWorkspace(botId, "retire-deleted");
         return { ok: true, workspaceRetired: true };
       });
     }
-    await requireBot(botId);
     return exclusive(botId, async () => {
       await refuseUnsettledRestores(botId, "delete");
       const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
@@ -971,7 +963,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const { operationId } = request.params;
       // Every workspace directory, also a deleted bot's whose retirement has not run yet (a retired one's
       // sagas moved with it); a bot without a workspace directory has never had a file, so no restore.
-      for (const botId of workspaceBotIds()) {
+      for (const { botId } of listWorkspaces(deps.dataDir)) {
         const store = sagaStore(botId);
         for (const load of [() => store.load(operationId), () => store.loadArchived(operationId)]) {
           try {

@@ -100,11 +100,10 @@ export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
  * which change on every start. `drydock` reads it when no provider is configured, so the commands it prints
  * for Boats can run against the same twin the server uses; without it they could never reach it.
  */
-export function saveEmbeddedProvider(dataDir: string, provider: { apiUrl: string; token: string }): string {
+export function saveEmbeddedProvider(dataDir: string, provider: { apiUrl: string; token: string }): void {
   const path = join(dataDir, EMBEDDED_PROVIDER_FILE);
   const body = { version: 1, apiUrl: provider.apiUrl, token: provider.token, serverPid: process.pid };
   writeFileAtomic(path, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, durable: true });
-  return path;
 }
 
 /**

@@ -15,6 +15,7 @@ import { buildServer } from "./app.js";
 import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import {
+  EMBEDDED_PROVIDER_FILE,
   ensureDataDir,
   loadEnvironmentId,
   loadServerToken,
@@ -104,7 +105,6 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     : loadServerToken(config.dataDir);
 
   let simulator: BoatSimulator | null = null;
-  let embeddedProviderPath: string | null = null;
   let provider = config.provider;
   if (!provider) {
     // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
@@ -115,7 +115,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
       stateFile: join(config.dataDir, "boat-simulator.json"),
     });
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
-    embeddedProviderPath = saveEmbeddedProvider(config.dataDir, provider);
+    saveEmbeddedProvider(config.dataDir, provider);
   } else {
     // A real provider now: an earlier embedded run's file must not send drydock to a simulator that is gone.
     removeEmbeddedProvider(config.dataDir);
@@ -203,7 +203,7 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
   );
   print(
     simulator
-      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${embeddedProviderPath}, which drydock reads)`
+      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${join(config.dataDir, EMBEDDED_PROVIDER_FILE)}, which drydock reads)`
       : `  boat.dev:       ${redactUrl(provider.apiUrl)}`,
   );
 
