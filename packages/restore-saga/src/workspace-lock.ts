@@ -15,7 +15,13 @@ import {
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import { domainDigest, plainDigest, sha256Hex } from "./internal/canonical.js";
 import { ensurePrivateDir } from "./internal/files.js";
-import { lockFailed, releaseWithRetry, withStateLock } from "./internal/state-lock.js";
+import {
+  lockFailed,
+  releaseWithRetry,
+  retryInBackground,
+  stillHeld,
+  withStateLock,
+} from "./internal/state-lock.js";
 import { boundedText } from "./internal/text.js";
 import {
   OPERATION_ID_PATTERN,
@@ -713,6 +719,22 @@ function makeLease(
       } catch (error) {
         // file-lock has given the handle up: the lock on disk is another owner's (or gone) and stays so.
         if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") released = true;
+        // Still ours (the unlink or the read before it failed): retried in the background, so a workspace
+        // is not blocked until this process exits by one bad moment of its disk. Never a retained lock.
+        else if (stillHeld(error)) {
+          retryInBackground(() => {
+            if (released || retention !== null) return true;
+            try {
+              handle.release();
+            } catch (retryError) {
+              if (stillHeld(retryError)) return false;
+            }
+            // Released, or found no longer ours (file-lock has given the handle up): nothing left to retry.
+            released = true;
+            return true;
+          });
+          throw releaseFailed(p, error, true);
+        }
         throw releaseFailed(p, error);
       }
       released = true;
@@ -722,7 +744,7 @@ function makeLease(
 }
 
 /** A lease's release failed. Never "could not lock, nothing was changed": the restore ran under it. */
-function releaseFailed(p: Prepared, error: unknown): SagaError {
+function releaseFailed(p: Prepared, error: unknown, retrying = false): SagaError {
   const tx = p.payload.transactionId;
   if (isLockError(error) && error.code === "LOCK_OWNERSHIP_LOST") {
     return new SagaError({
@@ -738,7 +760,11 @@ function releaseFailed(p: Prepared, error: unknown): SagaError {
     code: "LOCK_FAILED",
     cause: error,
     ownerOperationId: tx,
-    message: `The lock of restore ${tx} on workspace ${p.root} was not released: ${(error as Error).message}`,
+    message: `The lock of restore ${tx} on workspace ${p.root} was not released: ${(error as Error).message}${
+      retrying
+        ? " This process retries releasing it in the background for about a minute; if that fails too, the lock is freed when the process exits."
+        : ""
+    }`,
   });
 }
 
@@ -754,7 +780,9 @@ function registryLost(p: Prepared, error: SagaError, lease: HeldWorkspaceLock | 
       outcome = " The workspace lock it had just taken was released again; nothing was changed.";
     } catch (releaseError) {
       const why = errnoOf((releaseError as Error).cause) ?? (releaseError as SagaError).code;
-      outcome = ` Giving up the workspace lock it had just taken failed too (${why}): this process holds it until it exits.`;
+      outcome = stillHeld((releaseError as Error).cause)
+        ? ` Giving up the workspace lock it had just taken failed too (${why}): this process retries that in the background for about a minute, and holds the lock until then (at the latest, until it exits).`
+        : ` Giving up the workspace lock it had just taken failed too (${why}): this process holds it until it exits.`;
     }
   }
   return new SagaError({

@@ -660,6 +660,90 @@ describe("workspace lock: a lease whose lock was taken by another owner", () => 
   });
 });
 
+describe("workspace lock: a release that fails but leaves the lock held", () => {
+  /** Fails every unlink of the workspace lock with EIO while `ctl.failing`: a disk having a bad moment. */
+  function flaky(ctl: { failing: boolean; unlinks: number }): FileOps {
+    return {
+      ...nodeFileOps,
+      unlinkSync(path: fs.PathLike) {
+        if (/ws-[0-9a-f]{64}\.lock$/.test(String(path))) {
+          ctl.unlinks += 1;
+          if (ctl.failing) throw Object.assign(new Error("EIO: i/o error, unlink"), { code: "EIO" });
+        }
+        nodeFileOps.unlinkSync(path);
+      },
+    };
+  }
+  const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it("is retried in the background: once the disk recovers, the workspace is free again without a restart", async () => {
+    const ctl = { failing: true, unlinks: 0 };
+    const held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-1",
+      fs: flaky(ctl),
+    });
+    let caught: unknown = null;
+    try {
+      held.release();
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({ code: "LOCK_FAILED" });
+    expect((caught as Error).message).toMatch(/retries releasing it in the background/);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.pid).toBe(process.pid);
+    ctl.failing = false;
+    await settle(400);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+    // The lease knows: a later release() is quiet, and another acquisition goes ahead.
+    held.release();
+    const next = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-2",
+      waitMs: 200,
+    });
+    next.release();
+  });
+
+  it("withWorkspaceLock: the callback's failure is the caller's, and the lock it could not release is freed later", async () => {
+    const ctl = { failing: false, unlinks: 0 };
+    const failure = new Error("the work under the lock failed");
+    const error = await withWorkspaceLock(
+      { dataDir, workspaceRoot: workspace, transactionId: "op-1", fs: flaky(ctl) },
+      (): never => {
+        ctl.failing = true;
+        throw failure;
+      },
+    ).catch((thrown: unknown) => thrown);
+    expect(error).toBe(failure);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })?.pid).toBe(process.pid);
+    ctl.failing = false;
+    await settle(400);
+    expect(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })).toBeNull();
+  });
+
+  it("never releases a lock retained for recovery after the failed release", async () => {
+    const ctl = { failing: true, unlinks: 0 };
+    const held = await acquireWorkspaceLock({
+      dataDir,
+      workspaceRoot: workspace,
+      transactionId: "op-1",
+      fs: flaky(ctl),
+    });
+    expect(() => held.release()).toThrow(expect.objectContaining({ code: "LOCK_FAILED" }));
+    expect(() => held.retainForRecovery("the outcome is unknown")).toThrow(
+      expect.objectContaining({ code: "RECOVERY_REQUIRED" }),
+    );
+    ctl.failing = false;
+    const unlinksBefore = ctl.unlinks;
+    await settle(400);
+    expect(ctl.unlinks).toBe(unlinksBefore);
+    expect(ownerDigest(inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!)).toBe(held.ownerDigest);
+  });
+});
+
 describe("workspace lock: the registry lock's release fails after the workspace lock was taken", () => {
   const wsLock = /ws-[0-9a-f]{64}\.lock$/;
   function faulty(ctl: { armed: boolean; mode: "eio" | "steal" }): FileOps {

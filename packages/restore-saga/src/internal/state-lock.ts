@@ -136,28 +136,36 @@ function leaveGate(path: string): void {
  */
 const stuck = new Map<string, LockHandle>();
 
+/**
+ * Runs `attempt` again in the background until it says it is done: after 50 ms, then four times longer each
+ * time, for about a minute in all. The timers never keep a process alive (its exit frees its locks anyway).
+ * For a lock release that failed but left the lock held (`stillHeld`): a live process's lock would otherwise
+ * block everyone else until it exits.
+ */
+export function retryInBackground(attempt: () => boolean): void {
+  let delay = 50;
+  const run = (): void => {
+    if (attempt()) return;
+    delay *= 4;
+    if (delay <= 60_000) setTimeout(run, delay).unref();
+  };
+  setTimeout(run, delay).unref();
+}
+
 function keepStuck(path: string, handle: LockHandle): void {
   stuck.set(path, handle);
-  let delay = 50;
-  const retry = (): void => {
-    if (stuck.get(path) !== handle) return;
+  retryInBackground(() => {
+    if (stuck.get(path) !== handle) return true;
     // A call queued or running on this path releases it itself before it acquires.
-    if (!gates.has(path)) {
-      try {
-        handle.release();
-        stuck.delete(path);
-        return;
-      } catch (error) {
-        if (!stillHeld(error)) {
-          stuck.delete(path);
-          return;
-        }
-      }
+    if (gates.has(path)) return false;
+    try {
+      handle.release();
+    } catch (error) {
+      if (stillHeld(error)) return false;
     }
-    delay *= 4;
-    if (delay <= 60_000) setTimeout(retry, delay).unref();
-  };
-  setTimeout(retry, delay).unref();
+    stuck.delete(path);
+    return true;
+  });
 }
 
 /** Inside the gate: gives up a hold an earlier call could not release, or says why this call cannot go on. */
