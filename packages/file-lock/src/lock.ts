@@ -74,7 +74,14 @@ function tornLockError(read: BadFile & { file: FileId }, path: string): LockErro
 }
 
 function isTornLock(expected: LockOwner | TornLock): expected is TornLock {
-  return (expected as { torn?: unknown }).torn === true;
+  return (expected as { torn?: unknown } | null)?.torn === true;
+}
+
+/** A lock path is a programming input: anything but a non-empty string is a TypeError before any file is touched. */
+function assertLockPath(path: unknown, call: string): asserts path is string {
+  if (typeof path !== "string" || path.length === 0 || path.includes("\0")) {
+    throw new TypeError(`${call}: the lock path must be a non-empty string without NUL bytes`);
+  }
 }
 
 /** The very file a TornLock names, still from before this boot. */
@@ -501,6 +508,7 @@ function sleep(ms: number, signal: AbortSignal | undefined, path: string): Promi
 
 /** Takes the lock, waiting with timers (never blocking the event loop) for at most `waitMs`. */
 export async function acquireLock(path: string, options?: LockOptions): Promise<LockHandle> {
+  assertLockPath(path, "acquireLock");
   const ctx = resolveLockOptions(options);
   if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
   const acquisition = new Acquisition(path, ctx);
@@ -529,6 +537,7 @@ export async function acquireLock(path: string, options?: LockOptions): Promise<
 
 /** Takes the lock, blocking this thread with Atomics.wait between attempts, for at most `waitMs`. For scripts. */
 export function acquireLockSync(path: string, options?: LockOptions): LockHandle {
+  assertLockPath(path, "acquireLockSync");
   const ctx = resolveLockOptions(options);
   if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
   const acquisition = new Acquisition(path, ctx);
@@ -580,6 +589,11 @@ export async function withLock<T>(
   return result;
 }
 
+/**
+ * `fn` must be synchronous. One that returns a promise (an async function) would go on running after the
+ * first await, past the release: so its lock is then held until that promise settles, and the call throws
+ * a TypeError saying to use `withLock` (the work has started and cannot be called back).
+ */
 export function withLockSync<T>(path: string, fn: (handle: LockHandle) => T, options?: LockOptions): T {
   const handle = acquireLockSync(path, options);
   let result: T;
@@ -593,8 +607,29 @@ export function withLockSync<T>(path: string, fn: (handle: LockHandle) => T, opt
     }
     throw error;
   }
+  if (isThenable(result)) {
+    const releaseQuietly = (): void => {
+      try {
+        handle.release();
+      } catch {
+        // The caller was told already; a lock that could not be released stays held until this process exits.
+      }
+    };
+    result.then(releaseQuietly, releaseQuietly);
+    throw new TypeError(
+      `withLockSync: fn returned a promise, so its work would run past the release of ${path}. Use withLock for async work; this lock is held until that promise settles.`,
+    );
+  }
   handle.release();
   return result;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
 }
 
 export interface InspectOptions {
@@ -603,6 +638,7 @@ export interface InspectOptions {
 
 /** The current owner, or null when nobody holds the lock. Read-only: creates and changes nothing. */
 export function inspectLock(path: string, options?: InspectOptions): LockOwner | null {
+  assertLockPath(path, "inspectLock");
   const ctx = resolveLockOptions(options);
   try {
     const read = readOwnerFile(ctx.fs, path);
@@ -629,6 +665,7 @@ export async function takeoverLock(
   expected: LockOwner | TornLock,
   options?: LockOptions,
 ): Promise<LockHandle> {
+  assertLockPath(path, "takeoverLock");
   const ctx = resolveLockOptions(options);
   if (ctx.signal?.aborted) throw abortedError(path, ctx.signal);
   const torn = isTornLock(expected) ? expected : undefined;

@@ -171,6 +171,50 @@ describe("acquire and release", () => {
     expect(inspectLock(lock)).toBeNull();
   });
 
+  it("withLockSync refuses an async fn, and keeps the lock until the work it started has settled", async () => {
+    const { lock } = newLock();
+    let heldDuringAwait: boolean | null = null;
+    let finish: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      finish = resolve;
+    });
+    expect(() =>
+      withLockSync(lock, async () => {
+        await gate;
+        heldDuringAwait = inspectLock(lock) !== null;
+      }),
+    ).toThrow(/fn returned a promise.*Use withLock for async work/);
+    // The work runs on after the first await: still under the lock, released once it settles.
+    expect(inspectLock(lock)?.pid).toBe(process.pid);
+    finish();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(heldDuringAwait).toBe(true);
+    expect(inspectLock(lock)).toBeNull();
+    // A rejected one too, with no unhandled rejection.
+    expect(() => withLockSync(lock, () => Promise.reject(new Error("late failure")))).toThrow(TypeError);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(inspectLock(lock)).toBeNull();
+  });
+
+  it("a lock path that is not a non-empty string is a TypeError before any file is touched", async () => {
+    const { dir } = newLock();
+    const before = readdirSync(dir);
+    for (const bad of ["", undefined, null, 7, "a\0b"]) {
+      await expect(acquireLock(bad as never)).rejects.toThrow(TypeError);
+      expect(() => acquireLockSync(bad as never)).toThrow(/non-empty string/);
+      await expect(takeoverLock(bad as never, { torn: true } as never)).rejects.toThrow(TypeError);
+      expect(() => inspectLock(bad as never)).toThrow(TypeError);
+    }
+    expect(readdirSync(dir)).toEqual(before);
+  });
+
+  it("takeoverLock with no expected owner is a TypeError naming what it needs, not an internal crash", async () => {
+    const { lock } = newLock();
+    for (const bad of [null, undefined, 5, {}]) {
+      await expect(takeoverLock(lock, bad as never)).rejects.toThrow(/expected must be a lock owner/);
+    }
+  });
+
   it("is not re-entrant: a second acquire in the same process waits and times out", async () => {
     const { lock } = newLock();
     const handle = await acquireLock(lock);

@@ -25,6 +25,7 @@ import {
   sweepDeadLockFiles,
   withStateLock,
 } from "./internal/state-lock.js";
+import { issuesText } from "./internal/text.js";
 import { verifiedChains } from "./internal/verified-chains.js";
 import {
   basePhase,
@@ -1008,7 +1009,8 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         code: "INVALID_EVIDENCE",
         operationId: id,
         phase,
-        message: `The evidence for ${phase} of restore saga ${id} is not allowed (unknown key, missing or wrong-typed field). Nothing was written.`,
+        cause: parsed.error,
+        message: `The evidence for ${phase} of restore saga ${id} is not allowed (${issuesText(parsed.error.issues)}). Nothing was written.`,
       });
     }
     let text: string;
@@ -1076,7 +1078,14 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           code: "INVALID_EVIDENCE",
           operationId,
           phase: "created",
-          message: `The evidence for created of restore saga ${operationId} is not allowed (the store sets workspaceRoot and workspaceIdentity itself). Nothing was written.`,
+          cause: parsedInput.error,
+          message: `The evidence for created of restore saga ${operationId} is not allowed (${issuesText(parsedInput.error.issues)}${
+            typeof input === "object" &&
+            input !== null &&
+            ("workspaceRoot" in input || "workspaceIdentity" in input)
+              ? "; the store sets workspaceRoot and workspaceIdentity itself"
+              : ""
+          }). Nothing was written.`,
         });
       }
       ensureLayout();

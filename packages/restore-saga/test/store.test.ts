@@ -183,6 +183,37 @@ describe("saga store: chain and phase machine", () => {
     await expectSagaError(step(store, saga, "aborted", { reason: "" }), "INVALID_EVIDENCE");
   });
 
+  it("says which field of the evidence is wrong, and why, without echoing the value", async () => {
+    const store = open();
+    const extra = await expectSagaError(
+      store.create("op-why", { ...createEvidence, extra: "secret-value" } as never),
+      "INVALID_EVIDENCE",
+    );
+    expect(extra.message).toMatch(/not allowed \(.*Unrecognized key.*"extra"/);
+    expect(extra.message).not.toMatch(/store sets workspaceRoot/);
+    expect(extra.message).not.toContain("secret-value");
+    const digest = await expectSagaError(
+      store.create("op-why", { ...createEvidence, checkpointManifestDigest: "sha256:xyz" } as never),
+      "INVALID_EVIDENCE",
+    );
+    expect(digest.message).toMatch(/checkpointManifestDigest: /);
+    expect(digest.message).not.toContain("xyz");
+    const root = await expectSagaError(
+      store.create("op-why", { ...createEvidence, workspaceRoot: "/x" } as never),
+      "INVALID_EVIDENCE",
+    );
+    expect(root.message).toMatch(/the store sets workspaceRoot and workspaceIdentity itself/);
+    const saga = await store.create("op-why", createEvidence);
+    const advance = await expectSagaError(
+      step(store, saga, "prepared", { prestateDigest: 5, targetCount: -1, bogus: 1, more: 2 } as never),
+      "INVALID_EVIDENCE",
+    );
+    expect(advance.message).toMatch(
+      /prestateDigest: .*; targetCount: .*; \(the evidence\): Unrecognized keys: "bogus", "more"\)/,
+    );
+    expect(advance.cause).toBeDefined();
+  });
+
   it("refuses a lock owner whose digest or transaction does not match", async () => {
     const store = open();
     const saga = await store.create("op-own", createEvidence);
