@@ -284,6 +284,10 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             );
           }
         }
+        // A restore that stopped half-way normally keeps this lock, which refuses the edit. If that lock is
+        // gone (removed by hand, lost with a disk), the saga is the evidence: an edit now would be mixed
+        // into a half-restored workspace, and its rollback would have to refuse or lose it.
+        if (kind !== "retire") await refuseUnsettledRestores(botId, "edit");
         return fn();
       },
     );
@@ -298,11 +302,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    */
   async function refuseUnsettledRestores(
     botId: string,
-    intent: "delete" | "retire-deleted" | "create",
+    intent: "delete" | "retire-deleted" | "create" | "edit",
   ): Promise<void> {
     if (!workspaceExists(botId)) return;
-    // Any restore that has not ended: one stopped before its first change is settled by an abort first.
-    const found = await findUnsettledRestore(sagaStore(botId), { anyActive: true });
+    // Before the workspace goes, any restore that has not ended (one stopped before its first change is
+    // settled by an abort first); before an edit, one that may have left files half-restored.
+    const found = await findUnsettledRestore(sagaStore(botId), { anyActive: intent !== "edit" });
     if (found === null) return;
     const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
     // Asked while deleting this bot, while retiring a deleted bot's workspace, or while creating a bot under
@@ -311,11 +316,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       delete: "so the bot was kept",
       "retire-deleted": "so the deleted bot's workspace was not retired",
       create: `so no bot was created under the id '${botId}'`,
+      edit: "so nothing was changed",
     }[intent];
     const then = {
       delete: "then delete the bot",
       "retire-deleted": `then send DELETE /v1/bots/${botId} again`,
       create: "then create the bot again",
+      edit: "then retry",
     }[intent];
     const message =
       found.kind === "unsettled"

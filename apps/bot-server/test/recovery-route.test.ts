@@ -328,6 +328,62 @@ describe("a restore that fails after its intent in this process", () => {
   });
 });
 
+describe("a restore stopped half-way whose workspace lock is gone", () => {
+  it("refuses file writes, deletions and checkpoints with 409 restore_unsettled: the saga is the evidence", async () => {
+    const dir = tempDir("recovery-lockless");
+    let armed = false;
+    const failing = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
+      {
+        print: () => {},
+        crash: {
+          restore: {
+            point(name: string) {
+              if (armed && name === "restore.after-mutation-started")
+                throw new Error("test: injected failure");
+            },
+          },
+        },
+      },
+    );
+    try {
+      await failing.startup;
+      const call = api(failing.url, failing.token);
+      expect((await call("POST", "/v1/bots", { name: "L", botId: "lockless" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/lockless/files/a.txt", "v1")).status).toBe(201);
+      const checkpointId = (await call("POST", "/v1/bots/lockless/checkpoints")).json.checkpoint.checkpointId;
+      expect((await call("PUT", "/v1/bots/lockless/files/a.txt", "v2")).status).toBe(201);
+      armed = true;
+      const res = await call("POST", `/v1/bots/lockless/checkpoints/${checkpointId}/restore`);
+      expect(res.json.error.code).toBe("restore_recovery_required");
+      const { operationId } = res.json.error.details;
+      // The lock the failed restore kept is lost (removed by hand, or with a disk).
+      const locks = join(dir.dir, "locks");
+      const lockFiles = readdirSync(locks).filter((name) => /^ws-[0-9a-f]{64}\.lock$/.test(name));
+      expect(lockFiles).toHaveLength(1);
+      rmSync(join(locks, lockFiles[0]!));
+
+      for (const [method, path, body] of [
+        ["PUT", "/v1/bots/lockless/files/a.txt", "written after the stop"],
+        ["PUT", "/v1/bots/lockless/files/new.txt", "new"],
+        ["DELETE", "/v1/bots/lockless/files/a.txt", undefined],
+        ["POST", "/v1/bots/lockless/checkpoints", undefined],
+      ] as const) {
+        const refused = await call(method, path, body);
+        expect(refused.status, `${method} ${path}`).toBe(409);
+        expect(refused.json.error.code).toBe("restore_unsettled");
+        expect(refused.json.error.details).toMatchObject({ recoveryRequired: true, operationId });
+        expect(refused.json.error.message).toContain("so nothing was changed");
+      }
+      expect((await call("GET", "/v1/bots/lockless/files/a.txt")).text).toBe("v2");
+      expect(existsSync(join(dir.dir, "workspaces", "lockless", "new.txt"))).toBe(false);
+    } finally {
+      await failing.close();
+      dir.cleanup();
+    }
+  });
+});
+
 describe("a restore with nothing to change killed after `workspace_applied` (server restarted)", () => {
   it("GET /v1/recovery offers the fenced `complete`, and that command settles it", async () => {
     const tmp = tempDir("recovery-complete");

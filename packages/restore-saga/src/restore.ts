@@ -24,9 +24,9 @@ import {
 import { domainDigest } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
 import { boundedText } from "./internal/text.js";
-import { scanTree } from "./internal/tree.js";
+import { type ScannedEntry, scanTree } from "./internal/tree.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
-import type { Phase } from "./schema.js";
+import type { ManifestEntry, Phase } from "./schema.js";
 import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store.js";
 import {
   acquireWorkspaceLock,
@@ -706,13 +706,14 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
       message: `Restore saga ${saga.operationId} is ${saga.phase} (base ${saga.basePhase}); only a restore stopped after mutation_started can be rolled back.`,
     });
   }
-  const { plan, touched, safety, safetyCheckpointId, safetyManifestDigest, originalTargetCount, outside } =
-    planRollback(fs, root, saga, checkpoints, { removeTemps: true });
-  if (outside.length > 0) {
+  const planned = planRollback(fs, root, saga, checkpoints, { removeTemps: true });
+  const { plan, touched, safety, safetyCheckpointId, safetyManifestDigest, originalTargetCount } = planned;
+  const blockers = blockerMessages(saga.operationId, planned);
+  if (blockers.length > 0) {
     throw new SagaError({
       code: "CONFLICT",
       operationId: saga.operationId,
-      message: `Nothing was changed: ${outsideMessage(saga.operationId, outside)}.`,
+      message: `Nothing was changed: ${blockers.join("; and ")}.`,
     });
   }
 
@@ -796,8 +797,10 @@ export async function rollbackBlockers(options: {
     const saga = await store.load(options.operationId);
     if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) return [];
     const checkpoints = openCheckpointStore({ dataDir, fs });
-    const { outside } = planRollback(fs, root, saga, checkpoints, { removeTemps: false });
-    return outside.length > 0 ? [outsideMessage(saga.operationId, outside)] : [];
+    return blockerMessages(
+      saga.operationId,
+      planRollback(fs, root, saga, checkpoints, { removeTemps: false }),
+    );
   } catch (error) {
     return [`the rollback could not be planned: ${error instanceof Error ? error.message : String(error)}`];
   }
@@ -887,12 +890,62 @@ function planRollback(
     safetyManifestDigest,
     originalTargetCount: mutationEvent.evidence.targetCount as number,
     outside,
+    overwritten: writtenSince(current, touched, safety.manifest.entries, target.manifest.entries),
   };
 }
 
-/** What a rollback would have to delete although its restore never touched it, as a person reads it. */
-function outsideMessage(operationId: string, outside: readonly string[]): string {
-  return `rolling back restore ${operationId} would delete ${outside.slice(0, 3).join(", ")}${outside.length > 3 ? ` and ${outside.length - 3} more` : ""}, written since the restore stopped where the rollback must remove or create a directory; move them away, then retry the rollback`;
+/**
+ * Touched paths that now hold something the restore could not have left there: neither what the safety
+ * checkpoint holds (before the restore) nor what the target holds (after it). The restore publishes each
+ * file whole (a rename), so anything else was written since it stopped, by someone else; a rollback would
+ * replace it with the old content and lose it. Directories are not compared (their modes pass through
+ * owner rwx while a restore runs).
+ */
+function writtenSince(
+  current: readonly ScannedEntry[],
+  touched: ReadonlySet<string>,
+  before: readonly ManifestEntry[],
+  after: readonly ManifestEntry[],
+): string[] {
+  const beforeByPath = new Map(before.map((entry) => [entry.path, entry]));
+  const afterByPath = new Map(after.map((entry) => [entry.path, entry]));
+  const same = (now: ScannedEntry, then: ManifestEntry | undefined): boolean =>
+    then !== undefined &&
+    then.type === now.type &&
+    (now.type !== "file" || (then.type === "file" && then.sha256 === now.sha256));
+  return current
+    .filter(
+      (entry) =>
+        entry.type !== "dir" &&
+        touched.has(entry.path) &&
+        !same(entry, beforeByPath.get(entry.path)) &&
+        !same(entry, afterByPath.get(entry.path)),
+    )
+    .map((entry) => entry.path)
+    .sort();
+}
+
+function someOf(paths: readonly string[]): string {
+  return `${paths.slice(0, 3).join(", ")}${paths.length > 3 ? ` and ${paths.length - 3} more` : ""}`;
+}
+
+/** What a rollback would delete or overwrite although its restore did not write it, as a person reads it. */
+function blockerMessages(
+  operationId: string,
+  found: { outside: readonly string[]; overwritten: readonly string[] },
+): string[] {
+  const messages: string[] = [];
+  if (found.outside.length > 0) {
+    messages.push(
+      `rolling back restore ${operationId} would delete ${someOf(found.outside)}, written since the restore stopped where the rollback must remove or create a directory; move them away, then retry the rollback`,
+    );
+  }
+  if (found.overwritten.length > 0) {
+    messages.push(
+      `rolling back restore ${operationId} would overwrite ${someOf(found.overwritten)}, which hold neither what was there before the restore nor what it wrote (written since the restore stopped); move them away (the rollback then puts back what was there before the restore), then retry the rollback`,
+    );
+  }
+  return messages;
 }
 
 /** True when recovery may abort this saga (the workspace is provably untouched). */

@@ -8,6 +8,7 @@ import {
   openCheckpointStore,
   type RestoreOptions,
   restoreCheckpoint,
+  rollbackBlockers,
   type SagaError,
   workspaceLockPath,
 } from "../src/index.js";
@@ -300,6 +301,39 @@ describe("restoreCheckpoint", () => {
     expect(error.message).toContain("Nothing was changed");
     expect(snapshotTree(fixture.workspace)).toEqual(beforeRollback);
     expect((await store.load("op-inside-new-dir")).seq).toBe(stopped.seq);
+  });
+
+  it("refuses a rollback that would overwrite a touched file written since the restore stopped", async () => {
+    await stoppedMidApply("op-overwrite");
+    // d3/f3.txt is rewritten by the plan, only-before.txt removed by it: both are touched paths. Written
+    // since the restore stopped, each holds neither its content before the restore nor after it.
+    expect(fixture.before.get("d3/f3.txt")).not.toBe(fixture.after.get("d3/f3.txt"));
+    fs.writeFileSync(join(fixture.workspace, "d3", "f3.txt"), "the bot's own work, after the stop");
+    fs.writeFileSync(join(fixture.workspace, "only-before.txt"), "also new");
+    const store = sagaStoreFor(fixture.dataDir, fixture.workspace);
+    const stopped = await store.load("op-overwrite");
+    const beforeRollback = snapshotTree(fixture.workspace);
+
+    const blockers = await rollbackBlockers({
+      dataDir: fixture.dataDir,
+      workspaceRoot: fixture.workspace,
+      operationId: "op-overwrite",
+    });
+    expect(blockers).toHaveLength(1);
+    expect(blockers[0]).toMatch(/would overwrite d3\/f3\.txt, only-before\.txt, which hold neither/);
+    const error = await rejection(recover("op-overwrite"));
+    expect(error.code).toBe("CONFLICT");
+    expect(error.message).toContain("Nothing was changed");
+    expect(error.message).toContain("d3/f3.txt");
+    expect(snapshotTree(fixture.workspace)).toEqual(beforeRollback);
+    expect((await store.load("op-overwrite")).seq).toBe(stopped.seq);
+
+    // Moved away, the rollback goes ahead and puts back what was there before the restore.
+    fs.renameSync(join(fixture.workspace, "d3", "f3.txt"), join(base, "kept-f3.txt"));
+    fs.rmSync(join(fixture.workspace, "only-before.txt"));
+    expect((await recover("op-overwrite")).outcome).toBe("rolled_back");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    expect(fs.readFileSync(join(base, "kept-f3.txt"), "utf8")).toBe("the bot's own work, after the stop");
   });
 
   it("refuses to write through a directory swapped for a symlink during the restore", async () => {
