@@ -10,6 +10,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
+import { acquireLockSync, isLockError, type LockHandle } from "@drydock/file-lock";
 import { writeFileAtomic } from "@drydock/json-journal";
 import { processAlive } from "./workspace-files.js";
 
@@ -94,6 +95,30 @@ export function loadServerToken(dataDir: string): { token: string; path: string 
 
 /** Where a server running the embedded boat.dev twin leaves its address and token for the CLI. */
 export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
+
+/**
+ * Held by the one server of a data directory that runs the embedded simulator, for as long as it runs
+ * (a killed server's lock is reaped by the next start: its owner is provably dead). Two servers would run
+ * two simulators over one state file: not one boat.dev but two, each unaware of the other's Boats, so a bot
+ * could get a Boat from each. The second is refused before it starts a simulator; with a real provider
+ * (BOAT_API_URL), any number of servers share one data directory, the journals serializing them.
+ */
+export function holdEmbeddedSimulator(dataDir: string): LockHandle {
+  const path = join(dataDir, "embedded-boat-dev.lock");
+  try {
+    return acquireLockSync(path, { waitMs: 0, label: "drydock server" });
+  } catch (error) {
+    if (isLockError(error) && error.code === "LOCK_TIMEOUT") {
+      const pid = error.owner?.pid;
+      throw new DataDirError(
+        `another drydock server${pid === undefined ? "" : ` (pid ${pid})`} is running on ${dataDir} with the embedded boat.dev simulator. A second one would start a second, separate simulator over the same state, which is not one boat.dev: a bot could get two Boats. Stop that server first, use another DRYDOCK_DATA_DIR, or point every server at one provider with BOAT_API_URL and BOAT_API_TOKEN.`,
+      );
+    }
+    throw new DataDirError(
+      `the embedded boat.dev simulator's lock ${path} could not be taken: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
 
 /**
  * Writes `<dataDir>/embedded-boat-dev.json` (0600, atomically): the embedded simulator's API URL and token,

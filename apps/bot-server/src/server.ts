@@ -8,6 +8,7 @@ import {
 } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import type { LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import type { FastifyInstance } from "fastify";
@@ -17,6 +18,7 @@ import type { ServerConfig } from "./config.js";
 import {
   EMBEDDED_PROVIDER_FILE,
   ensureDataDir,
+  holdEmbeddedSimulator,
   loadEnvironmentId,
   loadServerToken,
   removeEmbeddedProvider,
@@ -105,15 +107,23 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     : loadServerToken(config.dataDir);
 
   let simulator: BoatSimulator | null = null;
+  let simulatorLock: LockHandle | null = null;
   let provider = config.provider;
   if (!provider) {
+    // One embedded simulator per data directory (see holdEmbeddedSimulator).
+    simulatorLock = holdEmbeddedSimulator(config.dataDir);
     // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
     // Boats it created (the billing truth survives the server's own crash).
-    simulator = await startBoatSimulator({
-      host: "127.0.0.1",
-      port: 0,
-      stateFile: join(config.dataDir, "boat-simulator.json"),
-    });
+    try {
+      simulator = await startBoatSimulator({
+        host: "127.0.0.1",
+        port: 0,
+        stateFile: join(config.dataDir, "boat-simulator.json"),
+      });
+    } catch (error) {
+      simulatorLock.release();
+      throw error;
+    }
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
     saveEmbeddedProvider(config.dataDir, provider);
   } else {
@@ -236,6 +246,11 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
       // The simulator goes with this server: so does the file that tells drydock where it was.
       if (simulator) removeEmbeddedProvider(config.dataDir);
       await simulator?.close();
+      try {
+        simulatorLock?.release();
+      } catch {
+        // Held until this process exits (then reaped by the next start): nothing is lost.
+      }
     },
   };
 }

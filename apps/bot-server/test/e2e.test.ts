@@ -97,6 +97,44 @@ describe("the embedded provider file", () => {
   });
 });
 
+describe("one embedded simulator per data directory", () => {
+  it("refuses a second server on the directory while the first runs it, and leaves the first's file alone", async () => {
+    const own = tempDir("embedded-twice");
+    const file = join(own.dir, "embedded-boat-dev.json");
+    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    try {
+      const first = await startServer(config, { print: () => {} });
+      await first.startup;
+      const written = readFileSync(file, "utf8");
+      const second = await startServer(config, { print: () => {} }).then(
+        () => null,
+        (error: unknown) => error as Error,
+      );
+      expect(second?.message).toMatch(
+        new RegExp(
+          `another drydock server \\(pid ${process.pid}\\) is running on .* with the embedded boat\\.dev simulator`,
+        ),
+      );
+      expect(second?.message).toMatch(/BOAT_API_URL/);
+      // Nothing of the first was touched: its simulator still answers, its file is as it wrote it.
+      expect(readFileSync(file, "utf8")).toBe(written);
+      const call = api(first.url, first.token);
+      expect((await call("POST", "/v1/bots", { name: "One", botId: "one" })).status).toBe(201);
+      expect((await call("POST", "/v1/bots/one/computer")).status).toBe(201);
+      await first.close();
+
+      // Once it is gone, the next server starts, with the same Boats.
+      const next = await startServer(config, { print: () => {} });
+      await next.startup;
+      expect((await api(next.url, next.token)("POST", "/v1/bots/one/computer")).status).toBe(200);
+      expect(next.simulator?.stats().createsCommitted).toBe(1);
+      await next.close();
+    } finally {
+      own.cleanup();
+    }
+  });
+});
+
 describe("walk-through: bot, computer, file, checkpoint, restore, delete", () => {
   it("runs the README's curl walk-through end to end over HTTP", async () => {
     const call = api(server.url, server.token);
