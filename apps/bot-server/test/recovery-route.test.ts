@@ -306,9 +306,13 @@ describe("a restore that fails after its intent in this process", () => {
       expect(operationId).toMatch(/^restore-/);
       // The command names this data directory, so pasting it reads this installation.
       expect(res.json.error.message).toContain(`drydock --data-dir <dataDir> restores show ${operationId}`);
-      // The same operation is what GET /v1/recovery lists for a person.
-      const listed = (await call("GET", "/v1/recovery")).json.restores;
+      // The same operation is what GET /v1/recovery lists for a person: this server keeps its lock and will
+      // not settle it, so it needs one (it is no "work in progress").
+      const recovery = (await call("GET", "/v1/recovery")).json;
+      const listed = recovery.restores;
       expect(listed.map((r: { operationId: string }) => r.operationId)).toEqual([operationId]);
+      expect(listed[0]).toMatchObject({ attention: true, retainedByLiveOwner: { pid: process.pid } });
+      expect(recovery.open).toBe(1);
 
       // The bot cannot be deleted from under its half-restored workspace: the restore, and the fenced
       // recovery that settles it, would vanish from GET /v1/restores/:id with the bot.

@@ -14,6 +14,7 @@ import {
   inspectWorkspaceLock,
   openCheckpointStore,
   openSagaStore,
+  restoreCheckpoint,
   workspaceLockPath,
 } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -735,6 +736,36 @@ describe("drydock against data left by killed processes", () => {
     ]);
     const after = await cli(["status", "--data-dir", d.dataDir]);
     expect(after.stdout).not.toContain("op-zero");
+  });
+
+  it("a restore that failed in a process that runs on: status says a person must stop that process, never OK", async () => {
+    const d = dataDir("kept-by-live");
+    writeTree(d.workspace, { "a.txt": "old" });
+    const { checkpointId } = await openCheckpointStore({ dataDir: d.dataDir }).createCheckpoint(d.workspace);
+    writeTree(d.workspace, { "a.txt": "new" });
+    // This test's process plays the bot server: the restore fails after its first change and keeps the lock.
+    await expect(
+      restoreCheckpoint({
+        dataDir: d.dataDir,
+        workspaceRoot: d.workspace,
+        checkpointId,
+        operationId: "op-kept-live",
+        crash: {
+          point(name: string) {
+            if (name === "restore.after-mutation-started") throw new Error("test: injected failure");
+          },
+        },
+      }),
+    ).rejects.toMatchObject({ code: "RECOVERY_REQUIRED" });
+    const status = await cli(["status", "--data-dir", d.dataDir]);
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(
+      `failed in process ${process.pid}, which is still running and keeps the workspace lock for recovery`,
+    );
+    expect(status.stdout).toContain(`drydock --data-dir ${d.dataDir} restores show op-kept-live`);
+    expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
+    const listed = await cli(["restores", "list", "--data-dir", d.dataDir]);
+    expect(listed.stdout).toContain(`stop process ${process.pid} first`);
   });
 
   it("a restore killed mid-mutation whose lock was removed by hand: show prints the rollback with --expected-owner-digest none, and the printed command rolls it back", async () => {

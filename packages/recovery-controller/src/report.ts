@@ -123,9 +123,16 @@ export interface RestoreReportItem {
   diagnostic: PendingDiagnostic["status"] | null;
   /**
    * false only for a restore whose owner is still running (work in progress), or an unpublished saga
-   * directory (phase `unpublished`) the next report removes itself.
+   * directory (phase `unpublished`) the next report removes itself. True for a restore whose live owner
+   * gave up on it (`retainedByLiveOwner`).
    */
   attention: boolean;
+  /**
+   * The restore failed in a process that is still running (a bot server) and keeps the workspace lock for
+   * recovery (phase `recovery_required`): that process will not settle it, and a recovery may take its lock
+   * over only once it is gone. Stop or restart it, then settle the restore. Its pid, else null.
+   */
+  retainedByLiveOwner: { pid: number } | null;
 }
 
 /** A workspace whose sagas could not be listed: the report is incomplete there. */
@@ -172,6 +179,7 @@ function orphanItem(
     }`,
     diagnostic: "orphan_unpublished",
     attention: !busy,
+    retainedByLiveOwner: null,
   };
 }
 
@@ -222,6 +230,11 @@ export async function reportRestores(options: {
         const preview = await controller.preview(operationId);
         const next = preview.recommended;
         const ownerAlive = preview.owner?.alive ?? null;
+        // A live owner that wrote recovery_required retained the lock and stopped: no progress will come.
+        const retainedByLiveOwner =
+          ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
+            ? { pid: preview.owner.pid }
+            : null;
         restores.push({
           botId,
           operationId,
@@ -234,7 +247,8 @@ export async function reportRestores(options: {
           command: next === null ? null : restoreCommand(commandPrefix, next, preview),
           problem: null,
           diagnostic,
-          attention: ownerAlive !== true,
+          attention: ownerAlive !== true || retainedByLiveOwner !== null,
+          retainedByLiveOwner,
         });
       } catch (error) {
         restores.push({
@@ -250,6 +264,7 @@ export async function reportRestores(options: {
           problem: messageOf(error),
           diagnostic,
           attention: true,
+          retainedByLiveOwner: null,
         });
       }
     }

@@ -992,6 +992,40 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
   });
 });
 
+describe("the recovery report: a restore that failed in a process that runs on", () => {
+  it("needs a person: its live owner keeps the lock for recovery and will not settle it (retainedByLiveOwner)", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a" });
+    // As in a bot server: the restore fails after its first change, journals recovery_required and keeps the
+    // workspace lock, and the process goes on running (this test's own).
+    await expect(
+      restoreCheckpoint({
+        dataDir: box.dataDir,
+        workspaceRoot: box.workspace,
+        checkpointId: target,
+        operationId: "op-kept",
+        crash: {
+          point(name: string) {
+            if (name === "restore.after-mutation-started") throw new Error("test: injected failure");
+          },
+        },
+      }),
+    ).rejects.toMatchObject({ code: "RECOVERY_REQUIRED" });
+    const report = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+    expect(report.restores).toEqual([
+      expect.objectContaining({
+        operationId: "op-kept",
+        phase: "recovery_required",
+        ownerAlive: true,
+        attention: true,
+        retainedByLiveOwner: { pid: process.pid },
+      }),
+    ]);
+  });
+});
+
 describe("the recovery report: a restore killed while its saga was being created", () => {
   it("reports nothing open: the unpublished saga directory is removed while the report is built", async () => {
     box = sandbox();

@@ -68,7 +68,11 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
             item.basePhase,
             item.seq,
             item.ownerAlive === null ? "none" : item.ownerAlive ? "running" : "dead",
-            item.problem ? `inspect: ${item.problem}` : (item.next ?? (item.ownerAlive ? "wait" : "-")),
+            item.problem
+              ? `inspect: ${item.problem}`
+              : item.retainedByLiveOwner
+                ? `stop process ${item.retainedByLiveOwner.pid} first`
+                : (item.next ?? (item.ownerAlive ? "wait" : "-")),
           ]),
           ctx.tty,
         ) +

@@ -55,6 +55,16 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         message: item.problem,
         command: null,
       });
+    } else if (item.retainedByLiveOwner) {
+      // Failed in a process that runs on (a bot server) and keeps the lock: it will not settle it, and no
+      // recovery may take its lock over while it lives.
+      findings.push({
+        area: "restore",
+        attention: true,
+        subject: item.operationId,
+        message: `failed in process ${item.retainedByLiveOwner.pid}, which is still running and keeps the workspace lock for recovery (${item.phase}): it will not settle this restore itself. Stop or restart that process (a bot server keeps the lock on disk when it stops), then run the command shown`,
+        command: `${ctx.commandPrefix} restores show ${item.operationId}`,
+      });
     } else if (item.ownerAlive) {
       findings.push({
         area: "restore",
