@@ -10,6 +10,7 @@ import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireLockSync, createSystemIdentity } from "@drydock/file-lock";
+import { CREATE_IN_FLIGHT_MS } from "@drydock/recovery-controller";
 import {
   inspectWorkspaceLock,
   openCheckpointStore,
@@ -464,6 +465,18 @@ describe("drydock against data left by killed processes", () => {
   it("a provision killed before its answer was journaled: status reports it and exits 0; retiring is refused (5); an unreachable provider exits 6", async () => {
     const d = D.keyOnly();
     const journal = join(d.dataDir, "box-create-requests.json");
+    // Killed seconds ago: its provisioning call may still be running, for all drydock can tell (no pid is
+    // journaled), so it is work in progress with a wait, not yet a person's.
+    const fresh = await cli(["status", "--data-dir", d.dataDir]);
+    expect(fresh.code).toBe(0);
+    expect(fresh.stdout).toContain("create request started moments ago");
+    expect(fresh.stdout.trim().split("\n").at(-1)).toMatch(
+      /^OK: nothing needs a person now; 1 item\(s\) are still in progress/,
+    );
+    // Past the in-flight window (the row aged by hand), nothing is retrying it: a person must.
+    const rows = JSON.parse(readFileSync(journal, "utf8"));
+    for (const row of rows.requests) row.createdAt -= CREATE_IN_FLIGHT_MS + 1_000;
+    writeFileSync(journal, `${JSON.stringify(rows, null, 2)}\n`);
     const before = readFileSync(journal, "utf8");
     const closed = await closedPortUrl();
     secrets.add("tok-closed-port-0123456789");
@@ -506,6 +519,7 @@ describe("drydock against data left by killed processes", () => {
     ]);
     expect(status.code).toBe(0);
     expect(status.stdout).toContain("bot-keyonly");
+    expect(status.stdout).toContain("nothing is retrying it: retry provisioning");
     expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
 
     expect(retire.code).toBe(5);

@@ -13,6 +13,7 @@ import {
   type BoatObservation,
   type BoatPlan,
   CREATE_WINDOW_MS,
+  createInFlightLeftMs,
   type PlanItem,
 } from "./schema.js";
 
@@ -284,12 +285,18 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
 
     if (row.boxId === undefined) {
       if (keyStillRetried(row, at)) {
+        // A row stamped ahead of this clock (skew) is not taken for a call in flight: that would last until
+        // the clock caught up.
+        const inFlightLeftMs = row.createdAt - at > CLOCK_SKEW_TOLERANCE_MS ? 0 : createInFlightLeftMs(ageMs);
         return {
           ...base,
           kind: "create_in_window",
           name: null,
-          summary: `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key.`,
-          facts,
+          summary:
+            inFlightLeftMs > 0
+              ? `Bot ${row.botId} has a create request started ${Math.round(ageMs / 1000)} s ago whose answer is not recorded yet: a provisioning call may still be running.`
+              : `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key, and nothing is retrying it.`,
+          facts: { ...facts, ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}) },
           action: {
             name: null,
             command: null,

@@ -37,14 +37,14 @@ export function restoreCommand(prefix: string, action: RestoreActionName, previe
 }
 
 /**
- * Whether a Boat plan item needs a person. A create still inside boat.dev's 24-hour window, a deletion
- * boat.dev accepted and is still working on, and a deletion prepared moments ago whose DELETE may still be
- * on the wire (`inFlightLeftMs`: no command until its window has passed, the item says how long to wait) are
- * work in progress; everything else the plan lists is not.
+ * Whether a Boat plan item needs a person. A deletion boat.dev accepted and is still working on, a deletion
+ * prepared moments ago whose DELETE may still be on the wire, and a create started moments ago whose
+ * provisioning call may still be running (`inFlightLeftMs`: no command, the item says how long to wait) are
+ * work in progress; everything else the plan lists is not. A create inside boat.dev's 24-hour window that
+ * nothing is retrying any more needs a person (retry provisioning): the server does not retry by itself.
  */
 export function planItemNeedsAttention(item: PlanItem): boolean {
   const inProgress =
-    item.kind === "create_in_window" ||
     (item.kind === "deletion_fence" &&
       item.facts.fencePhase === "accepted" &&
       item.facts.fenceStatus !== "completed") ||
@@ -58,7 +58,10 @@ export function planItemNeedsAttention(item: PlanItem): boolean {
  * now would be blind; reconciling again after the wait offers it).
  */
 export function planItemWaitMs(item: PlanItem): number {
-  const left = item.kind === "deletion_fence" ? item.facts.inFlightLeftMs : undefined;
+  const left =
+    item.kind === "deletion_fence" || item.kind === "create_in_window"
+      ? item.facts.inFlightLeftMs
+      : undefined;
   return item.action.command === null && typeof left === "number" && left > 0 ? left : 0;
 }
 

@@ -124,6 +124,19 @@ export const BOT_ID_PATTERN = /^[A-Za-z0-9_-]{1,120}$/;
  * 1-hour safety margin (clock skew, waits inside a call). Past it the key is never sent again.
  */
 export const CREATE_WINDOW_MS = KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
+/**
+ * How long a create row without a Boat id counts as a provisioning call still running: the longest one
+ * attempt takes (up to four POSTs of 10 s each while boat.dev answers "in progress", their 2.5 s of backoff,
+ * one retry of an ambiguous answer after a Retry-After of up to 30 s, the listing and the rename) with room
+ * to spare. Past it nothing is working on the row: it needs a person (retry provisioning, which reuses the
+ * key), although the key stays usable until CREATE_WINDOW_MS.
+ */
+export const CREATE_IN_FLIGHT_MS = 120_000;
+
+/** Time left before a create row of age `ageMs` stops counting as a provisioning call in flight (0 after). */
+export function createInFlightLeftMs(ageMs: number): number {
+  return Math.max(0, CREATE_IN_FLIGHT_MS - Math.max(0, ageMs));
+}
 
 export const BoatActionNameSchema = z.enum(["adopt", "reconcileDeletion", "retryDeletion", "retireCreate"]);
 export type BoatActionName = z.infer<typeof BoatActionNameSchema>;
@@ -170,7 +183,10 @@ export const PlanItemSchema = z.object({
     windowLeftMs: z.number().optional(),
     fencePhase: z.enum(["prepared", "accepted", "blocked"]).optional(),
     fenceStatus: z.enum(["pending", "processing", "blocked", "completed"]).optional(),
-    /** A prepared fence younger than the in-flight window: time until a retry may send DELETE again. */
+    /**
+     * A prepared fence younger than the in-flight window: time until a retry may send DELETE again. A create
+     * row younger than CREATE_IN_FLIGHT_MS: time until it stops counting as a provisioning call running.
+     */
     inFlightLeftMs: z.number().optional(),
     /**
      * A prepared fence stamped this far (ms, over 5 s) ahead of this clock: clock skew, which needs a person

@@ -8,7 +8,13 @@ import { createBoatLifecycle, DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydo
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createBoatRecovery, isRecoveryError, planItemNeedsAttention, planItemWaitMs } from "../src/index.js";
+import {
+  CREATE_IN_FLIGHT_MS,
+  createBoatRecovery,
+  isRecoveryError,
+  planItemNeedsAttention,
+  planItemWaitMs,
+} from "../src/index.js";
 
 let sim: BoatSimulator;
 let client: BoatClient;
@@ -184,6 +190,34 @@ describe("boat recovery", () => {
     const retried = await recovery.retryDeletion(boat.boxId);
     expect(retried).toMatchObject({ ok: true, action: "retryDeletion", boxId: boat.boxId });
     expect((await sim.stats()).deleteRequests).toBe(requestsBefore + 1);
+  });
+
+  it("a create row without an answer is work in progress only while a provisioning call may still run", async () => {
+    let offsetMs = 0;
+    const { createJournal, recovery } = setup({ now: () => Date.now() + offsetMs });
+    await createJournal.beginBoatCreate("bot-pending", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
+    offsetMs = 10_000;
+    const fresh = (await recovery.plan()).items.find((item) => item.botId === "bot-pending");
+    expect(fresh).toMatchObject({ kind: "create_in_window", action: { command: null } });
+    expect(fresh?.summary).toMatch(/started 10 s ago.*may still be running/);
+    expect(fresh?.facts.inFlightLeftMs).toBeLessThanOrEqual(CREATE_IN_FLIGHT_MS - 10_000);
+    expect(fresh?.facts.inFlightLeftMs).toBeGreaterThan(CREATE_IN_FLIGHT_MS - 11_000);
+    expect(planItemNeedsAttention(fresh!)).toBe(false);
+    expect(planItemWaitMs(fresh!)).toBe(fresh?.facts.inFlightLeftMs);
+    // Past it, nothing retries the key by itself (the server does not): a person retries provisioning.
+    offsetMs = CREATE_IN_FLIGHT_MS + 1_000;
+    const stale = (await recovery.plan()).items.find((item) => item.botId === "bot-pending");
+    expect(stale).toMatchObject({ kind: "create_in_window" });
+    expect(stale?.facts).not.toHaveProperty("inFlightLeftMs");
+    expect(stale?.summary).toMatch(/nothing is retrying it/);
+    expect(stale?.action.advice).toContain("POST /v1/bots/bot-pending/computer");
+    expect(planItemNeedsAttention(stale!)).toBe(true);
+    expect(planItemWaitMs(stale!)).toBe(0);
+    // A row stamped well ahead of this clock is no call in flight either.
+    offsetMs = -60_000;
+    const skewed = (await recovery.plan()).items.find((item) => item.botId === "bot-pending");
+    expect(skewed?.facts).not.toHaveProperty("inFlightLeftMs");
+    expect(planItemNeedsAttention(skewed!)).toBe(true);
   });
 
   it("a fence stamped ahead of this clock (clock skew) needs a person: no wait is counted, no retry offered", async () => {

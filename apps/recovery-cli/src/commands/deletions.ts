@@ -1,3 +1,4 @@
+import { deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
 import type { CommandContext } from "../context.js";
 import { duration, type Rendered, table } from "../render.js";
 import { boatAction, journals } from "./boats.js";
@@ -12,6 +13,8 @@ export interface DeletionRow {
   operationId: string | null;
   requestedAt: string;
   ageMs: number;
+  /** A prepared fence inside boat-lifecycle's in-flight window: its DELETE may still be on the wire. */
+  inFlightLeftMs: number;
 }
 
 export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow[]> {
@@ -26,6 +29,7 @@ export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow
     operationId: record.operationId ?? null,
     requestedAt: new Date(record.requestedAt).toISOString(),
     ageMs: Math.max(0, now - record.requestedAt),
+    inFlightLeftMs: deletionInFlightLeftMs(record, now),
   }));
 }
 

@@ -1,4 +1,9 @@
-import { type PlanItem, planItemNeedsAttention, planItemWaitMs } from "@drydock/recovery-controller";
+import {
+  createInFlightLeftMs,
+  type PlanItem,
+  planItemNeedsAttention,
+  planItemWaitMs,
+} from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
@@ -131,15 +136,20 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     try {
       const { rows } = await collectCreates(ctx);
       for (const row of rows.filter((candidate) => !candidate.resolved)) {
+        // The plan's rule without boat.dev: a create started moments ago may still be in a server's call.
+        const inFlightLeftMs = row.boxId === null && !row.expired ? createInFlightLeftMs(row.ageMs) : 0;
         findings.push({
           area: "create",
-          attention: true,
+          attention: inFlightLeftMs === 0,
+          ...(inFlightLeftMs > 0 ? { waitMs: inFlightLeftMs } : {}),
           subject: row.botId,
           message: row.expired
             ? "create request without a recorded Boat whose key is no longer sent (its last hour of boat.dev's 24-hour window, or past it): creation is paused for this bot"
             : row.boxId
               ? `Boat ${row.boxId} remembered but not resolved`
-              : "create request in flight (the server's retry reuses its key)",
+              : inFlightLeftMs > 0
+                ? "create request started moments ago: a provisioning call may still be running"
+                : "create request whose answer was never recorded, and nothing is retrying it: retry provisioning (POST the bot's computer again; it reuses the key)",
           // The plan (which needs boat.dev) prints the fenced command; the provider is never printed here.
           command: `${ctx.boatCommandPrefix} reconcile`,
           ...boatNote,
@@ -158,7 +168,9 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       for (const row of await collectDeletions(ctx)) {
         findings.push({
           area: "deletion",
-          attention: row.phase !== "accepted",
+          // As the plan: boat.dev is working on an accepted one, and a prepared one's DELETE may be on the wire.
+          attention: row.phase !== "accepted" && row.inFlightLeftMs === 0,
+          ...(row.inFlightLeftMs > 0 ? { waitMs: row.inFlightLeftMs } : {}),
           subject: row.boxId,
           message: `deletion fence ${row.phase}${row.status ? `/${row.status}` : ""} (${row.name})`,
           // Which of `deletions reconcile|retry` applies depends on boat.dev: the plan decides and prints it.
