@@ -6,7 +6,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
+import { createBoatLifecycle, DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireLockSync, createSystemIdentity } from "@drydock/file-lock";
@@ -750,6 +750,29 @@ describe("drydock against data left by killed processes", () => {
     ]);
     const after = await cli(["status", "--data-dir", d.dataDir]);
     expect(after.stdout).not.toContain("op-zero");
+  });
+
+  it("without boat.dev, status applies the plan's in-flight window to a prepared deletion, then asks for a person", async () => {
+    const d = dataDir("fence-fresh");
+    await openBoatDeleteJournal({ dataDir: d.dataDir }).prepareBoatDeletion({
+      boxId: "bx_23456789",
+      name: "drydock-fresh",
+      ownerBotId: "bot1",
+    });
+    const fresh = await cli(["status", "--data-dir", d.dataDir]);
+    expect(fresh.code).toBe(0);
+    expect(fresh.stdout.trim().split("\n").at(-1)).toMatch(
+      /^OK: nothing needs a person now; 1 item\(s\) are still in progress/,
+    );
+    const file = join(d.dataDir, "box-delete-requests.json");
+    const journal = JSON.parse(readFileSync(file, "utf8"));
+    for (const record of journal.records) {
+      record.requestedAt -= DELETE_IN_FLIGHT_MS + 1_000;
+      record.updatedAt -= DELETE_IN_FLIGHT_MS + 1_000;
+    }
+    writeFileSync(file, `${JSON.stringify(journal, null, 2)}\n`);
+    const stale = await cli(["status", "--data-dir", d.dataDir]);
+    expect(stale.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
   });
 
   it("a restore that failed in a process that runs on: status says a person must stop that process, never OK", async () => {
