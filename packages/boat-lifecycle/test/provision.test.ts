@@ -357,6 +357,7 @@ describe("provision: create with the journaled key", () => {
     const error = await rejection(t.lifecycle.provision("bot-1"));
     expect(error).toMatchObject({ code: "provider_unavailable", status: 502, retryAfterMs: 3_600_000 });
     expect(error.message).toContain("Its request was kept");
+    expect(error.message).not.toMatch(/\.\./);
     expect(error.message).toContain("retry in 60 minutes");
     expect(posts(t)).toHaveLength(1);
     expect(t.sleeps).toEqual([]);
@@ -370,6 +371,8 @@ describe("provision: create with the journaled key", () => {
     expect(error).toMatchObject({ code: "provider_unavailable", status: 503 });
     expect(error.message).toContain(LIFECYCLE_MESSAGES.listUnavailable);
     expect(posts(t)).toHaveLength(0);
+    // Nothing was created, and the provider's words about a failed list never talk of create keys.
+    expect(error.message).not.toMatch(/idempotency|may have taken effect/);
     expect(t.createFile()).toBeNull();
   });
 

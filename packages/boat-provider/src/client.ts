@@ -82,11 +82,18 @@ function invalidArgument(what: string, issue: z.ZodError | string): BoatApiError
   });
 }
 
+/** What a failed answer to `request` may mean: a read changed nothing; anything else may have taken effect. */
+function outcomeNote(request: string): string {
+  return /^(GET|HEAD) /.test(request)
+    ? "a read changes nothing at boat.dev"
+    : "the request may have taken effect";
+}
+
 function invalidResponse(request: string, reason: string, httpStatus: number, cause?: unknown): BoatApiError {
   return new BoatApiError({
     status: 502,
     code: "invalid_response",
-    message: `boat.dev answered ${request} with something the API does not allow (${reason}); the request may have taken effect. Reconcile before acting again.`,
+    message: `boat.dev answered ${request} with something the API does not allow (${reason}); ${outcomeNote(request)}. Reconcile before acting again.`,
     details: { reason, httpStatus },
     cause,
   });
@@ -252,7 +259,7 @@ export function createBoatClient(options: BoatClientOptions): BoatClient {
         // A 5xx is not a refusal: boat.dev may have done the work before it failed (a create may exist).
         message:
           status >= 500
-            ? `boat.dev failed ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}); the request may have taken effect.`
+            ? `boat.dev failed ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}); ${outcomeNote(request)}.`
             : `boat.dev refused ${request}: ${sanitize(envelope.data.error.message)} (${envelope.data.error.code}, HTTP ${status}).`,
         ...(requestId === undefined ? {} : { requestId }),
         ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
@@ -265,7 +272,7 @@ export function createBoatClient(options: BoatClientOptions): BoatClient {
     return new BoatApiError({
       status: status >= 400 && status <= 599 ? status : 502,
       code: "http_error",
-      message: `boat.dev (or a proxy in front of it) answered ${request} with HTTP ${status} and no error envelope; the request may have taken effect. Retry later or check boat.dev's status.`,
+      message: `boat.dev (or a proxy in front of it) answered ${request} with HTTP ${status} and no error envelope; ${outcomeNote(request)}. Retry later or check boat.dev's status.`,
       ...(headerRequestId === undefined ? {} : { requestId: headerRequestId }),
       ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
       details: { httpStatus: status },

@@ -138,7 +138,9 @@ export class BoatTransportError extends Error {
     const what =
       init.phase === "connect"
         ? `boat.dev could not be reached for ${init.request}${init.timedOut ? " before the timeout" : ""}; the request was never sent, so nothing changed. Retry when boat.dev is reachable.`
-        : `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}; the request may or may not have taken effect. Reconcile before acting again (retry a create only with the same idempotency key).`;
+        : /^(GET|HEAD) /.test(init.request)
+          ? `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}. A read changes nothing at boat.dev: retry it when boat.dev answers.`
+          : `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}; the request may or may not have taken effect. Reconcile before acting again${/^POST \/sandboxes(\?|$)/.test(init.request) ? " (retry a create only with the same idempotency key)" : ""}.`;
     super(init.aborted ? `${init.request} was cancelled. ${what}` : what, { cause: init.cause });
     this.phase = init.phase;
     this.timedOut = init.timedOut;

@@ -127,6 +127,16 @@ describe("errors", () => {
       request: "POST /sandboxes",
     });
     expect(response.code).toBe("transport_response_lost");
-    expect(response.message).toMatch(/may or may not have taken effect/);
+    expect(response.message).toMatch(/may or may not have taken effect.*same idempotency key/);
+    // A lost read changed nothing: it says so, and names no create or key.
+    const read = new BoatTransportError({ phase: "response", timedOut: true, request: "GET /sandboxes" });
+    expect(read.message).toMatch(/lost \(timed out\)\. A read changes nothing at boat\.dev: retry it/);
+    expect(read.message).not.toMatch(/taken effect|idempotency/);
+    const deletion = new BoatTransportError({
+      phase: "response",
+      timedOut: false,
+      request: "DELETE /sandboxes/bx_23456789",
+    });
+    expect(deletion.message).toMatch(/may or may not have taken effect\. Reconcile before acting again\.$/);
   });
 });

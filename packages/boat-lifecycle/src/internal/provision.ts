@@ -321,7 +321,7 @@ async function finalCreateFailure(
       ...wait,
       code: "provider_unavailable",
       status: 502,
-      message: `boat.dev could not create the cloud computer: ${failure.message}. Its request was kept, so retrying reuses it and cannot create a second computer${waitNote}`,
+      message: `boat.dev could not create the cloud computer: ${failure.message.replace(/[.\s]+$/, "")}. Its request was kept, so retrying reuses it and cannot create a second computer${waitNote}`,
     });
   }
   if (outcome.kind === "in-progress") {
