@@ -201,6 +201,33 @@ describe("adopt commands", () => {
     }
   });
 
+  it("a preview of a target the plan knows nothing of exits 3 and changes nothing; a deletion retry of a Boat without a fence names no 'gone' fence", async () => {
+    const d = dataDir();
+    const adopt = await cli(["creates", "adopt", "nobody", "bx_23456789", "--data-dir", d.dir], provider());
+    expect(adopt.code).toBe(EXIT_CODES.NOT_FOUND);
+    expect(adopt.err).toMatch(/knows nothing of nobody bx_23456789/);
+    const retire = await cli(["creates", "retire", "gil", "--data-dir", d.dir], provider());
+    expect(retire.code).toBe(EXIT_CODES.NOT_FOUND);
+    expect(retire.err).toMatch(/knows nothing of gil/);
+    const retry = await cli(
+      [
+        "deletions",
+        "retry",
+        "bx_23456789",
+        "--expected-state",
+        `sha256:${"0".repeat(64)}`,
+        "--yes",
+        "--data-dir",
+        d.dir,
+      ],
+      provider(),
+    );
+    expect(retry.code).not.toBe(0);
+    expect(retry.err).toMatch(
+      /No deletion fence stands for Boat bx_23456789 \(settled since the plan, or there never was one\)/,
+    );
+  });
+
   it("a Boat with a bot's deterministic name and no journal row: the adopt preview finds it and its command adopts; a registered bot's is planned", async () => {
     const d = dataDir();
     const lost = (

@@ -312,7 +312,8 @@ describe("drydock against data left by killed processes", () => {
     const fence = shown.restore.fence;
     const before = snapshotTree(d.dataDir);
 
-    const [stale, refused] = await Promise.all([
+    const otherOwner = `sha256:${"0".repeat(64)}`;
+    const [stale, refused, wrongOwner] = await Promise.all([
       cli([
         ...argsOf(shown.commands.rollback).map((arg) =>
           arg === String(fence.expectedSeq) ? String(fence.expectedSeq - 1) : arg,
@@ -320,9 +321,19 @@ describe("drydock against data left by killed processes", () => {
         "--json",
       ]),
       cli([...argsOf(shown.commands.rollback.replace(" rollback ", " abort "))]),
+      cli(argsOf(shown.commands.rollback.replace(fence.expectedOwnerDigest, otherOwner))),
     ]);
     expect(stale.code).toBe(4);
     expect(jsonErr(stale)).toMatchObject({ ok: false, error: { code: "FENCE_MISMATCH" }, exitCode: 4 });
+    expect(jsonErr(stale).error.message).toContain(
+      `its seq is ${fence.expectedSeq}, not ${fence.expectedSeq - 1}`,
+    );
+    // The part that differs is named: here the owner, not the seq the operator gave right.
+    expect(wrongOwner.code).toBe(4);
+    expect(wrongOwner.stderr).toContain(
+      `its workspace lock owner is ${fence.expectedOwnerDigest}, not ${otherOwner}`,
+    );
+    expect(wrongOwner.stderr).not.toContain("its seq is");
     expect(refused.code).toBe(5);
     expect(refused.stderr).toContain("abort is not possible");
     expect(snapshotTree(d.dataDir)).toEqual(before);

@@ -846,7 +846,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       if (opts.expectedState !== undefined) {
         throw recoveryError(
           "STATE_CHANGED",
-          `The deletion fence for ${boxId} is gone since the plan; nothing was changed.`,
+          `No deletion fence stands for Boat ${boxId} (settled since the plan, or there never was one); nothing was changed.`,
           {
             boxId,
           },

@@ -172,10 +172,20 @@ export async function boatAction(
         ? (plan.items.find(
             (candidate) =>
               (target.boxId === undefined || candidate.boxId === target.boxId) &&
-              (target.botId === undefined || candidate.botId === target.botId || candidate.botId === null),
+              (target.botId === undefined ||
+                candidate.botId === target.botId ||
+                // A Boat no bot is known for, matched by its id.
+                (target.boxId !== undefined && candidate.botId === null)),
           ) ?? null)
         : null;
     const what = [target.botId, target.boxId].filter(Boolean).join(" ");
+    if (item === null && instead === null) {
+      // Nothing in the plan names this target at all: a typo, or something already settled.
+      throw new CliError(
+        "NOT_FOUND",
+        `The recovery plan knows nothing of ${what}: no create request, deletion fence or Boat of boat.dev matches it; nothing was changed. Check the id, and see \`${ctx.boatCommandPrefix} reconcile\` for what is open.`,
+      );
+    }
     const human = item
       ? `Preview: ${item.summary}\n${item.action.advice}\nNothing was changed. To apply it, run:\n  ${pasteLine(ctx, item.action.command ?? "")}\n`
       : `Preview: the recovery plan does not propose ${action} for ${what} now; nothing was changed.${instead ? ` It says: ${instead.summary} ${instead.action.advice}` : ""} See \`${ctx.boatCommandPrefix} reconcile\` for what is needed.\n`;

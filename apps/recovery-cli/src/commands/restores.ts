@@ -211,9 +211,20 @@ export async function restoresAction(
     fresh.expectedHash !== fence.expectedHash ||
     fresh.expectedOwnerDigest !== fence.expectedOwnerDigest
   ) {
+    // Say which part of the fence differs: "now seq 6" for a seq that is 6 would send a person looking
+    // in the wrong place.
+    const differs = [
+      fresh.expectedSeq !== fence.expectedSeq
+        ? `its seq is ${fresh.expectedSeq}, not ${fence.expectedSeq}`
+        : null,
+      fresh.expectedHash !== fence.expectedHash ? "its head hash differs" : null,
+      fresh.expectedOwnerDigest !== fence.expectedOwnerDigest
+        ? `its workspace lock owner is ${fresh.expectedOwnerDigest === null ? "none" : fresh.expectedOwnerDigest}, not ${fence.expectedOwnerDigest ?? "none"}`
+        : null,
+    ].filter((part) => part !== null);
     throw new CliError(
       "FENCE_MISMATCH",
-      `Restore ${operationId} is no longer in the state you previewed (now seq ${fresh.expectedSeq}); nothing was changed. Run \`${ctx.commandPrefix} restores show ${operationId}\` again.`,
+      `Restore ${operationId} is no longer in the state you previewed (${differs.join("; ")}); nothing was changed. Run \`${ctx.commandPrefix} restores show ${operationId}\` again.`,
     );
   }
   if (!verdict.eligible) {
