@@ -784,6 +784,13 @@ describe("drydock against data left by killed processes", () => {
     writeFileSync(file, `${JSON.stringify(journal, null, 2)}\n`);
     const stale = await cli(["status", "--data-dir", d.dataDir]);
     expect(stale.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
+    expect(stale.stdout).toContain("(boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN");
+    // A directory the embedded simulator served: what is missing is its server, and the verdict says so.
+    writeFileSync(join(d.dataDir, "boat-simulator.json"), "{}\n");
+    const embedded = await cli(["status", "--data-dir", d.dataDir]);
+    expect(embedded.stdout).toContain(
+      "uses the bot server's embedded simulator, which runs only with its server: start the bot server on it",
+    );
   });
 
   it("a restore that failed in a process that runs on: status says a person must stop that process, never OK", async () => {

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import {
   createInFlightLeftMs,
   type PlanItem,
@@ -104,7 +106,8 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     try {
       const plan = await boatRecovery(ctx).plan();
       providerChecked = plan.providerListed;
-      if (!plan.providerListed) couldNotLook = `boat.dev could not be listed: ${plan.providerError}`;
+      if (!plan.providerListed)
+        couldNotLook = `boat.dev could not be listed: ${String(plan.providerError).replace(/[.\s]+$/, "")}`;
       planItems = plan.items;
     } catch (error) {
       if (error instanceof CliError && error.code !== "ENVIRONMENT_ID_MISSING") throw error;
@@ -232,8 +235,10 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     verdict = again ? `OK: nothing needs a person now; ${again}.` : "OK: nothing needs attention.";
   else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.${again ? ` ${again}.` : ""}`;
   if (!ctx.providerConfigured && !couldNotLook) {
-    verdict +=
-      " (boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN, or pass --provider-url and --provider-token)";
+    // A data directory the embedded simulator served has its state file: its server is what is missing.
+    verdict += existsSync(join(ctx.dataDir, "boat-simulator.json"))
+      ? " (boat.dev not checked: this data directory uses the bot server's embedded simulator, which runs only with its server: start the bot server on it, and drydock finds the simulator by itself; or set BOAT_API_URL and BOAT_API_TOKEN)"
+      : " (boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN, or pass --provider-url and --provider-token)";
   }
 
   const { c } = ctx;
