@@ -8,7 +8,7 @@ import {
 } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
-import type { LockHandle } from "@drydock/file-lock";
+import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import type { FastifyInstance } from "fastify";
@@ -84,6 +84,12 @@ async function reapStoppedEdits(dataDir: string, app: FastifyInstance): Promise<
         { operationId: owner.payload.transactionId, workspaceRoot: owner.payload.workspaceRoot },
         "removed the workspace lock of a file write, deletion or checkpoint that stopped with a killed process",
       );
+    }
+    // What killed processes left beside the locks (a registry lock's candidate, a dead reaper's record):
+    // file-lock judges each file and removes only a dead process's (`drydock locks gc` does the same).
+    const swept = collectLockGarbageIn(join(dataDir, "locks"));
+    if (swept.removed.length > 0) {
+      app.log.info({ removed: swept.removed.length }, "removed lock leftovers of killed processes");
     }
   } catch (error) {
     app.log.warn(

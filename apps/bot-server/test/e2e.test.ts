@@ -1,4 +1,6 @@
-import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
@@ -129,6 +131,34 @@ describe("one embedded simulator per data directory", () => {
       expect((await api(next.url, next.token)("POST", "/v1/bots/one/computer")).status).toBe(200);
       expect(next.simulator?.stats().createsCommitted).toBe(1);
       await next.close();
+    } finally {
+      own.cleanup();
+    }
+  });
+});
+
+describe("lock leftovers of killed processes", () => {
+  it("are removed at start: a dead process's candidate goes, a live one's stays", async () => {
+    const own = tempDir("lock-leftovers");
+    const locks = join(own.dir, "locks");
+    mkdirSync(locks, { recursive: true, mode: 0o700 });
+    // A process that has exited: spawned, reaped, so its pid is free.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    const owner = (pid: number) =>
+      `${JSON.stringify({ version: 1, pid, token: randomUUID(), createdAt: Date.now() - 60_000 })}\n`;
+    const deadCandidate = join(locks, `registry.lock.candidate-${dead}-${randomUUID()}`);
+    const liveCandidate = join(locks, `registry.lock.candidate-${process.pid}-${randomUUID()}`);
+    writeFileSync(deadCandidate, owner(dead), { mode: 0o600 });
+    writeFileSync(liveCandidate, owner(process.pid), { mode: 0o600 });
+    try {
+      const server = await startServer(
+        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
+        { print: () => {} },
+      );
+      await server.startup;
+      expect(existsSync(deadCandidate)).toBe(false);
+      expect(existsSync(liveCandidate)).toBe(true);
+      await server.close();
     } finally {
       own.cleanup();
     }
