@@ -105,6 +105,28 @@ async function reapStoppedEdits(dataDir: string, app: FastifyInstance): Promise<
  * proven and reports what needs a person; it never creates a Boat.
  */
 export async function startServer(config: ServerConfig, options: StartOptions = {}): Promise<RunningServer> {
+  // What a start that fails part-way has taken is given back (newest first): the simulator's lock above
+  // all, or this process could never start a server on the directory again (one embedded per directory).
+  const taken: (() => unknown)[] = [];
+  try {
+    return await start(config, options, taken);
+  } catch (error) {
+    for (const giveBack of taken.reverse()) {
+      try {
+        await giveBack();
+      } catch {
+        // The start's own failure is the one to report.
+      }
+    }
+    throw error;
+  }
+}
+
+async function start(
+  config: ServerConfig,
+  options: StartOptions,
+  taken: (() => unknown)[],
+): Promise<RunningServer> {
   const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
   ensureDataDir(config.dataDir);
   const environmentId = loadEnvironmentId(config.dataDir);
@@ -117,20 +139,20 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
   let provider = config.provider;
   if (!provider) {
     // One embedded simulator per data directory (see holdEmbeddedSimulator).
-    simulatorLock = holdEmbeddedSimulator(config.dataDir);
+    const lock = holdEmbeddedSimulator(config.dataDir);
+    simulatorLock = lock;
+    taken.push(() => lock.release());
     // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
     // Boats it created (the billing truth survives the server's own crash).
-    try {
-      simulator = await startBoatSimulator({
-        host: "127.0.0.1",
-        port: 0,
-        stateFile: join(config.dataDir, "boat-simulator.json"),
-      });
-    } catch (error) {
-      simulatorLock.release();
-      throw error;
-    }
+    const started = await startBoatSimulator({
+      host: "127.0.0.1",
+      port: 0,
+      stateFile: join(config.dataDir, "boat-simulator.json"),
+    });
+    simulator = started;
+    taken.push(() => started.close());
     provider = { apiUrl: simulator.apiUrl, token: simulator.token };
+    taken.push(() => removeEmbeddedProvider(config.dataDir));
     saveEmbeddedProvider(config.dataDir, provider);
   } else {
     // A real provider now: an earlier embedded run's file must not send drydock to a simulator that is gone.
@@ -204,6 +226,8 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
     },
     ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),
   });
+  const built = app;
+  taken.push(() => built.close());
 
   // Before the first request: locks left by file writes, deletions and checkpoints of a killed server.
   await reapStoppedEdits(config.dataDir, app);

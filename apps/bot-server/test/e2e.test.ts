@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
@@ -132,6 +133,43 @@ describe("one embedded simulator per data directory", () => {
       expect(next.simulator?.stats().createsCommitted).toBe(1);
       await next.close();
     } finally {
+      own.cleanup();
+    }
+  });
+});
+
+describe("a start that fails part-way", () => {
+  it("gives back the simulator, its lock and its file: the next start on the directory goes ahead", async () => {
+    const own = tempDir("start-fails");
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+    const taken = (blocker.address() as AddressInfo).port;
+    try {
+      const failed = await startServer(
+        loadConfig({
+          DRYDOCK_DATA_DIR: own.dir,
+          PORT: String(taken),
+          HOST: "127.0.0.1",
+          LOG_LEVEL: "silent",
+        }),
+        { print: () => {} },
+      ).then(
+        () => null,
+        (error: unknown) => error as NodeJS.ErrnoException,
+      );
+      expect(failed?.code).toBe("EADDRINUSE");
+      expect(existsSync(join(own.dir, "embedded-boat-dev.json"))).toBe(false);
+      const next = await startServer(
+        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
+        {
+          print: () => {},
+        },
+      );
+      await next.startup;
+      expect(next.provider.embedded).toBe(true);
+      await next.close();
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
       own.cleanup();
     }
   });

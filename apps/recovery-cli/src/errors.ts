@@ -37,6 +37,8 @@ export const CLI_ERROR_EXIT = {
   PROVIDER_NOT_CONFIGURED: EXIT_CODES.USAGE,
   FENCE_MISMATCH: EXIT_CODES.STATE_CHANGED,
   ACTION_NOT_ELIGIBLE: EXIT_CODES.UNSAFE,
+  /** boat.dev's list could not be read, so the plan cannot say what a preview asked about. */
+  PROVIDER_UNLISTED: EXIT_CODES.PROVIDER_UNAVAILABLE,
   CLI_FAILED: EXIT_CODES.FAILURE,
 } as const;
 

@@ -228,6 +228,21 @@ describe("adopt commands", () => {
     );
   });
 
+  it("a preview while boat.dev's list cannot be read exits 6: a Boat only the list shows is never called unknown", async () => {
+    const d = dataDir();
+    const lost = (
+      await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
+    ).sandbox;
+    await client.renameSandbox(lost.id, scopedBoatName(d.environmentId, "bot-listed"));
+    const down = { BOAT_API_URL: await closedPortUrl(), BOAT_API_TOKEN: "tok-closed-port-0123456789" };
+    const preview = await cli(["creates", "adopt", "bot-listed", lost.id, "--data-dir", d.dir], down);
+    expect(preview.code).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    expect(preview.err).toMatch(/could not be read .*cannot say what it needs for bot-listed/);
+    expect(preview.err).not.toMatch(/knows nothing/);
+    const up = await cli(["creates", "adopt", "bot-listed", lost.id, "--data-dir", d.dir], provider());
+    expect(up.code, up.err).toBe(0);
+  });
+
   it("a Boat with a bot's deterministic name and no journal row: the adopt preview finds it and its command adopts; a registered bot's is planned", async () => {
     const d = dataDir();
     const lost = (

@@ -484,7 +484,7 @@ describe("drydock against data left by killed processes", () => {
     expect(fresh.stdout.trim().split("\n").at(-1)).toMatch(
       /^OK: nothing needs a person now; 1 item\(s\) are still in progress/,
     );
-    // Past the in-flight window (the row aged by hand), nothing is retrying it: a person must.
+    // Past the in-flight window (the row aged by hand), nothing retries it by itself: a person must.
     const rows = JSON.parse(readFileSync(journal, "utf8"));
     for (const row of rows.requests) row.createdAt -= CREATE_IN_FLIGHT_MS + 1_000;
     writeFileSync(journal, `${JSON.stringify(rows, null, 2)}\n`);
@@ -530,7 +530,7 @@ describe("drydock against data left by killed processes", () => {
     ]);
     expect(status.code).toBe(0);
     expect(status.stdout).toContain("bot-keyonly");
-    expect(status.stdout).toContain("nothing is retrying it: retry provisioning");
+    expect(status.stdout).toContain("nothing retries it by itself: unless a provisioning call");
     expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
 
     expect(retire.code).toBe(5);
@@ -785,6 +785,18 @@ describe("drydock against data left by killed processes", () => {
     const stale = await cli(["status", "--data-dir", d.dataDir]);
     expect(stale.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
     expect(stale.stdout).toContain("(boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN");
+    // A fence stamped an hour ahead of this clock is clock skew, a person's, never an hour-long "wait".
+    const skewed = dataDir("fence-skewed");
+    await openBoatDeleteJournal({
+      dataDir: skewed.dataDir,
+      now: () => Date.now() + 3_600_000,
+    }).prepareBoatDeletion({
+      boxId: "bx_34567892",
+      name: "drydock-skewed",
+      ownerBotId: "bot1",
+    });
+    const ahead = await cli(["status", "--data-dir", skewed.dataDir]);
+    expect(ahead.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
     // A directory the embedded simulator served: what is missing is its server, and the verdict says so.
     writeFileSync(join(d.dataDir, "boat-simulator.json"), "{}\n");
     const embedded = await cli(["status", "--data-dir", d.dataDir]);

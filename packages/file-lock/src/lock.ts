@@ -615,7 +615,12 @@ export function withLockSync<T>(path: string, fn: (handle: LockHandle) => T, opt
         // The caller was told already; a lock that could not be released stays held until this process exits.
       }
     };
-    result.then(releaseQuietly, releaseQuietly);
+    try {
+      result.then(releaseQuietly, releaseQuietly);
+    } catch {
+      // A thenable whose then() throws will never settle: nothing is left to wait for.
+      releaseQuietly();
+    }
     throw new TypeError(
       `withLockSync: fn returned a promise, so its work would run past the release of ${path}. Use withLock for async work; this lock is held until that promise settles.`,
     );

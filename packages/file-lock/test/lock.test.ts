@@ -194,6 +194,15 @@ describe("acquire and release", () => {
     expect(() => withLockSync(lock, () => Promise.reject(new Error("late failure")))).toThrow(TypeError);
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(inspectLock(lock)).toBeNull();
+    // A thenable whose then() throws never settles: the lock is released at once, and the TypeError stands.
+    const broken = {
+      // biome-ignore lint/suspicious/noThenProperty: the hostile thenable under test
+      then() {
+        throw new Error("then exploded");
+      },
+    };
+    expect(() => withLockSync(lock, () => broken)).toThrow(/fn returned a promise/);
+    expect(inspectLock(lock)).toBeNull();
   });
 
   it("a lock path that is not a non-empty string is a TypeError before any file is touched", async () => {

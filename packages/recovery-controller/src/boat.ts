@@ -12,8 +12,10 @@ import {
   BOT_ID_PATTERN,
   type BoatObservation,
   type BoatPlan,
+  CLOCK_SKEW_TOLERANCE_MS,
   CREATE_WINDOW_MS,
   createInFlightLeftMs,
+  fenceInFlightLeftMs,
   type PlanItem,
 } from "./schema.js";
 
@@ -184,9 +186,6 @@ function rowFacts(row: CreateRow | undefined): unknown {
     : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
 
-/** How far ahead of this clock a fence's stamp may be before the plan calls it clock skew, not a wait. */
-const CLOCK_SKEW_TOLERANCE_MS = 5_000;
-
 /** The scope of this installation's Boat names: the lifecycle's own, which `environmentId` must match. */
 function installationScope(lifecycle: RecoveryLifecycle, environmentId: unknown): string {
   let scope: string | null;
@@ -285,9 +284,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
 
     if (row.boxId === undefined) {
       if (keyStillRetried(row, at)) {
-        // A row stamped ahead of this clock (skew) is not taken for a call in flight: that would last until
-        // the clock caught up.
-        const inFlightLeftMs = row.createdAt - at > CLOCK_SKEW_TOLERANCE_MS ? 0 : createInFlightLeftMs(ageMs);
+        const inFlightLeftMs = createInFlightLeftMs(row.createdAt, at);
         return {
           ...base,
           kind: "create_in_window",
@@ -295,7 +292,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
           summary:
             inFlightLeftMs > 0
               ? `Bot ${row.botId} has a create request started ${Math.round(ageMs / 1000)} s ago whose answer is not recorded yet: a provisioning call may still be running.`
-              : `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key, and nothing is retrying it.`,
+              : `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key, and nothing retries it by itself (unless a provisioning call for this bot is running right now, retry provisioning).`,
           facts: { ...facts, ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}) },
           action: {
             name: null,
@@ -402,7 +399,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     // the clock catches up: no wait to count down, so a person is asked to look at the clocks instead.
     const aheadMs = record.phase === "prepared" ? record.updatedAt - at : 0;
     const skewed = aheadMs > CLOCK_SKEW_TOLERANCE_MS;
-    const inFlightLeftMs = skewed ? 0 : deletionInFlightLeftMs(record, at);
+    const inFlightLeftMs = fenceInFlightLeftMs(record, at);
     let action: PlanItem["action"];
     if (observation.kind === "absent" || record.phase === "accepted") {
       action = {

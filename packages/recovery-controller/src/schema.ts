@@ -1,4 +1,5 @@
 import { KEY_RETENTION_MS, KEY_SAFETY_MARGIN_MS } from "@drydock/boat-create-journal";
+import { deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
 import { z } from "zod";
 
 /** `sha256:` + 64 lower-case hex: saga hashes and owner digests. */
@@ -133,9 +134,29 @@ export const CREATE_WINDOW_MS = KEY_RETENTION_MS - KEY_SAFETY_MARGIN_MS;
  */
 export const CREATE_IN_FLIGHT_MS = 120_000;
 
-/** Time left before a create row of age `ageMs` stops counting as a provisioning call in flight (0 after). */
-export function createInFlightLeftMs(ageMs: number): number {
-  return Math.max(0, CREATE_IN_FLIGHT_MS - Math.max(0, ageMs));
+/** How far ahead of the reading clock a stamp may be before it is clock skew (a person's), not a wait. */
+export const CLOCK_SKEW_TOLERANCE_MS = 5_000;
+
+/**
+ * Time left before a create row started at `createdAt` stops counting as a provisioning call in flight (0
+ * after). A row stamped more than CLOCK_SKEW_TOLERANCE_MS ahead of `now` is not in flight: it would stay so
+ * until the clock caught up. The plan and `drydock status` without boat.dev use this one rule.
+ */
+export function createInFlightLeftMs(createdAt: number, now: number): number {
+  if (createdAt - now > CLOCK_SKEW_TOLERANCE_MS) return 0;
+  return Math.max(0, CREATE_IN_FLIGHT_MS - Math.max(0, now - createdAt));
+}
+
+/**
+ * boat-lifecycle's in-flight window of a prepared deletion fence, with the same skew rule: a fence stamped
+ * more than CLOCK_SKEW_TOLERANCE_MS ahead of `now` is no wait (the plan asks a person to check the clocks).
+ */
+export function fenceInFlightLeftMs(
+  record: { phase: "prepared" | "accepted" | "blocked"; updatedAt: number },
+  now: number,
+): number {
+  if (record.phase === "prepared" && record.updatedAt - now > CLOCK_SKEW_TOLERANCE_MS) return 0;
+  return deletionInFlightLeftMs(record, now);
 }
 
 export const BoatActionNameSchema = z.enum(["adopt", "reconcileDeletion", "retryDeletion", "retireCreate"]);

@@ -209,7 +209,7 @@ describe("boat recovery", () => {
     const stale = (await recovery.plan()).items.find((item) => item.botId === "bot-pending");
     expect(stale).toMatchObject({ kind: "create_in_window" });
     expect(stale?.facts).not.toHaveProperty("inFlightLeftMs");
-    expect(stale?.summary).toMatch(/nothing is retrying it/);
+    expect(stale?.summary).toMatch(/nothing retries it by itself/);
     expect(stale?.action.advice).toContain("POST /v1/bots/bot-pending/computer");
     expect(planItemNeedsAttention(stale!)).toBe(true);
     expect(planItemWaitMs(stale!)).toBe(0);

@@ -179,6 +179,13 @@ export async function boatAction(
           ) ?? null)
         : null;
     const what = [target.botId, target.boxId].filter(Boolean).join(" ");
+    if (item === null && !plan.providerListed) {
+      // Without boat.dev's list the plan lacks every Boat only the list shows: no verdict on this target.
+      throw new CliError(
+        "PROVIDER_UNLISTED",
+        `boat.dev's list of Boats could not be read (${String(plan.providerError).replace(/[.\s]+$/, "")}), so the recovery plan cannot say what it needs for ${what}; nothing was changed. Retry once boat.dev answers.`,
+      );
+    }
     if (item === null && instead === null) {
       // Nothing in the plan names this target at all: a typo, or something already settled.
       throw new CliError(

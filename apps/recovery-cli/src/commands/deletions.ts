@@ -1,4 +1,4 @@
-import { deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
+import { fenceInFlightLeftMs } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { duration, type Rendered, table } from "../render.js";
 import { boatAction, journals } from "./boats.js";
@@ -13,7 +13,10 @@ export interface DeletionRow {
   operationId: string | null;
   requestedAt: string;
   ageMs: number;
-  /** A prepared fence inside boat-lifecycle's in-flight window: its DELETE may still be on the wire. */
+  /**
+   * A prepared fence inside boat-lifecycle's in-flight window: its DELETE may still be on the wire (0 for one
+   * stamped ahead of this clock: the plan's rule).
+   */
   inFlightLeftMs: number;
 }
 
@@ -29,7 +32,7 @@ export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow
     operationId: record.operationId ?? null,
     requestedAt: new Date(record.requestedAt).toISOString(),
     ageMs: Math.max(0, now - record.requestedAt),
-    inFlightLeftMs: deletionInFlightLeftMs(record, now),
+    inFlightLeftMs: fenceInFlightLeftMs(record, now),
   }));
 }
 

@@ -140,7 +140,8 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       const { rows } = await collectCreates(ctx);
       for (const row of rows.filter((candidate) => !candidate.resolved)) {
         // The plan's rule without boat.dev: a create started moments ago may still be in a server's call.
-        const inFlightLeftMs = row.boxId === null && !row.expired ? createInFlightLeftMs(row.ageMs) : 0;
+        const inFlightLeftMs =
+          row.boxId === null && !row.expired ? createInFlightLeftMs(Date.parse(row.createdAt), ctx.now()) : 0;
         findings.push({
           area: "create",
           attention: inFlightLeftMs === 0,
@@ -152,7 +153,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
               ? `Boat ${row.boxId} remembered but not resolved`
               : inFlightLeftMs > 0
                 ? "create request started moments ago: a provisioning call may still be running"
-                : "create request whose answer was never recorded, and nothing is retrying it: retry provisioning (POST the bot's computer again; it reuses the key)",
+                : "create request whose answer was never recorded, and nothing retries it by itself: unless a provisioning call for this bot runs right now, retry provisioning (POST the bot's computer again; it reuses the key)",
           // The plan (which needs boat.dev) prints the fenced command; the provider is never printed here.
           command: `${ctx.boatCommandPrefix} reconcile`,
           ...boatNote,
