@@ -12,6 +12,7 @@ import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/s
 import { acquireLockSync, createSystemIdentity } from "@drydock/file-lock";
 import { CREATE_IN_FLIGHT_MS } from "@drydock/recovery-controller";
 import {
+  acquireWorkspaceLock,
   inspectWorkspaceLock,
   openCheckpointStore,
   openSagaStore,
@@ -803,6 +804,44 @@ describe("drydock against data left by killed processes", () => {
     expect(embedded.stdout).toContain(
       "uses the bot server's embedded simulator, which runs only with its server: start the bot server on it",
     );
+  });
+
+  it("a restore whose live owner has not moved its saga for over half an hour: status asks a person to check that process", async () => {
+    const d = dataDir("quiet-live");
+    // Its events were written 31 minutes ago (the store's clock), by this running process, which still
+    // holds the workspace lock.
+    const old = openSagaStore({
+      stateDir: join(d.dataDir, "restore-sagas"),
+      workspaceRoot: realpathSync(d.workspace),
+      now: () => Date.now() - 31 * 60_000,
+    });
+    const created = await old.create("op-quiet-live", {
+      kind: "checkpoint-restore",
+      checkpointId: "cp-1",
+      checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+      actorPid: process.pid,
+    });
+    const held = await acquireWorkspaceLock({
+      dataDir: d.dataDir,
+      workspaceRoot: d.workspace,
+      transactionId: "op-quiet-live",
+    });
+    try {
+      await old.advance("op-quiet-live", {
+        expectedSeq: created.seq,
+        expectedHash: created.headHash,
+        phase: "locked",
+        evidence: { workspaceLockOwner: held.owner, lockOwnerDigest: held.ownerDigest },
+      });
+      const status = await cli(["status", "--data-dir", d.dataDir]);
+      expect(status.stdout).toContain("but its saga has not moved for 31 min");
+      expect(status.stdout).toContain(`drydock --data-dir ${d.dataDir} restores show op-quiet-live`);
+      expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
+      const listed = await cli(["restores", "list", "--data-dir", d.dataDir]);
+      expect(listed.stdout).toContain("no progress for 31 min: check its process");
+    } finally {
+      held.release();
+    }
   });
 
   it("a restore that failed in a process that runs on: status says a person must stop that process, never OK", async () => {

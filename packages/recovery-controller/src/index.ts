@@ -46,6 +46,7 @@ export {
   listWorkspaces,
   planItemNeedsAttention,
   planItemWaitMs,
+  RESTORE_STALLED_MS,
   type RestoreReportGap,
   type RestoreReportItem,
   reportRestores,

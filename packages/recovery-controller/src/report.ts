@@ -136,7 +136,16 @@ export interface RestoreReportItem {
    * over only once it is gone. Stop or restart it, then settle the restore. Its pid, else null.
    */
   retainedByLiveOwner: { pid: number } | null;
+  /**
+   * A restore whose owner runs but whose saga has not moved for `RESTORE_STALLED_MS` (30 minutes): its
+   * process may be stuck (or have failed without being able to journal it). How long, in ms; else null.
+   * It needs a person to look (`attention`), though nothing is certain: a very large restore may be slow.
+   */
+  stalledForMs: number | null;
 }
+
+/** How long a restore whose owner runs may go without a new saga event before the report asks a person. */
+export const RESTORE_STALLED_MS = 30 * 60_000;
 
 /** A workspace whose sagas could not be listed: the report is incomplete there. */
 export interface RestoreReportGap {
@@ -183,6 +192,7 @@ function orphanItem(
     diagnostic: "orphan_unpublished",
     attention: !busy,
     retainedByLiveOwner: null,
+    stalledForMs: null,
   };
 }
 
@@ -196,8 +206,11 @@ export async function reportRestores(options: {
   dataDir: string;
   /** Start of every printed command, e.g. `drydockCommandPrefix(dataDir)`. */
   commandPrefix: string;
+  /** The clock a saga's last event is aged with (`stalledForMs`); default `Date.now`. */
+  now?: () => number;
 }): Promise<{ restores: RestoreReportItem[]; gaps: RestoreReportGap[] }> {
   const { dataDir, commandPrefix } = options;
+  const now = options.now ?? Date.now;
   const restores: RestoreReportItem[] = [];
   const gaps: RestoreReportGap[] = [];
   for (const { botId, root } of listWorkspaces(dataDir)) {
@@ -238,6 +251,12 @@ export async function reportRestores(options: {
           ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
             ? { pid: preview.owner.pid }
             : null;
+        const lastAt = Date.parse(preview.saga.events.at(-1)?.timestamp ?? "");
+        const quietMs = Number.isFinite(lastAt) ? now() - lastAt : 0;
+        const stalledForMs =
+          ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS
+            ? quietMs
+            : null;
         restores.push({
           botId,
           operationId,
@@ -250,8 +269,9 @@ export async function reportRestores(options: {
           command: next === null ? null : restoreCommand(commandPrefix, next, preview),
           problem: null,
           diagnostic,
-          attention: ownerAlive !== true || retainedByLiveOwner !== null,
+          attention: ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null,
           retainedByLiveOwner,
+          stalledForMs,
         });
       } catch (error) {
         restores.push({
@@ -268,6 +288,7 @@ export async function reportRestores(options: {
           diagnostic,
           attention: true,
           retainedByLiveOwner: null,
+          stalledForMs: null,
         });
       }
     }

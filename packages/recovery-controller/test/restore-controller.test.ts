@@ -15,6 +15,7 @@ import {
   defaultRestorePorts,
   drydockCommandPrefix,
   isRecoveryError,
+  RESTORE_STALLED_MS,
   type RecoverySagaStore,
   type RestoreFence,
   reportRestores,
@@ -1023,6 +1024,49 @@ describe("the recovery report: a restore that failed in a process that runs on",
         retainedByLiveOwner: { pid: process.pid },
       }),
     ]);
+  });
+});
+
+describe("the recovery report: a restore whose live owner has not moved it for half an hour", () => {
+  it("asks a person to check that process (stalledForMs), and not before", async () => {
+    box = sandbox();
+    const created = await createdSaga(box, "op-quiet", process.pid);
+    const held = await acquireWorkspaceLock({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      transactionId: "op-quiet",
+    });
+    try {
+      await advance(box.store, created, "locked", {
+        workspaceLockOwner: held.owner,
+        lockOwnerDigest: held.ownerDigest,
+      });
+      const now = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+      expect(now.restores).toEqual([
+        expect.objectContaining({
+          operationId: "op-quiet",
+          ownerAlive: true,
+          attention: false,
+          stalledForMs: null,
+        }),
+      ]);
+      const later = await reportRestores({
+        dataDir: box.dataDir,
+        commandPrefix: "drydock",
+        now: () => Date.now() + RESTORE_STALLED_MS + 60_000,
+      });
+      expect(later.restores).toEqual([
+        expect.objectContaining({
+          operationId: "op-quiet",
+          ownerAlive: true,
+          attention: true,
+          retainedByLiveOwner: null,
+        }),
+      ]);
+      expect(later.restores[0]?.stalledForMs).toBeGreaterThan(RESTORE_STALLED_MS);
+    } finally {
+      held.release();
+    }
   });
 });
 

@@ -72,7 +72,9 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
               ? `inspect: ${item.problem}`
               : item.retainedByLiveOwner
                 ? `stop process ${item.retainedByLiveOwner.pid} first`
-                : (item.next ?? (item.ownerAlive ? "wait" : "-")),
+                : item.stalledForMs
+                  ? `no progress for ${Math.round(item.stalledForMs / 60_000)} min: check its process`
+                  : (item.next ?? (item.ownerAlive ? "wait" : "-")),
           ]),
           ctx.tty,
         ) +

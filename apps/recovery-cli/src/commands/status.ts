@@ -72,6 +72,14 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         message: `failed in process ${item.retainedByLiveOwner.pid}, which is still running and keeps the workspace lock for recovery (${item.phase}): it will not settle this restore itself. Stop or restart that process (a bot server keeps the lock on disk when it stops), then run the command shown`,
         command: `${ctx.commandPrefix} restores show ${item.operationId}`,
       });
+    } else if (item.stalledForMs !== null && item.stalledForMs !== undefined) {
+      findings.push({
+        area: "restore",
+        attention: true,
+        subject: item.operationId,
+        message: `running (${item.phase}), but its saga has not moved for ${Math.round(item.stalledForMs / 60_000)} min: the process that holds its workspace lock may be stuck, or may have failed without being able to journal it. Check that process; if it is stuck, stop or restart it, then run the command shown (a very large restore may just be slow)`,
+        command: `${ctx.commandPrefix} restores show ${item.operationId}`,
+      });
     } else if (item.ownerAlive) {
       findings.push({
         area: "restore",
