@@ -272,32 +272,53 @@ describe("drydock_provider_retries_total", () => {
   });
 });
 
-describe("a restore that fails after its intent in this process", () => {
-  it("answers 503 restore_recovery_required with recoveryRequired: true and its own operation id", async () => {
-    const dir = tempDir("recovery-failed");
-    let armed = false;
-    const failing = await startServer(
-      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
-      {
-        print: () => {},
-        crash: {
-          restore: {
-            point(name: string) {
-              if (armed && name === "restore.after-intent-committed")
-                throw new Error("test: injected failure");
-            },
+/**
+ * A server whose restores fail at `point` (in this process, once armed) after a bot `botId` got a file
+ * "a.txt" written twice with a checkpoint in between: the restore of `checkpointId` is then ready to fail.
+ */
+async function serverWithFailingRestore(label: string, botId: string, point: string) {
+  const dir = tempDir(label);
+  let armed = false;
+  const server = await startServer(
+    loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
+    {
+      print: () => {},
+      crash: {
+        restore: {
+          point(name: string) {
+            if (armed && name === point) throw new Error("test: injected failure");
           },
         },
       },
+    },
+  );
+  await server.startup;
+  const call = api(server.url, server.token);
+  expect((await call("POST", "/v1/bots", { name: botId, botId })).status).toBe(201);
+  expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+  const checkpointId = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint.checkpointId;
+  expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+  armed = true;
+  return {
+    dir,
+    call,
+    checkpointId: checkpointId as string,
+    async close() {
+      await server.close();
+      dir.cleanup();
+    },
+  };
+}
+
+describe("a restore that fails after its intent in this process", () => {
+  it("answers 503 restore_recovery_required with recoveryRequired: true and its own operation id", async () => {
+    const failing = await serverWithFailingRestore(
+      "recovery-failed",
+      "fails",
+      "restore.after-intent-committed",
     );
+    const { call, checkpointId } = failing;
     try {
-      await failing.startup;
-      const call = api(failing.url, failing.token);
-      expect((await call("POST", "/v1/bots", { name: "F", botId: "fails" })).status).toBe(201);
-      expect((await call("PUT", "/v1/bots/fails/files/a.txt", "v1")).status).toBe(201);
-      const checkpointId = (await call("POST", "/v1/bots/fails/checkpoints")).json.checkpoint.checkpointId;
-      expect((await call("PUT", "/v1/bots/fails/files/a.txt", "v2")).status).toBe(201);
-      armed = true;
       const res = await call("POST", `/v1/bots/fails/checkpoints/${checkpointId}/restore`);
       expect(res.status).toBe(503);
       expect(res.json.error.code).toBe("restore_recovery_required");
@@ -327,37 +348,19 @@ describe("a restore that fails after its intent in this process", () => {
       expect((await call("GET", `/v1/restores/${operationId}`)).json.restore.operationId).toBe(operationId);
     } finally {
       await failing.close();
-      dir.cleanup();
     }
   });
 });
 
 describe("a restore stopped half-way whose workspace lock is gone", () => {
   it("refuses file writes, deletions and checkpoints with 409 restore_unsettled: the saga is the evidence", async () => {
-    const dir = tempDir("recovery-lockless");
-    let armed = false;
-    const failing = await startServer(
-      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
-      {
-        print: () => {},
-        crash: {
-          restore: {
-            point(name: string) {
-              if (armed && name === "restore.after-mutation-started")
-                throw new Error("test: injected failure");
-            },
-          },
-        },
-      },
+    const failing = await serverWithFailingRestore(
+      "recovery-lockless",
+      "lockless",
+      "restore.after-mutation-started",
     );
+    const { call, checkpointId, dir } = failing;
     try {
-      await failing.startup;
-      const call = api(failing.url, failing.token);
-      expect((await call("POST", "/v1/bots", { name: "L", botId: "lockless" })).status).toBe(201);
-      expect((await call("PUT", "/v1/bots/lockless/files/a.txt", "v1")).status).toBe(201);
-      const checkpointId = (await call("POST", "/v1/bots/lockless/checkpoints")).json.checkpoint.checkpointId;
-      expect((await call("PUT", "/v1/bots/lockless/files/a.txt", "v2")).status).toBe(201);
-      armed = true;
       const res = await call("POST", `/v1/bots/lockless/checkpoints/${checkpointId}/restore`);
       expect(res.json.error.code).toBe("restore_recovery_required");
       const { operationId } = res.json.error.details;
@@ -383,7 +386,6 @@ describe("a restore stopped half-way whose workspace lock is gone", () => {
       expect(existsSync(join(dir.dir, "workspaces", "lockless", "new.txt"))).toBe(false);
     } finally {
       await failing.close();
-      dir.cleanup();
     }
   });
 });
