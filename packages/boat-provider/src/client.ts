@@ -107,6 +107,7 @@ interface Answer {
 }
 
 export function createBoatClient(options: BoatClientOptions): BoatClient {
+  if (typeof options?.baseUrl !== "string") throw invalidArgument("baseUrl", "must be an http(s) URL");
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   if (!/^https?:\/\//.test(baseUrl)) throw invalidArgument("baseUrl", "must be an http(s) URL");
   if (typeof options.token !== "string" || options.token.length === 0 || /[\r\n\0\s]/.test(options.token)) {
@@ -252,6 +253,16 @@ export function createBoatClient(options: BoatClientOptions): BoatClient {
       if (status >= 200 && status < 300) {
         // An error envelope with a success status is self-contradictory: we cannot tell what happened.
         return invalidResponse(request, `an error envelope with HTTP ${status}`, status);
+      }
+      const said = envelope.data.error.status;
+      if (said !== undefined && said !== status) {
+        // So is one whose own status is another than the answer's: a 404 saying 500 must never read as
+        // proof that a Boat is gone (`provesAbsence`), nor a 500 saying 404 as a plain failure.
+        return invalidResponse(
+          request,
+          `an error envelope saying HTTP ${said} in an HTTP ${status} answer`,
+          status,
+        );
       }
       return new BoatApiError({
         status,

@@ -7,6 +7,7 @@ import {
   createBoatClient,
   isBoatApiError,
   isBoatTransportError,
+  provesAbsence,
 } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { BODY, OPERATION, type RawServer, rawServer, rejection, SANDBOX } from "./helpers.js";
@@ -97,6 +98,37 @@ describe("malformed answers are invalid_response", () => {
     });
     await invalid(client.getSandbox("bx_abcdefgh"));
     await invalid(client.listSandboxes(), /error envelope/);
+  });
+
+  it("an error envelope whose own status differs from the answer's: a 404 saying 500 never proves absence", async () => {
+    const client = await serve((req, res) => {
+      if (req.url?.includes("bx_abcdefgh"))
+        json(res, 404, {
+          ok: false,
+          error: { code: "not_found", message: "gone", status: 500 },
+          requestId: "r",
+        });
+      else
+        json(res, 404, {
+          ok: false,
+          error: { code: "not_found", message: "gone", status: 404 },
+          requestId: "r",
+        });
+    });
+    const contradictory = await invalid(client.getSandbox("bx_abcdefgh"), /saying HTTP 500 in an HTTP 404/);
+    expect(provesAbsence(contradictory)).toBe(false);
+    // The consistent one is the plain not_found it always was.
+    const plain = await typed(client.getSandbox("bx_bcdefghj"));
+    expect(plain).toMatchObject({ status: 404, code: "not_found" });
+    expect(provesAbsence(plain)).toBe(true);
+  });
+
+  it("a client without a baseUrl is refused as an argument, before anything is sent", () => {
+    for (const baseUrl of [undefined, 5, "", "ftp://x"]) {
+      expect(() => createBoatClient({ baseUrl: baseUrl as never, token: "t" })).toThrow(
+        expect.objectContaining({ code: "invalid_argument" }),
+      );
+    }
   });
 
   it("a create answered with the wrong type", async () => {

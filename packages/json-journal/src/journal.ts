@@ -206,8 +206,13 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   function readFresh(): T {
     let fd: number;
     try {
-      // O_NONBLOCK: a FIFO planted at the path must not hang the process; it is refused below.
-      fd = fs.openSync(file, nodeFs.constants.O_RDONLY | nodeFs.constants.O_NONBLOCK);
+      // O_NONBLOCK: a FIFO planted at the path must not hang the process; it is refused below. O_NOFOLLOW:
+      // a symlink planted at the path is refused too (ELOOP, "unreadable"), never read through and then
+      // replaced by the next write's rename, which would leave its target behind with the old state.
+      fd = fs.openSync(
+        file,
+        nodeFs.constants.O_RDONLY | nodeFs.constants.O_NONBLOCK | nodeFs.constants.O_NOFOLLOW,
+      );
     } catch (error) {
       if (errnoCode(error) !== "ENOENT") throw stateError("unreadable", error);
       // Absence needs no racy window: a file created later is seen by the next stat.

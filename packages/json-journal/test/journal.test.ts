@@ -1,12 +1,14 @@
 import { spawnSync } from "node:child_process";
 import {
   existsSync,
+  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   readlinkSync,
   realpathSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -61,6 +63,26 @@ function open(extra?: { fs?: FileOps; now?: () => number; waitMs?: number }) {
 const serialize = (doc: Doc) => `${JSON.stringify(doc, null, 2)}\n`;
 
 describe("openJsonJournal basics", () => {
+  it("refuses a symlink at the document's path (unreadable): never read through, never replaced", async () => {
+    const target = join(dir, "elsewhere.json");
+    writeFileSync(target, serialize({ version: 1, items: [{ name: "a", value: 1 }] }));
+    symlinkSync(target, file);
+    const journal = open();
+    for (const call of [
+      () => journal.read(),
+      () => journal.update(() => ({ next: { version: 1, items: [] }, result: 1 })),
+    ]) {
+      const error = await call().then(
+        () => null,
+        (thrown: unknown) => thrown,
+      );
+      expect(error).toBeInstanceOf(StateError);
+      expect((error as StateError).detail).toBe("unreadable");
+    }
+    expect(lstatSync(file).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(readFileSync(target, "utf8")).items).toHaveLength(1);
+  });
+
   it("reads a missing file as the empty document and creates no document", async () => {
     const journal = openJsonJournal<Doc>({
       file: join(dir, "nested", "deeper", "things.json"),

@@ -233,7 +233,7 @@ export function createRestoreRecoveryController(
           ...(options.identity ? { identity: options.identity } : {}),
         });
   const store = options.store ?? defaults!.store;
-  const lock = options.lock ?? defaults!.lock;
+  const lock = refusalsAsOwnerConflict(options.lock ?? defaults!.lock);
   const rollbackPort = options.rollback ?? defaults!.rollback;
   const seams = {
     ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
@@ -962,12 +962,20 @@ export function createRestoreRecoveryController(
     const operationId = validateOperationId(operationIdInput);
     const fence = validateFence(fenceInput, prefix);
     const previewed = await readTerminal(operationId, fence);
-    const read = await inspectBound(operationId, fence.expectedOwnerDigest, {
-      ...previewed.saga,
-      basePhase: null,
-      terminal: true,
-      events: [],
-    });
+    const view = { ...previewed.saga, basePhase: null, terminal: true, events: [] };
+    if (previewed.alreadyArchived && fence.expectedOwnerDigest !== null) {
+      // A release retried with its own fence (after a lost answer, say): the saga is archived at exactly
+      // the fenced seq and hash and its lock is gone, so the earlier call did it all. Not "nothing changed".
+      const now = await ownerOf(operationId, view);
+      if (now.kind === "absent") {
+        return result(
+          "release",
+          { saga: previewed.saga, reconciledFromError: false },
+          { archived: true, alreadyArchived: true, warning: null },
+        );
+      }
+    }
+    const read = await inspectBound(operationId, fence.expectedOwnerDigest, view);
     if (read.kind === "torn") {
       throw recoveryError("ACTION_NOT_ALLOWED", `${tornReleaseBlocker(prefix)}. Nothing was changed.`, {
         operationId,
@@ -1206,4 +1214,27 @@ export function createRestoreRecoveryController(
   }
 
   return { workspaceRoot, preview, abort, release, rollback, complete };
+}
+
+/**
+ * A takeover refused because the lock's owner still runs comes from restore-saga as WORKSPACE_LOCKED; the
+ * controller's callers are told OWNER_CONFLICT with `ownerAlive: true`, as for every other live owner
+ * (its words kept). Only a refusal of the takeover itself: an error from inside `fn` passes as it is.
+ */
+function refusalsAsOwnerConflict(port: RecoveryWorkspaceLock): RecoveryWorkspaceLock {
+  return {
+    ...port,
+    async withRecovery(operationId, expectedOwner, fn) {
+      let entered = false;
+      try {
+        return await port.withRecovery(operationId, expectedOwner, (lease) => {
+          entered = true;
+          return fn(lease);
+        });
+      } catch (error) {
+        if (entered || !isSagaError(error) || error.code !== "WORKSPACE_LOCKED") throw error;
+        throw recoveryError("OWNER_CONFLICT", error.message, { operationId, ownerAlive: true });
+      }
+    },
+  };
 }

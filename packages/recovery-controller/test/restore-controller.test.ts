@@ -413,6 +413,9 @@ describe("restore recovery controller", () => {
     expect(owner()).toBeNull();
     const again = await recovery.release("op-done", { ...fence, expectedOwnerDigest: null });
     expect(again).toMatchObject({ archived: true, alreadyArchived: true, phase: "completed" });
+    // Retried with its own fence (a lost answer): the earlier call did it all, and the answer says so.
+    const retried = await recovery.release("op-done", fence);
+    expect(retried).toMatchObject({ archived: true, alreadyArchived: true, phase: "completed" });
   });
 
   it("does not release against a wrong owner digest: owner unchanged, saga not archived", async () => {
@@ -990,6 +993,26 @@ describe("restore recovery controller: complete, a missing lock, an unreadable l
     expect(preview.actions.abort).toEqual({ eligible: true, blockers: [] });
     const result = await rebooted.abort("op-reboot", { ...preview.fence });
     expect(result).toMatchObject({ phase: "aborted", archived: true });
+  });
+});
+
+describe("a takeover refused because the owner still runs", () => {
+  it("is OWNER_CONFLICT with ownerAlive: true, as every other live-owner refusal, never restore-saga's WORKSPACE_LOCKED", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-live-owner");
+    const lockBytes = readFileSync(lockFile());
+    // Every process alive, for the controller and for its default lock port alike.
+    const recovery = createRestoreRecoveryController({
+      dataDir: box.dataDir,
+      workspaceRoot: box.workspace,
+      isProcessAlive: () => true,
+    });
+    const { fence } = await recovery.preview("op-live-owner");
+    const error = await rejection(recovery.abort("op-live-owner", { ...fence, reason: "owner alive" }));
+    expect(isRecoveryError(error)).toBe(true);
+    expect(error.code).toBe("OWNER_CONFLICT");
+    expect((error.details as Record<string, unknown>).ownerAlive).toBe(true);
+    expect(readFileSync(lockFile())).toEqual(lockBytes);
   });
 });
 
