@@ -12,6 +12,12 @@ import {
 import { join } from "node:path";
 import { acquireLockSync, isLockError, type LockHandle } from "@drydock/file-lock";
 import { writeFileAtomic } from "@drydock/json-journal";
+import {
+  PROVIDER_BINDING_FILE,
+  providerIdentity,
+  providerMismatch,
+  readProviderBinding,
+} from "@drydock/recovery-controller";
 import { processAlive } from "./workspace-files.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -144,5 +150,30 @@ export function removeEmbeddedProvider(dataDir: string): void {
     unlinkSync(path);
   } catch {
     // Absent, unreadable or already gone: nothing to do.
+  }
+}
+
+const PROVIDER_LINE = /^(embedded|https?:\/\/\S+)$/;
+
+/**
+ * Binds the data directory to `identity` on its first start (recovery-controller's `providerMismatch` says
+ * why one directory must stay with one boat.dev), or refuses a start whose provider is not the bound one.
+ */
+export function bindProvider(dataDir: string, identity: string): void {
+  const mismatch = providerMismatch(dataDir, identity);
+  if (mismatch !== null) throw new DataDirError(mismatch);
+  if (readProviderBinding(dataDir) === null) {
+    const bound = createOnce(
+      join(dataDir, PROVIDER_BINDING_FILE),
+      identity,
+      PROVIDER_LINE,
+      "the provider binding",
+    );
+    // Two first starts at once with different providers: the one that lost the race refuses now.
+    if (providerIdentity(bound === "embedded" ? null : bound) !== identity) {
+      throw new DataDirError(
+        providerMismatch(dataDir, identity) ?? "the data directory was bound to another provider",
+      );
+    }
   }
 }

@@ -9,13 +9,14 @@ import {
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
-import { createBoatRecovery } from "@drydock/recovery-controller";
+import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import {
+  bindProvider,
   EMBEDDED_PROVIDER_FILE,
   ensureDataDir,
   holdEmbeddedSimulator,
@@ -137,6 +138,8 @@ async function start(
   let simulator: BoatSimulator | null = null;
   let simulatorLock: LockHandle | null = null;
   let provider = config.provider;
+  // One data directory, one boat.dev (see bindProvider): checked before any simulator or journal is touched.
+  bindProvider(config.dataDir, providerIdentity(provider ? provider.apiUrl : null));
   if (!provider) {
     // One embedded simulator per data directory (see holdEmbeddedSimulator).
     const lock = holdEmbeddedSimulator(config.dataDir);

@@ -80,6 +80,8 @@ describe("the embedded provider file", () => {
         { mode: 0o600 },
       );
       const sim = await startBoatSimulator({ port: 0 });
+      // The operator moves the directory to the real provider (everything open was settled first).
+      writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
       const real = await startServer(
         loadConfig({
           DRYDOCK_DATA_DIR: own.dir,
@@ -95,6 +97,81 @@ describe("the embedded provider file", () => {
       await real.close();
       await sim.close();
     } finally {
+      own.cleanup();
+    }
+  });
+});
+
+describe("one data directory, one boat.dev", () => {
+  it("a server for another provider than the one the directory is bound to refuses to start, and says how to move it", async () => {
+    const own = tempDir("provider-binding");
+    const sim = await startBoatSimulator({ port: 0 });
+    const embeddedConfig = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const realConfig = loadConfig({
+      DRYDOCK_DATA_DIR: own.dir,
+      PORT: "0",
+      LOG_LEVEL: "silent",
+      BOAT_API_URL: sim.apiUrl,
+      BOAT_API_TOKEN: sim.token,
+    });
+    try {
+      // First start: bound to the embedded simulator.
+      const embedded = await startServer(embeddedConfig, { print: () => {} });
+      await embedded.startup;
+      expect(readFileSync(join(own.dir, "boat-provider"), "utf8").trim()).toBe("embedded");
+      // A real provider alongside it, or after it, is refused before anything is touched.
+      for (let round = 0; round < 2; round++) {
+        const refused = await startServer(realConfig, { print: () => {} }).then(
+          () => null,
+          (error: unknown) => error as Error,
+        );
+        expect(refused?.message).toMatch(
+          /journals describe the Boats of the bot server's embedded simulator, not of boat\.dev at http:\/\/127\.0\.0\.1:\d+\/api\/v1.*write "http:\/\/127\.0\.0\.1:\d+\/api\/v1" into .*boat-provider/,
+        );
+        if (round === 0) await embedded.close();
+      }
+      expect(sim.stats().createsCommitted).toBe(0);
+
+      // Bound to the real one (rebound by hand): now the embedded simulator is the stranger.
+      writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
+      const real = await startServer(realConfig, { print: () => {} });
+      await real.startup;
+      const again = await startServer(embeddedConfig, { print: () => {} }).then(
+        () => null,
+        (error: unknown) => error as Error,
+      );
+      expect(again?.message).toMatch(
+        /describe the Boats of boat\.dev at .*, not of the bot server's embedded simulator/,
+      );
+      await real.close();
+    } finally {
+      await sim.close();
+      own.cleanup();
+    }
+  });
+
+  it("a directory from before the binding that holds the embedded simulator's state counts as bound to it", async () => {
+    const own = tempDir("provider-binding-legacy");
+    const sim = await startBoatSimulator({ port: 0 });
+    writeFileSync(join(own.dir, "boat-simulator.json"), "{}\n");
+    try {
+      const refused = await startServer(
+        loadConfig({
+          DRYDOCK_DATA_DIR: own.dir,
+          PORT: "0",
+          LOG_LEVEL: "silent",
+          BOAT_API_URL: sim.apiUrl,
+          BOAT_API_TOKEN: sim.token,
+        }),
+        { print: () => {} },
+      ).then(
+        () => null,
+        (error: unknown) => error as Error,
+      );
+      expect(refused?.message).toMatch(/embedded simulator, not of boat\.dev/);
+      expect(existsSync(join(own.dir, "boat-provider"))).toBe(false);
+    } finally {
+      await sim.close();
       own.cleanup();
     }
   });

@@ -1,7 +1,12 @@
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
-import { drydockCommandPrefix, shellQuote } from "@drydock/recovery-controller";
+import {
+  drydockCommandPrefix,
+  providerIdentity,
+  providerMismatch,
+  shellQuote,
+} from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import type { MainOptions } from "./program.js";
@@ -143,6 +148,9 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
               : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token); with the embedded simulator, start the bot server on this data directory (drydock then finds its address in embedded-boat-dev.json). Nothing was read or sent.",
         );
       }
+      // One data directory, one boat.dev: its journals read against another make every Boat look gone.
+      const mismatch = providerMismatch(dataDir, providerIdentity(embedded ? null : providerUrl));
+      if (mismatch !== null) throw new CliError("PROVIDER_MISMATCH", `${mismatch} Nothing was read or sent.`);
       client ??= createBoatClient({
         baseUrl: providerUrl,
         token: providerToken,

@@ -35,6 +35,8 @@ export const CLI_ERROR_EXIT = {
   NOT_FOUND: EXIT_CODES.NOT_FOUND,
   ENVIRONMENT_ID_MISSING: EXIT_CODES.NOT_FOUND,
   PROVIDER_NOT_CONFIGURED: EXIT_CODES.USAGE,
+  /** The provider given is not the one the data directory is bound to (`<dataDir>/boat-provider`). */
+  PROVIDER_MISMATCH: EXIT_CODES.USAGE,
   FENCE_MISMATCH: EXIT_CODES.STATE_CHANGED,
   ACTION_NOT_ELIGIBLE: EXIT_CODES.UNSAFE,
   /** boat.dev's list could not be read, so the plan cannot say what a preview asked about. */

@@ -228,6 +228,23 @@ describe("adopt commands", () => {
     );
   });
 
+  it("a provider other than the one the data directory is bound to is refused (exit 2): nothing is read or sent", async () => {
+    const d = dataDir();
+    writeFileSync(join(d.dir, "boat-provider"), "embedded\n");
+    // A provider nobody answers at: a command that tried to reach it would exit 6, not 2.
+    const nowhere = { BOAT_API_URL: await closedPortUrl(), BOAT_API_TOKEN: "tok-closed-port-0123456789" };
+    for (const command of [["reconcile"], ["status"], ["creates", "retire", "bot-x"]]) {
+      const run = await cli([...command, "--data-dir", d.dir], nowhere);
+      expect(run.code, `${command.join(" ")}: ${run.err}`).toBe(EXIT_CODES.USAGE);
+      expect(run.err).toMatch(
+        /journals describe the Boats of the bot server's embedded simulator, not of boat\.dev at/,
+      );
+    }
+    // Bound to this provider, the same commands run.
+    writeFileSync(join(d.dir, "boat-provider"), `${sim.apiUrl}\n`);
+    expect((await cli(["reconcile", "--data-dir", d.dir], provider())).code).toBe(0);
+  });
+
   it("a preview while boat.dev's list cannot be read exits 6: a Boat only the list shows is never called unknown", async () => {
     const d = dataDir();
     const lost = (

@@ -2,6 +2,8 @@
 // restore only against the exact saga head and lock owner an operator previewed; Boat recovery plans
 // everything about Boats that needs a person and performs the one safe action for each.
 
+// Which boat.dev a data directory belongs to
+export { PROVIDER_BINDING_FILE, providerIdentity, providerMismatch, readProviderBinding } from "./binding.js";
 // Boat recovery
 export {
   type BoatActionOptions,
