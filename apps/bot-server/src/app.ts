@@ -12,7 +12,12 @@ import {
 import { basename, dirname, join } from "node:path";
 import { type BoatCreateJournal, keyTrustDeadline } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
-import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
+import {
+  type BoatLifecycle,
+  DELETE_IN_FLIGHT_MS,
+  deletionInFlightLeftMs,
+  type RecoveryReport,
+} from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 import {
@@ -639,7 +644,25 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         for (const record of (await deps.deleteJournal.boatDeletionSnapshot()).filter(
           (r) => r.ownerBotId === botId,
         )) {
-          const outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
+          let outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
+          if (outcome === "pending" && unconfirmedFence([record], Date.now())) {
+            // Its DELETE was never confirmed and nothing sends it now: reconciling never moves it. The
+            // person's confirmation sends it again (the lifecycle re-checks the Boat and its name first).
+            if (confirmName === undefined) {
+              throw new HttpProblem(
+                409,
+                "confirmation_required",
+                `This bot's cloud computer (${record.boxId}, '${record.name}') was being deleted, but boat.dev never confirmed the deletion and nothing is sending it now. Deleting the bot sends it again: send { "confirmName": "${record.name}" } (or delete the computer first: DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
+                { boxId: record.boxId, name: record.name },
+              );
+            }
+            const resent = await deps.lifecycle.deleteBoat({
+              boxId: record.boxId,
+              confirmName,
+              ownerBotId: botId,
+            });
+            outcome = resent.pending ? "pending" : "confirmed";
+          }
           if (outcome === "blocked") {
             // Reconciling a blocked fence never moves it: only a new DELETE does, which the person asks for.
             throw new HttpProblem(
@@ -745,15 +768,29 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     return journals;
   }
 
-  /** The first instant after `now` at which some create row's key stops being retried (see computerView). */
+  /**
+   * The first instant after `now` at which some computer's view changes by time alone (see computerView): a
+   * create row's key stops being retried, or a prepared deletion fence leaves its in-flight window.
+   */
   function nextExpiry(journals: Journals, now: number): number {
     let next = Number.POSITIVE_INFINITY;
-    for (const row of journals.creates.values()) {
-      const at = keyTrustDeadline(row.createdAt);
+    const consider = (at: number) => {
       if (at > now && at < next) next = at;
+    };
+    for (const row of journals.creates.values()) consider(keyTrustDeadline(row.createdAt));
+    for (const records of journals.deletions.values()) {
+      for (const record of records)
+        if (record.phase === "prepared") consider(record.updatedAt + DELETE_IN_FLIGHT_MS);
     }
     return next;
   }
+
+  /**
+   * A fence prepared longer ago than the in-flight window whose DELETE boat.dev never confirmed: nothing is
+   * sending it any more, and only a person's Delete (fenced to this Boat) sends it again.
+   */
+  const unconfirmedFence = (records: readonly DeletionRow[], now: number): DeletionRow | undefined =>
+    records.find((r) => r.phase === "prepared" && deletionInFlightLeftMs(r, now) === 0);
 
   /** The computer's state from the journals only (no provider call), so listing bots stays cheap. */
   function computerView(botId: string, journals: Journals, now = Date.now()): ComputerView {
@@ -765,6 +802,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         boxId: blocked.boxId,
         name: blocked.name,
         problem: "boat.dev could not delete this computer; check boat.dev, then retry Delete.",
+      };
+    }
+    const unconfirmed = unconfirmedFence(deletions, now);
+    if (unconfirmed) {
+      return {
+        status: "needs_attention",
+        boxId: unconfirmed.boxId,
+        name: unconfirmed.name,
+        problem: `This computer's deletion was started but boat.dev never confirmed it, and nothing is sending it now. Delete it again (DELETE /v1/bots/${botId}/computer with { "confirmName": "${unconfirmed.name}" }): the same Boat, never a second one.`,
       };
     }
     const deleting = deletions[0];

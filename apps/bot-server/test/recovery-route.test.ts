@@ -18,6 +18,7 @@ import {
 } from "node:fs";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
 import { describe, expect, it } from "vitest";
@@ -252,6 +253,36 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
     expect((await call("POST", "/v1/bots", { name: "Bare", botId: "bare" })).status).toBe(201);
     expect((await call("DELETE", "/v1/bots/bare")).status).toBe(200);
     expect((await call("GET", "/v1/bots/bare")).status).toBe(404);
+  });
+});
+
+describe("a deletion whose DELETE boat.dev never confirmed, left by a stopped server", () => {
+  it("the computer needs attention, DELETE of the bot asks for the name, and with it sends the DELETE again", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Rex", botId: "rex" })).status).toBe(201);
+    const boat = (await call("POST", "/v1/bots/rex/computer")).json.computer;
+    // As a server SIGKILLed while its DELETE was on the wire leaves it: prepared, no receipt, 31 s ago.
+    await openBoatDeleteJournal({ dataDir: tmp.dir, now: () => Date.now() - 31_000 }).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "rex",
+    });
+    const view = (await call("GET", "/v1/bots/rex/computer")).json.computer;
+    expect(view).toMatchObject({ status: "needs_attention", boxId: boat.boxId });
+    expect(view.problem).toContain(`DELETE /v1/bots/rex/computer with { "confirmName": "${boat.name}" }`);
+    const before = server.simulator!.stats().deleteRequests;
+
+    const asked = await call("DELETE", "/v1/bots/rex");
+    expect(asked.status).toBe(409);
+    expect(asked.json.error.code).toBe("confirmation_required");
+    expect(asked.json.error.details).toEqual({ boxId: boat.boxId, name: boat.name });
+    expect(server.simulator!.stats().deleteRequests).toBe(before);
+
+    const deleted = await call("DELETE", "/v1/bots/rex", { confirmName: boat.name });
+    expect(deleted.status).toBe(200);
+    expect(deleted.json).toMatchObject({ ok: true, workspaceRetired: true });
+    expect(server.simulator!.stats().deleteRequests).toBe(before + 1);
+    expect((await call("GET", "/v1/bots/rex")).status).toBe(404);
   });
 });
 
