@@ -95,8 +95,9 @@ const CreateBotBody = z
 
 const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
 /** Needed only while the bot has a live Boat (then it must name it); a bot without one takes no body. */
+// `{}` is the same as no body: the route then answers 409 confirmation_required with the name to send.
 const DeleteBotBody = z
-  .object({ confirmName: z.string().min(1).max(100) })
+  .object({ confirmName: z.string().min(1).max(100).optional() })
   .strict()
   .nullish();
 
@@ -1068,10 +1069,12 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     const found = await collectRestoreRecovery(deps.dataDir, commandPrefix);
     unreadable.push(...found.unreadable);
+    const retirements = await unfinishedRetirements();
     const open =
       boats.filter((item) => item.attention).length +
       found.restores.filter((item) => item.attention).length +
-      unreadable.length;
+      unreadable.length +
+      retirements.length;
     deps.metrics.recoveryItemsOpen.set(open);
     recoveryCountedAt = performance.now();
     return {
@@ -1080,10 +1083,39 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       complete: unreadable.length === 0,
       boats,
       restores: found.restores,
+      retirements,
       unreadable,
       startup: deps.startupReport(),
     };
   }
+
+  /**
+   * Deleted bots whose workspace directory is still where it was: their retirement did not finish (it could
+   * not run then, or the server stopped in it). Each needs DELETE /v1/bots/:botId again (or the next start,
+   * which finishes what it can).
+   */
+  async function unfinishedRetirements(): Promise<{ botId: string; message: string }[]> {
+    const bots = new Set((await deps.bots.list()).map((bot) => bot.botId));
+    return listWorkspaces(deps.dataDir)
+      .filter(({ botId }) => !bots.has(botId))
+      .map(({ botId }) => ({
+        botId,
+        message: `Bot ${botId} was deleted, but retiring its workspace did not finish (its files, checkpoints or restores are partly where they were): send DELETE /v1/bots/${botId} to finish it. It is kept, never deleted.`,
+      }));
+  }
+
+  // Retirements a stopped server left half-done are finished before the first request; one that cannot run
+  // now (a restore still unsettled, a disk error) stays in GET /v1/recovery until DELETE finishes it.
+  app.addHook("onReady", async () => {
+    for (const { botId } of await unfinishedRetirements()) {
+      try {
+        await exclusive(botId, () => retireWorkspace(botId, "retire-deleted"));
+        app.log.info({ botId }, "finished retiring a deleted bot's workspace");
+      } catch (error) {
+        app.log.warn({ err: error, botId }, "a deleted bot's workspace could not be retired at start");
+      }
+    }
+  });
 
   return app;
 }

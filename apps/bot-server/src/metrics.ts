@@ -41,7 +41,7 @@ export function createMetrics() {
     }),
     recoveryItemsOpen: new Gauge({
       name: "drydock_recovery_items_open",
-      help: "Items that need a person, as last computed by GET /v1/recovery (0 until it is first called).",
+      help: "Items that need a person, as GET /v1/recovery counts them: recounted by that route, and by a scrape when the count is older than 60 s.",
       registers: [registry],
     }),
   };

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
@@ -247,6 +247,49 @@ describe("a start that fails part-way", () => {
       await next.close();
     } finally {
       await new Promise((resolve) => blocker.close(resolve));
+      own.cleanup();
+    }
+  });
+});
+
+describe("a deleted bot's workspace whose retirement did not finish", () => {
+  it("is open in GET /v1/recovery until it is finished, and the next start finishes it", async () => {
+    const own = tempDir("retire-unfinished");
+    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    try {
+      let server = await startServer(config, { print: () => {} });
+      await server.startup;
+      let call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "Lea", botId: "lea" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/lea/files/notes.txt", "kept")).status).toBe(201);
+      // Retiring cannot run: where the retired files go is taken by a file.
+      writeFileSync(join(own.dir, "workspaces", ".retired"), "in the way\n");
+      const deleted = await call("DELETE", "/v1/bots/lea");
+      expect(deleted.json).toMatchObject({ ok: true, workspaceRetired: false });
+      const recovery = (await call("GET", "/v1/recovery")).json;
+      expect(recovery.retirements).toEqual([
+        { botId: "lea", message: expect.stringContaining("send DELETE /v1/bots/lea to finish it") },
+      ]);
+      expect(recovery.open).toBe(1);
+      expect((await call("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 1$/m);
+      await server.close();
+
+      // Once the way is clear, the next start finishes it before its first request.
+      rmSync(join(own.dir, "workspaces", ".retired"));
+      server = await startServer(config, { print: () => {} });
+      await server.startup;
+      call = api(server.url, server.token);
+      const after = (await call("GET", "/v1/recovery")).json;
+      expect(after.retirements).toEqual([]);
+      expect(after.open).toBe(0);
+      expect(existsSync(join(own.dir, "workspaces", "lea"))).toBe(false);
+      const retired = readdirSync(join(own.dir, "workspaces", ".retired"));
+      expect(retired).toHaveLength(1);
+      expect(readFileSync(join(own.dir, "workspaces", ".retired", retired[0]!, "notes.txt"), "utf8")).toBe(
+        "kept",
+      );
+      await server.close();
+    } finally {
       own.cleanup();
     }
   });
