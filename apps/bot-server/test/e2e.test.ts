@@ -30,6 +30,17 @@ afterAll(async () => {
   tmp.cleanup();
 });
 
+/** The error a start refuses with, or null when it started (then it is closed again). */
+async function refusedStart(config: ReturnType<typeof loadConfig>): Promise<Error | null> {
+  try {
+    const started = await startServer(config, { print: () => {} });
+    await started.close();
+    return null;
+  } catch (error) {
+    return error as Error;
+  }
+}
+
 describe("embedded defaults", () => {
   it("generates a 0600 server token and says where the data, the token and the embedded provider are", () => {
     const tokenFile = join(tmp.dir, "server-token");
@@ -121,10 +132,7 @@ describe("one data directory, one boat.dev", () => {
       expect(readFileSync(join(own.dir, "boat-provider"), "utf8").trim()).toBe("embedded");
       // A real provider alongside it, or after it, is refused before anything is touched.
       for (let round = 0; round < 2; round++) {
-        const refused = await startServer(realConfig, { print: () => {} }).then(
-          () => null,
-          (error: unknown) => error as Error,
-        );
+        const refused = await refusedStart(realConfig);
         expect(refused?.message).toMatch(
           /journals describe the Boats of the bot server's embedded simulator, not of boat\.dev at http:\/\/127\.0\.0\.1:\d+\/api\/v1.*write "http:\/\/127\.0\.0\.1:\d+\/api\/v1" into .*boat-provider/,
         );
@@ -136,10 +144,7 @@ describe("one data directory, one boat.dev", () => {
       writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
       const real = await startServer(realConfig, { print: () => {} });
       await real.startup;
-      const again = await startServer(embeddedConfig, { print: () => {} }).then(
-        () => null,
-        (error: unknown) => error as Error,
-      );
+      const again = await refusedStart(embeddedConfig);
       expect(again?.message).toMatch(
         /describe the Boats of boat\.dev at .*, not of the bot server's embedded simulator/,
       );
@@ -155,7 +160,7 @@ describe("one data directory, one boat.dev", () => {
     const sim = await startBoatSimulator({ port: 0 });
     writeFileSync(join(own.dir, "boat-simulator.json"), "{}\n");
     try {
-      const refused = await startServer(
+      const refused = await refusedStart(
         loadConfig({
           DRYDOCK_DATA_DIR: own.dir,
           PORT: "0",
@@ -163,10 +168,6 @@ describe("one data directory, one boat.dev", () => {
           BOAT_API_URL: sim.apiUrl,
           BOAT_API_TOKEN: sim.token,
         }),
-        { print: () => {} },
-      ).then(
-        () => null,
-        (error: unknown) => error as Error,
       );
       expect(refused?.message).toMatch(/embedded simulator, not of boat\.dev/);
       expect(existsSync(join(own.dir, "boat-provider"))).toBe(false);
@@ -186,10 +187,7 @@ describe("one embedded simulator per data directory", () => {
       const first = await startServer(config, { print: () => {} });
       await first.startup;
       const written = readFileSync(file, "utf8");
-      const second = await startServer(config, { print: () => {} }).then(
-        () => null,
-        (error: unknown) => error as Error,
-      );
+      const second = await refusedStart(config);
       expect(second?.message).toMatch(
         new RegExp(
           `another drydock server \\(pid ${process.pid}\\) is running on .* with the embedded boat\\.dev simulator`,
@@ -222,18 +220,14 @@ describe("a start that fails part-way", () => {
     await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
     const taken = (blocker.address() as AddressInfo).port;
     try {
-      const failed = await startServer(
+      const failed = (await refusedStart(
         loadConfig({
           DRYDOCK_DATA_DIR: own.dir,
           PORT: String(taken),
           HOST: "127.0.0.1",
           LOG_LEVEL: "silent",
         }),
-        { print: () => {} },
-      ).then(
-        () => null,
-        (error: unknown) => error as NodeJS.ErrnoException,
-      );
+      )) as NodeJS.ErrnoException | null;
       expect(failed?.code).toBe("EADDRINUSE");
       expect(existsSync(join(own.dir, "embedded-boat-dev.json"))).toBe(false);
       const next = await startServer(
