@@ -367,6 +367,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   async function retireWorkspace(botId: string, intent: "retire-deleted" | "create"): Promise<void> {
     ensureWorkspace(botId);
     await withWorkspace(botId, "retire", async () => {
+      // A deleted bot's workspace only: if the id was taken again meanwhile (by another server on this
+      // directory, while this one waited for the lock), the workspace is that bot's now.
+      if (intent === "retire-deleted" && (await deps.bots.get(botId)) !== null) return;
       await refuseUnsettledRestores(botId, intent);
       const root = workspaceRoot(botId);
       const shard = sagaStore(botId).shardDir;
@@ -1069,7 +1072,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     const found = await collectRestoreRecovery(deps.dataDir, commandPrefix);
     unreadable.push(...found.unreadable);
-    const retirements = await unfinishedRetirements();
+    let retirements: { botId: string; message: string }[] = [];
+    try {
+      retirements = await unfinishedRetirements();
+    } catch (error) {
+      unreadable.push({
+        area: "bots",
+        subject: "bot registry",
+        message: `The bot registry could not be read (${scrubPaths(error instanceof Error ? error.message : String(error))}), so deleted bots whose workspace retirement did not finish were not looked for.`,
+      });
+    }
     const open =
       boats.filter((item) => item.attention).length +
       found.restores.filter((item) => item.attention).length +
@@ -1096,25 +1108,48 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    */
   async function unfinishedRetirements(): Promise<{ botId: string; message: string }[]> {
     const bots = new Set((await deps.bots.list()).map((bot) => bot.botId));
-    return listWorkspaces(deps.dataDir)
-      .filter(({ botId }) => !bots.has(botId))
-      .map(({ botId }) => ({
+    const unfinished: { botId: string; message: string }[] = [];
+    for (const { botId } of listWorkspaces(deps.dataDir)) {
+      // Only what DELETE /v1/bots/:botId would retire (an empty directory is no one's data).
+      if (bots.has(botId) || !(await hasWorkspaceData(botId))) continue;
+      unfinished.push({
         botId,
         message: `Bot ${botId} was deleted, but retiring its workspace did not finish (its files, checkpoints or restores are partly where they were): send DELETE /v1/bots/${botId} to finish it. It is kept, never deleted.`,
-      }));
+      });
+    }
+    return unfinished;
   }
 
-  // Retirements a stopped server left half-done are finished before the first request; one that cannot run
-  // now (a restore still unsettled, a disk error) stays in GET /v1/recovery until DELETE finishes it.
+  /**
+   * Retirements a stopped server left half-done, finished once the server is up, in the background (a busy
+   * workspace must not hold up the start); each re-checks the registry under the workspace lock. One that
+   * cannot run now (a restore still unsettled, a disk error) stays in GET /v1/recovery until DELETE does it.
+   */
+  let retiringAtStart: Promise<void> = Promise.resolve();
   app.addHook("onReady", async () => {
-    for (const { botId } of await unfinishedRetirements()) {
+    retiringAtStart = (async () => {
+      let unfinished: { botId: string }[];
       try {
-        await exclusive(botId, () => retireWorkspace(botId, "retire-deleted"));
-        app.log.info({ botId }, "finished retiring a deleted bot's workspace");
+        unfinished = await unfinishedRetirements();
       } catch (error) {
-        app.log.warn({ err: error, botId }, "a deleted bot's workspace could not be retired at start");
+        app.log.warn(
+          { err: error },
+          "deleted bots' unfinished workspace retirements could not be looked for",
+        );
+        return;
       }
-    }
+      for (const { botId } of unfinished) {
+        try {
+          await exclusive(botId, () => retireWorkspace(botId, "retire-deleted"));
+          app.log.info({ botId }, "finished retiring a deleted bot's workspace");
+        } catch (error) {
+          app.log.warn({ err: error, botId }, "a deleted bot's workspace could not be retired at start");
+        }
+      }
+    })();
+  });
+  app.addHook("onClose", async () => {
+    await retiringAtStart;
   });
 
   return app;

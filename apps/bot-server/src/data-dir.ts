@@ -10,7 +10,13 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
-import { acquireLockSync, isLockError, type LockHandle } from "@drydock/file-lock";
+import {
+  acquireLockSync,
+  inspectLock,
+  isLockError,
+  judgeOwnerLiveness,
+  type LockHandle,
+} from "@drydock/file-lock";
 import { writeFileAtomic } from "@drydock/json-journal";
 import {
   PROVIDER_BINDING_FILE,
@@ -109,8 +115,24 @@ export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
  * could get a Boat from each. The second is refused before it starts a simulator; with a real provider
  * (BOAT_API_URL), any number of servers share one data directory, the journals serializing them.
  */
+/**
+ * The holder of the embedded simulator's lock while it may still run (`{}` when the lock cannot be judged:
+ * fail closed), or null when no simulator runs on the directory.
+ */
+function embeddedSimulatorOwner(dataDir: string): { pid?: number } | null {
+  try {
+    const owner = inspectLock(join(dataDir, EMBEDDED_SIMULATOR_LOCK));
+    if (owner === null || judgeOwnerLiveness(owner) === "dead") return null;
+    return { pid: owner.pid };
+  } catch {
+    return {};
+  }
+}
+
+const EMBEDDED_SIMULATOR_LOCK = "embedded-boat-dev.lock";
+
 export function holdEmbeddedSimulator(dataDir: string): LockHandle {
-  const path = join(dataDir, "embedded-boat-dev.lock");
+  const path = join(dataDir, EMBEDDED_SIMULATOR_LOCK);
   try {
     return acquireLockSync(path, { waitMs: 0, label: "drydock server" });
   } catch (error) {
@@ -162,6 +184,14 @@ const PROVIDER_LINE = /^(embedded|https?:\/\/\S+)$/;
 export function bindProvider(dataDir: string, identity: string): void {
   const mismatch = providerMismatch(dataDir, identity);
   if (mismatch !== null) throw new DataDirError(mismatch);
+  // The file can be rewritten while a server of the old provider still runs (a rebind done too early): a
+  // running embedded simulator is a provider in use, whatever the file says.
+  const running = identity === "embedded" ? null : embeddedSimulatorOwner(dataDir);
+  if (running !== null) {
+    throw new DataDirError(
+      `a drydock server${running.pid === undefined ? "" : ` (pid ${running.pid})`} runs the embedded boat.dev simulator on ${dataDir}, so this directory's Boats are the simulator's while it runs; a server for boat.dev at ${identity} would mix two providers' Boats. Stop that server first (and settle what is open against the simulator before moving the directory).`,
+    );
+  }
   if (readProviderBinding(dataDir) === null) {
     const bound = createOnce(
       join(dataDir, PROVIDER_BINDING_FILE),

@@ -7,7 +7,7 @@ export type RestoreRecoveryItem = RestoreReportItem;
 
 /** Something that could not be read: the answer is incomplete there, and says so. */
 export interface Unreadable {
-  area: "restores" | "boats";
+  area: "restores" | "boats" | "bots";
   subject: string;
   message: string;
 }

@@ -1,6 +1,15 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { join } from "node:path";
 import { LifecycleError } from "@drydock/boat-lifecycle";
@@ -8,6 +17,7 @@ import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { toHttpError } from "../src/http-errors.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -134,7 +144,7 @@ describe("one data directory, one boat.dev", () => {
       for (let round = 0; round < 2; round++) {
         const refused = await refusedStart(realConfig);
         expect(refused?.message).toMatch(
-          /journals describe the Boats of the bot server's embedded simulator, not of boat\.dev at http:\/\/127\.0\.0\.1:\d+\/api\/v1.*write "http:\/\/127\.0\.0\.1:\d+\/api\/v1" into .*boat-provider/,
+          /journals describe the Boats of the bot server's embedded simulator, not of boat\.dev at http:\/\/127\.0\.0\.1:\d+\/api\/v1.*stop every server on this directory, then replace the line in .*boat-provider with http:\/\/127\.0\.0\.1:\d+\/api\/v1 \(without quotes\)/,
         );
         if (round === 0) await embedded.close();
       }
@@ -155,11 +165,42 @@ describe("one data directory, one boat.dev", () => {
     }
   });
 
-  it("a directory from before the binding that holds the embedded simulator's state counts as bound to it", async () => {
+  it("a directory from before the binding is bound by its next start, whatever it held (its history cannot be told)", async () => {
     const own = tempDir("provider-binding-legacy");
     const sim = await startBoatSimulator({ port: 0 });
+    // It ran the embedded simulator once, then moved to a real provider, as older versions allowed.
     writeFileSync(join(own.dir, "boat-simulator.json"), "{}\n");
     try {
+      const config = loadConfig({
+        DRYDOCK_DATA_DIR: own.dir,
+        PORT: "0",
+        LOG_LEVEL: "silent",
+        BOAT_API_URL: sim.apiUrl,
+        BOAT_API_TOKEN: sim.token,
+      });
+      expect(await refusedStart(config)).toBeNull();
+      expect(readFileSync(join(own.dir, "boat-provider"), "utf8").trim()).toBe(sim.apiUrl);
+      // Quotes typed around the line by hand are not part of it.
+      writeFileSync(join(own.dir, "boat-provider"), `"${sim.apiUrl}"\n`);
+      expect(await refusedStart(config)).toBeNull();
+    } finally {
+      await sim.close();
+      own.cleanup();
+    }
+  });
+
+  it("a rebind written while the simulator's server still runs is refused: a running simulator is a provider in use", async () => {
+    const own = tempDir("provider-rebind-early");
+    const sim = await startBoatSimulator({ port: 0 });
+    try {
+      const embedded = await startServer(
+        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
+        {
+          print: () => {},
+        },
+      );
+      await embedded.startup;
+      writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
       const refused = await refusedStart(
         loadConfig({
           DRYDOCK_DATA_DIR: own.dir,
@@ -169,8 +210,12 @@ describe("one data directory, one boat.dev", () => {
           BOAT_API_TOKEN: sim.token,
         }),
       );
-      expect(refused?.message).toMatch(/embedded simulator, not of boat\.dev/);
-      expect(existsSync(join(own.dir, "boat-provider"))).toBe(false);
+      expect(refused?.message).toMatch(
+        new RegExp(
+          `\\(pid ${process.pid}\\) runs the embedded boat\\.dev simulator .* Stop that server first`,
+        ),
+      );
+      await embedded.close();
     } finally {
       await sim.close();
       own.cleanup();
@@ -268,12 +313,16 @@ describe("a deleted bot's workspace whose retirement did not finish", () => {
       expect((await call("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 1$/m);
       await server.close();
 
-      // Once the way is clear, the next start finishes it before its first request.
+      // Once the way is clear, the next start finishes it (in the background, once it is up).
       rmSync(join(own.dir, "workspaces", ".retired"));
       server = await startServer(config, { print: () => {} });
       await server.startup;
       call = api(server.url, server.token);
-      const after = (await call("GET", "/v1/recovery")).json;
+      let after = (await call("GET", "/v1/recovery")).json;
+      for (let i = 0; i < 50 && after.retirements.length > 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        after = (await call("GET", "/v1/recovery")).json;
+      }
       expect(after.retirements).toEqual([]);
       expect(after.open).toBe(0);
       expect(existsSync(join(own.dir, "workspaces", "lea"))).toBe(false);
@@ -284,6 +333,64 @@ describe("a deleted bot's workspace whose retirement did not finish", () => {
       );
       await server.close();
     } finally {
+      own.cleanup();
+    }
+  });
+});
+
+describe("finishing retirements at start", () => {
+  it("never retires a workspace whose bot id was taken again meanwhile, and lists no empty directory", async () => {
+    const own = tempDir("retire-recheck");
+    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const workspace = join(own.dir, "workspaces", "zed");
+    mkdirSync(workspace, { recursive: true });
+    writeFileSync(join(workspace, "work.txt"), "the new bot's");
+    mkdirSync(join(own.dir, "workspaces", "empty"), { recursive: true });
+    // A live edit holds zed's workspace, so the start's retirement waits for it.
+    const edit = await acquireWorkspaceLock({
+      dataDir: own.dir,
+      workspaceRoot: realpathSync(workspace),
+      transactionId: "edit-held",
+      purpose: "workspace-edit",
+    });
+    let server: RunningServer | null = null;
+    try {
+      server = await startServer(config, { print: () => {} });
+      await server.startup;
+      const call = api(server.url, server.token);
+      const listed = (await call("GET", "/v1/recovery")).json.retirements;
+      expect(listed.map((r: { botId: string }) => r.botId)).toEqual(["zed"]);
+      // Meanwhile the id is taken again (as another server on the directory would), then the edit ends.
+      await openBotRegistry(own.dir).create({ botId: "zed", name: "Zed" });
+      edit.release();
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(readFileSync(join(workspace, "work.txt"), "utf8")).toBe("the new bot's");
+      expect(existsSync(join(own.dir, "workspaces", ".retired"))).toBe(false);
+      expect((await call("GET", "/v1/recovery")).json.retirements).toEqual([]);
+    } finally {
+      await server?.close();
+      own.cleanup();
+    }
+  });
+
+  it("an unreadable bot registry makes GET /v1/recovery incomplete, never a failure, and the server still starts", async () => {
+    const own = tempDir("retire-registry-unreadable");
+    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    mkdirSync(join(own.dir, "workspaces", "old"), { recursive: true });
+    writeFileSync(join(own.dir, "workspaces", "old", "a.txt"), "a");
+    writeFileSync(join(own.dir, "bots.json"), "{ not json");
+    const server = await startServer(config, { print: () => {} });
+    try {
+      await server.startup;
+      const answer = await api(server.url, server.token)("GET", "/v1/recovery");
+      expect(answer.status).toBe(200);
+      expect(answer.json.complete).toBe(false);
+      expect(answer.json.unreadable).toEqual(
+        expect.arrayContaining([expect.objectContaining({ area: "bots", subject: "bot registry" })]),
+      );
+      expect(readFileSync(join(own.dir, "workspaces", "old", "a.txt"), "utf8")).toBe("a");
+    } finally {
+      await server.close();
       own.cleanup();
     }
   });

@@ -149,7 +149,11 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
         );
       }
       // One data directory, one boat.dev: its journals read against another make every Boat look gone.
-      const mismatch = providerMismatch(dataDir, providerIdentity(embedded ? null : providerUrl));
+      // The embedded simulator is `embedded` also when its address is given by hand.
+      const running = embedded ?? readEmbeddedProvider(dataDir);
+      const isEmbedded =
+        running !== null && providerIdentity(running.apiUrl) === providerIdentity(providerUrl);
+      const mismatch = providerMismatch(dataDir, providerIdentity(isEmbedded ? null : providerUrl));
       if (mismatch !== null) throw new CliError("PROVIDER_MISMATCH", `${mismatch} Nothing was read or sent.`);
       client ??= createBoatClient({
         baseUrl: providerUrl,

@@ -243,6 +243,16 @@ describe("adopt commands", () => {
     // Bound to this provider, the same commands run.
     writeFileSync(join(d.dir, "boat-provider"), `${sim.apiUrl}\n`);
     expect((await cli(["reconcile", "--data-dir", d.dir], provider())).code).toBe(0);
+    // Bound to the embedded simulator whose server runs (its file, written by a live process): giving that
+    // simulator's address by hand is the same provider.
+    writeFileSync(join(d.dir, "boat-provider"), "embedded\n");
+    writeFileSync(
+      join(d.dir, "embedded-boat-dev.json"),
+      JSON.stringify({ version: 1, apiUrl: sim.apiUrl, token: sim.token, serverPid: process.pid }),
+      { mode: 0o600 },
+    );
+    const byHand = await cli(["reconcile", "--data-dir", d.dir], provider());
+    expect(byHand.code, byHand.err).toBe(0);
   });
 
   it("a preview while boat.dev's list cannot be read exits 6: a Boat only the list shows is never called unknown", async () => {

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 /**
@@ -8,7 +8,8 @@ import { join } from "node:path";
  * every journal. So the bot server binds a data directory to its provider on first start
  * (`<dataDir>/boat-provider`, one line: `embedded` or the API base URL without credentials or query), and
  * the server and `drydock` refuse a provider other than the bound one. A directory from before the binding
- * that holds the embedded simulator's state is taken as bound to it.
+ * is bound by its next start: its history cannot be told (one that ran the simulator first may have moved
+ * to the real boat.dev since, as older versions allowed), so nothing is guessed.
  */
 export const PROVIDER_BINDING_FILE = "boat-provider";
 
@@ -27,10 +28,13 @@ export function providerIdentity(apiUrl: string | null): string {
 export function readProviderBinding(dataDir: string): string | null {
   let text: string;
   try {
-    text = readFileSync(join(dataDir, PROVIDER_BINDING_FILE), "utf8").trim();
+    // Quotes a person may have typed around the line are not part of it.
+    text = readFileSync(join(dataDir, PROVIDER_BINDING_FILE), "utf8")
+      .trim()
+      .replace(/^(["'])(.*)\1$/, "$2");
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    return existsSync(join(dataDir, "boat-simulator.json")) ? "embedded" : null;
+    return null;
   }
   return providerIdentity(text === "embedded" ? null : text);
 }
@@ -44,5 +48,5 @@ export function providerMismatch(dataDir: string, identity: string): string | nu
   if (bound === null || bound === identity) return null;
   const name = (id: string) =>
     id === "embedded" ? "the bot server's embedded simulator" : `boat.dev at ${id}`;
-  return `This data directory's journals describe the Boats of ${name(bound)}, not of ${name(identity)}: read against another provider every Boat they name looks gone, and Boats made by two providers for one bot leave one that no journal knows, still billed. Use ${name(bound)}, or another data directory. To move this one to ${name(identity)}, first settle everything open against ${name(bound)} (drydock status and reconcile show it), then write ${JSON.stringify(identity)} into ${join(dataDir, PROVIDER_BINDING_FILE)}.`;
+  return `This data directory's journals describe the Boats of ${name(bound)}, not of ${name(identity)}: read against another provider every Boat they name looks gone, and Boats made by two providers for one bot leave one that no journal knows, still billed. Use ${name(bound)}, or another data directory. To move this one to ${name(identity)}: settle everything open against ${name(bound)} (drydock status and reconcile show it${bound === "embedded" ? ", while the bot server that runs the simulator is up" : ""}), stop every server on this directory, then replace the line in ${join(dataDir, PROVIDER_BINDING_FILE)} with ${identity} (without quotes).`;
 }
