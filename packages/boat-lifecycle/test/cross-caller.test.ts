@@ -1,6 +1,6 @@
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { createBoatClient } from "@drydock/boat-provider";
+import { BoatApiError, createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { type BoatLifecycle, createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "../src/index.js";
 import {
@@ -217,6 +217,28 @@ describe("provisioning behind a fence whose deletion retry fails", () => {
     t.clock.offsetMs += DELETE_IN_FLIGHT_MS; // past the in-flight window: the explicit retry may re-send DELETE
     return boxId;
   };
+
+  it("a refusal that arrives after another caller finished the deletion is no 'paused' journal: the Boat is read, and it is gone", async () => {
+    const t = await use({ sim: { deletionPolls: 0 } });
+    const { boxId, name } = await t.lifecycle.provision("twice-bot");
+    const sendHeld = hold();
+    // B's DELETE is held on the wire, then refused (409), after A (here the test itself) finished it all.
+    const b = secondProcess(t, (base) => ({
+      ...base,
+      async deleteSandbox() {
+        await sendHeld.enter();
+        throw new BoatApiError({ status: 409, code: "sandbox_busy", message: "busy" });
+      },
+    }));
+    const bCall = b.deleteBoat({ boxId, confirmName: name, ownerBotId: "twice-bot" });
+    await sendHeld.reached;
+    await t.client.deleteSandbox(boxId);
+    await openBoatCreateJournal({ dataDir: t.dataDir }).retireDeletedBoatCreate(boxId);
+    await openBoatDeleteJournal({ dataDir: t.dataDir }).retireBoatDeletion(boxId);
+    sendHeld.release();
+    expect(await bCall).toEqual({ ok: true });
+    expect(t.deleteFile()?.records ?? []).toEqual([]);
+  });
 
   it("a refused DELETE is told as the refusal of the named fence, not as 'being deleted'", async () => {
     const t = await use();

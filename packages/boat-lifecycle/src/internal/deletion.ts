@@ -51,11 +51,22 @@ export async function finishDeletion(ctx: Context, boxId: string): Promise<void>
   ctx.logger.info?.("boat deletion confirmed", { boxId });
 }
 
-async function markBlocked(ctx: Context, boxId: string, op?: OperationView): Promise<void> {
-  await journal(() => ctx.deleteJournal.markBoatDeletionBlocked(boxId, op));
+/**
+ * Blocks the fence. False when it is gone (the journal's "out of date"): another caller settled this
+ * deletion meanwhile (it proved the Boat gone and retired the fence), which is no journal problem; the
+ * caller reads the Boat directly instead of answering "paused".
+ */
+async function markBlocked(ctx: Context, boxId: string, op?: OperationView): Promise<boolean> {
+  try {
+    await journal(() => ctx.deleteJournal.markBoatDeletionBlocked(boxId, op));
+  } catch (error) {
+    if (isOutOfDate(error)) return false;
+    throw error;
+  }
   // Crash window: the fence is blocked; only an explicit retry re-prepares it and sends DELETE again.
   ctx.crash.point("delete.after-blocked");
   ctx.logger.warn?.("boat deletion blocked", { boxId, operationId: op?.id });
+  return true;
 }
 
 /**
@@ -129,12 +140,13 @@ async function operationUnknown(
   if (current.phase !== "accepted" || current.operationId !== operationId) {
     return current.phase === "blocked" ? "blocked" : "pending";
   }
-  await markBlocked(ctx, target.boxId, {
+  const blockedNow = await markBlocked(ctx, target.boxId, {
     id: operationId,
     kind: "sandbox",
     targetId: target.boxId,
     status: "blocked",
   });
+  if (!blockedNow) return directCheck(ctx, target, "pending");
   ctx.logger.warn?.(LIFECYCLE_MESSAGES.deletionOperationUnknown(target.boxId, operationId), {
     boxId: target.boxId,
     operationId,
@@ -178,8 +190,8 @@ async function followOperation(
     }
     if (!isBound(polled, target.boxId, first.id)) break;
     if (polled.status === "blocked") {
-      await markBlocked(ctx, target.boxId, polled);
-      return directCheck(ctx, target, "blocked");
+      const blockedNow = await markBlocked(ctx, target.boxId, polled);
+      return directCheck(ctx, target, blockedNow ? "blocked" : "pending");
     }
     if (polled.status === "completed") {
       await markStatus(ctx, target.boxId, polled);
@@ -375,7 +387,8 @@ export async function requestDeletion(
         message: `boat delete failed: ${failure.message}. The computer was kept fenced; retry Delete to reconcile it`,
       });
     }
-    await markBlocked(ctx, target.boxId);
+    // A fence already gone was settled by another caller meanwhile: the Boat itself says how it stands.
+    if (!(await markBlocked(ctx, target.boxId))) return directCheck(ctx, target, "pending");
     throw new LifecycleError({
       code: "provider_refused",
       status: failure.status,
@@ -389,8 +402,8 @@ export async function requestDeletion(
 
   if (!isBound(op, target.boxId)) return invalidReceipt(ctx, target);
   if (op.status === "blocked") {
-    await markBlocked(ctx, target.boxId, op);
-    return directCheck(ctx, target, "blocked");
+    const blockedNow = await markBlocked(ctx, target.boxId, op);
+    return directCheck(ctx, target, blockedNow ? "blocked" : "pending");
   }
   try {
     await markAccepted(ctx, target.boxId, op);
@@ -451,8 +464,7 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
         return "confirmed";
       }
       if (polled.status === "blocked") {
-        if (record.phase !== "blocked") await markBlocked(ctx, record.boxId, polled);
-        blocked = true;
+        blocked = record.phase === "blocked" || (await markBlocked(ctx, record.boxId, polled));
       } else if (
         record.phase === "accepted" &&
         (STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[record.status ?? "pending"] ?? 0)
