@@ -40,6 +40,16 @@ afterAll(async () => {
   tmp.cleanup();
 });
 
+/** A test server's configuration on `dir`: the embedded simulator, or `sim` as a real provider. */
+function configFor(dir: string, sim?: { apiUrl: string; token: string }): ReturnType<typeof loadConfig> {
+  return loadConfig({
+    DRYDOCK_DATA_DIR: dir,
+    PORT: "0",
+    LOG_LEVEL: "silent",
+    ...(sim ? { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token } : {}),
+  });
+}
+
 /** The error a start refuses with, or null when it started (then it is closed again). */
 async function refusedStart(config: ReturnType<typeof loadConfig>): Promise<Error | null> {
   try {
@@ -79,10 +89,7 @@ describe("the embedded provider file", () => {
     const own = tempDir("embedded-file");
     const file = join(own.dir, "embedded-boat-dev.json");
     try {
-      const embedded = await startServer(
-        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
-        { print: () => {} },
-      );
+      const embedded = await startServer(configFor(own.dir), { print: () => {} });
       await embedded.startup;
       expect(existsSync(file)).toBe(true);
       await embedded.close();
@@ -103,16 +110,7 @@ describe("the embedded provider file", () => {
       const sim = await startBoatSimulator({ port: 0 });
       // The operator moves the directory to the real provider (everything open was settled first).
       writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
-      const real = await startServer(
-        loadConfig({
-          DRYDOCK_DATA_DIR: own.dir,
-          PORT: "0",
-          LOG_LEVEL: "silent",
-          BOAT_API_URL: sim.apiUrl,
-          BOAT_API_TOKEN: sim.token,
-        }),
-        { print: () => {} },
-      );
+      const real = await startServer(configFor(own.dir, sim), { print: () => {} });
       await real.startup;
       expect(existsSync(file)).toBe(false);
       await real.close();
@@ -127,14 +125,8 @@ describe("one data directory, one boat.dev", () => {
   it("a server for another provider than the one the directory is bound to refuses to start, and says how to move it", async () => {
     const own = tempDir("provider-binding");
     const sim = await startBoatSimulator({ port: 0 });
-    const embeddedConfig = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
-    const realConfig = loadConfig({
-      DRYDOCK_DATA_DIR: own.dir,
-      PORT: "0",
-      LOG_LEVEL: "silent",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-    });
+    const embeddedConfig = configFor(own.dir);
+    const realConfig = configFor(own.dir, sim);
     try {
       // First start: bound to the embedded simulator.
       const embedded = await startServer(embeddedConfig, { print: () => {} });
@@ -171,13 +163,7 @@ describe("one data directory, one boat.dev", () => {
     // It ran the embedded simulator once, then moved to a real provider, as older versions allowed.
     writeFileSync(join(own.dir, "boat-simulator.json"), "{}\n");
     try {
-      const config = loadConfig({
-        DRYDOCK_DATA_DIR: own.dir,
-        PORT: "0",
-        LOG_LEVEL: "silent",
-        BOAT_API_URL: sim.apiUrl,
-        BOAT_API_TOKEN: sim.token,
-      });
+      const config = configFor(own.dir, sim);
       expect(await refusedStart(config)).toBeNull();
       expect(readFileSync(join(own.dir, "boat-provider"), "utf8").trim()).toBe(sim.apiUrl);
       // Quotes typed around the line by hand are not part of it.
@@ -193,23 +179,12 @@ describe("one data directory, one boat.dev", () => {
     const own = tempDir("provider-rebind-early");
     const sim = await startBoatSimulator({ port: 0 });
     try {
-      const embedded = await startServer(
-        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
-        {
-          print: () => {},
-        },
-      );
+      const embedded = await startServer(configFor(own.dir), {
+        print: () => {},
+      });
       await embedded.startup;
       writeFileSync(join(own.dir, "boat-provider"), `${sim.apiUrl}\n`);
-      const refused = await refusedStart(
-        loadConfig({
-          DRYDOCK_DATA_DIR: own.dir,
-          PORT: "0",
-          LOG_LEVEL: "silent",
-          BOAT_API_URL: sim.apiUrl,
-          BOAT_API_TOKEN: sim.token,
-        }),
-      );
+      const refused = await refusedStart(configFor(own.dir, sim));
       expect(refused?.message).toMatch(
         new RegExp(
           `\\(pid ${process.pid}\\) runs the embedded boat\\.dev simulator .* Stop that server first`,
@@ -227,7 +202,7 @@ describe("one embedded simulator per data directory", () => {
   it("refuses a second server on the directory while the first runs it, and leaves the first's file alone", async () => {
     const own = tempDir("embedded-twice");
     const file = join(own.dir, "embedded-boat-dev.json");
-    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const config = configFor(own.dir);
     try {
       const first = await startServer(config, { print: () => {} });
       await first.startup;
@@ -275,12 +250,9 @@ describe("a start that fails part-way", () => {
       )) as NodeJS.ErrnoException | null;
       expect(failed?.code).toBe("EADDRINUSE");
       expect(existsSync(join(own.dir, "embedded-boat-dev.json"))).toBe(false);
-      const next = await startServer(
-        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
-        {
-          print: () => {},
-        },
-      );
+      const next = await startServer(configFor(own.dir), {
+        print: () => {},
+      });
       await next.startup;
       expect(next.provider.embedded).toBe(true);
       await next.close();
@@ -294,7 +266,7 @@ describe("a start that fails part-way", () => {
 describe("a deleted bot's workspace whose retirement did not finish", () => {
   it("is open in GET /v1/recovery until it is finished, and the next start finishes it", async () => {
     const own = tempDir("retire-unfinished");
-    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const config = configFor(own.dir);
     try {
       let server = await startServer(config, { print: () => {} });
       await server.startup;
@@ -341,7 +313,7 @@ describe("a deleted bot's workspace whose retirement did not finish", () => {
 describe("finishing retirements at start", () => {
   it("never retires a workspace whose bot id was taken again meanwhile, and lists no empty directory", async () => {
     const own = tempDir("retire-recheck");
-    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const config = configFor(own.dir);
     const workspace = join(own.dir, "workspaces", "zed");
     mkdirSync(workspace, { recursive: true });
     writeFileSync(join(workspace, "work.txt"), "the new bot's");
@@ -375,7 +347,7 @@ describe("finishing retirements at start", () => {
 
   it("an unreadable bot registry makes GET /v1/recovery incomplete, never a failure, and the server still starts", async () => {
     const own = tempDir("retire-registry-unreadable");
-    const config = loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" });
+    const config = configFor(own.dir);
     mkdirSync(join(own.dir, "workspaces", "old"), { recursive: true });
     writeFileSync(join(own.dir, "workspaces", "old", "a.txt"), "a");
     writeFileSync(join(own.dir, "bots.json"), "{ not json");
@@ -410,10 +382,7 @@ describe("lock leftovers of killed processes", () => {
     writeFileSync(deadCandidate, owner(dead), { mode: 0o600 });
     writeFileSync(liveCandidate, owner(process.pid), { mode: 0o600 });
     try {
-      const server = await startServer(
-        loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
-        { print: () => {} },
-      );
+      const server = await startServer(configFor(own.dir), { print: () => {} });
       await server.startup;
       expect(existsSync(deadCandidate)).toBe(false);
       expect(existsSync(liveCandidate)).toBe(true);
