@@ -301,10 +301,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
 
   /**
-   * Refuses (409 `restore_unsettled`) while a restore of the bot's workspace has not ended or cannot be
-   * read (restore-saga's `findUnsettledRestore`, counting every active saga): the workspace is about to be
-   * retired, and its recovery must come first. Finished sagas not yet archived and orphans of a killed
-   * create do not count.
+   * Refuses (409 `restore_unsettled`) while a restore of the bot's workspace stands in the way (restore-saga's
+   * `findUnsettledRestore`). Before the workspace is retired (bot deleted, id taken again): any saga that has
+   * not ended or cannot be read, since its recovery must come first. Before an edit: one that may have left
+   * files half-restored (stopped past `mutation_started`, or unreadable). Finished sagas not yet archived and
+   * orphans of a killed create never count.
    */
   async function refuseUnsettledRestores(
     botId: string,
@@ -316,8 +317,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const found = await findUnsettledRestore(sagaStore(botId), { anyActive: intent !== "edit" });
     if (found === null) return;
     const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
-    // Asked while deleting this bot, while retiring a deleted bot's workspace, or while creating a bot under
-    // the id of a deleted one.
+    // Asked while deleting this bot, retiring a deleted bot's workspace, creating a bot under the id of a
+    // deleted one, or editing the workspace.
     const kept = {
       delete: "so the bot was kept",
       "retire-deleted": "so the deleted bot's workspace was not retired",
@@ -342,6 +343,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   }
 
+  /** Moves a directory, kept, to `.retired/<name>.<ms>.<random>` beside it (same file system), durably. */
+  function moveAside(path: string): void {
+    const retiredDir = join(dirname(path), ".retired");
+    mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
+    renameSync(path, join(retiredDir, `${basename(path)}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
+    fsyncDirectory(nodeFileOps, retiredDir);
+    fsyncDirectory(nodeFileOps, dirname(path));
+  }
+
   /**
    * Retires a deleted bot's workspace, keeping everything: its restore sagas' shard moves to
    * `restore-sagas/.retired/`, its files to `<dataDir>/workspaces/.retired/<botId>.<ms>.<random>` (beside the
@@ -355,15 +365,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    * empty path. A stop anywhere leaves leftovers `hasWorkspaceData` sees, which the next retirement (the id
    * taken again, or DELETE of the missing bot) finishes.
    */
-  /** Moves a directory, kept, to `.retired/<name>.<ms>.<random>` beside it (same file system), durably. */
-  function moveAside(path: string): void {
-    const retiredDir = join(dirname(path), ".retired");
-    mkdirSync(retiredDir, { recursive: true, mode: 0o700 });
-    renameSync(path, join(retiredDir, `${basename(path)}.${Date.now()}.${crypto.randomUUID().slice(0, 8)}`));
-    fsyncDirectory(nodeFileOps, retiredDir);
-    fsyncDirectory(nodeFileOps, dirname(path));
-  }
-
   async function retireWorkspace(botId: string, intent: "retire-deleted" | "create"): Promise<void> {
     ensureWorkspace(botId);
     await withWorkspace(botId, "retire", async () => {

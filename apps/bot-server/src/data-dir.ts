@@ -108,13 +108,8 @@ export function loadServerToken(dataDir: string): { token: string; path: string 
 /** Where a server running the embedded boat.dev twin leaves its address and token for the CLI. */
 export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
 
-/**
- * Held by the one server of a data directory that runs the embedded simulator, for as long as it runs
- * (a killed server's lock is reaped by the next start: its owner is provably dead). Two servers would run
- * two simulators over one state file: not one boat.dev but two, each unaware of the other's Boats, so a bot
- * could get a Boat from each. The second is refused before it starts a simulator; with a real provider
- * (BOAT_API_URL), any number of servers share one data directory, the journals serializing them.
- */
+const EMBEDDED_SIMULATOR_LOCK = "embedded-boat-dev.lock";
+
 /**
  * The holder of the embedded simulator's lock while it may still run (`{}` when the lock cannot be judged:
  * fail closed), or null when no simulator runs on the directory.
@@ -129,8 +124,13 @@ function embeddedSimulatorOwner(dataDir: string): { pid?: number } | null {
   }
 }
 
-const EMBEDDED_SIMULATOR_LOCK = "embedded-boat-dev.lock";
-
+/**
+ * Held by the one server of a data directory that runs the embedded simulator, for as long as it runs
+ * (a killed server's lock is reaped by the next start: its owner is provably dead). Two servers would run
+ * two simulators over one state file: not one boat.dev but two, each unaware of the other's Boats, so a bot
+ * could get a Boat from each. The second is refused before it starts a simulator; with a real provider
+ * (BOAT_API_URL), any number of servers share one data directory, the journals serializing them.
+ */
 export function holdEmbeddedSimulator(dataDir: string): LockHandle {
   const path = join(dataDir, EMBEDDED_SIMULATOR_LOCK);
   try {

@@ -648,7 +648,8 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     try {
       listed = await client.listAllSandboxes();
     } catch (error) {
-      providerError = error instanceof Error ? error.message : String(error);
+      // Quoted inside other sentences (status, the server's report): without its own final full stop.
+      providerError = (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "");
     }
     const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
     const keyOnly = rows.filter((row) => row.boxId === undefined);

@@ -233,6 +233,7 @@ export const BoatPlanSchema = z.object({
   items: z.array(PlanItemSchema),
   /** false when boat.dev could not be listed: unknown Boats were not looked for. */
   providerListed: z.boolean(),
+  /** Why boat.dev could not be listed, without a final full stop (it is quoted inside other sentences). */
   providerError: z.string().nullable(),
 });
 export type BoatPlan = z.infer<typeof BoatPlanSchema>;

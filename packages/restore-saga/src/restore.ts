@@ -579,6 +579,14 @@ async function settleFailure(
       secondaryError = journalError;
     }
   }
+  // What every RECOVERY_REQUIRED below says of the saga as last read.
+  const facts = {
+    operationId: lastKnown.operationId,
+    phase: observed?.phase ?? null,
+    actualSeq: observed?.seq ?? null,
+    actualHash: observed?.headHash ?? null,
+    ...(secondaryError !== undefined ? { secondaryError } : {}),
+  };
   try {
     held.retainForRecovery(`${error.code}: ${error.message}`);
   } catch (retention) {
@@ -590,29 +598,21 @@ async function settleFailure(
           ? lostWithCallbackError(retention, error)
           : retention;
       throw new SagaError({
+        ...facts,
         code: "RECOVERY_REQUIRED",
         cause: lost,
-        operationId: lastKnown.operationId,
-        phase: observed?.phase ?? null,
-        actualSeq: observed?.seq ?? null,
-        actualHash: observed?.headHash ?? null,
         workspaceLockRetained: false,
-        ...(secondaryError !== undefined ? { secondaryError } : {}),
         message: `Restore ${lastKnown.operationId} failed (${error.code}: ${boundedText(error.message, "", 300)}), and its workspace lock was no longer its own when it meant to keep it (taken over by another owner, or removed): another process may be changing this workspace, so the lock was left as it is. Check the workspace, then settle the restore${observed ? ` (now ${observed.phase})` : ""} with the recovery tool.`,
       });
     }
     const kept = retention as SagaError;
     throw new SagaError({
+      ...facts,
       code: "RECOVERY_REQUIRED",
       cause: error,
-      operationId: lastKnown.operationId,
-      phase: observed?.phase ?? null,
-      actualSeq: observed?.seq ?? null,
-      actualHash: observed?.headHash ?? null,
       workspaceLockRetained: true,
       ...(kept.details.retainedOwnerDigest ? { retainedOwnerDigest: kept.details.retainedOwnerDigest } : {}),
       ...(kept.details.retentionReason ? { retentionReason: kept.details.retentionReason } : {}),
-      ...(secondaryError !== undefined ? { secondaryError } : {}),
       message: `Restore ${lastKnown.operationId} failed after its intent (${error.code}: ${boundedText(error.message, "", 300)}). The workspace lock is kept; inspect it with the recovery tool and roll it back or release it.`,
     });
   }

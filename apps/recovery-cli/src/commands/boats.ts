@@ -183,7 +183,7 @@ export async function boatAction(
       // Without boat.dev's list the plan lacks every Boat only the list shows: no verdict on this target.
       throw new CliError(
         "PROVIDER_UNLISTED",
-        `boat.dev's list of Boats could not be read (${String(plan.providerError).replace(/[.\s]+$/, "")}), so the recovery plan cannot say what it needs for ${what}; nothing was changed. Retry once boat.dev answers.`,
+        `boat.dev's list of Boats could not be read (${plan.providerError}), so the recovery plan cannot say what it needs for ${what}; nothing was changed. Retry once boat.dev answers.`,
       );
     }
     if (item === null && instead === null) {

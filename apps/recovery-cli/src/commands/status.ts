@@ -72,7 +72,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         message: `failed in process ${item.retainedByLiveOwner.pid}, which is still running and keeps the workspace lock for recovery (${item.phase}): it will not settle this restore itself. Stop or restart that process (a bot server keeps the lock on disk when it stops), then run the command shown`,
         command: `${ctx.commandPrefix} restores show ${item.operationId}`,
       });
-    } else if (item.stalledForMs !== null && item.stalledForMs !== undefined) {
+    } else if (item.stalledForMs !== null) {
       findings.push({
         area: "restore",
         attention: true,
@@ -114,8 +114,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     try {
       const plan = await boatRecovery(ctx).plan();
       providerChecked = plan.providerListed;
-      if (!plan.providerListed)
-        couldNotLook = `boat.dev could not be listed: ${String(plan.providerError).replace(/[.\s]+$/, "")}`;
+      if (!plan.providerListed) couldNotLook = `boat.dev could not be listed: ${plan.providerError}`;
       planItems = plan.items;
     } catch (error) {
       if (error instanceof CliError && error.code !== "ENVIRONMENT_ID_MISSING") throw error;
