@@ -17,6 +17,7 @@ import { domainDigest, plainDigest, sha256Hex } from "./internal/canonical.js";
 import { ensurePrivateDir } from "./internal/files.js";
 import {
   lockFailed,
+  releaseSettled,
   releaseWithRetry,
   retryInBackground,
   stillHeld,
@@ -724,12 +725,7 @@ function makeLease(
         else if (stillHeld(error)) {
           retryInBackground(() => {
             if (released || retention !== null) return true;
-            try {
-              handle.release();
-            } catch (retryError) {
-              if (stillHeld(retryError)) return false;
-            }
-            // Released, or found no longer ours (file-lock has given the handle up): nothing left to retry.
+            if (!releaseSettled(handle)) return false;
             released = true;
             return true;
           });

@@ -152,17 +152,25 @@ export function retryInBackground(attempt: () => boolean): void {
   setTimeout(run, delay).unref();
 }
 
+/**
+ * One more release of a lock whose release failed: true once it is settled (released, or found no longer
+ * ours: file-lock has then given the handle up), false while it is still held (retry later).
+ */
+export function releaseSettled(handle: LockHandle): boolean {
+  try {
+    handle.release();
+  } catch (error) {
+    if (stillHeld(error)) return false;
+  }
+  return true;
+}
+
 function keepStuck(path: string, handle: LockHandle): void {
   stuck.set(path, handle);
   retryInBackground(() => {
     if (stuck.get(path) !== handle) return true;
     // A call queued or running on this path releases it itself before it acquires.
-    if (gates.has(path)) return false;
-    try {
-      handle.release();
-    } catch (error) {
-      if (stillHeld(error)) return false;
-    }
+    if (gates.has(path) || !releaseSettled(handle)) return false;
     stuck.delete(path);
     return true;
   });
