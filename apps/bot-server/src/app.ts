@@ -213,6 +213,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addContentTypeParser("application/octet-stream", { parseAs: "buffer" }, (_req, body, done) =>
     done(null, body),
   );
+  // Many clients label every request JSON, also a DELETE sent without a body: an empty JSON body is no body
+  // (Fastify's parser refuses it), so the route answers as it does to a bare request. Anything else goes to
+  // Fastify's own parser, with its prototype-poisoning refusals.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    const text = typeof body === "string" ? body : body.toString("utf8");
+    if (text === "") return done(null, undefined);
+    parseJson(request, text, done);
+  });
 
   const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
   /**

@@ -244,3 +244,28 @@ describe("hostile input", () => {
       expect(statuses.get(status) ?? 0, `status ${status}`).toBeGreaterThan(0);
   });
 });
+
+describe("an empty body sent as application/json", () => {
+  // Many HTTP clients label every request JSON, also a DELETE they send without a body. That is no body,
+  // not malformed JSON: the route answers as it does to a bare request.
+  it("is no body: DELETE of a bot without a computer deletes it, and of an unknown bot answers 404", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "bare", botId: "bare" })).status).toBe(201);
+    const empty = { ...json(""), "content-length": "0" };
+    const deleted = await send({ method: "DELETE", path: "/v1/bots/bare", headers: empty });
+    expect(deleted.status, deleted.body).toBe(200);
+    const again = await send({ method: "DELETE", path: "/v1/bots/bare", headers: empty });
+    expect(again.status, again.body).toBe(404);
+    expect(JSON.parse(again.body).error.code).toBe("bot_not_found");
+  });
+
+  it("is still refused where a body is required: POST /v1/bots answers 400 invalid_request", async () => {
+    const res = await send({
+      method: "POST",
+      path: "/v1/bots",
+      headers: { ...json(""), "content-length": "0" },
+    });
+    expect(res.status, res.body).toBe(400);
+    expect(JSON.parse(res.body).error.code).toBe("invalid_request");
+  });
+});
