@@ -223,6 +223,20 @@ function installationScope(lifecycle: RecoveryLifecycle, environmentId: unknown)
  */
 export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   const { lifecycle, createJournal, deleteJournal, client } = options;
+  // Checked here, not at first use: a missing client would otherwise read as "boat.dev could not be read"
+  // for every Boat, an unknown truth the plan asks a person about, instead of the caller's bug it is.
+  for (const [name, given, method] of [
+    ["client", client, "getSandbox"],
+    ["createJournal", createJournal, "boatCreateRecoverySnapshot"],
+    ["deleteJournal", deleteJournal, "boatDeletionSnapshot"],
+  ] as const) {
+    if (typeof (given as unknown as Record<string, unknown> | undefined)?.[method] !== "function") {
+      throw recoveryError(
+        "INVALID_ARGUMENT",
+        `createBoatRecovery needs ${name} (it has no ${method} method); pass the one the bot server uses.`,
+      );
+    }
+  }
   const ownScope = installationScope(lifecycle, options.environmentId);
   const now = options.now ?? Date.now;
   const prefix = options.commandPrefix ?? "drydock";

@@ -344,6 +344,26 @@ describe("a Boat with a bot's deterministic name that no journal knows", () => {
     expect(mismatched).toThrow(/another installation's Boats/);
   });
 
+  it("refuses at construction a missing client or journal, instead of planning every Boat as unreadable", () => {
+    const s = setup();
+    const full = {
+      lifecycle: s.lifecycle,
+      createJournal: s.createJournal,
+      deleteJournal: s.deleteJournal,
+      client,
+    };
+    for (const [missing, method] of [
+      ["client", "getSandbox"],
+      ["createJournal", "boatCreateRecoverySnapshot"],
+      ["deleteJournal", "boatDeletionSnapshot"],
+    ] as const) {
+      const build = () => createBoatRecovery({ ...full, [missing]: undefined } as never);
+      expect(build).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+      expect(build).toThrow(`createBoatRecovery needs ${missing} (it has no ${method} method)`);
+    }
+    expect(() => createBoatRecovery(full)).not.toThrow();
+  });
+
   it("is attributed to a known bot (registry ids, or the id the operator names) with the digest adopt checks", async () => {
     const s = setup({ knownBotIds: ["bot-registered"] });
     const registered = await namedBoat(scopedBoatName(s.environmentId, "bot-registered"));
