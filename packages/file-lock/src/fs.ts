@@ -159,6 +159,27 @@ export function fsyncDirectory(fs: FileOps, dir: string): void {
 }
 
 /**
+ * Flushes every directory above `dir` (its parent, the parent's parent, … up to the root), so that `dir`
+ * and every directory on its path survive a power loss. A directory that exists need not be durable: one
+ * made by a process killed before it flushed the parent, by a call whose flush failed, or by someone else
+ * (`mkdir -p` without fsync) is visible now and can vanish with a power loss, taking with it what was
+ * acknowledged in it. So a store calls this once, before the first write it acknowledges in `dir`; a
+ * flush of a directory with nothing unsaved costs little. An ancestor this process may not open for
+ * reading (EACCES, EPERM: an execute-only home directory) is skipped: it is not one a drydock process made,
+ * so it is as durable as its owner left it. Any other failure is thrown.
+ */
+export function flushAncestry(fs: FileOps, dir: string): void {
+  for (let child = resolve(dir); dirname(child) !== child; child = dirname(child)) {
+    try {
+      fsyncDirectory(fs, dirname(child));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== "EACCES" && code !== "EPERM") throw error;
+    }
+  }
+}
+
+/**
  * `mkdir -p dir` with `mode`; returns the directories whose fsync makes the new names durable (the parent
  * of each directory it created, deepest first), empty when nothing was created. The caller flushes them
  * (`fsyncDirectory`) before it relies on the new directories surviving a power loss.

@@ -23,6 +23,7 @@ export {
   type FileOpName,
   type FileOps,
   failNthCall,
+  flushAncestry,
   fsyncAsync,
   fsyncDirectory,
   makeDirectories,

@@ -1,7 +1,7 @@
 import { dirname } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { errnoOf, isLockError, LockError, type TornLock, toLockError } from "./errors.js";
-import { fsyncDirectory, makeDirectories } from "./fs.js";
+import { type FileOps, flushAncestry, fsyncDirectory, makeDirectories } from "./fs.js";
 import { claimElection, resignElection } from "./internal/election.js";
 import {
   type BadFile,
@@ -96,9 +96,21 @@ function isTornFile(file: FileId | null, torn: TornLock, ctx: LockContext): bool
   );
 }
 
-/** A published lock's name reaches the disk only with its directory (`durable`). */
+/** Lock directories whose path this process flushed up to the root, per seam (see `flushAncestry`). */
+const flushedLockDirs = new WeakMap<FileOps, Set<string>>();
+
+/**
+ * A published lock's name reaches the disk only with its directory (`durable`), and the directory only
+ * with its own path: once per lock directory and process, every directory above it is flushed too.
+ */
 function flushLockDirectory(path: string, ctx: LockContext): void {
-  fsyncDirectory(ctx.fs, dirname(path));
+  const dir = dirname(path);
+  fsyncDirectory(ctx.fs, dir);
+  let flushed = flushedLockDirs.get(ctx.fs);
+  if (flushed === undefined) flushedLockDirs.set(ctx.fs, (flushed = new Set()));
+  if (flushed.has(dir)) return;
+  flushAncestry(ctx.fs, dir);
+  flushed.add(dir);
 }
 
 function ownerDeadError(owner: LockOwner, path: string): LockError {

@@ -830,18 +830,40 @@ describe("durable", () => {
     return { fs, log };
   }
 
+  /** The flushes of every directory above `dir`, up to the root, as `tracingFs` logs them. */
+  function ancestorFlushes(dir: string): string[] {
+    const out: string[] = [];
+    for (let child = dir; dirname(child) !== child; child = dirname(child))
+      out.push(`fsync ${dirname(child)}`);
+    return out;
+  }
+
   it("flushes the owner before link(2) and the directory after; without it nothing is flushed", async () => {
     const { lock } = newLock();
     const traced = tracingFs(lock);
     const handle = await acquireLock(lock, { fs: traced.fs, durable: true });
+    // The lock directory's own path too, once per directory and process: it may exist without being
+    // durable (made by a process killed before it flushed, or by a `mkdir -p` that never flushes).
+    const above = ancestorFlushes(dirname(lock));
     expect(traced.log).toEqual([
       "fsync candidate",
       "link candidate -> lock",
       "unlink candidate",
       "fsync dir",
+      ...above,
     ]);
     handle.release();
-    expect(traced.log.slice(4)).toEqual(["unlink lock"]);
+    expect(traced.log.slice(4 + above.length)).toEqual(["unlink lock"]);
+    traced.log.length = 0;
+    // The second time, only the lock's own directory.
+    (await acquireLock(lock, { fs: traced.fs, durable: true })).release();
+    expect(traced.log).toEqual([
+      "fsync candidate",
+      "link candidate -> lock",
+      "unlink candidate",
+      "fsync dir",
+      "unlink lock",
+    ]);
     traced.log.length = 0;
     acquireLockSync(lock, { fs: traced.fs }).release();
     expect(traced.log.filter((entry) => entry.startsWith("fsync"))).toEqual([]);
@@ -861,6 +883,7 @@ describe("durable", () => {
       "link candidate -> lock",
       "unlink candidate",
       "fsync dir",
+      ...ancestorFlushes(dirname(lock)),
     ]);
     handle.release();
   });
@@ -877,6 +900,7 @@ describe("durable", () => {
       "unlink record",
       "rename candidate -> lock",
       "fsync dir",
+      ...ancestorFlushes(dir),
       "unlink record",
     ]);
     handle.release();

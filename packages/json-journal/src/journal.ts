@@ -2,6 +2,7 @@ import * as nodeFs from "node:fs";
 import { basename, dirname } from "node:path";
 import {
   type FileOps,
+  flushAncestry,
   fsyncDirectory,
   isLockError,
   type LockHandle,
@@ -186,6 +187,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
   let swept = false;
   /** Directories whose entry for a directory created here is not yet flushed (retried until it is). */
   const unflushed = new Set<string>();
+  let ancestryFlushed = false;
 
   function emptyDoc(): T {
     const empty = options.empty;
@@ -368,7 +370,12 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     );
   }
 
-  /** Creates the directories; when any were created, flushes their parents before anything is saved. */
+  /**
+   * Creates the directories; when any were created, flushes their parents before anything is saved. And
+   * once per journal, every directory above them (`flushAncestry`): a directory that already exists may be
+   * one nobody flushed (made by a process killed first, or by `mkdir -p`), which a power loss can take
+   * away with the first record update() reported saved in it.
+   */
   function makeDirs(): void {
     for (const dir of dirs) {
       // A new directory is only an entry in its parent: until the parent is flushed, a power loss can drop
@@ -376,6 +383,12 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
       // order); a parent whose flush failed is flushed by the next call.
       const parents = makeDirectories(fs, dir);
       if (durable) for (const parent of parents) unflushed.add(parent);
+    }
+    if (durable && !ancestryFlushed) {
+      // Every directory above them, deepest first: the parents of those just made among them.
+      for (const dir of dirs) flushAncestry(fs, dir);
+      ancestryFlushed = true;
+      unflushed.clear();
     }
     for (const parent of unflushed) {
       fsyncDirectory(fs, parent);

@@ -11,7 +11,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { acquireLock, type FileOps, failNthCall, isLockError, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -678,21 +678,20 @@ describe("directories created by a call are flushed into their parents before an
     const { ops, log } = recording();
     const journal = openAt(nested, ops);
     await journal.update(() => ({ next: doc, result: null }));
-    expect(log).toEqual([
-      `fsync ${join(real, "a")}`,
-      `fsync ${real}`,
-      "fsync temp",
-      "rename",
-      `fsync ${join(real, "a", "b")}`,
-    ]);
-    // The directories exist now: later calls (and other journals) flush nothing more than the write.
+    // Every directory above the journal's, up to the root, once per journal: the two just made, and those
+    // that existed (which may never have been flushed: a `mkdir -p`, a process killed before its flush).
+    const above: string[] = [];
+    for (let child = join(real, "a", "b"); dirname(child) !== child; child = dirname(child))
+      above.push(`fsync ${dirname(child)}`);
+    expect(above.slice(0, 2)).toEqual([`fsync ${join(real, "a")}`, `fsync ${real}`]);
+    expect(log).toEqual([...above, "fsync temp", "rename", `fsync ${join(real, "a", "b")}`]);
+    // Later calls flush nothing more than the write; another journal flushes the path above once too.
     log.length = 0;
     await journal.update(() => ({ next: doc, result: null }));
+    expect(log).toEqual(["fsync temp", "rename", `fsync ${join(real, "a", "b")}`]);
+    log.length = 0;
     await openAt(nested, ops).update(() => ({ next: doc, result: null }));
-    expect(log.filter((line) => line !== "fsync temp" && line !== "rename")).toEqual([
-      `fsync ${join(real, "a", "b")}`,
-      `fsync ${join(real, "a", "b")}`,
-    ]);
+    expect(log).toEqual([...above, "fsync temp", "rename", `fsync ${join(real, "a", "b")}`]);
     // Not durable: no fsync at all.
     log.length = 0;
     await openAt(join(real, "c", "things.json"), ops, false).update(() => ({ next: doc, result: null }));

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
@@ -187,6 +187,65 @@ describe("checkpoints and restores under power loss", () => {
     expect(result.anomalies).toEqual([]);
     expect(result.violations).toEqual([]);
     expect(result.crashPoints).toBeGreaterThan(30);
+  });
+
+  it("a checkpoint retried after a failed one flushes the names of the blobs the failed one left", async () => {
+    // The failed attempt renamed some blobs to their hashes, then an fsync failed (EIO) before it flushed
+    // their directory; the retry finds them stored and reuses them. Its manifest is acknowledged, so after
+    // a power loss every blob it names must be there. Each of the first attempt's fsyncs fails in turn.
+    const files = Object.fromEntries(
+      Array.from({ length: 20 }, (_, i) => [`f${String(i).padStart(2, "0")}.txt`, `content ${i}\n`]),
+    );
+    let failuresSeen = 0;
+    let reusedAfterFailure = 0;
+    for (let failAt = 1; failAt <= 30; failAt++) {
+      const root = mkdtempSync(join(base, "retry-"));
+      writeTree(join(root, "ws"), files);
+      const model = createPowerLossFs({ root });
+      let fsyncs = 0;
+      const failing: FileOps = {
+        ...model.ops,
+        fsync: ((fd: number, done: (error: NodeJS.ErrnoException | null) => void) => {
+          fsyncs += 1;
+          if (fsyncs === failAt) {
+            done(Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" }));
+            return;
+          }
+          model.ops.fsync(fd, done);
+        }) as FileOps["fsync"],
+        fsyncSync: (fd: number) => {
+          fsyncs += 1;
+          if (fsyncs === failAt) throw Object.assign(new Error("EIO: i/o error, fsync"), { code: "EIO" });
+          model.ops.fsyncSync(fd);
+        },
+      };
+      const store = openCheckpointStore({ dataDir: join(root, "data"), fs: failing });
+      const failed = await store.createCheckpoint(join(root, "ws")).then(
+        () => false,
+        () => true,
+      );
+      if (!failed) break; // past the first attempt's fsyncs
+      failuresSeen += 1;
+      const blobsDir = join(root, "data", "checkpoints", "blobs");
+      const left = existsSync(blobsDir)
+        ? readdirSync(blobsDir, { recursive: true }).filter((n) => /[0-9a-f]{64}$/.test(String(n)))
+        : [];
+      if (left.length > 0) reusedAfterFailure += 1;
+      const { checkpointId } = await store.createCheckpoint(join(root, "ws"));
+      const image = `${mkdtempSync(join(base, "retry-image-"))}/image`;
+      model.crashImage(image, { mode: "drop-all-unsynced" });
+      const check = checkManifests(join(image, "data"));
+      expect(check.problem, `fsync ${failAt} failed, then ${checkpointId} was acknowledged`).toBeNull();
+      expect(check.manifests, `fsync ${failAt} failed, then ${checkpointId} was acknowledged`).toBe(1);
+    }
+    expect(failuresSeen).toBeGreaterThan(5);
+    // The case that matters happened: a failed attempt left blobs under their hashes for the retry to reuse.
+    expect(reusedAfterFailure).toBeGreaterThan(0);
+    report(
+      "power-loss",
+      "checkpoint retries after a failed fsync, each checked after a power loss",
+      failuresSeen,
+    );
   });
 
   // ~660 crash points, each a checkpoint, a rewrite and a restore replayed up to it: over the suite's default

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { basename, dirname, isAbsolute, join, sep } from "node:path";
-import { type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, flushAncestry, nodeFileOps } from "@drydock/file-lock";
 import { sweepStaleTemps, writeFileAtomic } from "@drydock/json-journal";
 import { errnoOf, SagaError } from "./errors.js";
 import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
@@ -354,6 +354,14 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
 
   const captures = new WeakSet<CapturedWorkspace>();
   const sweptBlobDirs = new Set<string>();
+  /**
+   * Blobs whose names this store knows are durable: it wrote them, or flushed their directories after
+   * finding them. A blob found under its hash may have been renamed there by a capture that failed or was
+   * killed before flushing its directory, so a power loss could still take its name away: a checkpoint that
+   * reuses a blob not in this set flushes its directory before the manifest names it (once per store).
+   */
+  const durableBlobs = new Set<string>();
+  let ancestryFlushed = false;
   let manifestTempsSwept = false;
 
   /** Scans the workspace and stores every new blob durably; writes no manifest (see the interface). */
@@ -367,12 +375,24 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       ensurePrivateDir(fs, root);
       ensurePrivateDir(fs, manifestsDir);
       ensurePrivateDir(fs, blobsDir);
+      // Once per store: the path may exist without being durable (a process killed before it flushed, a
+      // failed flush, someone else's `mkdir -p`); an acknowledged checkpoint must not vanish with it.
+      // (The flush of checkpoints/, first of them, also covers blobs/ beside manifests/.)
+      if (durable && !ancestryFlushed) {
+        flushAncestry(fs, manifestsDir);
+        ancestryFlushed = true;
+      }
     } catch (error) {
       throw writeFailed("the checkpoint directories", error);
     }
     /** Blobs this capture has seen: true once written or compared with its bytes, false if trusted. */
     const known = new Map<string, boolean>();
     const blobDirs = new Set<string>();
+    // Directories of reused blobs whose names may not be durable yet (see durableBlobs).
+    const reusedDirs = new Set<string>();
+    const reuse = (sha256: string): void => {
+      if (durable && !durableBlobs.has(sha256)) reusedDirs.add(join(blobsDir, sha256.slice(0, 2)));
+    };
     // A new blob is written to a private temp, flushed behind the scan (several at a time) and only then
     // renamed to its content address: a blob is never visible under its hash before its bytes are
     // durable, so a later checkpoint that deduplicates against it cannot point at a torn blob (the
@@ -400,10 +420,12 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
           if (existing?.isFile() && existing.size === bytes.length) {
             if (!verify) {
               known.set(entry.sha256, false);
+              reuse(entry.sha256);
               continue;
             }
             if (storedBytesEqual(path, bytes)) {
               known.set(entry.sha256, true);
+              reuse(entry.sha256);
               continue;
             }
           }
@@ -431,8 +453,12 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
       captureOptions.whileFlushing?.(entries);
       await flusher.drain();
-      // Before the manifest names them, so a manifest never outlives (power loss) a blob it needs.
-      if (durable && blobDirs.size > 0) await fsyncPaths(fs, [...[...blobDirs].sort(), blobsDir]);
+      // Before the manifest names them, so a manifest never outlives (power loss) a blob it needs: the
+      // directories of the blobs written here, and of reused ones not known durable.
+      const dirs = new Set([...blobDirs, ...reusedDirs]);
+      if (durable && dirs.size > 0) await fsyncPaths(fs, [...[...dirs].sort(), blobsDir]);
+      // Every blob this capture names is durable now: written and flushed, or reused and flushed above.
+      if (durable) for (const sha256 of known.keys()) durableBlobs.add(sha256);
     } catch (error) {
       await flusher.settle();
       for (const temp of temps) removeQuietly(fs, temp);

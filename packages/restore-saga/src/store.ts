@@ -1,5 +1,5 @@
 import { isAbsolute, join, resolve } from "node:path";
-import { type FileOps, fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, flushAncestry, fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 import { assertDataDirOutside } from "./checkpoints.js";
 import { type CommitState, errnoOf, SagaError } from "./errors.js";
 import {
@@ -564,12 +564,20 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     });
   }
 
+  let ancestryFlushed = false;
   function ensureLayout(): void {
     try {
       ensurePrivateDir(fs, stateDir);
       ensurePrivateDir(fs, shardDir);
       ensurePrivateDir(fs, locksDir);
       ensurePrivateDir(fs, archiveDir);
+      // Once per store: the shard's path may exist without being durable (made by a process killed before
+      // it flushed, or by someone else's `mkdir -p`); a saga acknowledged in it must not vanish with it.
+      // (The shard's flush, first of them, also covers .locks and .archive beside it.)
+      if (!ancestryFlushed) {
+        flushAncestry(fs, locksDir);
+        ancestryFlushed = true;
+      }
     } catch (error) {
       if (error instanceof SagaError) throw error;
       throw new SagaError({

@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { acquireLock, type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
+import { acquireLock, errnoError, type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -926,13 +926,21 @@ describe("saga store: archive and listing", () => {
     const store = open();
     let saga = await store.create("op-au", createEvidence);
     saga = await step(store, saga, "aborted", { reason: "x" });
-    const faulty = failNthCall(nodeFileOps, {
-      n: 1,
-      code: "EIO",
-      count: (name) => name === "fsyncSync",
-    });
+    // The first flush after the rename into .archive fails: the move happened, its durability is unknown.
+    let renamed = false;
+    const faulty: FileOps = {
+      ...nodeFileOps,
+      renameSync: (from, to) => {
+        nodeFileOps.renameSync(from, to);
+        if (String(to).includes(".archive")) renamed = true;
+      },
+      fsyncSync: (fd) => {
+        if (renamed) throw errnoError("EIO", "fsync");
+        nodeFileOps.fsyncSync(fd);
+      },
+    };
     const error = await expectSagaError(
-      open({ fs: faulty.ops }).archiveTerminal("op-au", {
+      open({ fs: faulty }).archiveTerminal("op-au", {
         expectedSeq: saga.seq,
         expectedHash: saga.headHash,
       }),

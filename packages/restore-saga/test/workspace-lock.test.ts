@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { hostname } from "node:os";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { createSystemIdentity, type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -360,9 +360,17 @@ describe("workspace lock", () => {
     fs.mkdirSync(join(dataDir, "locks"), { recursive: true });
     const ws = (entry: string) => !entry.includes("registry");
     await acquireWorkspaceLock({ dataDir, workspaceRoot: workspace, transactionId: "op-d", fs: traced });
-    expect(log.filter(ws)).toEqual(["fsync candidate", "link candidate -> lock", "fsync locks"]);
+    // Then, once per process, every directory above locks/ (it may exist without ever having been flushed).
+    const above: string[] = [];
+    for (let child = join(dataDir, "locks"); dirname(child) !== child; child = dirname(child))
+      above.push(`fsync ${basename(dirname(child))}`);
+    expect(log.filter(ws)).toEqual(["fsync candidate", "link candidate -> lock", "fsync locks", ...above]);
     // The registry lock stays a short, unflushed lock.
-    expect(log.filter((entry) => entry.startsWith("fsync"))).toEqual(["fsync candidate", "fsync locks"]);
+    expect(log.filter((entry) => entry.startsWith("fsync"))).toEqual([
+      "fsync candidate",
+      "fsync locks",
+      ...above,
+    ]);
     log.length = 0;
     const dead = inspectWorkspaceLock({ dataDir, workspaceRoot: workspace })!;
     await takeoverWorkspaceLock({
