@@ -107,7 +107,10 @@ function flushLockDirectory(path: string, ctx: LockContext): void {
   const dir = dirname(path);
   fsyncDirectory(ctx.fs, dir);
   let flushed = flushedLockDirs.get(ctx.fs);
-  if (flushed === undefined) flushedLockDirs.set(ctx.fs, (flushed = new Set()));
+  if (flushed === undefined) {
+    flushed = new Set();
+    flushedLockDirs.set(ctx.fs, flushed);
+  }
   if (flushed.has(dir)) return;
   flushAncestry(ctx.fs, dir);
   flushed.add(dir);
