@@ -1,10 +1,11 @@
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import {
   drydockCommandPrefix,
   providerIdentity,
   providerMismatch,
+  readProviderBinding,
   shellQuote,
 } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
@@ -84,7 +85,27 @@ function assertDataDir(dataDir: string): void {
   if (!isDirectory) {
     throw new CliError("NOT_FOUND", `${dataDir} is not a directory. ${DATA_DIR_LOOKS_LIKE}`);
   }
+  // A directory holding nothing drydock writes (the parent of a data directory, a workspace, /tmp) would
+  // read as empty journals and no restores: "OK" about a directory that is not the one meant.
+  if (!DATA_DIR_MARKERS.some((name) => existsSync(path.join(dataDir, name)))) {
+    throw new CliError(
+      "NOT_FOUND",
+      `${dataDir} holds nothing drydock writes, so it is not a drydock data directory. ${DATA_DIR_LOOKS_LIKE}`,
+    );
+  }
 }
+
+/** What a data directory holds once anything of drydock ran on it; one holding none of them is not one. */
+const DATA_DIR_MARKERS = [
+  "environment-id",
+  "boat-provider",
+  "bots.json",
+  "box-create-requests.json",
+  "box-delete-requests.json",
+  "restore-sagas",
+  "checkpoints",
+  "workspaces",
+];
 
 /** The URL as a printable word, or null when it carries credentials (user:password@) and must not be shown. */
 function printableUrl(url: string): string | null {
@@ -95,6 +116,17 @@ function printableUrl(url: string): string | null {
     return null;
   }
   return shellQuote(url);
+}
+
+/** Whether the data directory is bound to the embedded simulator (or holds its state file). */
+export function boundToEmbedded(dataDir: string): boolean {
+  let bound: string | null = null;
+  try {
+    bound = readProviderBinding(dataDir);
+  } catch {
+    // An unreadable binding file: judged by the simulator's state file alone.
+  }
+  return bound === "embedded" || existsSync(path.join(dataDir, "boat-simulator.json"));
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -118,7 +150,10 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const boatCommandPrefix = flagUrl === null ? commandPrefix : `${commandPrefix} --provider-url ${flagUrl}`;
   let providerNote: string | null = null;
   if (!configured) {
-    providerNote = "with BOAT_API_URL and BOAT_API_TOKEN set in the environment";
+    // A directory of the embedded simulator is checked with its server up, never with a URL of another.
+    providerNote = boundToEmbedded(dataDir)
+      ? "with the bot server running on this data directory (its embedded simulator is this directory's boat.dev)"
+      : "with BOAT_API_URL and BOAT_API_TOKEN set in the environment";
   } else if (globals.providerUrl && flagUrl === null) {
     providerNote =
       "with --provider-url as given here (not printed: it carries credentials) and --provider-token, or BOAT_API_URL and BOAT_API_TOKEN set";

@@ -329,9 +329,14 @@ describe("a missing or wrong --data-dir is exit 3 for every command", () => {
       ["reconcile"],
       ["deletions", "reconcile", "bx_22222222"],
     ];
+    // A directory that exists but holds nothing drydock writes (the parent of a data directory, /tmp): read
+    // as one it would show empty journals and "OK" about the wrong place.
+    const parent = join(base, "not-a-data-dir");
+    mkdirSync(join(parent, "something-else"), { recursive: true });
     for (const [path, words] of [
       [missing, /does not exist/],
       [file, /is not a directory/],
+      [parent, /holds nothing drydock writes, so it is not a drydock data directory/],
     ] as const) {
       for (const command of commands) {
         const run = await cli([...command, "--data-dir", path], provider());
@@ -349,7 +354,7 @@ describe("a missing or wrong --data-dir is exit 3 for every command", () => {
     expect(listed.code).toBe(EXIT_CODES.UNSAFE);
     expect(listed.err).toContain(join(d.dir, "box-create-requests.json"));
     const status = await cli(["status", "--data-dir", d.dir, "--json"]);
-    expect(status.code).toBe(0);
+    expect(status.code).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE); // no boat.dev configured: INCOMPLETE
     const finding = (JSON.parse(status.out) as Parsed).findings.find(
       (candidate: Parsed) => candidate.area === "journal",
     );
@@ -358,6 +363,27 @@ describe("a missing or wrong --data-dir is exit 3 for every command", () => {
 });
 
 describe("printed commands work when pasted", () => {
+  it("status of an embedded simulator's data directory with its server down says to start the server, never to set a URL", async () => {
+    const d = dataDir();
+    writeFileSync(join(d.dir, "boat-provider"), "embedded\n");
+    const boat = await d.lifecycle.provision("bot-emb");
+    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-emb",
+    });
+    const run = await cli(["status", "--data-dir", d.dir]);
+    expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    expect(run.out.trim().split("\n").at(-1)).toMatch(
+      /^ATTENTION: 1 item\(s\) need a person; .* INCOMPLETE: boat\.dev was not checked: this data directory uses the bot server's embedded simulator, which runs only with its server: start the bot server on it/,
+    );
+    // Setting BOAT_API_URL on it would be refused (PROVIDER_MISMATCH): nothing says to.
+    expect(run.out).not.toContain("BOAT_API_URL");
+    const lines = arrows(run.out);
+    expect(lines.length).toBe(1);
+    expect(lines[0]).toContain("# with the bot server running on this data directory");
+  });
+
   it("status without a provider prints shell-valid commands that never carry a token and say how boat.dev is configured", async () => {
     const d = dataDir();
     await d.createJournal.beginBoatCreate("bot-nokey", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
@@ -368,7 +394,7 @@ describe("printed commands work when pasted", () => {
       ownerBotId: "bot-fenced",
     });
     const run = await cli(["status", "--data-dir", d.dir]);
-    expect(run.code, run.err).toBe(0);
+    expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE); // INCOMPLETE: boat.dev not checked
     const lines = arrows(run.out);
     expect(lines.length).toBeGreaterThanOrEqual(2);
     for (const line of lines) {

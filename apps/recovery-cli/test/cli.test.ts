@@ -474,16 +474,17 @@ describe("drydock against data left by killed processes", () => {
     expect(snapshot).toEqual([expect.objectContaining({ botId: "bot-remembered", boxId, resolved: true })]);
   });
 
-  it("a provision killed before its answer was journaled: status reports it and exits 0; retiring is refused (5); an unreachable provider exits 6", async () => {
+  it("a provision killed before its answer was journaled: status reports it (exit 6 without boat.dev); retiring is refused (5); an unreachable provider exits 6", async () => {
     const d = D.keyOnly();
     const journal = join(d.dataDir, "box-create-requests.json");
     // Killed seconds ago: its provisioning call may still be running, for all drydock can tell (no pid is
     // journaled), so it is work in progress with a wait, not yet a person's.
+    // Without boat.dev the verdict is never OK: INCOMPLETE (exit 6), with the wait.
     const fresh = await cli(["status", "--data-dir", d.dataDir]);
-    expect(fresh.code).toBe(0);
+    expect(fresh.code).toBe(6);
     expect(fresh.stdout).toContain("create request started moments ago");
     expect(fresh.stdout.trim().split("\n").at(-1)).toMatch(
-      /^OK: nothing needs a person now; 1 item\(s\) are still in progress/,
+      /^INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat\.dev was not checked: set BOAT_API_URL .* 1 item\(s\) are still in progress/,
     );
     // Past the in-flight window (the row aged by hand), nothing retries it by itself: a person must.
     const rows = JSON.parse(readFileSync(journal, "utf8"));
@@ -529,7 +530,7 @@ describe("drydock against data left by killed processes", () => {
       ]),
       cli(["status", "--data-dir", d.dataDir, "--json"], { BOAT_API_URL: closed, BOAT_API_TOKEN: sim.token }),
     ]);
-    expect(status.code).toBe(0);
+    expect(status.code).toBe(6);
     expect(status.stdout).toContain("bot-keyonly");
     expect(status.stdout).toContain("nothing retries it by itself: unless a provisioning call");
     expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
@@ -735,7 +736,7 @@ describe("drydock against data left by killed processes", () => {
       `drydock --data-dir ${d.dataDir} restores complete op-zero --expected-seq ${shown.restore.fence.expectedSeq} --expected-hash ${shown.restore.fence.expectedHash} --expected-owner-digest ${shown.restore.fence.expectedOwnerDigest} --yes`,
     );
     const status = await cli(["status", "--data-dir", d.dataDir]);
-    expect(status.code).toBe(0);
+    expect(status.code).toBe(6); // boat.dev not configured here: INCOMPLETE besides the attention item
     expect(status.stdout).toContain(shown.commands.complete);
 
     const before = snapshotTree(d.dataDir);
@@ -772,9 +773,9 @@ describe("drydock against data left by killed processes", () => {
       ownerBotId: "bot1",
     });
     const fresh = await cli(["status", "--data-dir", d.dataDir]);
-    expect(fresh.code).toBe(0);
+    expect(fresh.code).toBe(6);
     expect(fresh.stdout.trim().split("\n").at(-1)).toMatch(
-      /^OK: nothing needs a person now; 1 item\(s\) are still in progress/,
+      /^INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat\.dev was not checked: .* 1 item\(s\) are still in progress/,
     );
     const file = join(d.dataDir, "box-delete-requests.json");
     const journal = JSON.parse(readFileSync(file, "utf8"));
@@ -785,7 +786,9 @@ describe("drydock against data left by killed processes", () => {
     writeFileSync(file, `${JSON.stringify(journal, null, 2)}\n`);
     const stale = await cli(["status", "--data-dir", d.dataDir]);
     expect(stale.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
-    expect(stale.stdout).toContain("(boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN");
+    expect(stale.stdout).toContain(
+      "INCOMPLETE: boat.dev was not checked: set BOAT_API_URL and BOAT_API_TOKEN",
+    );
     // A fence stamped an hour ahead of this clock is clock skew, a person's, never an hour-long "wait".
     const skewed = dataDir("fence-skewed");
     await openBoatDeleteJournal({
@@ -864,7 +867,7 @@ describe("drydock against data left by killed processes", () => {
       }),
     ).rejects.toMatchObject({ code: "RECOVERY_REQUIRED" });
     const status = await cli(["status", "--data-dir", d.dataDir]);
-    expect(status.code).toBe(0);
+    expect(status.code).toBe(6); // boat.dev not configured here: INCOMPLETE besides the attention item
     expect(status.stdout).toContain(
       `failed in process ${process.pid}, which is still running and keeps the workspace lock for recovery`,
     );
@@ -977,7 +980,7 @@ describe("drydock against data left by killed processes", () => {
         "none",
         "--yes",
         "--data-dir",
-        root,
+        dataDir("usage").dataDir,
       ]),
     ]);
     expect(unknown.code).toBe(2);

@@ -51,20 +51,23 @@ describe("main (in-process, injected streams)", () => {
   it("colours the verdict only on a TTY and never under NO_COLOR or --no-color", async () => {
     const root = dataDir();
     const tty = bufferIo({ tty: true });
-    expect(await main(["status", "--data-dir", root], { io: tty, env: {} })).toBe(0);
+    // No boat.dev here: the verdict is INCOMPLETE (exit 6), in red on a TTY.
+    expect(await main(["status", "--data-dir", root], { io: tty, env: {} })).toBe(6);
     expect(tty.out()).toMatch(ANSI);
-    expect(tty.out().trim().split("\n").at(-1)).toContain("OK: nothing needs attention.");
+    expect(tty.out().trim().split("\n").at(-1)).toContain(
+      "INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat.dev was not checked",
+    );
 
     for (const [args, env] of [
       [["status", "--data-dir", root], { NO_COLOR: "1" }],
       [["status", "--data-dir", root, "--no-color"], {}],
     ] as const) {
       const io = bufferIo({ tty: true });
-      expect(await main(args, { io, env })).toBe(0);
+      expect(await main(args, { io, env })).toBe(6);
       expect(io.out()).not.toMatch(ANSI);
     }
     const pipe = bufferIo({ tty: false });
-    expect(await main(["status", "--data-dir", root], { io: pipe, env: {} })).toBe(0);
+    expect(await main(["status", "--data-dir", root], { io: pipe, env: {} })).toBe(6);
     expect(pipe.out()).not.toMatch(ANSI);
   });
 

@@ -18,7 +18,7 @@ afterEach(() => {
 });
 
 describe("a workspace whose restores cannot be listed", () => {
-  it("is an attention finding naming its bot; the other bots' restores are still shown; status exits 0", async () => {
+  it("is an attention finding naming its bot; the other bots' restores are still shown (status exits 6 here: no boat.dev)", async () => {
     dir = mkdtempSync(join(tmpdir(), "drydock-gap-"));
     const broken = join(dir, "workspaces", "bot1");
     const fine = join(dir, "workspaces", "bot2");
@@ -37,7 +37,8 @@ describe("a workspace whose restores cannot be listed", () => {
     writeFileSync(openSagaStore({ stateDir, workspaceRoot: broken }).shardDir, "not a directory");
 
     const status = bufferIo();
-    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(0);
+    // 6: boat.dev is not configured here, so the verdict is INCOMPLETE besides its attention items.
+    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(6);
     expect(status.err()).toBe("");
     expect(status.out()).toContain("op-bot2");
     expect(status.out()).toContain("restores abort op-bot2");
@@ -47,7 +48,7 @@ describe("a workspace whose restores cannot be listed", () => {
     expect(verdict).not.toMatch(/run the command shown beside each\.$/);
 
     const json = bufferIo();
-    expect(await main(["status", "--data-dir", dir, "--json"], { io: json, env: {} })).toBe(0);
+    expect(await main(["status", "--data-dir", dir, "--json"], { io: json, env: {} })).toBe(6);
     const findings = JSON.parse(json.out()).findings as { subject: string; attention: boolean }[];
     expect(findings).toEqual(
       expect.arrayContaining([
@@ -99,9 +100,11 @@ describe("a restore whose create died before its saga was published", () => {
     expect(existsSync(join(orphan, "HEAD"))).toBe(true);
 
     const status = bufferIo();
-    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(0);
+    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(6);
     expect(status.out()).not.toContain("op-orphan");
-    expect(status.out().trim().split("\n").at(-1)).toContain("OK: nothing needs attention.");
+    expect(status.out().trim().split("\n").at(-1)).toContain(
+      "INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat.dev was not checked",
+    );
     expect(existsSync(orphan)).toBe(false);
 
     const list = bufferIo();

@@ -38,7 +38,7 @@ describe("a restore listing cut short", () => {
     mkdirSync(join(dir, "workspaces", "bot1"), { recursive: true });
 
     const status = bufferIo();
-    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(0);
+    expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(6);
     expect(status.out()).toContain("more pending restores than one report lists");
     const verdict = status.out().trim().split("\n").at(-1)!;
     expect(verdict).toContain("ATTENTION: 1 item(s)");

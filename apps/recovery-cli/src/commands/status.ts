@@ -1,12 +1,10 @@
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import {
   createInFlightLeftMs,
   type PlanItem,
   planItemNeedsAttention,
   planItemWaitMs,
 } from "@drydock/recovery-controller";
-import type { CommandContext } from "../context.js";
+import { boundToEmbedded, type CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
 import { boatRecovery } from "./boats.js";
@@ -41,7 +39,7 @@ function messageOf(error: unknown): string {
 /**
  * Everything that needs attention, one line each with the command to act on it, and a one-line verdict.
  * Exit 0 even when attention is needed (the verdict says so); non-zero only when it could not look (the
- * data directory is missing, or boat.dev was configured but could not be reached).
+ * data directory is missing, or boat.dev was not configured, or could not be reached: INCOMPLETE, exit 6).
  */
 export async function status(ctx: CommandContext): Promise<Rendered> {
   // A missing data directory (exit 3) is refused by createContext, for every command alike.
@@ -242,11 +240,19 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   else if (attention === 0)
     verdict = again ? `OK: nothing needs a person now; ${again}.` : "OK: nothing needs attention.";
   else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.${again ? ` ${again}.` : ""}`;
-  if (!ctx.providerConfigured && !couldNotLook) {
-    // A data directory the embedded simulator served has its state file: its server is what is missing.
-    verdict += existsSync(join(ctx.dataDir, "boat-simulator.json"))
-      ? " (boat.dev not checked: this data directory uses the bot server's embedded simulator, which runs only with its server: start the bot server on it, and drydock finds the simulator by itself; or set BOAT_API_URL and BOAT_API_TOKEN)"
-      : " (boat.dev not checked: set BOAT_API_URL and BOAT_API_TOKEN, or pass --provider-url and --provider-token)";
+  // Never "OK" without boat.dev: a Boat no journal knows (still billed) shows only in its list. So the
+  // verdict says what was not checked and how to check it, and the exit is 6 (INCOMPLETE) as for a
+  // provider that could not be reached. A data directory bound to the embedded simulator (or holding its
+  // state file) needs its server started, not a URL.
+  const unchecked = !ctx.providerConfigured && !couldNotLook;
+  if (unchecked) {
+    const how = boundToEmbedded(ctx.dataDir)
+      ? "this data directory uses the bot server's embedded simulator, which runs only with its server: start the bot server on it (drydock then finds the simulator by itself) and run status again"
+      : "set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token) and run status again";
+    verdict =
+      attention === 0
+        ? `INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat.dev was not checked: ${how}.${again ? ` ${again}.` : ""}`
+        : `${verdict} INCOMPLETE: boat.dev was not checked: ${how}.`;
   }
 
   const { c } = ctx;
@@ -259,10 +265,15 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         : "";
     return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${next}`;
   });
-  const colored = couldNotLook ? c.red(verdict) : attention === 0 ? c.green(verdict) : c.yellow(verdict);
+  const colored =
+    couldNotLook || (unchecked && attention === 0)
+      ? c.red(verdict)
+      : attention === 0
+        ? c.green(verdict)
+        : c.yellow(verdict);
   return {
     data: { findings, attention, providerChecked, verdict },
     human: `${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
-    exitCode: couldNotLook ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
+    exitCode: couldNotLook || unchecked ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
   };
 }
