@@ -221,7 +221,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
     const text = typeof body === "string" ? body : body.toString("utf8");
     if (text === "") return done(null, undefined);
-    parseJson(request, text, done);
+    void parseJson(request, text, done);
   });
 
   const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
