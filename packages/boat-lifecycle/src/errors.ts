@@ -44,6 +44,12 @@ export const LIFECYCLE_ERROR_STATUS = {
   cleanup_unconfirmed: 503,
   /** The caller's AbortSignal fired; anything already sent stays journaled. */
   cancelled: 409,
+  /**
+   * The caller's `stillWanted` check answered no once the key was journaled, before anything was sent to
+   * boat.dev (the bot is being deleted, say): nothing was created, and a key minted by this call was
+   * discarded.
+   */
+  provision_withdrawn: 409,
 } as const;
 
 export type LifecycleErrorCode = keyof typeof LIFECYCLE_ERROR_STATUS;
@@ -113,6 +119,8 @@ export const LIFECYCLE_MESSAGES = {
     "this cloud computer is being deleted — wait for it to finish, or retry Delete if it needs attention",
   previousDeletionFinished: "the previous cloud computer deletion finished — retry to create a new computer",
   botBusy: "this bot's cloud computer is busy with another request — wait for it to finish, then retry",
+  provisionWithdrawn:
+    "the cloud computer was not created: the caller withdrew the request before it was sent to boat.dev, and nothing was created",
   confirmationMismatch: "cloud computer confirmation no longer matches — refresh and try again",
   deleteUnconfirmed:
     "Could not confirm whether boat.dev accepted the delete. The computer was kept fenced; retry Delete to reconcile it",

@@ -39,6 +39,7 @@ export {
   CREATE_KEY_RETENTION_MS,
   createBoatLifecycle,
   type DeleteBoatInput,
+  type ProvisionOptions,
 } from "./lifecycle.js";
 // Deterministic names
 export {

@@ -71,11 +71,23 @@ export interface DeleteBoatInput {
   ownerBotId: string | null;
 }
 
+export interface ProvisionOptions {
+  signal?: AbortSignal;
+  /**
+   * Asked once the create's key is journaled and before the create is sent to boat.dev (each time one is
+   * about to be sent): whether the Boat is still wanted. No: nothing is sent, a key this call minted is
+   * discarded, and provision fails with `provision_withdrawn`. A caller that removes what owns the Boat
+   * (a bot registry, say) marks the owner first and then reads the create journal; this check, made after
+   * the key is journaled, then sees the mark, or the removal sees the key: never neither.
+   */
+  stillWanted?: () => boolean | Promise<boolean>;
+}
+
 export interface BoatLifecycle {
   boatNameFor(botId: string): string;
   /** The pre-scope name a Boat of this bot may still carry (recognised and adopted, never created). */
   legacyBoatNameFor(botId: string): string;
-  provision(botId: string, options?: { signal?: AbortSignal }): Promise<ProvisionResult>;
+  provision(botId: string, options?: ProvisionOptions): Promise<ProvisionResult>;
   findBoat(botId: string): Promise<Boat | null>;
   deleteBoat(input: DeleteBoatInput): Promise<{ ok: true; pending?: true }>;
   reconcileDeletion(boxId: string): Promise<DeletionOutcome>;
@@ -143,7 +155,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     }
   }
 
-  async function provision(botId: string, opts: { signal?: AbortSignal } = {}): Promise<ProvisionResult> {
+  async function provision(botId: string, opts: ProvisionOptions = {}): Promise<ProvisionResult> {
     assertBotId(botId);
     return exclusive(`bot:${botId}`, async () => {
       await finishPriorDeletion(ctx, botId);
@@ -153,7 +165,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
       }
       // Re-check the fence right before the key is journaled: a Delete may have started meanwhile.
       await assertNotFenced(ctx, botId);
-      return createAndName(ctx, botId, opts.signal);
+      return createAndName(ctx, botId, opts.signal, opts.stillWanted);
     });
   }
 

@@ -240,6 +240,36 @@ describe("provisioning behind a fence whose deletion retry fails", () => {
     expect(t.deleteFile()?.records ?? []).toEqual([]);
   });
 
+  it("a completed status that arrives after another caller retired the fence is no 'paused' journal: confirmed", async () => {
+    const t = await use({ sim: { deletionPolls: 2 } });
+    const { boxId, name } = await t.lifecycle.provision("follow-bot");
+    const pollHeld = hold();
+    // B's DELETE is accepted; its first poll of the operation is held on the wire while A (the test, as
+    // another process following the same operation) sees it complete and retires the fence and the row.
+    let polls = 0;
+    const b = secondProcess(t, (base) => ({
+      ...base,
+      async getDeletionOperation(opId, options) {
+        polls += 1;
+        if (polls === 1) await pollHeld.enter();
+        return base.getDeletionOperation(opId, options);
+      },
+    }));
+    const bCall = b.deleteBoat({ boxId, confirmName: name, ownerBotId: "follow-bot" });
+    await pollHeld.reached;
+    const fence = (await openBoatDeleteJournal({ dataDir: t.dataDir }).getBoatDeletion(boxId))!;
+    expect(fence.phase).toBe("accepted");
+    let op = await t.client.getDeletionOperation(fence.operationId!, { targetId: boxId });
+    while (op.status !== "completed") op = await t.client.getDeletionOperation(op.id, { targetId: boxId });
+    await openBoatCreateJournal({ dataDir: t.dataDir }).retireDeletedBoatCreate(boxId);
+    await openBoatDeleteJournal({ dataDir: t.dataDir }).retireBoatDeletion(boxId);
+    pollHeld.release();
+    // B's poll now answers completed, and its receipt finds no fence: the Boat is read, and it is gone.
+    expect(await bCall).toEqual({ ok: true });
+    expect(t.deleteFile()?.records ?? []).toEqual([]);
+    expect(t.stats()).toMatchObject({ live: 0, deleteRequests: 1 });
+  });
+
   it("a refused DELETE is told as the refusal of the named fence, not as 'being deleted'", async () => {
     const t = await use();
     const boxId = await prepareFence(t);

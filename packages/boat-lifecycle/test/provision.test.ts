@@ -207,6 +207,42 @@ describe("provision: create with the journaled key", () => {
     expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
   });
 
+  it("stillWanted: asked after the key is journaled; no sends nothing, discards the key, fails provision_withdrawn", async () => {
+    const t = await use();
+    let keysWhenAsked = -1;
+    const error = await rejection(
+      t.lifecycle.provision("bot-1", {
+        stillWanted: () => {
+          keysWhenAsked = t.createFile()?.requests.length ?? 0;
+          return false;
+        },
+      }),
+    );
+    expect(error).toMatchObject({ code: "provision_withdrawn", status: 409 });
+    expect(error.message).toBe(LIFECYCLE_MESSAGES.provisionWithdrawn);
+    // Asked once the key was durable (so a removal marking the owner first sees it, or this sees the mark).
+    expect(keysWhenAsked).toBe(1);
+    expect(posts(t)).toEqual([]);
+    expect(t.createFile()?.requests).toEqual([]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 0, live: 0 });
+    // Yes: created as usual (also when the check is async).
+    const made = await t.lifecycle.provision("bot-1", { stillWanted: async () => true });
+    expect(made.createdThisAttempt).toBe(true);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
+  });
+
+  it("stillWanted answering no to a resumed key keeps that key (an earlier attempt may have sent it)", async () => {
+    const t = await use();
+    // Two lost answers: 503 "could not confirm", the key kept for the next call.
+    await t.faults({ method: "POST", path: "^/sandboxes$", action: "drop-after", times: 2 });
+    await rejection(t.lifecycle.provision("bot-1"));
+    const kept = t.createFile()?.requests ?? [];
+    expect(kept).toHaveLength(1);
+    const error = await rejection(t.lifecycle.provision("bot-1", { stillWanted: () => false }));
+    expect(error.code).toBe("provision_withdrawn");
+    expect(t.createFile()?.requests).toEqual(kept);
+  });
+
   it("a definitive 4xx discards the key; the next provision starts over with a fresh key", async () => {
     const t = await use();
     await t.faults(createRefused400);

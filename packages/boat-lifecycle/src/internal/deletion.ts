@@ -162,13 +162,21 @@ async function markAccepted(ctx: Context, boxId: string, op: OperationView): Pro
 /**
  * A later status of a journaled receipt. Each write is a durable step with its own crash point: a
  * completed status is journaled before the records are retired, so a crash between the two leaves an
- * accepted fence whose operation recovery polls again (never a second DELETE).
+ * accepted fence whose operation recovery polls again (never a second DELETE). False when the fence changed
+ * meanwhile (the journal's "out of date": another caller, maybe another process following the same
+ * operation, blocked or retired it): no journal problem, the caller reads the fence or the Boat again.
  */
-async function markStatus(ctx: Context, boxId: string, op: OperationView): Promise<void> {
-  await markAccepted(ctx, boxId, op);
+async function markStatus(ctx: Context, boxId: string, op: OperationView): Promise<boolean> {
+  try {
+    await markAccepted(ctx, boxId, op);
+  } catch (error) {
+    if (isOutOfDate(error)) return false;
+    throw error;
+  }
   ctx.crash.point(
     op.status === "completed" ? "delete.after-receipt-completed" : "delete.after-receipt-progress",
   );
+  return true;
 }
 
 /** Polls a journaled operation on the fixed schedule until it completes, blocks or stops answering. */
@@ -194,12 +202,12 @@ async function followOperation(
       return directCheck(ctx, target, blockedNow ? "blocked" : "pending");
     }
     if (polled.status === "completed") {
-      await markStatus(ctx, target.boxId, polled);
+      if (!(await markStatus(ctx, target.boxId, polled))) return receiptRefused(ctx, target, polled);
       await finishDeletion(ctx, target.boxId);
       return "confirmed";
     }
     if ((STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[status] ?? 0)) {
-      await markStatus(ctx, target.boxId, polled);
+      if (!(await markStatus(ctx, target.boxId, polled))) return receiptRefused(ctx, target, polled);
       status = polled.status;
     }
   }
@@ -459,7 +467,9 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
     }
     if (polled !== undefined && isBound(polled, record.boxId, record.operationId)) {
       if (polled.status === "completed") {
-        if (record.phase === "accepted") await markStatus(ctx, record.boxId, polled);
+        // A fence changed meanwhile (another caller settled it): the direct read decides.
+        if (record.phase === "accepted" && !(await markStatus(ctx, record.boxId, polled)))
+          return directCheck(ctx, target, "pending");
         await finishDeletion(ctx, record.boxId);
         return "confirmed";
       }
@@ -469,6 +479,7 @@ export async function reconcileRecord(ctx: Context, record: BoatDeletionRecord):
         record.phase === "accepted" &&
         (STATUS_RANK[polled.status] ?? 0) > (STATUS_RANK[record.status ?? "pending"] ?? 0)
       ) {
+        // False: the fence changed meanwhile; the direct read below decides either way.
         await markStatus(ctx, record.boxId, polled);
       }
     }

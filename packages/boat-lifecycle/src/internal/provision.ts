@@ -444,6 +444,7 @@ export async function createAndName(
   ctx: Context,
   botId: string,
   signal?: AbortSignal,
+  stillWanted?: () => boolean | Promise<boolean>,
 ): Promise<ProvisionResult> {
   const desired = ctx.scopedName(botId);
   let attempt = await journal(() => ctx.createJournal.beginBoatCreate(botId, CREATE_BODY_TEXT));
@@ -484,6 +485,15 @@ export async function createAndName(
       // A concurrent process remembered a Boat between our discard and begin: use it, never POST.
       boxId = request.boxId;
     } else {
+      // Asked after the key is journaled: a caller removing the owner marked it first, so either this
+      // sees the mark or the removal sees the key. A key minted here was never sent: it goes.
+      if (stillWanted !== undefined && !(await stillWanted())) {
+        if (startedNow) await journal(() => ctx.createJournal.discardBoatCreate(request));
+        throw new LifecycleError({
+          code: "provision_withdrawn",
+          message: LIFECYCLE_MESSAGES.provisionWithdrawn,
+        });
+      }
       boxId = await postWithKey(ctx, request, startedNow, signal);
       // Crash window: boat.dev committed the Boat but its id is not journaled. Recovery retries with the
       // SAME key and gets the same id back (Idempotent-Replayed).
