@@ -16,10 +16,11 @@ import {
   type BoatLifecycle,
   DELETE_IN_FLIGHT_MS,
   deletionInFlightLeftMs,
+  isLifecycleError,
   type RecoveryReport,
 } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
-import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
+import { fsyncDirectory, judgeOwnerLiveness, nodeFileOps } from "@drydock/file-lock";
 import {
   type BoatPlan,
   listWorkspaces,
@@ -29,6 +30,7 @@ import {
 import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
   findUnsettledRestore,
+  inspectWorkspaceLock,
   isSagaError,
   openCheckpointStore,
   openSagaStore,
@@ -326,7 +328,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // settled by an abort first); before an edit, one that may have left files half-restored.
     const found = await findUnsettledRestore(sagaStore(botId), { anyActive: intent !== "edit" });
     if (found === null) return;
-    const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
     // Asked while deleting this bot, retiring a deleted bot's workspace, creating a bot under the id of a
     // deleted one, or editing the workspace.
     const kept = {
@@ -335,6 +336,19 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       create: `so no bot was created under the id '${botId}'`,
       edit: "so nothing was changed",
     }[intent];
+    if (found.kind === "unsettled") {
+      // Running right now (its owner alive and not failed): nothing for a person, only a wait.
+      const runner = await runningRestoreOwner(botId, found.operationId);
+      if (runner !== null) {
+        throw new HttpProblem(
+          409,
+          "restore_running",
+          `Restore ${found.operationId} of this bot's workspace is running (process ${runner.pid}), ${kept}. Retry once it has finished.`,
+          { recoveryRequired: false, operationId: found.operationId },
+        );
+      }
+    }
+    const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${found.operationId}`;
     const then = {
       delete: "then delete the bot",
       "retire-deleted": `then send DELETE /v1/bots/${botId} again`,
@@ -351,6 +365,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       recoveryRequired: found.kind !== "busy",
       operationId: found.operationId,
     });
+  }
+
+  /**
+   * The process running restore `operationId` of the bot's workspace right now: the workspace lock's owner,
+   * alive, holding it for that restore, whose saga has not failed (a failed restore's live owner keeps the
+   * lock for recovery: that needs a person). Null otherwise, or when any of it cannot be read.
+   */
+  async function runningRestoreOwner(botId: string, operationId: string): Promise<{ pid: number } | null> {
+    try {
+      const owner = inspectWorkspaceLock({ dataDir: deps.dataDir, workspaceRoot: workspaceRoot(botId) });
+      if (owner === null || owner.payload.transactionId !== operationId) return null;
+      if (judgeOwnerLiveness(owner) === "dead") return null;
+      const saga = await sagaStore(botId).load(operationId);
+      return saga.phase === "recovery_required" || saga.terminal ? null : { pid: owner.pid };
+    } catch {
+      return null;
+    }
   }
 
   /** Moves a directory, kept, to `.retired/<name>.<ms>.<random>` beside it (same file system), durably. */
@@ -416,6 +447,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       busy.delete(botId);
       busyVersion += 1;
     }
+  }
+
+  /** A bot being deleted (DELETE /v1/bots/:botId marked it) gets no new computer. */
+  function refuseDeleting(bot: Readonly<Bot>): void {
+    if (bot.deletingSince === undefined) return;
+    throw new HttpProblem(
+      409,
+      "bot_deleting",
+      `This bot is being deleted (since ${new Date(bot.deletingSince).toISOString()}), so no computer is created for it; nothing was sent to boat.dev. If no deletion is running any more (a server stopped in it), send DELETE /v1/bots/${bot.botId} again to finish it.`,
+    );
   }
 
   /** `peek` for read-only routes: a view need not wait for a writer (see json-journal's `peek`). */
@@ -645,92 +686,24 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     return exclusive(botId, async () => {
       await refuseUnsettledRestores(botId, "delete");
-      const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
-        (r) => r.botId === botId,
-      );
-      if (creates.some((r) => !r.resolved)) {
-        throw new HttpProblem(
-          409,
-          "create_unresolved",
-          "Finish reconciling this bot's pending cloud computer creation before deleting it — check boat.dev, then retry the computer setup.",
-        );
-      }
-      if (await deps.deleteJournal.hasPendingBoatDeletionForBot(botId)) {
-        for (const record of (await deps.deleteJournal.boatDeletionSnapshot()).filter(
-          (r) => r.ownerBotId === botId,
-        )) {
-          let outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
-          if (outcome === "pending" && unconfirmedFence([record], Date.now())) {
-            // Its DELETE was never confirmed and nothing sends it now: reconciling never moves it. The
-            // person's confirmation sends it again (the lifecycle re-checks the Boat and its name first).
-            if (confirmName === undefined) {
-              throw new HttpProblem(
-                409,
-                "confirmation_required",
-                `This bot's cloud computer (${record.boxId}, '${record.name}') was being deleted, but boat.dev never confirmed the deletion and nothing is sending it now. Deleting the bot sends it again: send { "confirmName": "${record.name}" } (or delete the computer first: DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
-                { boxId: record.boxId, name: record.name },
-              );
-            }
-            const resent = await deps.lifecycle.deleteBoat({
-              boxId: record.boxId,
-              confirmName,
-              ownerBotId: botId,
-            });
-            outcome = resent.pending ? "pending" : "confirmed";
-          }
-          if (outcome === "blocked") {
-            // Reconciling a blocked fence never moves it: only a new DELETE does, which the person asks for.
-            throw new HttpProblem(
-              409,
-              "deletion_blocked",
-              `boat.dev did not delete this bot's cloud computer (${record.boxId}); the bot was kept. Check boat.dev, then retry the deletion with DELETE /v1/bots/${botId}/computer and { "confirmName": "${record.name}" } before deleting the bot.`,
-              { boxId: record.boxId, name: record.name },
-            );
-          }
-          if (outcome !== "confirmed") {
-            throw new HttpProblem(
-              409,
-              "deletion_pending",
-              `The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment. If it stays pending, check GET /v1/bots/${botId}/computer.`,
-              { boxId: record.boxId },
-            );
-          }
-        }
-      }
-      // Each remembered Boat must be provably gone before the bot goes: a bot deleted first would leave a
-      // billable Boat nobody owns.
-      for (const row of (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
-        (r) => r.botId === botId,
-      )) {
-        if (!row.boxId) continue;
-        const boat = await deps.lifecycle.findBoat(botId);
-        if (!boat) continue;
-        // A live Boat is deleted only on the same confirmation DELETE /v1/bots/:botId/computer asks for; a
-        // wrong name is refused by the lifecycle (confirmation_mismatch) before anything is sent.
-        if (confirmName === undefined) {
-          // The name the lifecycle compares confirmName with: the Boat's own, or for an unnamed Boat the
-          // bot's scoped Boat name (deleteBoat falls back to it for a Boat of this bot).
-          const name = boat.name ?? deps.lifecycle.boatNameFor(botId);
-          throw new HttpProblem(
-            409,
-            "confirmation_required",
-            `This bot still has a cloud computer (${boat.boxId}, ${boat.name ? "named" : "unnamed; confirm it as"} '${name}'). Deleting the bot deletes it too: send { "confirmName": "${name}" }, or delete the computer first (DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
-            { boxId: boat.boxId, name },
+      // Marked before the create journal is read: a computer create in another process asks after
+      // journaling its key whether the bot is still wanted, so it sees this mark (and sends nothing), or
+      // the reads below see its key. Cleared again when the bot is kept.
+      if (!(await deps.bots.markDeleting(botId)))
+        throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
+      try {
+        await removeBotAfterItsBoat(botId, confirmName);
+      } catch (error) {
+        await deps.bots
+          .unmarkDeleting(botId)
+          .catch((unmark: unknown) =>
+            request.log.warn(
+              { err: unmark, botId },
+              "the bot was kept, but its deletion mark could not be cleared; computer creates refuse until DELETE is sent again",
+            ),
           );
-        }
-        const result = await deps.lifecycle.deleteBoat({ boxId: boat.boxId, confirmName, ownerBotId: botId });
-        if (result.pending) {
-          throw new HttpProblem(
-            409,
-            "deletion_pending",
-            "The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment.",
-          );
-        }
+        throw error;
       }
-      // The Boat is gone, and no restore is unsettled: the bot goes, then its workspace is retired (kept).
-      // A retirement that fails now (a live edit holds the workspace, a disk error) is said so, and finished
-      // by DELETE /v1/bots/:botId again or when the id is taken again; the bot itself is gone either way.
-      await deps.bots.remove(botId);
       try {
         await retireWorkspace(botId, "retire-deleted");
       } catch (error) {
@@ -744,6 +717,103 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       return { ok: true, workspaceRetired: true };
     });
   });
+
+  /**
+   * Removes a bot whose Boat is provably gone (deleting it first, with the person's confirmation), or throws
+   * why it keeps it: a create unresolved, a deletion pending, blocked or unconfirmed, a live Boat without
+   * confirmation. The caller marked the bot as being deleted.
+   */
+  async function removeBotAfterItsBoat(botId: string, confirmName: string | undefined): Promise<void> {
+    const creates = (await deps.createJournal.boatCreateRecoverySnapshot()).filter((r) => r.botId === botId);
+    if (creates.some((r) => !r.resolved)) {
+      throw new HttpProblem(
+        409,
+        "create_unresolved",
+        "Finish reconciling this bot's pending cloud computer creation before deleting it — check boat.dev, then retry the computer setup.",
+      );
+    }
+    if (await deps.deleteJournal.hasPendingBoatDeletionForBot(botId)) {
+      for (const record of (await deps.deleteJournal.boatDeletionSnapshot()).filter(
+        (r) => r.ownerBotId === botId,
+      )) {
+        let outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
+        if (outcome === "pending" && unconfirmedFence([record], Date.now())) {
+          // Its DELETE was never confirmed and nothing sends it now: reconciling never moves it. The
+          // person's confirmation sends it again (the lifecycle re-checks the Boat and its name first).
+          if (confirmName === undefined) {
+            throw new HttpProblem(
+              409,
+              "confirmation_required",
+              `This bot's cloud computer (${record.boxId}, '${record.name}') was being deleted, but boat.dev never confirmed the deletion and nothing is sending it now. Deleting the bot sends it again: send { "confirmName": "${record.name}" } (or delete the computer first: DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
+              { boxId: record.boxId, name: record.name },
+            );
+          }
+          const resent = await deps.lifecycle.deleteBoat({
+            boxId: record.boxId,
+            confirmName,
+            ownerBotId: botId,
+          });
+          outcome = resent.pending ? "pending" : "confirmed";
+        }
+        if (outcome === "blocked") {
+          // Reconciling a blocked fence never moves it: only a new DELETE does, which the person asks for.
+          throw new HttpProblem(
+            409,
+            "deletion_blocked",
+            `boat.dev did not delete this bot's cloud computer (${record.boxId}); the bot was kept. Check boat.dev, then retry the deletion with DELETE /v1/bots/${botId}/computer and { "confirmName": "${record.name}" } before deleting the bot.`,
+            { boxId: record.boxId, name: record.name },
+          );
+        }
+        if (outcome !== "confirmed") {
+          throw new HttpProblem(
+            409,
+            "deletion_pending",
+            `The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment. If it stays pending, check GET /v1/bots/${botId}/computer.`,
+            { boxId: record.boxId },
+          );
+        }
+      }
+    }
+    // Each remembered Boat must be provably gone before the bot goes: a bot deleted first would leave a
+    // billable Boat nobody owns.
+    for (const row of (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
+      (r) => r.botId === botId,
+    )) {
+      if (!row.boxId) continue;
+      const boat = await deps.lifecycle.findBoat(botId);
+      if (!boat) {
+        // Its remembered Boat is proven gone (findBoat read it directly: 404/410): the row goes too, or a
+        // new bot under this id would be shown that Boat as its computer.
+        await deps.createJournal.retireDeletedBoatCreate(row.boxId);
+        continue;
+      }
+      // A live Boat is deleted only on the same confirmation DELETE /v1/bots/:botId/computer asks for; a
+      // wrong name is refused by the lifecycle (confirmation_mismatch) before anything is sent.
+      if (confirmName === undefined) {
+        // The name the lifecycle compares confirmName with: the Boat's own, or for an unnamed Boat the
+        // bot's scoped Boat name (deleteBoat falls back to it for a Boat of this bot).
+        const name = boat.name ?? deps.lifecycle.boatNameFor(botId);
+        throw new HttpProblem(
+          409,
+          "confirmation_required",
+          `This bot still has a cloud computer (${boat.boxId}, ${boat.name ? "named" : "unnamed; confirm it as"} '${name}'). Deleting the bot deletes it too: send { "confirmName": "${name}" }, or delete the computer first (DELETE /v1/bots/${botId}/computer). Nothing was deleted.`,
+          { boxId: boat.boxId, name },
+        );
+      }
+      const result = await deps.lifecycle.deleteBoat({ boxId: boat.boxId, confirmName, ownerBotId: botId });
+      if (result.pending) {
+        throw new HttpProblem(
+          409,
+          "deletion_pending",
+          "The cloud computer deletion has started but is still finishing. The bot was kept; retry in a moment.",
+        );
+      }
+    }
+    // The Boat is gone, and no restore is unsettled: the bot goes, then (the caller) its workspace is
+    // retired (kept). A retirement that fails then (a live edit holds the workspace, a disk error) is said
+    // so, and finished by DELETE /v1/bots/:botId again or when the id is taken again.
+    await deps.bots.remove(botId);
+  }
 
   // --- the bot's computer ---------------------------------------------------------------------------------
   type ComputerStatus = "none" | "provisioning" | "ready" | "deleting" | "needs_attention";
@@ -853,8 +923,26 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
-    await requireBot(botId);
-    const result = await exclusive(botId, () => deps.lifecycle.provision(botId));
+    refuseDeleting(await requireBot(botId));
+    const result = await exclusive(botId, async () => {
+      try {
+        // Asked once the create's key is journaled, before it is sent: a DELETE of the bot (in any process)
+        // marks it before reading the create journal, so one of the two always sees the other.
+        return await deps.lifecycle.provision(botId, {
+          stillWanted: async () => {
+            const bot = await deps.bots.get(botId);
+            return bot !== null && bot.deletingSince === undefined;
+          },
+        });
+      } catch (error) {
+        if (isLifecycleError(error) && error.code === "provision_withdrawn") {
+          const bot = await deps.bots.get(botId);
+          if (bot === null) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
+          refuseDeleting(bot);
+        }
+        throw error;
+      }
+    });
     return reply.code(result.createdThisAttempt ? 201 : 200).send({
       ok: true,
       computer: {

@@ -11,6 +11,12 @@ export const BotSchema = z.object({
   botId: z.string().regex(BOT_ID),
   name: z.string().min(1).max(200),
   createdAt: z.number().int().positive(),
+  /**
+   * Set by DELETE /v1/bots/:botId before it reads the create journal, and cleared when it keeps the bot: a
+   * computer create (in any process) asks after journaling its key whether the bot is still wanted, so it
+   * sees this mark, or the deletion sees its key, never neither (a Boat created for a deleted bot).
+   */
+  deletingSince: z.number().int().positive().optional(),
 });
 export type Bot = z.infer<typeof BotSchema>;
 
@@ -50,6 +56,10 @@ export interface BotRegistry {
   get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
+  /** Marks the bot as being deleted (`deletingSince`); false when there is no such bot. */
+  markDeleting(botId: string): Promise<boolean>;
+  /** Clears the mark (the deletion kept the bot). */
+  unmarkDeleting(botId: string): Promise<void>;
 }
 
 /** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
@@ -85,6 +95,27 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
         }
         const bot = { botId, name, createdAt: now() };
         return { next: { version: 1, bots: [...doc.bots, bot] }, result: bot };
+      });
+    },
+    markDeleting(botId) {
+      return journal.update((doc) => {
+        const bot = doc.bots.find((b) => b.botId === botId);
+        if (bot === undefined) return { result: false };
+        if (bot.deletingSince !== undefined) return { result: true };
+        const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletingSince: now() } : b));
+        return { next: { version: 1, bots }, result: true };
+      });
+    },
+    unmarkDeleting(botId) {
+      return journal.update((doc) => {
+        if (!doc.bots.some((b) => b.botId === botId && b.deletingSince !== undefined))
+          return { result: undefined };
+        const bots = doc.bots.map((b) => {
+          if (b.botId !== botId) return b;
+          const { deletingSince: _cleared, ...kept } = b;
+          return kept;
+        });
+        return { next: { version: 1, bots }, result: undefined };
       });
     },
     remove(botId) {

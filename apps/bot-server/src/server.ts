@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import {
+  type BoatLifecycle,
   createBoatLifecycle,
   type CrashHook as LifecycleCrashHook,
   type RecoveryReport,
@@ -36,6 +37,8 @@ export interface StartOptions {
   print?: (line: string) => void;
   /** Tests only: the clock of the Boat journals, lifecycle and recovery plan (default Date.now). */
   now?: () => number;
+  /** Tests only: wraps the lifecycle the HTTP routes call (to interleave them with another server's). */
+  wrapLifecycle?: (lifecycle: BoatLifecycle) => BoatLifecycle;
 }
 
 export interface RunningServer {
@@ -206,7 +209,7 @@ async function start(
     token,
     maxFileBytes: config.maxFileBytes,
     bots,
-    lifecycle,
+    lifecycle: options.wrapLifecycle ? options.wrapLifecycle(lifecycle) : lifecycle,
     createJournal,
     deleteJournal,
     client,

@@ -184,6 +184,47 @@ describe("a restore refused because another restore is running", () => {
   });
 });
 
+describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
+  it("answers 409 restore_running with recoveryRequired: false (a wait, nothing for a person); the bot is kept", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Busy", botId: "busy-restore" })).status).toBe(201);
+    expect((await call("PUT", "/v1/bots/busy-restore/files/a.txt", "x")).status).toBe(201);
+    const workspaceRoot = join(tmp.dir, "workspaces", "busy-restore");
+    const store = openSagaStore({ stateDir: sagaStateDir(tmp.dir), workspaceRoot });
+    const operationId = "restore-running-now";
+    // A restore this (live) process runs: its saga past `locked`, the workspace lock held for it.
+    const held = await acquireWorkspaceLock({ dataDir: tmp.dir, workspaceRoot, transactionId: operationId });
+    try {
+      const created = await store.create(operationId, {
+        kind: "checkpoint-restore",
+        checkpointId: "ckpt-1",
+        checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+        actorPid: process.pid,
+      });
+      await store.advance(operationId, {
+        expectedSeq: created.seq,
+        expectedHash: created.headHash,
+        phase: "locked",
+        evidence: { workspaceLockOwner: held.owner, lockOwnerDigest: held.ownerDigest },
+      });
+      const refused = await call("DELETE", "/v1/bots/busy-restore");
+      expect(refused.status).toBe(409);
+      expect(refused.json.error.code).toBe("restore_running");
+      expect(refused.json.error.details).toEqual({ recoveryRequired: false, operationId });
+      expect(refused.json.error.message).toContain(`(process ${process.pid}), so the bot was kept`);
+      expect(refused.json.error.message).toContain("Retry once it has finished");
+      expect((await call("GET", "/v1/bots/busy-restore")).status).toBe(200);
+      // It is no item for a person either.
+      const item = (await call("GET", "/v1/recovery")).json.restores.find(
+        (r: { operationId: string }) => r.operationId === operationId,
+      );
+      expect(item).toMatchObject({ attention: false, ownerAlive: true });
+    } finally {
+      held.release();
+    }
+  });
+});
+
 describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
   it("refuses without { confirmName } or with a wrong one, sending no DELETE to boat.dev; deletes with it", async () => {
     const call = api(server.url, server.token);

@@ -1,0 +1,161 @@
+/**
+ * A bot deleted by one server while another creates its computer (two servers on one data directory, a real
+ * provider: the documented way to run more than one). Whatever the interleaving, a Boat is never created for
+ * a bot that is gone: DELETE /v1/bots/:botId marks the bot before it reads the create journal, and the create
+ * asks, once its key is journaled and before it sends anything, whether the bot is still wanted. So either the
+ * deletion sees the create's key (and keeps the bot), or the create sees the mark (and sends nothing).
+ *
+ * Each interleaving is forced at one point of the create, through the lifecycle the routes call.
+ */
+import type { BoatLifecycle, ProvisionOptions } from "@drydock/boat-lifecycle";
+import { createBoatClient } from "@drydock/boat-provider";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openBotRegistry } from "../src/bots.js";
+import { loadConfig } from "../src/config.js";
+import { type RunningServer, startServer } from "../src/server.js";
+import { type Api, api, tempDir } from "./helpers.js";
+
+let sim: BoatSimulator;
+const tmp = tempDir("delete-create-race");
+let creator: RunningServer;
+let deleter: RunningServer;
+let viaCreator: Api;
+let viaDeleter: Api;
+/** Runs inside the creator's provision, at the point each test chooses. */
+let interleave: {
+  beforeProvision?: () => Promise<void>;
+  beforeStillWanted?: () => Promise<void>;
+} = {};
+
+beforeAll(async () => {
+  sim = await startBoatSimulator({ port: 0 });
+  const config = () =>
+    loadConfig({
+      DRYDOCK_DATA_DIR: tmp.dir,
+      PORT: "0",
+      LOG_LEVEL: "silent",
+      BOAT_API_URL: sim.apiUrl,
+      BOAT_API_TOKEN: sim.token,
+      DRYDOCK_TOKEN: "t".repeat(40),
+    });
+  deleter = await startServer(config(), { print: () => {} });
+  creator = await startServer(config(), {
+    print: () => {},
+    wrapLifecycle: (lifecycle): BoatLifecycle => ({
+      ...lifecycle,
+      async provision(botId: string, options: ProvisionOptions = {}) {
+        await interleave.beforeProvision?.();
+        const { stillWanted } = options;
+        return lifecycle.provision(botId, {
+          ...options,
+          async stillWanted() {
+            await interleave.beforeStillWanted?.();
+            return stillWanted === undefined ? true : stillWanted();
+          },
+        });
+      },
+    }),
+  });
+  await Promise.all([creator.startup, deleter.startup]);
+  viaCreator = api(creator.url, creator.token);
+  viaDeleter = api(deleter.url, deleter.token);
+});
+
+afterEach(() => {
+  interleave = {};
+});
+
+afterAll(async () => {
+  await creator?.close();
+  await deleter?.close();
+  await sim?.close();
+  tmp.cleanup();
+});
+
+async function newBot(botId: string): Promise<void> {
+  expect((await viaCreator("POST", "/v1/bots", { name: botId, botId })).status).toBe(201);
+}
+
+/** Live Boats of boat.dev, and create rows of the journal, that belong to `botId` (via the listing). */
+async function boatsOf(botId: string): Promise<unknown[]> {
+  const computers = (await viaDeleter("GET", "/v1/computers")).json.computers as { ownerBotId: string }[];
+  return computers.filter((c) => c.ownerBotId === botId);
+}
+
+describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another server", () => {
+  it("the bot deleted before the create journals its key: the create sends nothing and answers 404", async () => {
+    await newBot("race-gone");
+    const createsBefore = sim.stats().createsCommitted;
+    let deleted: Awaited<ReturnType<Api>> | undefined;
+    interleave.beforeProvision = async () => {
+      deleted = await viaDeleter("DELETE", "/v1/bots/race-gone");
+    };
+    const created = await viaCreator("POST", "/v1/bots/race-gone/computer");
+    expect(deleted?.status, JSON.stringify(deleted?.json)).toBe(200);
+    expect(created.status, JSON.stringify(created.json)).toBe(404);
+    expect(created.json.error.code).toBe("bot_not_found");
+    // Nothing billed, nothing journaled, nothing for anyone to find.
+    expect(sim.stats().createsCommitted).toBe(createsBefore);
+    expect(await boatsOf("race-gone")).toEqual([]);
+    const recovery = (await viaDeleter("GET", "/v1/recovery")).json;
+    expect(recovery.open).toBe(0);
+  });
+
+  it("the deletion under way when the create asks: the create sends nothing (409 bot_deleting); the deletion finishes", async () => {
+    await newBot("race-marked");
+    const createsBefore = sim.stats().createsCommitted;
+    // A deletion that has marked the bot and not yet read the create journal (the mark is what it writes
+    // first); it goes on once the create has answered.
+    interleave.beforeStillWanted = async () => {
+      expect(await openBotRegistry(tmp.dir).markDeleting("race-marked")).toBe(true);
+    };
+    const created = await viaCreator("POST", "/v1/bots/race-marked/computer");
+    expect(created.status, JSON.stringify(created.json)).toBe(409);
+    expect(created.json.error.code).toBe("bot_deleting");
+    expect(created.json.error.message).toContain("nothing was sent to boat.dev");
+    expect(sim.stats().createsCommitted).toBe(createsBefore);
+    // The key it journaled was its own and never sent: it is gone, so the deletion finds nothing open.
+    const deleted = await viaDeleter("DELETE", "/v1/bots/race-marked");
+    expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
+    expect(await boatsOf("race-marked")).toEqual([]);
+  });
+
+  it("the create's key journaled first: the deletion sees it and keeps the bot (unmarked); the create completes", async () => {
+    await newBot("race-kept");
+    let deleted: Awaited<ReturnType<Api>> | undefined;
+    interleave.beforeStillWanted = async () => {
+      deleted = await viaDeleter("DELETE", "/v1/bots/race-kept");
+    };
+    const created = await viaCreator("POST", "/v1/bots/race-kept/computer");
+    expect(deleted?.status, JSON.stringify(deleted?.json)).toBe(409);
+    expect(deleted?.json.error.code).toBe("create_unresolved");
+    expect(created.status, JSON.stringify(created.json)).toBe(201);
+    const bot = await openBotRegistry(tmp.dir).get("race-kept");
+    expect(bot).not.toBeNull();
+    expect(bot?.deletingSince).toBeUndefined();
+    expect(await boatsOf("race-kept")).toHaveLength(1);
+    // Deleting it now deletes its Boat first, with the name.
+    const name = created.json.computer.name as string;
+    const gone = await viaDeleter("DELETE", "/v1/bots/race-kept", { confirmName: name });
+    expect(gone.status, JSON.stringify(gone.json)).toBe(200);
+    expect(await boatsOf("race-kept")).toEqual([]);
+  });
+
+  it("a Boat already gone when its bot is deleted takes its create row along: a new bot under the id has no computer", async () => {
+    await newBot("race-row");
+    const created = await viaCreator("POST", "/v1/bots/race-row/computer");
+    expect(created.status).toBe(201);
+    // Deleted in boat.dev behind drydock's back.
+    const boxId = created.json.computer.boxId as string;
+    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    let operation = await boatDev.deleteSandbox(boxId);
+    while (operation.status !== "completed")
+      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    const deleted = await viaDeleter("DELETE", "/v1/bots/race-row");
+    expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
+    await newBot("race-row");
+    const view = await viaCreator("GET", "/v1/bots/race-row/computer");
+    expect(view.json.computer.status).toBe("none");
+  });
+});
