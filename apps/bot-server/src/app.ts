@@ -37,7 +37,12 @@ import {
   restoreCheckpoint,
   withWorkspaceLock,
 } from "@drydock/restore-saga";
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from "fastify";
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyServerOptions,
+  LogController,
+} from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
   serializerCompiler,
@@ -193,6 +198,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     // Fastify's default (100) would refuse legitimate nested file paths with its own 414 shape; params are
     // bounded by our zod schemas instead (file paths ≤ 1024 characters), which answer 400 naming the field.
     routerOptions: { maxParamLength: 4096 },
+    // What Fastify refuses before routing (a path whose percent-encoding does not decode, e.g. `%FF`) gets
+    // the same JSON error shape too, instead of Fastify's own.
+    frameworkErrors: (error, _request, reply) => {
+      void (reply as FastifyReply).code(400).send({
+        ok: false,
+        error: { code: "bad_request", message: `Malformed request: ${error.message}` },
+      });
+    },
     // Requests Node's HTTP parser rejects (bad bytes in the path, broken headers) get the same JSON error
     // shape as every other refusal, instead of Fastify's default text.
     clientErrorHandler: (error, socket) => {
@@ -912,7 +925,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       ...(row.boxId ? { boxId: row.boxId } : {}),
       problem: expired
         ? `An earlier computer creation is too close to or past the end of boat.dev's 24-hour retry window, so drydock will not retry it; check boat.dev for an unnamed Boat (run: ${drydockCommandPrefix(deps.dataDir)} status).`
-        : "An earlier computer creation was interrupted; POST the computer again to finish it with the same request.",
+        : // This server knows only its own calls: another server on the directory may still be running this
+          // one (GET /v1/recovery counts it as in progress for 2 minutes). POSTing again is safe either way.
+          "An earlier computer creation did not finish here: it was interrupted, or another server on this data directory is still working on it. POST the computer again to finish it with the same request (safe either way: the same request never creates a second computer).",
     };
   }
 

@@ -269,3 +269,20 @@ describe("an empty body sent as application/json", () => {
     expect(JSON.parse(res.body).error.code).toBe("invalid_request");
   });
 });
+
+describe("a path whose percent-encoding does not decode", () => {
+  it("answers 400 bad_request in the documented error shape, for any route", async () => {
+    for (const path of [
+      "/v1/bots/%FF",
+      "/v1/bots/target/files/%FF",
+      "/v1/bots/target/files/%C0%AE%C0%AE/x",
+    ]) {
+      const res = await send({ method: "GET", path, headers: auth() });
+      expect(res.status, `${path} → ${res.body}`).toBe(400);
+      expect(JSON.parse(res.body)).toEqual({
+        ok: false,
+        error: { code: "bad_request", message: expect.stringContaining("Malformed request") },
+      });
+    }
+  });
+});
