@@ -462,6 +462,29 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
   }
 
+  /**
+   * A create never re-sends a deletion the person has not confirmed again: while the bot's previous Boat is
+   * fenced for a deletion boat.dev refused (blocked) or never confirmed (prepared, nothing sending it), the
+   * lifecycle would send that DELETE again before it creates. The computer's Delete does that, with the
+   * Boat's name, as DELETE /v1/bots/:botId does; a create only waits for one that is running.
+   */
+  async function refuseUnsettledFence(botId: string): Promise<void> {
+    const fences = (await deps.deleteJournal.boatDeletionSnapshot()).filter((r) => r.ownerBotId === botId);
+    const blocked = fences.find((r) => r.phase === "blocked");
+    const fence = blocked ?? unconfirmedFence(fences, Date.now());
+    if (fence === undefined) return;
+    throw new HttpProblem(
+      409,
+      blocked ? "deletion_blocked" : "confirmation_required",
+      `This bot's previous cloud computer (${fence.boxId}, '${fence.name}') ${
+        blocked
+          ? "was not deleted: boat.dev refused or lost the deletion"
+          : "was being deleted, but boat.dev never confirmed it and nothing is sending it now"
+      }, and a new computer is created only once it is gone. Delete it first: DELETE /v1/bots/${botId}/computer with { "confirmName": "${fence.name}" }, then create the computer again. Nothing was sent to boat.dev.`,
+      { boxId: fence.boxId, name: fence.name },
+    );
+  }
+
   /** A bot being deleted (DELETE /v1/bots/:botId marked it) gets no new computer. */
   function refuseDeleting(bot: Readonly<Bot>): void {
     if (bot.deletingSince === undefined) return;
@@ -940,6 +963,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     const { botId } = request.params;
     refuseDeleting(await requireBot(botId));
     const result = await exclusive(botId, async () => {
+      await refuseUnsettledFence(botId);
       try {
         // Asked once the create's key is journaled, before it is sent: a DELETE of the bot (in any process)
         // marks it before reading the create journal, so one of the two always sees the other.

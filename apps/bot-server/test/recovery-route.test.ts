@@ -297,6 +297,49 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
   });
 });
 
+describe("POST /v1/bots/:botId/computer while the previous Boat's deletion needs a person", () => {
+  it("sends no DELETE of its own: 409 names the Boat and the Delete to send (blocked, or never confirmed)", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator!;
+    expect((await call("POST", "/v1/bots", { name: "Kay", botId: "kay" })).status).toBe(201);
+    const boat = (await call("POST", "/v1/bots/kay/computer")).json.computer;
+    await armFault([{ action: "block-deletion", times: 1 }]);
+    const blocked = await call("DELETE", "/v1/bots/kay/computer", { confirmName: boat.name });
+    expect(blocked.status).toBe(409);
+    expect(blocked.json.error.code).toBe("deletion_blocked");
+    const before = sim.stats();
+    const refused = await call("POST", "/v1/bots/kay/computer");
+    expect(refused.status).toBe(409);
+    expect(refused.json.error.code).toBe("deletion_blocked");
+    expect(refused.json.error.details).toEqual({ boxId: boat.boxId, name: boat.name });
+    expect(refused.json.error.message).toContain(
+      `DELETE /v1/bots/kay/computer with { "confirmName": "${boat.name}" }`,
+    );
+    expect(sim.stats().deleteRequests).toBe(before.deleteRequests);
+    expect(sim.stats().live).toBe(before.live);
+    // The way it names: the Delete, with the name; then the create makes a new computer.
+    expect((await call("DELETE", "/v1/bots/kay/computer", { confirmName: boat.name })).status).toBe(200);
+    const again = await call("POST", "/v1/bots/kay/computer");
+    expect(again.status).toBe(201);
+    expect(again.json.computer.boxId).not.toBe(boat.boxId);
+
+    // A deletion a stopped server never saw confirmed (prepared 31 s ago): the same, as confirmation_required.
+    const second = again.json.computer;
+    await openBoatDeleteJournal({ dataDir: tmp.dir, now: () => Date.now() - 31_000 }).prepareBoatDeletion({
+      boxId: second.boxId,
+      name: second.name,
+      ownerBotId: "kay",
+    });
+    const deletesBefore = sim.stats().deleteRequests;
+    const asked = await call("POST", "/v1/bots/kay/computer");
+    expect(asked.status).toBe(409);
+    expect(asked.json.error.code).toBe("confirmation_required");
+    expect(asked.json.error.details).toEqual({ boxId: second.boxId, name: second.name });
+    expect(sim.stats().deleteRequests).toBe(deletesBefore);
+    expect((await call("DELETE", "/v1/bots/kay/computer", { confirmName: second.name })).status).toBe(200);
+  });
+});
+
 describe("a deletion whose DELETE boat.dev never confirmed, left by a stopped server", () => {
   it("the computer needs attention, DELETE of the bot asks for the name, and with it sends the DELETE again", async () => {
     const call = api(server.url, server.token);
