@@ -32,6 +32,7 @@ import {
   findUnsettledRestore,
   inspectWorkspaceLock,
   isSagaError,
+  WORKSPACE_EDIT_LOCK_PURPOSE,
   openCheckpointStore,
   openSagaStore,
   restoreCheckpoint,
@@ -395,6 +396,43 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * Reads take no lock, so while a restore holds the workspace (running, or stopped and kept for recovery)
+   * a read would serve a mix of restored and unrestored files as if nothing were wrong: refused instead,
+   * 409 `restore_running` (a wait) or `restore_unsettled` (a person settles it), naming the restore. An edit's
+   * lock is no reason (its write is one atomic rename). A lock that cannot be read is refused too.
+   */
+  async function refuseReadDuringRestore(botId: string): Promise<void> {
+    if (!workspaceExists(botId)) return;
+    let owner: ReturnType<typeof inspectWorkspaceLock>;
+    try {
+      owner = inspectWorkspaceLock({ dataDir: deps.dataDir, workspaceRoot: workspaceRoot(botId) });
+    } catch (error) {
+      throw new HttpProblem(
+        409,
+        "restore_unsettled",
+        `This bot's workspace lock cannot be read (${scrubPaths(error instanceof Error ? error.message : String(error))}), so whether a restore left files half-restored is unknown; nothing was read. Run: ${drydockCommandPrefix(deps.dataDir)} locks list.`,
+        { recoveryRequired: true },
+      );
+    }
+    if (owner === null || owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) return;
+    const operationId = owner.payload.transactionId;
+    if ((await runningRestoreOwner(botId, operationId)) !== null) {
+      throw new HttpProblem(
+        409,
+        "restore_running",
+        `Restore ${operationId} of this bot's workspace is running (process ${owner.pid}): its files are a mix of before and after until it ends, so nothing was read. Retry once it has finished.`,
+        { recoveryRequired: false, operationId },
+      );
+    }
+    throw new HttpProblem(
+      409,
+      "restore_unsettled",
+      `Restore ${operationId} of this bot's workspace stopped before it settled and keeps its lock: its files may be half restored, so nothing was read. Settle it first (run: ${drydockCommandPrefix(deps.dataDir)} restores show ${operationId}, then the command it prints), then retry.`,
+      { recoveryRequired: true, operationId },
+    );
   }
 
   /** Moves a directory, kept, to `.retired/<name>.<ms>.<random>` beside it (same file system), durably. */
@@ -1061,6 +1099,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.get("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(botId);
+    await refuseReadDuringRestore(botId);
     const data = workspaceFiles(workspaceRoot(botId), { maxFileBytes: deps.maxFileBytes }).read(
       request.params["*"],
     );

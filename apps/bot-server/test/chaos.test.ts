@@ -1155,7 +1155,18 @@ class Chaos {
         const view = (await this.call("GET", `/v1/bots/${bot.id}/computer`)).json?.computer;
         if (bot.computerIntent === "boat") {
           if (view?.status === "ready") settled = true;
-          else await this.send(`${bot.id} finish: provision`, "POST", `/v1/bots/${bot.id}/computer`);
+          else if (view?.status === "needs_attention" && view.name !== undefined) {
+            // The previous Boat's deletion was refused or never confirmed: a create never re-sends it (its
+            // 409 names the Delete to send), so finish it as the answer says, with the Boat's name.
+            await this.send(
+              `${bot.id} finish: delete the fenced computer`,
+              "DELETE",
+              `/v1/bots/${bot.id}/computer`,
+              {
+                confirmName: view.name,
+              },
+            );
+          } else await this.send(`${bot.id} finish: provision`, "POST", `/v1/bots/${bot.id}/computer`);
         } else if (view?.status === "none") settled = true;
         else if (view?.status === "needs_attention" && view.boxId === undefined) {
           // A create whose outcome is unknown is settled by retrying it (same key), then deleted.

@@ -214,6 +214,11 @@ describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
       expect(refused.json.error.message).toContain(`(process ${process.pid}), so the bot was kept`);
       expect(refused.json.error.message).toContain("Retry once it has finished");
       expect((await call("GET", "/v1/bots/busy-restore")).status).toBe(200);
+      // Its files are a mix until it ends: a read waits too, and says so.
+      const read = await call("GET", "/v1/bots/busy-restore/files/a.txt");
+      expect(read.status).toBe(409);
+      expect(read.json.error.code).toBe("restore_running");
+      expect(read.json.error.details).toEqual({ recoveryRequired: false, operationId });
       // It is no item for a person either.
       const item = (await call("GET", "/v1/recovery")).json.restores.find(
         (r: { operationId: string }) => r.operationId === operationId,
@@ -464,6 +469,12 @@ describe("a restore that fails after its intent in this process", () => {
       );
       expect((await call("GET", "/v1/bots/fails")).status).toBe(200);
       expect((await call("GET", `/v1/restores/${operationId}`)).json.restore.operationId).toBe(operationId);
+      // Nor are its files served as if nothing were wrong: they may be half restored.
+      const read = await call("GET", "/v1/bots/fails/files/a.txt");
+      expect(read.status).toBe(409);
+      expect(read.json.error.code).toBe("restore_unsettled");
+      expect(read.json.error.details).toEqual({ recoveryRequired: true, operationId });
+      expect(read.json.error.message).toContain(`restores show ${operationId}`);
     } finally {
       await failing.close();
     }
