@@ -1,5 +1,5 @@
-import { readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import {
   openSagaStore,
   type PendingDiagnostic,
@@ -213,11 +213,16 @@ export async function reportRestores(options: {
   const now = options.now ?? Date.now;
   const restores: RestoreReportItem[] = [];
   const gaps: RestoreReportGap[] = [];
+  // The shard of every workspace at its path now; null once one could not be opened (its gap says so).
+  let shards: Set<string> | null = new Set();
   for (const { botId, root } of listWorkspaces(dataDir)) {
     let pending: PendingList;
     try {
-      pending = await allPending(openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot: root }));
+      const store = openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot: root });
+      shards?.add(basename(store.shardDir));
+      pending = await allPending(store);
     } catch (error) {
+      shards = null;
       gaps.push({
         botId,
         message: `the restores of bot ${botId} could not be listed: ${messageOf(error)}`,
@@ -293,5 +298,68 @@ export async function reportRestores(options: {
       }
     }
   }
+  if (shards !== null) gaps.push(...strayShardGaps(dataDir, shards));
   return { restores, gaps };
+}
+
+/**
+ * Saga shards of `restore-sagas/` that belong to no workspace of this data directory at its path now, yet
+ * hold sagas that have not been archived. A shard is named after its workspace's real path, so a data
+ * directory moved or copied elsewhere (a backup restored to a new path) leaves every shard behind its old
+ * path: a restore stopped half-way would then show nowhere, and its workspace read as settled. Each such
+ * shard is a gap naming the sagas and the path they were recorded for (read from the first event, which no
+ * report here can verify or settle); only what a person can do helps: settle them where they were.
+ */
+function strayShardGaps(dataDir: string, known: ReadonlySet<string>): RestoreReportGap[] {
+  const stateDir = sagaStateDir(dataDir);
+  let names: string[];
+  try {
+    names = readdirSync(stateDir).sort();
+  } catch {
+    return [];
+  }
+  const gaps: RestoreReportGap[] = [];
+  for (const name of names) {
+    if (!/^workspace-[0-9a-f]{32}$/.test(name) || known.has(name)) continue;
+    let sagas: string[];
+    try {
+      sagas = readdirSync(join(stateDir, name))
+        .filter((entry) => !entry.startsWith("."))
+        .sort();
+    } catch (error) {
+      gaps.push({
+        botId: "(unknown)",
+        message: `the restore saga shard ${join(stateDir, name)} belongs to no workspace here and could not be listed (${messageOf(error)})`,
+        error,
+      });
+      continue;
+    }
+    if (sagas.length === 0) continue;
+    const recorded = recordedWorkspace(join(stateDir, name), sagas);
+    const botId =
+      recorded !== null && basename(dirname(recorded)) === "workspaces" ? basename(recorded) : "(unknown)";
+    gaps.push({
+      botId,
+      message: `restore saga(s) ${sagas.join(", ")} in ${join(stateDir, name)} were recorded for the workspace at ${recorded ?? "(unreadable)"}, which is not where this data directory's workspaces are now: was the data directory moved or copied? They may record a half-restored workspace, and nothing here can verify or settle them. Put the data directory back where it was and settle them there (drydock status), then move it again`,
+    });
+  }
+  return gaps;
+}
+
+/** The workspace path the first event of one of `sagas` names, or null when none can be read. */
+function recordedWorkspace(shard: string, sagas: readonly string[]): string | null {
+  for (const saga of sagas) {
+    try {
+      const first = readdirSync(join(shard, saga)).find((file) => /^000001-created\.json$/.test(file));
+      if (first === undefined) continue;
+      const event = JSON.parse(readFileSync(join(shard, saga, first), "utf8")) as {
+        evidence?: { workspaceRoot?: unknown };
+      };
+      const root = event.evidence?.workspaceRoot;
+      if (typeof root === "string") return root;
+    } catch {
+      // Unreadable: the next saga may tell.
+    }
+  }
+  return null;
 }

@@ -1,5 +1,5 @@
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import { acquireLock, createSystemIdentity, type LockIdentity } from "@drydock/file-lock";
 import {
   acquireWorkspaceLock,
@@ -1146,5 +1146,50 @@ describe("the recovery report: a restore killed while its saga was being created
       gaps: [],
     });
     expect(existsSync(join(box.store.shardDir, "op-held"))).toBe(false);
+  });
+});
+
+describe("the recovery report of a data directory moved or copied elsewhere", () => {
+  it("names the sagas its shards hold for the old path as a gap, never 'nothing open'", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    writeTree(box.workspace, { "a.txt": "new a" });
+    // A restore killed half-way, in the data directory where it ran.
+    await killedRestore(box, target, "op-moved", "restore.after-mutation-started");
+    const here = await reportRestores({ dataDir: box.dataDir, commandPrefix: "drydock" });
+    expect(here.restores.map((r) => r.operationId)).toEqual(["op-moved"]);
+    expect(here.gaps).toEqual([]);
+
+    // The same directory copied to another path (a backup restored elsewhere): the shard is named after
+    // the old workspace path, so no workspace of the copy finds it.
+    const copy = join(box.dataDir, "..", "copied-data");
+    cpSync(box.dataDir, copy, { recursive: true });
+    const there = await reportRestores({ dataDir: copy, commandPrefix: "drydock" });
+    expect(there.restores).toEqual([]);
+    expect(there.gaps).toEqual([
+      {
+        botId: "bot1",
+        message: expect.stringContaining(
+          `restore saga(s) op-moved in ${join(copy, "restore-sagas", basename(box.store.shardDir))} were recorded for the workspace at ${box.workspace}, which is not where this data directory's workspaces are now`,
+        ),
+      },
+    ]);
+    expect(there.gaps[0]?.message).toContain(
+      "Put the data directory back where it was and settle them there",
+    );
+  });
+
+  it("an archived (settled) saga's shard left behind is no gap", async () => {
+    box = sandbox();
+    writeTree(box.workspace, { "a.txt": "old a" });
+    const target = await checkpoint(box);
+    await restoreCheckpoint({ dataDir: box.dataDir, workspaceRoot: box.workspace, checkpointId: target });
+    const copy = join(box.dataDir, "..", "copied-settled");
+    cpSync(box.dataDir, copy, { recursive: true });
+    expect(await reportRestores({ dataDir: copy, commandPrefix: "drydock" })).toEqual({
+      restores: [],
+      gaps: [],
+    });
   });
 });
