@@ -1141,6 +1141,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           }
           // Built (and its clock checked) before the saga's directory is made: a refusal leaves nothing.
           const { event, bytes } = buildEvent(null, operationId, "created", evidence);
+          let head: { head: SagaHead; bytes: Buffer };
           try {
             if (!exists) fs.mkdirSync(dir, { mode: 0o700 });
             // The saga's directory name must be durable before any event in it is acknowledged: a power
@@ -1171,13 +1172,30 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
               }
               crash.point("saga.after-genesis-head");
             }
-            commitEvent(operationId, dir, event, bytes);
-            return loadLocked(operationId);
+            head = commitEvent(operationId, dir, event, bytes);
           } catch (error) {
             const observed = reconcileCreate(operationId, error, event);
             if (observed) return observed;
             throw error;
           }
+          // Event 1 and HEAD are published: the state is the event just written, as advance returns it. A
+          // re-read here could fail (EIO, a replaced workspace) and report a committed create as a failure
+          // that "changed nothing", while a retry would then answer ALREADY_EXISTS.
+          verified.remember(dir, { events: [{ event, bytes }], head });
+          const events = Object.freeze([Object.freeze(event)]);
+          return Object.freeze({
+            operationId,
+            workspaceRoot,
+            workspaceIdentity: evidence.workspaceIdentity as string,
+            seq: event.seq,
+            headHash: event.hash,
+            phase: event.phase,
+            basePhase: basePhase(events),
+            terminal: isTerminalPhase(event.phase),
+            events,
+            headRolledForward: false,
+            archived: false,
+          });
         });
       });
     },

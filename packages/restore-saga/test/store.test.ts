@@ -547,6 +547,33 @@ describe("saga store: crash windows and write failures", () => {
     expect((await store.load("op-head")).headRolledForward).toBe(false);
   });
 
+  it("returns a committed create even when its event cannot be read back (EIO after HEAD moved)", async () => {
+    // Event 1 and HEAD are on disk once HEAD is renamed: a read failing after that must not turn the
+    // create into an error saying nothing was changed (a retry would then answer ALREADY_EXISTS).
+    let published = false;
+    const readBackFails: FileOps = {
+      ...nodeFileOps,
+      renameSync: (from, to) => {
+        nodeFileOps.renameSync(from, to);
+        if (String(to).endsWith("HEAD")) published = true;
+      },
+      openSync: ((path: string, ...rest: unknown[]) => {
+        if (published && String(path).endsWith("000001-created.json")) throw errnoError("EIO", "open", path);
+        return (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    const created = await open({ fs: readBackFails }).create("op-readback", createEvidence);
+    expect(published).toBe(true);
+    expect(created.seq).toBe(1);
+    expect(created.phase).toBe("created");
+    expect(created.headRolledForward).toBe(false);
+    const loaded = await open().load("op-readback");
+    expect(loaded.headHash).toBe(created.headHash);
+    expect(loaded.workspaceIdentity).toBe(created.workspaceIdentity);
+    expect(loaded.events).toEqual(created.events);
+    expect(Object.isFrozen(created)).toBe(true);
+  });
+
   it("reports event_committed_head_unsettled when HEAD cannot be moved at all, and a later load settles it", async () => {
     const store = open();
     const saga = await store.create("op-stuck", createEvidence);
