@@ -1,19 +1,26 @@
 import { randomUUID } from "node:crypto";
 import { basename, dirname, isAbsolute, join, sep } from "node:path";
 import { type FileOps, flushAncestry, nodeFileOps } from "@drydock/file-lock";
-import { sweepStaleTemps, writeFileAtomic } from "@drydock/json-journal";
+import { isJsonJournalError, sweepStaleTemps, writeFileAtomic } from "@drydock/json-journal";
 import { errnoOf, SagaError } from "./errors.js";
 import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
 import {
   ensurePrivateDir,
+  errnoBehind,
   flushBehind,
   fsyncPaths,
+  isReadFailure,
   isTempName,
+  isTransientErrno,
   lstatOrNull,
   MODE_BITS,
+  readFailurePath,
   readRegularFile,
+  refusalOf,
   removeQuietly,
+  transientFailure,
+  unresolvedPath,
   writeTemp,
 } from "./internal/files.js";
 import { MAX_CHECKPOINT_FILE_BYTES, treeDigest, walkTree } from "./internal/tree.js";
@@ -180,6 +187,11 @@ function corrupt(what: string, why: string, cause?: unknown): SagaError {
   });
 }
 
+/** The errno of a failed write: json-journal's errors carry it in their cause (their code is their own). */
+function writeErrno(error: unknown): string {
+  return (isJsonJournalError(error) ? errnoOf(error.cause) : errnoBehind(error)) ?? "error";
+}
+
 /**
  * Refuses a data directory inside the workspace `root` (canonical), judged by where it really is: the
  * realpath of the data directory, or of its nearest existing ancestor if it does not exist yet (a
@@ -202,11 +214,7 @@ export function assertDataDirOutside(
     }
     real = join(fs.realpathSync(existing), missing);
   } catch (error) {
-    throw new SagaError({
-      code: "INVALID_ARGUMENT",
-      cause: error,
-      message: `The ${what} ${dataDir} cannot be resolved (${errnoOf(error) ?? "error"}). Check the path and its symlinks.`,
-    });
+    throw unresolvedPath(what, dataDir, error);
   }
   if (real === root || real.startsWith(root + sep)) {
     throw invalid(
@@ -222,11 +230,7 @@ export function canonicalWorkspaceRoot(fs: FileOps, workspaceRoot: string): stri
   try {
     return fs.realpathSync(workspaceRoot);
   } catch (error) {
-    throw new SagaError({
-      code: "INVALID_ARGUMENT",
-      cause: error,
-      message: `The workspace ${workspaceRoot} cannot be resolved (${errnoOf(error) ?? "error"}). Check that it exists.`,
-    });
+    throw unresolvedPath("workspace", workspaceRoot, error);
   }
 }
 
@@ -249,7 +253,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     return new SagaError({
       code: "WRITE_FAILED",
       cause: error,
-      message: `Writing ${what} failed (${errnoOf(error) ?? "error"}). The checkpoint was not created; check free space and retry.`,
+      message: `Writing ${what} failed (${writeErrno(error)}). The checkpoint was not created; check free space and retry.`,
     });
   }
 
@@ -322,10 +326,13 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
 
   /**
    * The manifest file names (sorted) whose bytes name this workspace, verified or not: what
-   * `retireCheckpoints` moves and `hasCheckpointsOf` looks for. Read plainly: a manifest that no longer
-   * verifies (or is hard-linked elsewhere) could verify again later and be listed for whoever takes the path
-   * next, so it counts. One that is not JSON names nothing (it is never listed either); one that cannot be
-   * read now throws (the raw error), so nobody takes "unreadable" for "none".
+   * `retireCheckpoints` moves and `hasCheckpointsOf` looks for. Read as every reader here reads
+   * (`readRegularFile`: never following a symlink, never blocking on a FIFO, bounded), but not verified: a
+   * manifest that no longer verifies (or is hard-linked elsewhere) could verify again later and be listed
+   * for whoever takes the path next, so it counts. One that is not JSON names nothing (it is never listed
+   * either). One that cannot be read now throws (`isReadFailure`), so nobody takes "unreadable" for "none";
+   * so does an entry that is no manifest file at all (a symlink, FIFO, directory, oversized file): whether
+   * it names the workspace cannot be told, and only a person can move it away (CORRUPT, naming it).
    */
   function manifestsNaming(canonical: string): string[] {
     let names: string[];
@@ -339,10 +346,28 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     for (const name of names.sort()) {
       const match = /^(.+)\.json$/.exec(name);
       if (!match || !CHECKPOINT_ID_PATTERN.test(match[1]!)) continue;
+      const path = join(manifestsDir, name);
+      let bytes: Buffer | null;
+      try {
+        bytes = readRegularFile(fs, path, {
+          maxBytes: MAX_MANIFEST_BYTES,
+          what: "checkpoint manifest",
+          anyLinks: true,
+        });
+      } catch (error) {
+        const refusal = refusalOf(error);
+        if (refusal === undefined) throw error;
+        throw new SagaError({
+          code: "CORRUPT",
+          cause: error,
+          message: `The entry ${path} ${refusal}, so it is not a checkpoint manifest, and whether it names the workspace ${canonical} cannot be told. Nothing was changed; move it out of ${manifestsDir} by hand (it cannot be listed or restored), then retry.`,
+        });
+      }
+      // Gone since the directory was listed (retired or removed meanwhile): it names nothing now.
+      if (bytes === null) continue;
       let named: unknown;
       try {
-        named = (JSON.parse(fs.readFileSync(join(manifestsDir, name), "utf8")) as { workspaceRoot?: unknown })
-          ?.workspaceRoot;
+        named = (JSON.parse(bytes.toString("utf8")) as { workspaceRoot?: unknown } | null)?.workspaceRoot;
       } catch (error) {
         if (error instanceof SyntaxError) continue;
         throw error;
@@ -508,6 +533,14 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     try {
       writeFileAtomic(manifestPath(checkpointId), bytes, { fs, mode: 0o600, durable });
     } catch (error) {
+      if (isJsonJournalError(error) && error.code === "DIRECTORY_SYNC_FAILED") {
+        // The rename happened: the checkpoint exists and is listed, only its name's durability is unknown.
+        throw new SagaError({
+          code: "WRITE_FAILED",
+          cause: error,
+          message: `Checkpoint ${checkpointId} was written and is visible (listed, restorable), but flushing the directory ${manifestsDir} failed (${writeErrno(error)}), so it may not survive a power loss. Check the disk; then treat ${checkpointId} as existing, or create another checkpoint to have one known durable.`,
+        });
+      }
       throw writeFailed(`the manifest of checkpoint ${checkpointId}`, error);
     }
     crash.point("checkpoint.after-manifest");
@@ -533,10 +566,21 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       try {
         return manifestsNaming(canonical).length > 0;
       } catch (error) {
+        // An entry that is no manifest file names itself and says what to do.
+        if (SagaError.isInstance(error) && !isReadFailure(error)) throw error;
+        const errno = errnoBehind(error) ?? "error";
+        const path = readFailurePath(error) ?? manifestsDir;
+        if (isTransientErrno(errno)) {
+          throw new SagaError({
+            code: "LOCK_FAILED",
+            cause: error,
+            message: `The checkpoint manifests could not all be read just now (${errno}: ${path}; this process ran out of file descriptors or memory, or the call was interrupted), so whether ${canonical} still has checkpoints is unknown. That says nothing about the manifests; retry.`,
+          });
+        }
         throw new SagaError({
           code: "CORRUPT",
           cause: error,
-          message: `The checkpoint manifests could not all be read (${errnoOf(error) ?? "error"}), so whether ${canonical} still has checkpoints is unknown. Check the data directory's disk, then retry.`,
+          message: `The checkpoint manifests could not all be read (${errno}: ${path}), so whether ${canonical} still has checkpoints is unknown. Check the data directory's disk, then retry.`,
         });
       }
     },
@@ -545,8 +589,21 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       const canonical = canonicalWorkspaceRoot(fs, workspaceRoot);
       const retiredDir = join(root, "retired");
       const retired: string[] = [];
+      let names: string[];
       try {
-        for (const name of manifestsNaming(canonical)) {
+        names = manifestsNaming(canonical);
+      } catch (error) {
+        // An entry that is no manifest file names itself and says what to do; a retry cannot cure it.
+        if (SagaError.isInstance(error) && !isReadFailure(error)) throw error;
+        const path = readFailurePath(error) ?? manifestsDir;
+        throw new SagaError({
+          code: "WRITE_FAILED",
+          cause: error,
+          message: `Retiring the checkpoints of ${canonical} failed before any was moved: ${path} could not be read (${errnoBehind(error) ?? "error"}). Nothing was changed. Retry; if it persists, check the data directory's disk.`,
+        });
+      }
+      try {
+        for (const name of names) {
           if (retired.length === 0) ensurePrivateDir(fs, retiredDir, { flushNew: durable });
           fs.renameSync(join(manifestsDir, name), join(retiredDir, name));
           retired.push(name.slice(0, -".json".length));
@@ -556,7 +613,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
         throw new SagaError({
           code: "WRITE_FAILED",
           cause: error,
-          message: `Retiring the checkpoints of ${canonical} failed after ${retired.length} (${errnoOf(error) ?? "error"}). Nothing was lost: every manifest is in manifests/ or retired/. Retry; check the data directory's disk.`,
+          message: `Retiring the checkpoints of ${canonical} failed after ${retired.length} (${errnoBehind(error) ?? "error"}). Nothing was lost: every manifest is in manifests/ or retired/. Retry; check the data directory's disk.`,
         });
       }
       return { retired };
@@ -568,8 +625,17 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       try {
         names = fs.readdirSync(manifestsDir);
       } catch (error) {
-        if (errnoOf(error) === "ENOENT") return [];
-        throw corrupt("directory", "cannot be listed", error);
+        const errno = errnoOf(error);
+        if (errno === "ENOENT") return [];
+        if (isTransientErrno(errno)) {
+          throw transientFailure(
+            `The checkpoint manifests directory ${manifestsDir}`,
+            "listed",
+            errno,
+            error,
+          );
+        }
+        throw corrupt("directory", `${manifestsDir} cannot be listed (${errno ?? "error"})`, error);
       }
       const result: CheckpointSummary[] = [];
       for (const name of names.sort()) {
@@ -578,7 +644,11 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
         let manifest: CheckpointManifest;
         try {
           manifest = readVerifiedManifest(match[1]!).manifest;
-        } catch {
+        } catch (error) {
+          // One that could not be read (an errno) may well be this workspace's: the listing fails, naming
+          // it, rather than come back shorter. One that was read and refused (damaged, hostile, gone since
+          // the directory was listed) cannot be told to belong here: left out, never guessed.
+          if (isReadFailure(error)) throw error;
           continue;
         }
         if (manifest.workspaceRoot !== canonical) continue;

@@ -21,7 +21,12 @@ export const SAGA_ERROR_STATUS = {
   LIMIT: 409,
   /** Files on disk are inconsistent, tampered with, or hostile (symlink, hard link, escape). Untouched. */
   CORRUPT: 503,
-  /** A state lock could not be taken or released (busy past its wait, dead-owner state, fs failure). */
+  /**
+   * A state lock could not be taken or released (busy past its wait, dead-owner state, fs failure). Also
+   * a file or path that could not be opened, read, listed or resolved just now for a reason of the process
+   * or the system, not of the data (EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR; for a workspace or data
+   * directory's realpath, any errno but a wrong path): the message names the errno; retry.
+   */
   LOCK_FAILED: 503,
   /** A write failed; `commitState` says whether the change may have landed. */
   WRITE_FAILED: 503,

@@ -13,11 +13,14 @@ import { type CrashHook, noCrash } from "./internal/crash.js";
 import {
   ensurePrivateDir,
   isTempName,
+  isTransientErrno,
   lstatOrNull,
   PublishFailure,
   publishNewFile,
   readRegularFile,
   replaceFile,
+  transientFailure,
+  unresolvedPath,
 } from "./internal/files.js";
 import {
   lostDuringWrite,
@@ -496,11 +499,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
   try {
     workspaceRoot = fs.realpathSync(options.workspaceRoot);
   } catch (error) {
-    throw new SagaError({
-      code: "INVALID_ARGUMENT",
-      cause: error,
-      message: `The workspace ${options.workspaceRoot} cannot be resolved (${errnoOf(error) ?? "error"}). Check that it exists.`,
-    });
+    throw unresolvedPath("workspace", options.workspaceRoot, error);
   }
   const stateDir = resolve(options.stateDir);
   // The state must not live inside the workspace: a restore would delete it as "absent from the checkpoint".
@@ -538,10 +537,13 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     try {
       return lstatOrNull(fs, path);
     } catch (error) {
+      const errno = errnoOf(error);
+      if (isTransientErrno(errno))
+        throw transientFailure(`The restore saga path ${path}`, "inspected", errno, error);
       throw new SagaError({
         code: "CORRUPT",
         cause: error,
-        message: `The restore saga path ${path} could not be inspected (${errnoOf(error) ?? "error"}). Nothing was changed; check the disk, then retry.`,
+        message: `The restore saga path ${path} could not be inspected (${errno ?? "error"}). Nothing was changed; check the disk, then retry.`,
       });
     }
   }
@@ -629,7 +631,11 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     try {
       names = fs.readdirSync(dir);
     } catch (error) {
-      throw corrupt(id, "its directory cannot be listed", error);
+      const errno = errnoOf(error);
+      if (isTransientErrno(errno)) {
+        throw transientFailure(`The directory of restore saga ${id}`, "listed", errno, error, id);
+      }
+      throw corrupt(id, `its directory cannot be listed (${errno ?? "error"})`, error);
     }
     const eventFiles = new Map<number, { name: string; phase: string }>();
     const tempLinks = new Map<string, number>();
@@ -1425,7 +1431,11 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       } catch (error) {
         if (errnoOf(error) === "ENOENT")
           return { items: [], diagnostics: [], nextCursor: null, truncated: false };
-        throw corrupt("(shard)", "the shard directory cannot be listed", error);
+        const errno = errnoOf(error);
+        if (isTransientErrno(errno)) {
+          throw transientFailure(`The restore saga shard ${shardDir}`, "listed", errno, error);
+        }
+        throw corrupt("(shard)", `the shard directory cannot be listed (${errno ?? "error"})`, error);
       }
       const after = listOptions.after;
       const ids = names

@@ -1,11 +1,16 @@
-import { spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type FileOps, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { MAX_CHECKPOINT_FILE_BYTES, openCheckpointStore, restoreCheckpoint } from "../src/index.js";
+import {
+  MAX_CHECKPOINT_FILE_BYTES,
+  openCheckpointStore,
+  openSagaStore,
+  restoreCheckpoint,
+} from "../src/index.js";
 import { deadPid, makeTempDir, rejection, removeDir, writeTree } from "./helpers.js";
 
 let base: string;
@@ -343,14 +348,15 @@ describe("retiring checkpoints whose manifests do not verify or cannot be read",
     // listed again for the next workspace at this path once the link is gone.
     fs.linkSync(join(manifests, `${linked.checkpointId}.json`), join(base, "backup.json"));
 
+    // (Injected at open: manifests are read with readRegularFile, open + fstat + read, like every reader.)
     const eio: FileOps = {
       ...nodeFileOps,
-      readFileSync: ((path: fs.PathOrFileDescriptor, ...rest: unknown[]) => {
+      openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
         if (String(path).endsWith(`${unreadable.checkpointId}.json`)) {
           throw Object.assign(new Error("EIO: i/o error"), { code: "EIO" });
         }
-        return (nodeFileOps.readFileSync as (...args: unknown[]) => unknown)(path, ...rest);
-      }) as FileOps["readFileSync"],
+        return (nodeFileOps.openSync as (...args: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
     };
     // The hard-linked one is not listed (it does not verify), yet it still names the workspace: it counts.
     expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).not.toContain(
@@ -358,14 +364,14 @@ describe("retiring checkpoints whose manifests do not verify or cannot be read",
     );
     expect(await store.hasCheckpointsOf(workspace)).toBe(true);
     // One that cannot be read makes the answer unknown, never "none".
-    await expect(openCheckpointStore({ dataDir, fs: eio }).hasCheckpointsOf(workspace)).rejects.toMatchObject(
-      {
-        code: "CORRUPT",
-      },
-    );
+    const unknown = await rejection(openCheckpointStore({ dataDir, fs: eio }).hasCheckpointsOf(workspace));
+    expect(unknown).toMatchObject({ code: "CORRUPT" });
+    expect(unknown.message).toContain("EIO");
+    expect(unknown.message).toContain(`${unreadable.checkpointId}.json`);
     const failed = await rejection(openCheckpointStore({ dataDir, fs: eio }).retireCheckpoints(workspace));
     expect(failed).toMatchObject({ code: "WRITE_FAILED" });
     expect(failed.message).toMatch(/Retry/);
+    expect(failed.message).toContain("EIO");
 
     const { retired } = await store.retireCheckpoints(workspace);
     // The first call may have moved some before it failed: together they moved all three, once each.
@@ -376,5 +382,211 @@ describe("retiring checkpoints whose manifests do not verify or cannot be read",
     fs.unlinkSync(join(base, "backup.json"));
     expect(await store.listCheckpoints(workspace)).toEqual([]);
     expect(await store.hasCheckpointsOf(workspace)).toBe(false);
+  });
+});
+
+/** `openSync` of any path containing `match` fails with `code` (until `stop()`). */
+function failingOpen(match: string, code: string): FileOps {
+  return {
+    ...nodeFileOps,
+    openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+      if (String(path).includes(match)) throw Object.assign(new Error(`${code}: injected`), { code });
+      return (nodeFileOps.openSync as (...args: unknown[]) => number)(path, ...rest);
+    }) as FileOps["openSync"],
+  };
+}
+
+describe("manifests that are no manifest file, or cannot be read", () => {
+  it("retire and hasCheckpointsOf name a directory, symlink or FIFO among the manifests as CORRUPT, never following or blocking on it", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const created = await store.createCheckpoint(workspace);
+    const manifests = join(dataDir, "checkpoints", "manifests");
+    const outside = join(base, "elsewhere.json");
+    // Outside the store, naming this workspace: a symlink to it must not count as one of its manifests.
+    fs.writeFileSync(outside, JSON.stringify({ workspaceRoot: workspace }));
+    const stray = (make: (path: string) => void, name: string) => {
+      const path = join(manifests, name);
+      make(path);
+      return path;
+    };
+    const cases: [string, (path: string) => void, RegExp][] = [
+      ["ckpt-stray-dir.json", (path) => fs.mkdirSync(path), /is not a regular file/],
+      ["ckpt-stray-link.json", (path) => fs.symlinkSync(outside, path), /is a symbolic link/],
+      ["ckpt-stray-fifo.json", (path) => execFileSync("mkfifo", [path]), /is not a regular file/],
+    ];
+    for (const [name, make, why] of cases) {
+      const path = stray(make, name);
+      for (const call of [store.hasCheckpointsOf(workspace), store.retireCheckpoints(workspace)]) {
+        const error = await rejection(call);
+        expect(error.code, error.message).toBe("CORRUPT");
+        expect(error.message).toContain(path);
+        expect(error.message).toMatch(why);
+        expect(error.message).toMatch(/move it out of .* by hand/);
+      }
+      // Nothing was moved, and listing (which leaves out what it refuses) still shows the checkpoint.
+      expect(fs.existsSync(join(dataDir, "checkpoints", "retired"))).toBe(false);
+      expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId)).toEqual([
+        created.checkpointId,
+      ]);
+      fs.rmSync(path, { recursive: true });
+    }
+    expect(await store.retireCheckpoints(workspace)).toEqual({ retired: [created.checkpointId] });
+    expect(fs.readFileSync(outside, "utf8")).toContain(workspace);
+  });
+
+  it("listCheckpoints fails naming a manifest it could not read (with its errno), and still leaves out damaged ones and temps", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const first = await store.createCheckpoint(workspace);
+    const second = await store.createCheckpoint(workspace);
+    const damaged = await store.createCheckpoint(workspace);
+    const manifests = join(dataDir, "checkpoints", "manifests");
+    fs.writeFileSync(join(manifests, `${damaged.checkpointId}.json`), "{ not json");
+    fs.writeFileSync(join(manifests, `.ckpt-x.json.${process.pid}.${"0".repeat(16)}.tmp`), "{");
+    fs.writeFileSync(join(manifests, "notes.txt"), "kept by someone");
+    // Read and refused (damaged), a temp, a foreign name: left out, as before.
+    expect((await store.listCheckpoints(workspace)).map((c) => c.checkpointId).sort()).toEqual(
+      [first.checkpointId, second.checkpointId].sort(),
+    );
+    for (const [code, expected] of [
+      ["EIO", "CORRUPT"],
+      ["EMFILE", "LOCK_FAILED"],
+      ["ENFILE", "LOCK_FAILED"],
+      ["ENOMEM", "LOCK_FAILED"],
+      ["EAGAIN", "LOCK_FAILED"],
+      ["EINTR", "LOCK_FAILED"],
+    ] as const) {
+      const broken = openCheckpointStore({ dataDir, fs: failingOpen(`${second.checkpointId}.json`, code) });
+      const error = await rejection(broken.listCheckpoints(workspace));
+      expect(error.code, error.message).toBe(expected);
+      expect(error.message).toContain(`${second.checkpointId}.json`);
+      expect(error.message).toContain(code);
+      if (expected === "LOCK_FAILED") {
+        expect(error.message).toMatch(/retry/);
+        expect(error.message).not.toMatch(/inspect it|damaged|corrupt/i);
+      }
+    }
+  });
+
+  it("readManifest and readBlob name the errno; a failure of the process says retry, never that the data is damaged", async () => {
+    const store = openCheckpointStore({ dataDir });
+    const created = await store.createCheckpoint(workspace);
+    const entry = store
+      .readVerifiedManifest(created.checkpointId)
+      .manifest.entries.find((e) => e.type === "file") as Extract<
+      import("../src/index.js").ManifestEntry,
+      { type: "file" }
+    >;
+    for (const [code, expected] of [
+      ["EMFILE", "LOCK_FAILED"],
+      ["EIO", "CORRUPT"],
+    ] as const) {
+      const manifestError = (() => {
+        try {
+          openCheckpointStore({ dataDir, fs: failingOpen("/manifests/", code) }).readVerifiedManifest(
+            created.checkpointId,
+          );
+        } catch (error) {
+          return error as import("../src/index.js").SagaError;
+        }
+        throw new Error("expected a failure");
+      })();
+      expect(manifestError.code).toBe(expected);
+      expect(manifestError.message).toContain(`(${code}`);
+      const blobError = (() => {
+        try {
+          openCheckpointStore({ dataDir, fs: failingOpen("/blobs/", code) }).readBlob(entry);
+        } catch (error) {
+          return error as import("../src/index.js").SagaError;
+        }
+        throw new Error("expected a failure");
+      })();
+      expect(blobError.code).toBe(expected);
+      expect(blobError.message).toContain(`(${code}`);
+      if (expected === "LOCK_FAILED")
+        expect(blobError.message).toMatch(/says nothing about its contents.*retry/);
+    }
+  });
+
+  it("a manifest whose directory flush fails is reported as written and visible, with the real errno", async () => {
+    const store = openCheckpointStore({ dataDir });
+    await store.createCheckpoint(workspace);
+    const manifests = join(dataDir, "checkpoints", "manifests");
+    // The directory flush of manifests/ (its fsync comes after the rename of the manifest) fails.
+    let flushingManifests = false;
+    const faulty = failNthCall(nodeFileOps, {
+      n: 1,
+      code: "EIO",
+      count: (name) => name === "fsyncSync" && flushingManifests,
+    });
+    const ops: FileOps = {
+      ...faulty.ops,
+      openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+        flushingManifests = String(path) === manifests;
+        return (faulty.ops.openSync as (...args: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    const error = await rejection(openCheckpointStore({ dataDir, fs: ops }).createCheckpoint(workspace));
+    expect(faulty.fired()).toBe(true);
+    expect(error.code).toBe("WRITE_FAILED");
+    const listed = (await store.listCheckpoints(workspace)).map((c) => c.checkpointId);
+    expect(listed).toHaveLength(2);
+    const id = listed.find((checkpointId) => error.message.includes(checkpointId));
+    expect(id, error.message).toBeDefined();
+    expect(error.message).toContain("(EIO)");
+    expect(error.message).not.toContain("DIRECTORY_SYNC_FAILED");
+    expect(error.message).not.toMatch(/was not created/);
+    expect(error.message).toMatch(/visible/);
+    expect(error.message).toMatch(/power loss/);
+  });
+});
+
+describe("a workspace or data directory that cannot be resolved", () => {
+  const failingRealpath = (code: string, match: string): FileOps => ({
+    ...nodeFileOps,
+    realpathSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+      if (String(path) === match) throw Object.assign(new Error(`${code}: injected`), { code });
+      return (nodeFileOps.realpathSync as (...args: unknown[]) => string)(path, ...rest);
+    }) as FileOps["realpathSync"],
+  });
+
+  it("is INVALID_ARGUMENT only when the path is wrong; EIO or EMFILE is a failure a retry may cure, with its errno", async () => {
+    for (const [code, expected] of [
+      ["ENOENT", "INVALID_ARGUMENT"],
+      ["ENOTDIR", "INVALID_ARGUMENT"],
+      ["ELOOP", "INVALID_ARGUMENT"],
+      ["EACCES", "INVALID_ARGUMENT"],
+      ["EIO", "LOCK_FAILED"],
+      ["EMFILE", "LOCK_FAILED"],
+      ["ENOMEM", "LOCK_FAILED"],
+    ] as const) {
+      const fsOps = failingRealpath(code, workspace);
+      const checkpoints = await rejection(
+        openCheckpointStore({ dataDir, fs: fsOps }).createCheckpoint(workspace),
+      );
+      expect(checkpoints.code, checkpoints.message).toBe(expected);
+      expect(checkpoints.message).toContain(code);
+      let store: unknown;
+      try {
+        store = openSagaStore({
+          stateDir: join(dataDir, "restore-sagas"),
+          workspaceRoot: workspace,
+          fs: fsOps,
+        });
+      } catch (error) {
+        store = error;
+      }
+      expect(store).toMatchObject({ code: expected });
+      expect((store as Error).message).toContain(code);
+      if (expected === "LOCK_FAILED") {
+        expect((store as Error).message).toMatch(/retry/);
+        expect((store as Error).message).not.toMatch(/Check that it exists/);
+      }
+    }
+    const dataFs = failingRealpath("EIO", base);
+    const dataError = await rejection(
+      openCheckpointStore({ dataDir, fs: dataFs }).createCheckpoint(workspace),
+    );
+    expect(dataError.code).toBe("LOCK_FAILED");
+    expect(dataError.message).toContain("EIO");
   });
 });

@@ -301,3 +301,40 @@ describe("saga store: listPending", () => {
     ]);
   });
 });
+
+describe("saga store: a file that cannot be read is not called damaged unless it may be", () => {
+  const failingOpen = (match: string, code: string): FileOps => ({
+    ...nodeFileOps,
+    openSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+      if (String(path).endsWith(match)) throw Object.assign(new Error(`${code}: injected`), { code });
+      return (nodeFileOps.openSync as (...args: unknown[]) => number)(path, ...rest);
+    }) as FileOps["openSync"],
+  });
+
+  it("EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR: LOCK_FAILED with the errno and retry (listed busy); EIO: CORRUPT naming EIO", async () => {
+    await open().create("op-io", createEvidence);
+    for (const code of ["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR", "EIO"]) {
+      const transient = code !== "EIO";
+      // A fresh store each time: nothing remembered, every file is read.
+      const store = open({ fs: failingOpen("000001-created.json", code) });
+      const error = await rejection(store.load("op-io"));
+      expect(error.code, error.message).toBe(transient ? "LOCK_FAILED" : "CORRUPT");
+      expect(error.message).toContain(`(${code}`);
+      expect(error.message).toContain("000001-created.json");
+      if (transient) {
+        expect(error.message).toMatch(/says nothing about its contents.*retry/);
+        expect(error.message).not.toMatch(/inspect it before any recovery/);
+      }
+      const listed = await open({ fs: failingOpen("000001-created.json", code) }).listPending();
+      expect(listed.diagnostics).toEqual([
+        {
+          operationId: "op-io",
+          status: transient ? "busy" : "corrupt",
+          code: transient ? "LOCK_FAILED" : "CORRUPT",
+          recoverable: false,
+        },
+      ]);
+    }
+    expect((await open().load("op-io")).seq).toBe(1);
+  });
+});

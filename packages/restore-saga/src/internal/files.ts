@@ -386,21 +386,132 @@ export interface SafeReadOptions {
    * chain verified.
    */
   extraLinks?: (stat: { dev: number | bigint; ino: number | bigint }) => number;
+  /** Accept any number of hard links (a reader that only looks, and must see a hard-linked file too). */
+  anyLinks?: boolean;
 }
 
 function corrupt(path: string, what: string, why: string, cause?: unknown): SagaError {
-  return new SagaError({
+  const error = new SagaError({
     code: "CORRUPT",
     cause,
     message: `The ${what} ${path} ${why}. It was left exactly as it is; inspect it before any recovery.`,
   });
+  refusals.set(error, why);
+  return error;
+}
+
+/** What `readRegularFile` found wrong with a file it refused ("is not a regular file", …), by error. */
+const refusals = new WeakMap<SagaError, string>();
+
+/**
+ * errno codes that say this process ran out of something (descriptors, memory) or that the call was
+ * interrupted: nothing about the file or the disk. Reporting them as damaged data would invite a person to
+ * "repair" a healthy saga or checkpoint by hand.
+ */
+const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]);
+
+export function isTransientErrno(errno: string | undefined): errno is string {
+  return errno !== undefined && TRANSIENT_ERRNOS.has(errno);
+}
+
+/** The errno behind `error`: its own code, or for a SagaError (whose code is its own), its cause's. */
+export function errnoBehind(error: unknown): string | undefined {
+  return SagaError.isInstance(error) ? errnoOf(error.cause) : errnoOf(error);
+}
+
+/**
+ * A file or directory this process could not open, inspect, read or list for a reason of the process
+ * (`isTransientErrno`), not of the data: `LOCK_FAILED` (503; "could not be read just now", which is what a
+ * listing calls busy), never `CORRUPT`. `subject` names it ("The saga event … /path").
+ */
+export function transientFailure(
+  subject: string,
+  doing: string,
+  errno: string,
+  cause: unknown,
+  operationId?: string,
+): SagaError {
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause,
+    ...(operationId === undefined ? {} : { operationId }),
+    message: `${subject} could not be ${doing} just now (${errno}: this process ran out of file descriptors or memory, or the call was interrupted). That says nothing about its contents, and it was left as it is; retry (if ${errno} persists, raise the process's limits or find what holds them).`,
+  });
+}
+
+/** realpath failures that say the path itself is wrong, or not this user's to use: the caller's argument. */
+const PATH_ERRNOS: ReadonlySet<string> = new Set(["ENOENT", "ENOTDIR", "ELOOP", "EACCES", "ENAMETOOLONG"]);
+
+/**
+ * Why `path` (a workspace, a data directory) could not be resolved: `INVALID_ARGUMENT` when the path is wrong
+ * (missing, not a directory, a symlink loop, too long, no permission); any other failure (EIO, EMFILE, …) is
+ * the disk or this process failing, not the argument, and a retry may cure it: `LOCK_FAILED` (503), with the
+ * errno.
+ */
+export function unresolvedPath(what: string, path: string, error: unknown): SagaError {
+  const errno = errnoOf(error);
+  if (errno !== undefined && PATH_ERRNOS.has(errno)) {
+    return new SagaError({
+      code: "INVALID_ARGUMENT",
+      cause: error,
+      message: `The ${what} ${path} cannot be resolved (${errno}). ${
+        errno === "EACCES" ? "Check the permissions of the path and its parents." : "Check that it exists."
+      }`,
+    });
+  }
+  const transient = isTransientErrno(errno);
+  return new SagaError({
+    code: "LOCK_FAILED",
+    cause: error,
+    message: `The ${what} ${path} could not be resolved just now (${errno ?? (error as Error)?.name ?? "error"}): ${
+      transient
+        ? "this process ran out of file descriptors or memory, or the call was interrupted"
+        : "the file system failed to answer"
+    }, which says nothing about the path. Nothing was touched; retry${transient ? "" : ", and check the disk if it persists"}.`,
+  });
+}
+
+/** Errors of `readRegularFile` that say the file could not be read (an errno), not what it holds: its path. */
+const readFailures = new WeakMap<SagaError, string>();
+
+/**
+ * Why `readRegularFile` refused a file it could open ("is a symbolic link", "is not a regular file", "has
+ * more than one hard link", "is larger than … bytes"); undefined for any other error, read failures included.
+ */
+export function refusalOf(error: unknown): string | undefined {
+  return SagaError.isInstance(error) && !readFailures.has(error) ? refusals.get(error) : undefined;
+}
+
+/**
+ * Whether `error` is `readRegularFile` failing to open, inspect or read the file (any errno: EIO, EMFILE, …),
+ * as opposed to refusing what it found there (a symlink, a FIFO, a second hard link, an oversized file). A
+ * listing may leave out a file it refused; one it could not read must fail it, never shrink it.
+ */
+export function isReadFailure(error: unknown): error is SagaError {
+  return SagaError.isInstance(error) && readFailures.has(error);
+}
+
+/** The path `readRegularFile` could not read, for an `isReadFailure` error. */
+export function readFailurePath(error: unknown): string | undefined {
+  return SagaError.isInstance(error) ? readFailures.get(error) : undefined;
+}
+
+function readFailure(path: string, what: string, doing: string, error: unknown): SagaError {
+  const errno = errnoOf(error);
+  const failure = isTransientErrno(errno)
+    ? transientFailure(`The ${what} ${path}`, doing, errno, error)
+    : corrupt(path, what, `could not be ${doing} (${errno ?? (error as Error)?.name ?? "error"})`, error);
+  readFailures.set(failure, path);
+  return failure;
 }
 
 /**
  * Reads a file only if it is a regular, single-link file no larger than `maxBytes`, without following a
  * symlink at the last component (O_NOFOLLOW). The checks are made on the opened inode itself (fstat), so
  * nothing can be swapped in between a check and the read; O_NONBLOCK keeps the open of a FIFO planted at
- * the name from blocking until its check refuses it. Returns null when the file does not exist.
+ * the name from blocking until its check refuses it. Returns null when the file does not exist. A failure
+ * to open, inspect or read it names its errno (`isReadFailure`): `LOCK_FAILED` ("retry") for one of the
+ * process (`isTransientErrno`), else `CORRUPT`.
  */
 export function readRegularFile(fs: FileOps, path: string, options: SafeReadOptions): Buffer | null {
   let fd: number;
@@ -409,17 +520,17 @@ export function readRegularFile(fs: FileOps, path: string, options: SafeReadOpti
   } catch (error) {
     if (errnoOf(error) === "ENOENT") return null;
     if (errnoOf(error) === "ELOOP") throw corrupt(path, options.what, "is a symbolic link", error);
-    throw corrupt(path, options.what, "could not be opened", error);
+    throw readFailure(path, options.what, "opened", error);
   }
   try {
     let stat: ReturnType<FileOps["fstatSync"]>;
     try {
       stat = fs.fstatSync(fd);
     } catch (error) {
-      throw corrupt(path, options.what, "could not be inspected", error);
+      throw readFailure(path, options.what, "inspected", error);
     }
     if (!stat.isFile()) throw corrupt(path, options.what, "is not a regular file");
-    if (stat.nlink !== 1 + (options.extraLinks?.(stat) ?? 0))
+    if (!options.anyLinks && stat.nlink !== 1 + (options.extraLinks?.(stat) ?? 0))
       throw corrupt(path, options.what, "has more than one hard link");
     if (stat.size > options.maxBytes)
       throw corrupt(path, options.what, `is larger than ${options.maxBytes} bytes`);
@@ -432,7 +543,7 @@ export function readRegularFile(fs: FileOps, path: string, options: SafeReadOpti
     }
   } catch (error) {
     if (error instanceof SagaError) throw error;
-    throw corrupt(path, options.what, "could not be read", error);
+    throw readFailure(path, options.what, "read", error);
   } finally {
     closeQuietly(fs, fd);
   }
