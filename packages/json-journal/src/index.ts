@@ -20,6 +20,7 @@ export {
   type JsonJournal,
   type JsonJournalOptions,
   openJsonJournal,
+  TRANSIENTLY_UNREADABLE,
 } from "./journal.js";
 
 // Lock failures as journal state errors (shared by the journals built on this package)

@@ -30,8 +30,10 @@ export interface JsonJournalOptions<T> {
   check?: (doc: T) => string | null;
   /**
    * Builds the error thrown when the document cannot be used: `detail` is `"unreadable"`, `"invalid"`,
-   * `"unavailable"` (could not be saved), a lock detail (e.g. `"locked by another drydock process"`), or
-   * the detail returned by `check`. `cause` is the underlying error, when there is one.
+   * `"unavailable"` (could not be saved), `TRANSIENTLY_UNREADABLE` with the errno (could not be read just
+   * now for a reason of the process: EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR), a lock detail (e.g. `"locked
+   * by another drydock process"`), or the detail returned by `check`. `cause` is the underlying error, when
+   * there is one.
    */
   stateError: (detail: string, cause?: unknown) => Error;
   /** Passed to file-lock's `withLock` (wait, retry, label, liveness, fs of the lock...). */
@@ -137,6 +139,23 @@ export function defaultLockFile(file: string): string {
   return file.endsWith(".json") ? `${file.slice(0, -".json".length)}.lock` : `${file}.lock`;
 }
 
+/** errno codes of the process or the system (descriptors, memory, an interrupted call): not the file's fault. */
+const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]);
+
+/**
+ * The start of the detail for a document that could not be opened, inspected or read just now for a reason
+ * of the process (`TRANSIENT_ERRNOS`): `"temporarily unreadable (EMFILE: …; retry)"`. The caller's message
+ * ("…recovery state is <detail>") must not say a healthy file is damaged, so it names the errno and says
+ * to retry; any other failure to read is `"unreadable"`, as before.
+ */
+export const TRANSIENTLY_UNREADABLE = "temporarily unreadable";
+
+function unreadableDetail(error: unknown): string {
+  const errno = errnoCode(error);
+  if (errno === undefined || !TRANSIENT_ERRNOS.has(errno)) return "unreadable";
+  return `${TRANSIENTLY_UNREADABLE} (${errno}: this process ran out of file descriptors or memory, or the read was interrupted; the file is not known to be damaged, retry)`;
+}
+
 /**
  * A JSON document shared by processes on one machine. Every call but `peek` takes the lock; every call
  * re-validates what is on disk (or proves it unchanged since this journal last validated it), so two processes always
@@ -216,7 +235,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         nodeFs.constants.O_RDONLY | nodeFs.constants.O_NONBLOCK | nodeFs.constants.O_NOFOLLOW,
       );
     } catch (error) {
-      if (errnoCode(error) !== "ENOENT") throw stateError("unreadable", error);
+      if (errnoCode(error) !== "ENOENT") throw stateError(unreadableDetail(error), error);
       // Absence needs no racy window: a file created later is seen by the next stat.
       // Cloned before freezing: an `empty` factory may hand back an object its caller still uses.
       cache = { identity: null, doc: deepFreeze(structuredClone(emptyDoc())) };
@@ -231,7 +250,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
       if (stats.size > BigInt(maxBytes)) throw new Error(`larger than ${maxBytes} bytes`);
       bytes = fs.readFileSync(fd);
     } catch (error) {
-      throw stateError("unreadable", error);
+      throw stateError(unreadableDetail(error), error);
     } finally {
       try {
         fs.closeSync(fd);
@@ -277,7 +296,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         stats = fs.statSync(file, { bigint: true, throwIfNoEntry: false });
       } catch (error) {
         cache = null;
-        throw stateError("unreadable", error);
+        throw stateError(unreadableDetail(error), error);
       }
       const known = cache.identity;
       if (stats ? known !== null && sameIdentity(known, identityOf(stats)) : known === null) return cache.doc;

@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { acquireLock, type FileOps, failNthCall, isLockError, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { isJsonJournalError, openJsonJournal } from "../src/index.js";
+import { isJsonJournalError, openJsonJournal, TRANSIENTLY_UNREADABLE } from "../src/index.js";
 import { deadPid, makeTempDir, removeDir, tempsIn } from "./helpers.js";
 
 const DocSchema = z.object({
@@ -311,6 +311,44 @@ describe("damaged files are refused with the caller's stateError and left byte-i
       maxBytes: 8,
     });
     await expect(journal.read()).rejects.toMatchObject({ detail: "unreadable" });
+  });
+});
+
+describe("a healthy document this process cannot read just now", () => {
+  it("EMFILE & co. on open, fstat or read: a detail naming the errno and saying retry, never plain unreadable", async () => {
+    const stored = serialize({ version: 1, items: [{ name: "a", value: 1 }] });
+    writeFileSync(file, stored);
+    for (const op of ["openSync", "fstatSync", "readFileSync"] as const) {
+      for (const code of ["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]) {
+        const faulty = failNthCall(nodeFileOps, {
+          n: 1,
+          code,
+          count: (name, args) => name === op && (op !== "openSync" || String(args[0]) === file),
+        });
+        const error = await open({ fs: faulty.ops })
+          .read()
+          .then(
+            () => null,
+            (failure: unknown) => failure,
+          );
+        expect(faulty.fired(), `${op} ${code}`).toBe(true);
+        expect(error).toBeInstanceOf(StateError);
+        const detail = (error as StateError).detail;
+        expect(detail.startsWith(TRANSIENTLY_UNREADABLE), detail).toBe(true);
+        expect(detail).toContain(code);
+        expect(detail).toMatch(/retry/);
+        expect((error as StateError).message).toContain(code);
+        expect(readFileSync(file, "utf8")).toBe(stored);
+      }
+    }
+    // EIO is the disk: "unreadable", as before.
+    const eio = failNthCall(nodeFileOps, {
+      n: 1,
+      code: "EIO",
+      count: (name, args) => name === "openSync" && String(args[0]) === file,
+    });
+    await expect(open({ fs: eio.ops }).read()).rejects.toMatchObject({ detail: "unreadable" });
+    expect((await open().read()).items).toHaveLength(1);
   });
 });
 
