@@ -32,10 +32,10 @@ import {
   findUnsettledRestore,
   inspectWorkspaceLock,
   isSagaError,
-  WORKSPACE_EDIT_LOCK_PURPOSE,
   openCheckpointStore,
   openSagaStore,
   restoreCheckpoint,
+  WORKSPACE_EDIT_LOCK_PURPOSE,
   withWorkspaceLock,
 } from "@drydock/restore-saga";
 import Fastify, {

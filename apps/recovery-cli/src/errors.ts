@@ -119,6 +119,7 @@ const LIFECYCLE_EXIT: Record<LifecycleErrorCode, ExitCode | "provider-status"> =
   inventory_conflict: EXIT_CODES.UNSAFE,
   cleanup_unconfirmed: EXIT_CODES.UNSAFE,
   cancelled: EXIT_CODES.UNSAFE,
+  provision_withdrawn: EXIT_CODES.UNSAFE,
 };
 
 /** Maps anything thrown to an exit code and a public code. Unknown throwables are failures (1). */
