@@ -2,6 +2,7 @@ import {
   DELETE_IN_FLIGHT_MS,
   deletionInFlightLeftMs,
   environmentScope,
+  isLifecycleError,
   scopeOfBoatName,
 } from "@drydock/boat-lifecycle";
 import { provesAbsence } from "@drydock/boat-provider";
@@ -139,6 +140,16 @@ export interface BoatRecovery {
 }
 
 type CreateRow = Awaited<ReturnType<RecoveryCreateJournal["boatCreateRecoverySnapshot"]>>[number];
+type ListedBoat = { id: string; name: string | null; state: string };
+/** How a listed Boat no journal knows was confirmed: read directly, not read (over the bound), or the read failed. */
+type UnknownBoatRead = "confirmed" | "listed_only" | { failed: string };
+
+/**
+ * At most this many listed Boats no journal knows are read directly per plan, to leave out those boat.dev
+ * has deleted but still lists (its list is eventually consistent). Such Boats are rare (a crash between a
+ * create and its record, a deletion moments ago); a plan over more of them reports the rest as listed.
+ */
+const UNKNOWN_BOAT_READS = 50;
 
 const ITEM_DOMAIN = "drydock-recovery-plan-item-v1";
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -404,8 +415,34 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     };
   }
 
+  /**
+   * The name boat.dev shows for a fenced Boat when it is not the fence's recorded name (renamed since the
+   * fence was written), else undefined. Only a Boat read directly and present can be renamed.
+   */
+  function renamedTo(
+    record: RecoveryDeletionRecord,
+    observation: BoatObservation,
+  ): string | null | undefined {
+    return observation.kind === "present" && observation.name !== record.name ? observation.name : undefined;
+  }
+
+  /**
+   * The digest of a fence's plan item: the fence's facts and, for a Boat boat.dev shows renamed, the name it
+   * shows (so a digest printed before a rename never applies after it). Existence is left out on purpose: an
+   * accepted deletion that completes between the plan and its reconcile still reconciles.
+   */
+  function fenceDigest(record: RecoveryDeletionRecord, observation: BoatObservation): string {
+    const renamed = renamedTo(record, observation);
+    return digestOf(ITEM_DOMAIN, {
+      kind: "deletion",
+      fence: fenceFacts(record),
+      ...(renamed === undefined ? {} : { observedName: renamed }),
+    });
+  }
+
   function fenceItem(record: RecoveryDeletionRecord, observation: BoatObservation, at: number): PlanItem {
-    const digest = digestOf(ITEM_DOMAIN, { kind: "deletion", fence: fenceFacts(record) });
+    const digest = fenceDigest(record, observation);
+    const renamed = renamedTo(record, observation);
     const retry = command("deletions", "retry", record.boxId, "--expected-state", digest, "--yes");
     const reconcile = command("deletions", "reconcile", record.boxId, "--expected-state", digest, "--yes");
     // The same window retryDeletion refuses inside: offering a command that would only refuse is no plan.
@@ -436,6 +473,14 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         command: null,
         advice: `The deletion was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightLeftMs) / 1000)} s ago and its DELETE may still be on the wire (a retry now would be blind, and is refused). Wait ${Math.ceil(inFlightLeftMs / 1000)} s, then run \`${command("reconcile")}\` again.`,
       };
+    } else if (observation.kind === "present" && renamed !== undefined) {
+      // A retry would only be refused (the fence's name is the confirmation; boat-lifecycle's name_mismatch):
+      // no command until a person puts the name back or deletes the Boat.
+      action = {
+        name: null,
+        command: null,
+        advice: `boat.dev shows Boat ${record.boxId} named ${renamed === null ? "nothing (unnamed)" : renamed}, not the fenced ${record.name}, so drydock will not send its DELETE (it would delete something nobody confirmed). Rename it back to ${record.name} in boat.dev, or delete it there; then run \`${command("reconcile")}\` again: it prints the command that finishes the fence (\`deletions retry\` once the name is back, \`deletions reconcile\` once boat.dev says the Boat is gone).`,
+      };
     } else if (observation.kind === "present") {
       action = {
         name: "retryDeletion",
@@ -457,7 +502,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       botId: record.ownerBotId,
       boxId: record.boxId,
       name: record.name,
-      summary: `Boat ${record.boxId} (${record.name}) is fenced for deletion: ${record.phase}${record.status ? `/${record.status}` : ""}.`,
+      summary: `Boat ${record.boxId} (${record.name}) is fenced for deletion: ${record.phase}${record.status ? `/${record.status}` : ""}${renamed === undefined ? "" : `; boat.dev now shows it named ${renamed ?? "nothing"}`}.`,
       facts: {
         fencePhase: record.phase,
         ...(record.status ? { fenceStatus: record.status } : {}),
@@ -668,24 +713,56 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
     const keyOnly = rows.filter((row) => row.boxId === undefined);
     const byName = await namesOfKnownBots(rows, fences, planOptions.botIds ?? []);
-    const unknown = listed
-      .filter((boat) => !known.has(boat.id))
-      .map((boat) => {
-        const owners = boat.name === null ? [] : (byName.get(boat.name) ?? []);
-        return { boat, claimant: owners.length === 1 ? (owners[0] ?? null) : null };
-      });
+    const claimantOf = (name: string | null): string | null => {
+      const owners = name === null ? [] : (byName.get(name) ?? []);
+      return owners.length === 1 ? (owners[0] ?? null) : null;
+    };
+    /** Whether a Boat no journal knows becomes a plan item: this installation's name, or unnamed beside a key-only row. */
+    const planned = (name: string | null): boolean =>
+      name !== null ? claimantOf(name) !== null || scopeOfBoatName(name) === ownScope : keyOnly.length > 0;
+    // boat.dev's list is eventually consistent: a Boat deleted moments ago may still be listed. Before one
+    // no journal knows is reported (and a person told to delete it), a direct GET confirms it: boat.dev's
+    // own 404/410 leaves it out, a failed read keeps it and says so. Such Boats are rare; at most
+    // UNKNOWN_BOAT_READS are read per plan, the rest are reported as listed (and say so).
+    let reads = 0;
+    const unknown: { boat: ListedBoat; claimant: string | null; read: UnknownBoatRead }[] = [];
+    for (const listedBoat of listed) {
+      if (known.has(listedBoat.id) || !planned(listedBoat.name)) continue;
+      let boat: ListedBoat = listedBoat;
+      let read: UnknownBoatRead = "confirmed";
+      if (reads >= UNKNOWN_BOAT_READS) {
+        read = "listed_only";
+      } else {
+        reads += 1;
+        try {
+          const fresh = await client.getSandbox(listedBoat.id);
+          boat = { id: listedBoat.id, name: fresh.name, state: fresh.state };
+        } catch (error) {
+          if (absenceProof(error) !== null) continue; // deleted: the list has not caught up yet
+          read = { failed: (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "") };
+        }
+        // Renamed since it was listed: judged by the name boat.dev shows now, as adopt will.
+        if (!planned(boat.name)) continue;
+      }
+      unknown.push({ boat, claimant: claimantOf(boat.name), read });
+    }
     /** Bots whose still-retried key cannot settle: a Boat named for them pauses their provisioning. */
     const pausedBy = new Map<string, string>();
     for (const { boat, claimant } of unknown) {
       const claimRow = rows.find((row) => row.botId === claimant);
       if (claimant !== null && keyStillRetried(claimRow, at)) pausedBy.set(claimant, boat.id);
     }
-    for (const { boat, claimant } of unknown) {
-      if (boat.name !== null && (claimant !== null || scopeOfBoatName(boat.name) === ownScope)) {
-        items.push(unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at));
-      } else if (boat.name === null && keyOnly.length > 0) {
-        items.push(unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, pausedBy));
+    for (const { boat, claimant, read } of unknown) {
+      const item =
+        boat.name !== null
+          ? unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at)
+          : unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, pausedBy);
+      if (read === "listed_only") {
+        item.summary += ` (As boat.dev's list shows it: not read directly, this plan reads at most ${UNKNOWN_BOAT_READS} such Boats; it may be gone already.)`;
+      } else if (read !== "confirmed") {
+        item.summary += ` (boat.dev lists it, but reading it directly failed: ${read.failed}; it may be gone already.)`;
       }
+      items.push(item);
     }
     for (const item of items) {
       const boxId =
@@ -712,10 +789,16 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       throw recoveryError("INVALID_ARGUMENT", "The Boat id must be bx_ followed by 8 characters.");
     }
   }
+  /**
+   * Refuses with STATE_CHANGED unless `expected` (when given) is `actual`. `actual` null: no plan item offers
+   * the action for the state as it is now (it was applied already, or its record is gone), so no digest can
+   * match; `moved` says what the state is instead.
+   */
   function checkExpected(
     expected: string | undefined,
-    actual: string,
+    actual: string | null,
     details: Record<string, string>,
+    moved?: string,
   ): void {
     if (expected === undefined) return;
     if (!DIGEST.test(expected)) {
@@ -727,8 +810,9 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     if (expected !== actual) {
       throw recoveryError(
         "STATE_CHANGED",
-        `The journal or boat.dev changed since the plan was made; nothing was changed. Run \`${command("reconcile")}\` (or the command's preview) again.`,
-        { ...details, expectedState: expected, actualState: actual },
+        moved ??
+          `The journal or boat.dev changed since the plan was made; nothing was changed. Run \`${command("reconcile")}\` (or the command's preview) again.`,
+        { ...details, expectedState: expected, ...(actual === null ? {} : { actualState: actual }) },
       );
     }
   }
@@ -774,12 +858,28 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
             )
           : null;
     if (item) checkExpected(opts.expectedState, item.stateDigest, ids);
+    else if (opts.expectedState !== undefined && row?.resolved === true && row.boxId === boxId) {
+      // Already this bot's Boat: no plan item offers adopt for it, so no digest can match. A fenced command
+      // re-sent after it applied (or after another adopted the Boat) is a moved state, never a silent 0.
+      checkExpected(
+        opts.expectedState,
+        null,
+        ids,
+        `Boat ${boxId} is already bot ${botId}'s (adopted after the plan was made, by this command or another); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`,
+      );
+    }
 
     // The same rules the plan applies before it prints an adopt command (adoptRefusal).
     const name = observation.kind === "present" ? observation.name : null;
     const refusal = adoptRefusal(botId, boxId, name, rows, fences, at);
     if (refusal?.early) throw recoveryError("ACTION_NOT_ALLOWED", refusal.message, ids);
     if (observation.kind === "absent") {
+      checkExpected(
+        opts.expectedState,
+        null,
+        ids,
+        `boat.dev has no Boat ${boxId} now (${observation.status}: deleted since the plan, or there never was one); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`,
+      );
       throw recoveryError(
         "NOT_FOUND",
         `boat.dev has no Boat ${boxId} (${observation.status}); nothing to adopt.`,
@@ -816,8 +916,17 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     assertBotId(botId);
     const rows = await createJournal.boatCreateRecoverySnapshot();
     const row = rows.find((candidate) => candidate.botId === botId);
-    if (!row)
+    if (!row) {
+      // A fenced command names a record the plan showed: gone now is a moved state (retired already, by this
+      // command or another), as for a deletion fence lifted since (exit 4, not "not found").
+      checkExpected(
+        opts.expectedState,
+        null,
+        { botId },
+        `The create journal has no record for bot ${botId} now (retired since the plan, or there never was one); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`,
+      );
       throw recoveryError("NOT_FOUND", `The create journal has no record for bot ${botId}.`, { botId });
+    }
     const boxId = row.boxId;
     if (boxId === undefined) {
       checkExpected(opts.expectedState, createItem(row, { kind: "not_checked" }, now())!.stateDigest, {
@@ -851,7 +960,8 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     return { ok: true, action: "retireCreate", botId, boxId, proof: observation.status };
   }
 
-  async function fenceFor(boxId: string, opts: BoatActionOptions): Promise<RecoveryDeletionRecord> {
+  /** The fence for `boxId`, or the refusal when none stands (STATE_CHANGED when a fenced command named it). */
+  async function fenceRecord(boxId: string, opts: BoatActionOptions): Promise<RecoveryDeletionRecord> {
     assertBoxId(boxId);
     const record = await deleteJournal.getBoatDeletion(boxId);
     if (!record) {
@@ -866,13 +976,6 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       }
       throw recoveryError("NOT_FOUND", `No deletion fence stands for Boat ${boxId}.`, { boxId });
     }
-    checkExpected(
-      opts.expectedState,
-      digestOf(ITEM_DOMAIN, { kind: "deletion", fence: fenceFacts(record) }),
-      {
-        boxId,
-      },
-    );
     return record;
   }
 
@@ -883,10 +986,27 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
    * What is left is said plainly, with the next step for the fence as it stands now (the plan's action).
    */
   async function reconcileDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
-    await fenceFor(boxId, opts);
+    const fence = await fenceRecord(boxId, opts);
     const observation = await observeOrThrow(boxId);
-    const outcome = await lifecycle.reconcileDeletion(boxId);
+    checkExpected(opts.expectedState, fenceDigest(fence, observation), { boxId });
     const base = { ok: true, action: "reconcileDeletion", boxId } as const;
+    let outcome: "confirmed" | "pending" | "blocked";
+    try {
+      outcome = await lifecycle.reconcileDeletion(boxId);
+    } catch (error) {
+      // The lifecycle refuses a Boat renamed since its fence (it reads, writes nothing, and throws): the
+      // rename is what this read saw too, so say it, with the plan's way out, instead of a bare refusal.
+      const renamed = renamedTo(fence, observation);
+      if (renamed === undefined || !isLifecycleError(error) || error.code !== "name_mismatch") throw error;
+      const record = (await deleteJournal.getBoatDeletion(boxId)) ?? fence;
+      return {
+        ...base,
+        outcome:
+          record.phase === "accepted" ? "pending" : record.phase === "blocked" ? "blocked" : "not_running",
+        message: `boat.dev shows Boat ${boxId} named ${renamed ?? "nothing"}, not ${record.name} as its fence recorded, so drydock neither finishes nor re-sends its deletion${record.phase === "accepted" ? " (boat.dev accepted it and has not finished it)" : ""}; nothing was changed.`,
+        next: fenceItem(record, observation, now()).action,
+      };
+    }
     if (outcome === "confirmed") {
       return {
         ...base,
@@ -931,6 +1051,15 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         next,
       };
     }
+    const renamed = renamedTo(record, observation);
+    if (next.name === null && renamed !== undefined && fenceInFlightLeftMs(record, now()) === 0) {
+      return {
+        ...base,
+        outcome: "not_running",
+        message: `No deletion of ${boxId} is running that drydock knows of, and none will be sent: boat.dev shows the Boat named ${renamed ?? "nothing"}, not ${record.name} as its fence recorded.`,
+        next,
+      };
+    }
     if (next.name === null) {
       // Prepared moments ago: its DELETE (another process's, perhaps) may still be on the wire.
       return {
@@ -949,7 +1078,11 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   }
 
   async function retryDeletion(boxId: string, opts: BoatActionOptions = {}): Promise<BoatActionResult> {
-    const record = await fenceFor(boxId, opts);
+    const record = await fenceRecord(boxId, opts);
+    if (opts.expectedState !== undefined) {
+      // The digest covers the name boat.dev shows: a command printed before a rename is stale after it.
+      checkExpected(opts.expectedState, fenceDigest(record, await observeOrThrow(boxId)), { boxId });
+    }
     if (record.phase === "accepted") {
       throw recoveryError(
         "ACTION_NOT_ALLOWED",

@@ -31,7 +31,12 @@ import {
 } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { CREATE_WINDOW_MS, createBoatRecovery, isRecoveryError } from "../src/index.js";
+import {
+  CREATE_WINDOW_MS,
+  createBoatRecovery,
+  isRecoveryError,
+  planItemNeedsAttention,
+} from "../src/index.js";
 
 const BODY = { ttlSeconds: 600, noEnv: true } as const;
 const BODY_TEXT = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
@@ -502,5 +507,150 @@ describe("every command a message names starts with the command prefix", () => {
     const unknown = (await s.recovery.plan()).items.find((item) => item.botId === "bot-renamed")!;
     expect(unknown.facts.provider.kind).toBe("unknown");
     expect(unknown.action.advice).toBe(`Retry when boat.dev is reachable (\`${PREFIX} reconcile\`).`);
+  });
+});
+
+describe("a fenced Boat renamed in boat.dev", () => {
+  it("gets no retry command (it could only refuse): the advice says what boat.dev shows and the way out, the digest moves with the name, and the old retry is a moved state", async () => {
+    const s = setup({ clock: { offsetMs: 0 } });
+    const boat = await s.lifecycle.provision("bot-fence-renamed");
+    await s.deleteJournal.prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-fence-renamed",
+    });
+    s.clock.offsetMs = DELETE_IN_FLIGHT_MS + 1_000; // past the in-flight window: a retry is what is left
+    const before = (await s.recovery.plan()).items.find((item) => item.boxId === boat.boxId)!;
+    expect(before.action.name).toBe("retryDeletion");
+
+    await client.renameSandbox(boat.boxId, "renamed-by-hand");
+    const requests = sim.stats().deleteRequests;
+    const journals = s.journals();
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(item).toMatchObject({ kind: "deletion_fence", action: { name: null, command: null } });
+    expect(item.action.advice).toContain(
+      `boat.dev shows Boat ${boat.boxId} named renamed-by-hand, not the fenced ${boat.name}`,
+    );
+    expect(item.action.advice).toMatch(
+      /Rename it back .* or delete it there; then run `drydock reconcile` again/,
+    );
+    expect(item.stateDigest).not.toBe(before.stateDigest);
+    expect(planItemNeedsAttention(item)).toBe(true);
+
+    // The retry printed before the rename is stale: exit-4 class, nothing sent, nothing written.
+    const stale = await rejection(
+      s.recovery.retryDeletion(boat.boxId, { expectedState: before.stateDigest }),
+    );
+    expect((stale as { code?: string }).code).toBe("STATE_CHANGED");
+    // Reconciling says the same as the plan, and names no command that would only refuse.
+    const reconciled = await s.recovery.reconcileDeletion(boat.boxId, { expectedState: item.stateDigest });
+    expect(reconciled).toMatchObject({ outcome: "not_running", next: { name: null, command: null } });
+    expect((reconciled as { message: string }).message).toContain("named renamed-by-hand");
+    expect(sim.stats().deleteRequests).toBe(requests);
+    expect(s.journals()).toEqual(journals);
+
+    // Renamed back: the fence's own facts again, and the retry applies.
+    await client.renameSandbox(boat.boxId, boat.name);
+    const back = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boat.boxId)!;
+    expect(back).toMatchObject({ action: { name: "retryDeletion" }, stateDigest: before.stateDigest });
+    const retried = await s.recovery.retryDeletion(boat.boxId, { expectedState: back.stateDigest });
+    expect(retried).toMatchObject({ ok: true, action: "retryDeletion" });
+  });
+});
+
+describe("a fenced command re-sent after it applied is a moved state (STATE_CHANGED), never a silent success", () => {
+  it("adopt and retire re-sent with their own digest refuse, and change nothing; adopt without a digest still answers alreadyAdopted", async () => {
+    const s = setup({ knownBotIds: ["bot-twice-sent"] });
+    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-twice-sent"));
+    const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boxId)!;
+    expect(item.action.name).toBe("adopt");
+    await s.recovery.adopt("bot-twice-sent", boxId, { expectedState: item.stateDigest });
+    const journals = s.journals();
+
+    const again = await rejection(
+      s.recovery.adopt("bot-twice-sent", boxId, { expectedState: item.stateDigest }),
+    );
+    expect((again as { code?: string }).code).toBe("STATE_CHANGED");
+    expect((again as Error).message).toContain(`Boat ${boxId} is already bot bot-twice-sent's`);
+    const malformed = await rejection(s.recovery.adopt("bot-twice-sent", boxId, { expectedState: "nope" }));
+    expect((malformed as { code?: string }).code).toBe("INVALID_ARGUMENT");
+    expect(await s.recovery.adopt("bot-twice-sent", boxId)).toMatchObject({ alreadyAdopted: true });
+    expect(s.journals()).toEqual(journals);
+
+    // retire: the record it retired is gone, which a fenced command reports as moved (as a lifted fence is).
+    const gone = await s.lifecycle.provision("bot-retired-twice");
+    const operation = await client.deleteSandbox(gone.boxId);
+    for (let poll = 0; poll < 5; poll += 1) {
+      if ((await client.getDeletionOperation(operation.id)).status === "completed") break;
+    }
+    const retire = (await s.recovery.plan()).items.find(
+      (candidate) => candidate.botId === "bot-retired-twice",
+    )!;
+    expect(retire.action.name).toBe("retireCreate");
+    await s.recovery.retireCreate("bot-retired-twice", { expectedState: retire.stateDigest });
+    const twice = await rejection(
+      s.recovery.retireCreate("bot-retired-twice", { expectedState: retire.stateDigest }),
+    );
+    expect((twice as { code?: string }).code).toBe("STATE_CHANGED");
+    expect((twice as Error).message).toMatch(/no record for bot bot-retired-twice now/);
+    // Without a fence it is still plainly not found.
+    const plain = await rejection(s.recovery.retireCreate("bot-retired-twice"));
+    expect((plain as { code?: string }).code).toBe("NOT_FOUND");
+  });
+});
+
+describe("a listed Boat no journal knows is read directly before it is reported", () => {
+  it("leaves out a Boat boat.dev deleted but still lists; keeps one whose read fails, and says so", async () => {
+    const lagged = await startBoatSimulator({ provisionMs: 0, deletionPolls: 1, listLagMs: 60_000 });
+    try {
+      const via = createBoatClient({ baseUrl: lagged.apiUrl, token: lagged.token });
+      const s = setup({ via, knownBotIds: ["bot-deleted", "bot-alive", "bot-unread"] });
+      const make = async (botId: string) => {
+        const { sandbox } = await via.createSandbox(BODY, { idempotencyKey: randomUUID() });
+        await via.renameSandbox(sandbox.id, scopedBoatName(s.environmentId, botId));
+        return sandbox.id;
+      };
+      const deleted = await make("bot-deleted");
+      const alive = await make("bot-alive");
+      const unread = await make("bot-unread");
+      lagged.advanceClock(61_000); // all three listed now
+      const operation = await via.deleteSandbox(deleted);
+      for (let poll = 0; poll < 5; poll += 1) {
+        if ((await via.getDeletionOperation(operation.id)).status === "completed") break;
+      }
+      await expect(via.getSandbox(deleted)).rejects.toMatchObject({ status: expect.any(Number) });
+      expect((await via.listAllSandboxes()).map((boat) => boat.id)).toContain(deleted);
+
+      const faultResponse = await fetch(`${lagged.url}/_sim/faults`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${lagged.token}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          rules: [
+            {
+              method: "GET",
+              path: `^/sandboxes/${unread}$`,
+              action: "fail-before",
+              status: 503,
+              code: "service_unavailable",
+              times: 1,
+            },
+          ],
+        }),
+      });
+      expect(faultResponse.status).toBe(200);
+
+      const items = (await s.recovery.plan()).items;
+      expect(items.find((item) => item.boxId === deleted)).toBeUndefined();
+      expect(items.find((item) => item.boxId === alive)).toMatchObject({
+        kind: "unknown_boat",
+        botId: "bot-alive",
+        action: { name: "adopt" },
+      });
+      const kept = items.find((item) => item.boxId === unread)!;
+      expect(kept).toMatchObject({ kind: "unknown_boat", botId: "bot-unread" });
+      expect(kept.summary).toMatch(/boat\.dev lists it, but reading it directly failed: .*503|service/);
+    } finally {
+      await lagged.close();
+    }
   });
 });
