@@ -42,6 +42,9 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
     .option("--yes", "apply the change (without it: print the preview and change nothing)", false)
     .option("--no-color", "no colour (also NO_COLOR)")
     .exitOverride()
+    // Every printed command carries the global options after the subcommand (`creates adopt … --data-dir
+    // … --yes`): a subcommand's --help lists them too.
+    .configureHelp({ showGlobalOptions: true })
     .showHelpAfterError(false)
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -92,6 +92,15 @@ function dataDir() {
     deleteJournal,
     lifecycle,
   };
+}
+
+/** The data directory's top-level files, name → bytes: "nothing changed" checks. */
+function snapshot(dir: string): Record<string, string> {
+  return Object.fromEntries(
+    readdirSync(dir, { withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => [entry.name, readFileSync(join(dir, entry.name), "latin1")]),
+  );
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: parsed CLI output; every field used is asserted by the test.
@@ -294,6 +303,14 @@ describe("adopt commands", () => {
       botId: "bot-lost",
       boxId: lost.id,
     });
+    // The same fenced command pasted again: the state moved (by this very command), exit 4, nothing changed.
+    const again = await cli(argsOf(command!), provider());
+    expect(again.code, again.out + again.err).toBe(EXIT_CODES.STATE_CHANGED);
+    expect(again.err).toContain(`Boat ${lost.id} is already bot bot-lost's`);
+    // Its preview says so and changes nothing.
+    const after = await cli(["creates", "adopt", "bot-lost", lost.id, "--data-dir", d.dir], provider());
+    expect(after.code, after.err).toBe(0);
+    expect(after.out).toContain(`Boat ${lost.id} is already bot bot-lost's`);
 
     // The bot server's registry names the bot: `reconcile` itself prints the adopt.
     writeFileSync(
@@ -308,6 +325,45 @@ describe("adopt commands", () => {
     const adopt = arrows(plan.out).find((line) => line.includes(registered.id));
     expect(adopt).toMatch(new RegExp(`creates adopt bot-reg ${registered.id} --expected-state sha256:`));
     expect((await cli(argsOf(adopt!), provider())).code).toBe(0);
+  });
+});
+
+describe("adopting a Boat that is not the named bot's", () => {
+  it("is refused (exit 5) saying whose name the Boat carries, or that it carries none of the bot's; nothing changes", async () => {
+    const d = dataDir();
+    writeFileSync(
+      join(d.dir, "bots.json"),
+      JSON.stringify({ version: 1, bots: [{ botId: "ada", name: "Ada", createdAt: Date.now() }] }),
+    );
+    const boat = async (name: string) => {
+      const { sandbox } = await client.createSandbox(
+        { ttlSeconds: 600, noEnv: true },
+        { idempotencyKey: randomUUID() },
+      );
+      await client.renameSandbox(sandbox.id, name);
+      return sandbox.id;
+    };
+    const adas = await boat(scopedBoatName(d.environmentId, "ada"));
+    const zeds = await boat(scopedBoatName(d.environmentId, "zed"));
+    const foreign = await boat("someone-elses-computer");
+    const before = snapshot(d.dir);
+
+    const wrong = await cli(["creates", "adopt", "gus", adas, "--data-dir", d.dir], provider());
+    expect(wrong.code, wrong.out + wrong.err).toBe(EXIT_CODES.UNSAFE);
+    expect(wrong.err).toContain(`Boat ${adas} carries bot ada's name`);
+    expect(wrong.err).toContain("not bot gus's");
+    expect(wrong.err).not.toMatch(/knows nothing/);
+
+    for (const boxId of [zeds, foreign]) {
+      const none = await cli(["creates", "adopt", "gus", boxId, "--data-dir", d.dir], provider());
+      expect(none.code, none.out + none.err).toBe(EXIT_CODES.UNSAFE);
+      expect(none.err).toContain(`carries no name of bot gus`);
+    }
+    // ada's own adopt is still offered.
+    const own = await cli(["creates", "adopt", "ada", adas, "--data-dir", d.dir], provider());
+    expect(own.code, own.err).toBe(0);
+    expect(own.out).toMatch(new RegExp(`creates adopt ada ${adas} --expected-state sha256:`));
+    expect(snapshot(d.dir)).toEqual(before);
   });
 });
 
@@ -547,6 +603,13 @@ describe("status and reconcile say what they could not settle or see", () => {
         `^ {4}The deletion was prepared \\d+ s ago .*Wait \\d+ s, then run \`${prefix} reconcile\` again\\.$`,
       ),
     );
+    // reconcile's table agrees with status: the fence is in progress (a wait), not work for a person.
+    const table = await cli(["reconcile", "--data-dir", d.dir], provider());
+    const row = table.out
+      .split("\n")
+      .find((line) => line.includes("deletion_fence") && line.includes(boat.boxId));
+    expect(row, table.out).toMatch(/wait \d+ s/);
+    expect(row).not.toMatch(/person/);
     const verdict = lines.at(-1)!;
     expect(verdict).not.toMatch(/by hand/);
     expect(verdict).toMatch(
@@ -579,6 +642,32 @@ describe("status and reconcile say what they could not settle or see", () => {
     expect(bothLines.at(-1)).toMatch(
       /^ATTENTION: 1 item\(s\) need a person; none has a command to run: .* 1 item\(s\) are still in progress; run `.* status` again in \d+ s\.$/,
     );
+  });
+
+  it("a fenced Boat renamed in boat.dev: reconcile prints no retry (it could only refuse) but what to do, status counts it, and the retry printed before the rename exits 4", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-renamed-fence");
+    await d.deleteJournalAgo(60_000).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "bot-renamed-fence",
+    });
+    const retry = arrows((await cli(["reconcile", "--data-dir", d.dir], provider())).out).find((line) =>
+      line.includes(`deletions retry ${boat.boxId}`),
+    );
+    expect(retry).toBeDefined();
+    await client.renameSandbox(boat.boxId, "renamed-in-boat-dev");
+
+    const run = await cli(["reconcile", "--data-dir", d.dir], provider());
+    expect(run.code, run.err).toBe(0);
+    expect(arrows(run.out).filter((line) => line.includes(boat.boxId))).toEqual([]);
+    expect(run.out).toContain(
+      `boat.dev shows Boat ${boat.boxId} named renamed-in-boat-dev, not the fenced ${boat.name}`,
+    );
+    const status = await cli(["status", "--data-dir", d.dir], provider());
+    expect(status.out.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item\(s\) need a person/);
+    const stale = await cli(argsOf(retry!), provider());
+    expect(stale.code, stale.out + stale.err).toBe(EXIT_CODES.STATE_CHANGED);
   });
 
   it("reconcile with boat.dev unreadable (401, unreachable) says the comparison is incomplete and what to fix; exit 6", async () => {

@@ -578,7 +578,9 @@ describe("drydock against data left by killed processes", () => {
     }
     expect(sim.stats().deleteRequests).toBe(deletesBefore);
     expect(readFileSync(journalFile, "utf8")).toBe(journalBefore);
-    // Nothing to act on is "not found" (exit 3), with the controller's own code.
+    // A fenced command whose record is not there is a moved state (exit 4, the controller's own code), as a
+    // lifted deletion fence is: "not found" (3) is a preview's answer, never a fenced command's (one rule for
+    // a command pasted after it applied; the controller's NOT_FOUND → 3 mapping is checked in main.test.ts).
     const missing = await cli(
       [
         "creates",
@@ -593,8 +595,11 @@ describe("drydock against data left by killed processes", () => {
       ],
       providerEnv(),
     );
-    expect(missing.code).toBe(3);
-    expect(jsonErr(missing).error.code).toBe("NOT_FOUND");
+    expect(missing.code).toBe(4);
+    expect(jsonErr(missing).error).toMatchObject({
+      code: "STATE_CHANGED",
+      message: expect.stringContaining("no record for bot bot-nobody now"),
+    });
 
     const applied = await cli([...argsOf(item.action.command), "--json"], providerEnv());
     expect(applied.code).toBe(0);

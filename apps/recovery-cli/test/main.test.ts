@@ -21,11 +21,23 @@ function dataDir(): string {
 }
 
 describe("main (in-process, injected streams)", () => {
+  it("a subcommand's --help lists the global options every printed command carries after it", async () => {
+    const io = bufferIo();
+    expect(await main(["creates", "adopt", "--help"], { io, env: {} })).toBe(EXIT_CODES.OK);
+    for (const option of ["--expected-state", "--yes", "--data-dir", "--json", "--provider-url"]) {
+      expect(io.out()).toContain(option);
+    }
+  });
+
   it("maps every error family to its exit code in one place", () => {
     expect(classifyError(new CliError("USAGE", "x")).exitCode).toBe(EXIT_CODES.USAGE);
     expect(classifyError(new RecoveryError({ code: "SAGA_CONFLICT", message: "x" })).exitCode).toBe(4);
     expect(classifyError(new RecoveryError({ code: "STATE_CHANGED", message: "x" })).exitCode).toBe(4);
     expect(classifyError(new RecoveryError({ code: "ACTION_NOT_ALLOWED", message: "x" })).exitCode).toBe(5);
+    expect(classifyError(new RecoveryError({ code: "NOT_FOUND", message: "x" }))).toEqual({
+      exitCode: 3,
+      code: "NOT_FOUND",
+    });
     expect(
       classifyError(
         new RecoveryError({ code: "OWNER_CONFLICT", message: "x", details: { ownerAlive: true } }),

@@ -10,12 +10,19 @@ import {
   isJournalStateError as isDeleteJournalError,
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
-import { createBoatLifecycle, isLifecycleError, LifecycleError } from "@drydock/boat-lifecycle";
+import {
+  createBoatLifecycle,
+  isLifecycleError,
+  LifecycleError,
+  scopedBoatName,
+} from "@drydock/boat-lifecycle";
+import { provesAbsence } from "@drydock/boat-provider";
 import {
   type BoatActionName,
   type BoatRecovery,
   createBoatRecovery,
   type PlanItem,
+  planItemWaitMs,
 } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
@@ -107,6 +114,17 @@ export function pasteLine(ctx: CommandContext, command: string): string {
   return ctx.providerNote === null ? command : `${command}  # ${ctx.providerNote}`;
 }
 
+/**
+ * The `next` column: the action the item's command runs; `wait N s` for work in progress (a deletion whose
+ * DELETE may still be on the wire, a create whose provisioning call may still run: no command yet, and
+ * `status` counts it as in progress); `person` only for what needs someone by hand.
+ */
+function nextStep(item: PlanItem): string {
+  if (item.action.name !== null) return item.action.name;
+  const waitMs = planItemWaitMs(item);
+  return waitMs > 0 ? `wait ${Math.ceil(waitMs / 1_000)} s` : "person";
+}
+
 export function planTable(ctx: CommandContext, items: readonly PlanItem[]): string {
   if (items.length === 0) return "";
   return (
@@ -121,7 +139,7 @@ export function planTable(ctx: CommandContext, items: readonly PlanItem[]): stri
           : item.facts.provider.kind === "absent"
             ? `gone (${item.facts.provider.status})`
             : item.facts.provider.kind,
-        item.action.name ?? "person",
+        nextStep(item),
       ]),
       ctx.tty,
     ) +
@@ -186,6 +204,10 @@ export async function boatAction(
         `boat.dev's list of Boats could not be read (${plan.providerError}), so the recovery plan cannot say what it needs for ${what}; nothing was changed. Retry once boat.dev answers.`,
       );
     }
+    if (item === null && action === "adopt" && target.botId !== undefined && target.boxId !== undefined) {
+      const refusal = await adoptElsewhere(ctx, plan.items, target.botId, target.boxId);
+      if (refusal !== null) return refusal;
+    }
     if (item === null && instead === null) {
       // Nothing in the plan names this target at all: a typo, or something already settled.
       throw new CliError(
@@ -217,6 +239,85 @@ export async function boatAction(
     throw inCliTerms(ctx, error, target.boxId);
   }
   return { data: result, human: `${describe(ctx, result)}\n` };
+}
+
+/**
+ * `creates adopt <botId> <boxId>` for a Boat that is not this bot's to adopt: the Boat is matched by its id
+ * (whatever bot the plan attributes it to), and the refusal says whose it is (exit 5, nothing changed). A
+ * Boat the plan has no item for (another bot's recorded Boat, a name of no bot of this installation) is
+ * looked up in the create journal and read directly; only boat.dev's own 404/410 makes it "not found"
+ * (null: the caller says so). The bot's own Boat, already adopted, is a preview that changes nothing.
+ */
+async function adoptElsewhere(
+  ctx: CommandContext,
+  items: readonly PlanItem[],
+  botId: string,
+  boxId: string,
+): Promise<Rendered | null> {
+  const own = scopedBoatName(ctx.environmentId(), botId);
+  const refuse = (why: string): never => {
+    throw new CliError(
+      "ACTION_NOT_ELIGIBLE",
+      `${why} Nothing was changed. See \`${ctx.boatCommandPrefix} reconcile\` for what it needs.`,
+    );
+  };
+  const other = items.find((candidate) => candidate.boxId === boxId && candidate.botId !== botId);
+  if (other !== undefined) {
+    const shown = other.facts.provider.kind === "present" ? other.facts.provider.name : other.name;
+    if (other.kind === "unknown_boat" && other.botId !== null) {
+      refuse(
+        `Boat ${boxId} carries bot ${other.botId}'s name (${shown}), not bot ${botId}'s (${own}): it can only be adopted as bot ${other.botId}'s.`,
+      );
+    }
+    if (other.kind === "unknown_boat" || other.kind === "unnamed_boat") {
+      refuse(
+        `Boat ${boxId} carries no name of bot ${botId} (${shown === null ? "it is unnamed" : `it is named ${shown}`}; bot ${botId}'s name is ${own}), so it cannot be adopted as bot ${botId}'s. ${other.action.advice}`,
+      );
+    }
+    if (other.kind === "deletion_fence") {
+      refuse(
+        `Boat ${boxId} is fenced for deletion${other.botId === null ? "" : ` (bot ${other.botId}'s)`}; it cannot be adopted.`,
+      );
+    }
+    refuse(
+      `Boat ${boxId} is remembered for bot ${other.botId}, not bot ${botId}; it cannot be adopted as bot ${botId}'s.`,
+    );
+  }
+  if (items.some((candidate) => candidate.boxId === boxId)) return null; // this bot's item: said below
+  // No plan item: a recorded Boat needs none, and a Boat of no bot of this installation gets none.
+  const rows = await journals(ctx).createJournal.boatCreateRecoverySnapshot();
+  const recorded = rows.find((row) => row.boxId === boxId);
+  if (recorded !== undefined && recorded.botId !== botId) {
+    refuse(
+      `Boat ${boxId} is bot ${recorded.botId}'s recorded Boat, not bot ${botId}'s; it cannot be adopted.`,
+    );
+  }
+  if (recorded?.resolved) {
+    return {
+      data: {
+        ok: true,
+        preview: true,
+        changed: false,
+        action: "adopt",
+        botId,
+        boxId,
+        eligible: false,
+        item: null,
+        command: null,
+      },
+      human: `Preview: Boat ${boxId} is already bot ${botId}'s; there is nothing to adopt, and nothing was changed.\n`,
+    };
+  }
+  let name: string | null;
+  try {
+    name = (await ctx.client().getSandbox(boxId)).name;
+  } catch (error) {
+    if (provesAbsence(error)) return null;
+    throw error;
+  }
+  return refuse(
+    `Boat ${boxId} exists but carries no name of bot ${botId} (${name === null ? "it is unnamed" : `it is named ${name}`}; bot ${botId}'s name is ${own}), so it cannot be adopted as bot ${botId}'s.`,
+  );
 }
 
 /**
