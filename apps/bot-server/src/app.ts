@@ -55,7 +55,12 @@ import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
 import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
-import { sweepStaleWorkspaceTemps, WorkspacePathError, workspaceFiles } from "./workspace-files.js";
+import {
+  BIDI_CONTROLS,
+  sweepStaleWorkspaceTemps,
+  WorkspacePathError,
+  workspaceFiles,
+} from "./workspace-files.js";
 
 export interface RecoverySource {
   /** The recovery controller's Boat plan: everything about Boats that needs a person, redacted. */
@@ -90,13 +95,22 @@ export interface ServerDeps {
  */
 export const FILE_WRITE_CRASH_POINT = "file-write.before-rename";
 
+/** How long GET /readyz waits for boat.dev's list before it calls the provider not ready. */
+export const READYZ_PROVIDER_TIMEOUT_MS = 3_000;
+
 const BotIdParam = z.object({ botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'") });
 const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const OPERATION_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 const CreateBotBody = z
   .object({
-    name: z.string().trim().min(1, "must not be empty").max(200),
+    name: z
+      .string()
+      .trim()
+      .min(1, "must not be empty")
+      .max(200)
+      .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), "must not contain control characters")
+      .refine((name) => !BIDI_CONTROLS.test(name), "must not contain bidirectional text control characters"),
     botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'").optional(),
   })
   .strict();
@@ -641,11 +655,18 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         checks[name] = { ok: false, message: (error as Error).message };
       }
     }
+    // Bounded: a probe with a short timeout gets an answer, and a boat.dev this slow is not ready either.
+    const bound = AbortSignal.timeout(READYZ_PROVIDER_TIMEOUT_MS);
     try {
-      await deps.client.listSandboxes({ limit: 1 });
+      await deps.client.listSandboxes({ limit: 1, signal: bound });
       checks.provider = { ok: true };
     } catch (error) {
-      checks.provider = { ok: false, message: (error as Error).message };
+      checks.provider = {
+        ok: false,
+        message: bound.aborted
+          ? `boat.dev did not answer within ${READYZ_PROVIDER_TIMEOUT_MS / 1000} s`
+          : (error as Error).message,
+      };
     }
     const ok = Object.values(checks).every((c) => c.ok);
     return reply.code(ok ? 200 : 503).send({ ok, checks });

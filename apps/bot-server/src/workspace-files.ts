@@ -78,6 +78,8 @@ export const MAX_SEGMENT_BYTES = 200;
  * `sweepStaleWorkspaceTemps` can remove it without touching a user's file.
  */
 const TEMP_SUFFIX = ".tmp";
+/** Unicode's bidirectional embeddings, overrides, isolates and marks (U+200E-F, U+202A-E, U+2066-9). */
+export const BIDI_CONTROLS = /[\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 const TEMP_NAME = /^\..+\.([1-9][0-9]{0,9})\.[0-9a-f]{16}\.tmp$/;
 
 export function isWorkspaceTempName(name: string): boolean {
@@ -101,8 +103,11 @@ export function checkRelativePath(path: string): string[] {
   if (path.startsWith("/"))
     throw new WorkspacePathError("The file path must be relative to the workspace, not absolute.");
   if (path.includes("\\")) throw new WorkspacePathError("The file path must use forward slashes only.");
-  if (/[\u0000-\u001f\u007f]/.test(path))
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(path))
     throw new WorkspacePathError("The file path contains a control character.");
+  // Bidirectional overrides and isolates make a name display as another (`txt.exe` shown as `exe.txt`).
+  if (BIDI_CONTROLS.test(path))
+    throw new WorkspacePathError("The file path contains a bidirectional text control character.");
   const segments = path.split("/");
   for (const s of segments) {
     if (s === "" || s === "." || s === "..") {

@@ -17,6 +17,7 @@ import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { READYZ_PROVIDER_TIMEOUT_MS } from "../src/app.js";
 import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { toHttpError } from "../src/http-errors.js";
@@ -581,6 +582,28 @@ describe("auth", () => {
       "deleteJournal",
       "provider",
     ]);
+  });
+
+  it("GET /readyz answers within its bound when boat.dev is slow: provider not ready, 503", async () => {
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    const rules = [{ method: "GET", path: "^/sandboxes", action: "delay", ms: 6_000, times: 1 }];
+    const armed = await fetch(`${sim.url}/_sim/faults`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ rules }),
+    });
+    expect(armed.status).toBe(200);
+    const started = performance.now();
+    const res = await api(server.url, server.token)("GET", "/readyz");
+    const took = performance.now() - started;
+    expect(res.status).toBe(503);
+    expect(res.json.checks.provider).toEqual({
+      ok: false,
+      message: `boat.dev did not answer within ${READYZ_PROVIDER_TIMEOUT_MS / 1000} s`,
+    });
+    expect(res.json.checks.dataDir).toEqual({ ok: true });
+    expect(took).toBeLessThan(READYZ_PROVIDER_TIMEOUT_MS + 2_000);
   });
 
   it("GET /metrics serves Prometheus text with request and provider counters", async () => {

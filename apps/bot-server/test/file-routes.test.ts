@@ -225,3 +225,26 @@ describe("DELETE /v1/bots/:botId with an unnamed Boat", () => {
     }
   });
 });
+
+describe("names that display as something else", () => {
+  it("a bot name with a control character (NUL, newline, C1) or a bidi control is refused, 400", async () => {
+    for (const name of ["a\u0000b", "two\nlines", "c1\u0085", "evil\u202etxt.exe", "iso\u2066late"]) {
+      const res = await call("POST", "/v1/bots", { name });
+      expect(res.status, JSON.stringify(name)).toBe(400);
+      expect(res.json.error.code).toBe("invalid_request");
+      expect(res.json.error.details).toEqual({ field: "body.name" });
+    }
+    // Emoji joined with ZWJ (a format character, not a bidi control) stay fine.
+    expect((await call("POST", "/v1/bots", { name: "crew 👩‍🚀", botId: "crew" })).status).toBe(201);
+  });
+
+  it("a file path with a bidirectional control character is refused as invalid_path", async () => {
+    await newBot("bidi");
+    const res = await call("PUT", `/v1/bots/bidi/files/${encodeURIComponent("invoice\u202efdp.exe")}`, "x");
+    expectClean(res);
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe("invalid_path");
+    expect(res.json.error.message).toContain("bidirectional text control character");
+    expect((await call("PUT", "/v1/bots/bidi/files/plain.txt", "x")).status).toBe(201);
+  });
+});
