@@ -309,6 +309,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     fn: () => T | Promise<T>,
     forBot?: Bot,
   ): Promise<T> =>
+    // A restore's lock in the way (running, or kept for recovery) is named as a restore's refusal is:
+    // `details.recoveryRequired` and the `operationId` to act on, with the command when a person must.
     withWorkspaceLock(
       {
         dataDir: deps.dataDir,
@@ -336,7 +338,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         if (kind !== "retire") await refuseUnsettledRestores(botId, "edit");
         return fn();
       },
-    );
+    ).catch(async (error: unknown) => {
+      const operationId = isSagaError(error) ? error.details.ownerOperationId : undefined;
+      if (!isSagaError(error) || operationId === undefined) throw error;
+      // Its lock's owner may be alive yet have failed: it keeps the lock for recovery (recovery_required).
+      let recoveryRequired = error.code === "RECOVERY_REQUIRED";
+      if (!recoveryRequired) {
+        try {
+          recoveryRequired = (await sagaStore(botId).load(operationId)).phase === "recovery_required";
+        } catch {
+          // Not a restore's saga (an edit's lock), or unreadable: the lock's own verdict stands.
+        }
+      }
+      const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${operationId}`;
+      throw new HttpProblem(
+        error.status,
+        error.code,
+        recoveryRequired
+          ? `${error.message} Restore ${operationId} failed and keeps the workspace for its recovery; settle it first (run: ${show}, then the command it prints).`
+          : error.message,
+        { recoveryRequired, operationId },
+      );
+    });
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
 
@@ -433,7 +456,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     if (owner === null || owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) return;
     const operationId = owner.payload.transactionId;
-    if ((await runningRestoreOwner(botId, operationId)) !== null) {
+    // Alive and not failed (its saga, if it has one yet, is not recovery_required): it runs.
+    let failed = false;
+    try {
+      failed = (await sagaStore(botId).load(operationId)).phase === "recovery_required";
+    } catch {
+      // No saga (yet), or unreadable: the lock's owner decides.
+    }
+    if (judgeOwnerLiveness(owner) !== "dead" && !failed) {
       throw new HttpProblem(
         409,
         "restore_running",

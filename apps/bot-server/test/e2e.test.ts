@@ -489,7 +489,10 @@ describe("workspace writes respect the workspace lock", () => {
       expect(write.json.error.code).toBe("WORKSPACE_LOCKED");
       expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(409);
       expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(409);
-      expect((await call("GET", "/v1/bots/locked/files/a.txt")).text).toBe("before");
+      // A read waits too: the files are a mix of before and after while a restore runs.
+      const read = await call("GET", "/v1/bots/locked/files/a.txt");
+      expect(read.status).toBe(409);
+      expect(read.json.error.code).toBe("restore_running");
     } finally {
       held.release();
     }

@@ -219,6 +219,10 @@ describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
       expect(read.status).toBe(409);
       expect(read.json.error.code).toBe("restore_running");
       expect(read.json.error.details).toEqual({ recoveryRequired: false, operationId });
+      const write = await call("PUT", "/v1/bots/busy-restore/files/a.txt", "y");
+      expect(write.status).toBe(409);
+      expect(write.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect(write.json.error.details).toEqual({ recoveryRequired: false, operationId });
       // It is no item for a person either.
       const item = (await call("GET", "/v1/recovery")).json.restores.find(
         (r: { operationId: string }) => r.operationId === operationId,
@@ -475,6 +479,11 @@ describe("a restore that fails after its intent in this process", () => {
       expect(read.json.error.code).toBe("restore_unsettled");
       expect(read.json.error.details).toEqual({ recoveryRequired: true, operationId });
       expect(read.json.error.message).toContain(`restores show ${operationId}`);
+      // An edit is refused by the restore's lock: named the same way, with the restore to act on.
+      const write = await call("PUT", "/v1/bots/fails/files/a.txt", "v3");
+      expect(write.status).toBe(409);
+      expect(write.json.error.details).toMatchObject({ recoveryRequired: true, operationId });
+      expect(write.json.error.message).toContain(`restores show ${operationId}`);
     } finally {
       await failing.close();
     }
