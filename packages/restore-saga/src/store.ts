@@ -307,6 +307,28 @@ function fenceMismatch(
   });
 }
 
+/** The state a create or advance returns: `event` committed after `before`, read from nothing but those. */
+function committedState(
+  saga: Pick<SagaState, "operationId" | "workspaceRoot" | "workspaceIdentity">,
+  before: readonly SagaEvent[],
+  event: SagaEvent,
+): SagaState {
+  const events = Object.freeze([...before, Object.freeze(event)]);
+  return Object.freeze({
+    operationId: saga.operationId,
+    workspaceRoot: saga.workspaceRoot,
+    workspaceIdentity: saga.workspaceIdentity,
+    seq: event.seq,
+    headHash: event.hash,
+    phase: event.phase,
+    basePhase: basePhase(events),
+    terminal: isTerminalPhase(event.phase),
+    events,
+    headRolledForward: false,
+    archived: false,
+  });
+}
+
 function eventFileName(seq: number, phase: Phase): string {
   return `${String(seq).padStart(6, "0")}-${phase}.json`;
 }
@@ -1188,20 +1210,11 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           // re-read here could fail (EIO, a replaced workspace) and report a committed create as a failure
           // that "changed nothing", while a retry would then answer ALREADY_EXISTS.
           verified.remember(dir, { events: [{ event, bytes }], head });
-          const events = Object.freeze([Object.freeze(event)]);
-          return Object.freeze({
-            operationId,
-            workspaceRoot,
-            workspaceIdentity: evidence.workspaceIdentity as string,
-            seq: event.seq,
-            headHash: event.hash,
-            phase: event.phase,
-            basePhase: basePhase(events),
-            terminal: isTerminalPhase(event.phase),
-            events,
-            headRolledForward: false,
-            archived: false,
-          });
+          return committedState(
+            { operationId, workspaceRoot, workspaceIdentity: evidence.workspaceIdentity as string },
+            [],
+            event,
+          );
         });
       });
     },
@@ -1310,17 +1323,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
           return reconcile(operationId, error, fence, next.phase, evidence);
         }
         rememberAppended(dir, state, event, bytes, head);
-        const events = Object.freeze([...state.events, Object.freeze(event)]);
-        return Object.freeze({
-          ...state,
-          seq: event.seq,
-          headHash: event.hash,
-          phase: event.phase,
-          basePhase: basePhase(events),
-          terminal: isTerminalPhase(event.phase),
-          events,
-          headRolledForward: false,
-        });
+        return committedState(state, state.events, event);
       });
     },
 
