@@ -89,11 +89,12 @@ async function reapStoppedEdits(dataDir: string, app: FastifyInstance): Promise<
         "removed the workspace lock of a file write, deletion or checkpoint that stopped with a killed process",
       );
     }
-    // What killed processes left beside the locks (a registry lock's candidate, a dead reaper's record):
-    // file-lock judges each file and removes only a dead process's (`drydock locks gc` does the same).
-    const swept = collectLockGarbageIn(join(dataDir, "locks"));
-    if (swept.removed.length > 0) {
-      app.log.info({ removed: swept.removed.length }, "removed lock leftovers of killed processes");
+    // What killed processes left beside the locks (a registry lock's candidate, a dead reaper's record),
+    // in locks/ and beside the journals in the data directory itself: file-lock judges each file and removes
+    // only a dead process's (`drydock locks gc` sweeps the same two directories).
+    const swept = [dataDir, join(dataDir, "locks")].flatMap((dir) => collectLockGarbageIn(dir).removed);
+    if (swept.length > 0) {
+      app.log.info({ removed: swept.length }, "removed lock leftovers of killed processes");
     }
   } catch (error) {
     app.log.warn(

@@ -382,10 +382,14 @@ describe("lock leftovers of killed processes", () => {
     const liveCandidate = join(locks, `registry.lock.candidate-${process.pid}-${randomUUID()}`);
     writeFileSync(deadCandidate, owner(dead), { mode: 0o600 });
     writeFileSync(liveCandidate, owner(process.pid), { mode: 0o600 });
+    // And beside a journal's lock, in the data directory itself.
+    const deadJournalCandidate = join(own.dir, `box-create-requests.lock.candidate-${dead}-${randomUUID()}`);
+    writeFileSync(deadJournalCandidate, owner(dead), { mode: 0o600 });
     try {
       const server = await startServer(configFor(own.dir), { print: () => {} });
       await server.startup;
       expect(existsSync(deadCandidate)).toBe(false);
+      expect(existsSync(deadJournalCandidate)).toBe(false);
       expect(existsSync(liveCandidate)).toBe(true);
       await server.close();
     } finally {
