@@ -39,6 +39,7 @@ import {
   withWorkspaceLock,
 } from "@drydock/restore-saga";
 import Fastify, {
+  type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
   type FastifyServerOptions,
@@ -51,7 +52,7 @@ import {
   type ZodTypeProvider,
 } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
+import { BOT_ID, type Bot, type BotRegistry, deletionMarkAbandoned } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
 import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
@@ -567,13 +568,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     );
   }
 
-  /** A bot being deleted (DELETE /v1/bots/:botId marked it) gets no new computer. */
-  function refuseDeleting(bot: Readonly<Bot>): void {
+  /**
+   * A bot being deleted (DELETE /v1/bots/:botId marked it) gets no new computer. A mark whose process is
+   * proven dead (a server killed in its DELETE) is no deletion under way: it is cleared (that very mark
+   * only), and the bot is still wanted. Throws 409 `bot_deleting` while the marking process runs.
+   */
+  async function refuseDeleting(bot: Readonly<Bot>, log: FastifyBaseLogger): Promise<void> {
     if (bot.deletingSince === undefined) return;
+    if (deletionMarkAbandoned(bot) && bot.deletingBy !== undefined) {
+      await deps.bots.unmarkDeleting(bot.botId, {
+        deletingSince: bot.deletingSince,
+        pid: bot.deletingBy.pid,
+      });
+      log.info(
+        { botId: bot.botId, markedBy: bot.deletingBy.pid },
+        "cleared the deletion mark of a process that stopped in its DELETE",
+      );
+      return;
+    }
     throw new HttpProblem(
       409,
       "bot_deleting",
-      `This bot is being deleted (since ${new Date(bot.deletingSince).toISOString()}), so no computer is created for it; nothing was sent to boat.dev. If no deletion is running any more (a server stopped in it), send DELETE /v1/bots/${bot.botId} again to finish it.`,
+      `This bot is being deleted (since ${new Date(bot.deletingSince).toISOString()}, by process ${bot.deletingBy?.pid ?? "unknown"}, which still runs), so no computer is created for it; nothing was sent to boat.dev. Retry once that deletion has ended; if it never does (its server keeps running without finishing it), send DELETE /v1/bots/${bot.botId} again.`,
     );
   }
 
@@ -814,17 +830,18 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       // Marked before the create journal is read: a computer create in another process asks after
       // journaling its key whether the bot is still wanted, so it sees this mark (and sends nothing), or
       // the reads below see its key. Cleared again when the bot is kept.
-      if (!(await deps.bots.markDeleting(botId)))
-        throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
+      const mark = await deps.bots.markDeleting(botId);
+      if (mark === null) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
       try {
         await removeBotAfterItsBoat(botId, confirmName);
       } catch (error) {
+        // Only this deletion's own mark: another server's DELETE may have marked the bot since.
         await deps.bots
-          .unmarkDeleting(botId)
+          .unmarkDeleting(botId, mark)
           .catch((unmark: unknown) =>
             request.log.warn(
               { err: unmark, botId },
-              "the bot was kept, but its deletion mark could not be cleared; computer creates refuse until DELETE is sent again",
+              "the bot was kept, but its deletion mark could not be cleared; computer creates refuse while this server runs, or until DELETE is sent again",
             ),
           );
         throw error;
@@ -1050,7 +1067,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
-    refuseDeleting(await requireBot(botId));
+    await refuseDeleting(await requireBot(botId), request.log);
     const result = await exclusive(botId, async () => {
       await refuseUnsettledFence(botId);
       try {
@@ -1059,14 +1076,20 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         return await deps.lifecycle.provision(botId, {
           stillWanted: async () => {
             const bot = await deps.bots.get(botId);
-            return bot !== null && bot.deletingSince === undefined;
+            if (bot === null) return false;
+            try {
+              await refuseDeleting(bot, request.log);
+              return true;
+            } catch {
+              return false;
+            }
           },
         });
       } catch (error) {
         if (isLifecycleError(error) && error.code === "provision_withdrawn") {
           const bot = await deps.bots.get(botId);
           if (bot === null) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
-          refuseDeleting(bot);
+          await refuseDeleting(bot, request.log);
         }
         throw error;
       }

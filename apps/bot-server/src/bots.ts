@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
 import { openJsonJournal } from "@drydock/json-journal";
 import { z } from "zod";
 import { HttpProblem } from "./http-errors.js";
@@ -17,6 +18,19 @@ export const BotSchema = z.object({
    * sees this mark, or the deletion sees its key, never neither (a Boat created for a deleted bot).
    */
   deletingSince: z.number().int().positive().optional(),
+  /**
+   * The process that set the mark (file-lock's liveness claim). A mark whose process is proven dead is no
+   * deletion under way (a server killed in its DELETE): a computer create clears it and goes on.
+   */
+  deletingBy: z
+    .object({
+      pid: z.number().int().positive(),
+      host: z.string().optional(),
+      bootId: z.string().optional(),
+      startTime: z.number().optional(),
+      pidNamespace: z.string().optional(),
+    })
+    .optional(),
 });
 export type Bot = z.infer<typeof BotSchema>;
 
@@ -45,6 +59,12 @@ function botsStateError(detail: string, cause?: unknown): HttpProblem {
   return problem;
 }
 
+/** One deletion mark, as `markDeleting` set it: what `unmarkDeleting` compares before it clears. */
+export interface DeletionMark {
+  deletingSince: number;
+  pid: number;
+}
+
 /** `peek: true` reads without the lock (json-journal's `peek`): for views, never for decisions. */
 export interface BotReadOptions {
   peek?: boolean;
@@ -56,10 +76,34 @@ export interface BotRegistry {
   get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
-  /** Marks the bot as being deleted (`deletingSince`); false when there is no such bot. */
-  markDeleting(botId: string): Promise<boolean>;
-  /** Clears the mark (the deletion kept the bot). */
-  unmarkDeleting(botId: string): Promise<void>;
+  /** Marks the bot as being deleted by this process (`deletingSince`, `deletingBy`); null: no such bot. */
+  markDeleting(botId: string): Promise<DeletionMark | null>;
+  /** Clears the mark (the deletion kept the bot). With `only`: only that very mark (compare and clear). */
+  unmarkDeleting(botId: string, only?: DeletionMark): Promise<void>;
+}
+
+const identity = createSystemIdentity();
+
+/** This process as file-lock records a lock's owner, so its liveness can be judged the same way. */
+function thisProcess(): NonNullable<Bot["deletingBy"]> {
+  const host = identity.hostname();
+  const bootId = identity.bootId();
+  const startTime = identity.processStartTime(process.pid);
+  const pidNamespace = identity.pidNamespace?.();
+  return {
+    pid: process.pid,
+    ...(host === undefined ? {} : { host }),
+    ...(bootId === undefined ? {} : { bootId }),
+    ...(startTime === undefined ? {} : { startTime }),
+    ...(pidNamespace === undefined ? {} : { pidNamespace }),
+  };
+}
+
+/** Whether a bot's deletion mark is stale: the process that set it is proven dead. */
+export function deletionMarkAbandoned(bot: Readonly<Bot>): boolean {
+  if (bot.deletingSince === undefined) return false;
+  // A mark without its process is never judged dead.
+  return bot.deletingBy !== undefined && judgeOwnerLiveness(bot.deletingBy) === "dead";
 }
 
 /** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
@@ -99,20 +143,26 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
     },
     markDeleting(botId) {
       return journal.update((doc) => {
-        const bot = doc.bots.find((b) => b.botId === botId);
-        if (bot === undefined) return { result: false };
-        if (bot.deletingSince !== undefined) return { result: true };
-        const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletingSince: now() } : b));
-        return { next: { version: 1, bots }, result: true };
+        if (!doc.bots.some((b) => b.botId === botId)) return { result: null };
+        // Always this process's: a mark a killed server left is taken over, never left to judge this one.
+        const deletingBy = thisProcess();
+        const deletingSince = now();
+        const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletingSince, deletingBy } : b));
+        return { next: { version: 1, bots }, result: { deletingSince, pid: deletingBy.pid } };
       });
     },
-    unmarkDeleting(botId) {
+    unmarkDeleting(botId, only) {
       return journal.update((doc) => {
-        if (!doc.bots.some((b) => b.botId === botId && b.deletingSince !== undefined))
+        const marked = doc.bots.find((b) => b.botId === botId && b.deletingSince !== undefined);
+        if (
+          marked === undefined ||
+          (only !== undefined &&
+            (marked.deletingSince !== only.deletingSince || marked.deletingBy?.pid !== only.pid))
+        )
           return { result: undefined };
         const bots = doc.bots.map((b) => {
           if (b.botId !== botId) return b;
-          const { deletingSince: _cleared, ...kept } = b;
+          const { deletingSince: _since, deletingBy: _by, ...kept } = b;
           return kept;
         });
         return { next: { version: 1, bots }, result: undefined };

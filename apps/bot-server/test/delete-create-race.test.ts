@@ -7,6 +7,10 @@
  *
  * Each interleaving is forced at one point of the create, through the lifecycle the routes call.
  */
+
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { BoatLifecycle, ProvisionOptions } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
@@ -108,7 +112,10 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     // A deletion that has marked the bot and not yet read the create journal (the mark is what it writes
     // first); it goes on once the create has answered.
     interleave.beforeStillWanted = async () => {
-      expect(await openBotRegistry(tmp.dir).markDeleting("race-marked")).toBe(true);
+      expect(await openBotRegistry(tmp.dir).markDeleting("race-marked")).toEqual({
+        deletingSince: expect.any(Number),
+        pid: process.pid,
+      });
     };
     const created = await viaCreator("POST", "/v1/bots/race-marked/computer");
     expect(created.status, JSON.stringify(created.json)).toBe(409);
@@ -157,5 +164,29 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     await newBot("race-row");
     const view = await viaCreator("GET", "/v1/bots/race-row/computer");
     expect(view.json.computer.status).toBe("none");
+  });
+
+  it("a mark left by a server killed in its DELETE is no deletion under way: a create clears it and goes on", async () => {
+    await newBot("race-stale");
+    // What a DELETE killed after marking leaves: the mark, naming a process that no longer runs.
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid as number;
+    const file = join(tmp.dir, "bots.json");
+    const doc = JSON.parse(readFileSync(file, "utf8"));
+    for (const bot of doc.bots)
+      if (bot.botId === "race-stale")
+        Object.assign(bot, { deletingSince: Date.now(), deletingBy: { pid: dead } });
+    writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+    const created = await viaCreator("POST", "/v1/bots/race-stale/computer");
+    expect(created.status, JSON.stringify(created.json)).toBe(201);
+    const bot = await openBotRegistry(tmp.dir).get("race-stale");
+    expect(bot?.deletingSince).toBeUndefined();
+    expect(bot?.deletingBy).toBeUndefined();
+    // A live marker's mark still refuses (this test process is alive).
+    await newBot("race-live");
+    await openBotRegistry(tmp.dir).markDeleting("race-live");
+    const refused = await viaCreator("POST", "/v1/bots/race-live/computer");
+    expect(refused.status).toBe(409);
+    expect(refused.json.error.code).toBe("bot_deleting");
+    expect(refused.json.error.message).toContain(`by process ${process.pid}, which still runs`);
   });
 });
