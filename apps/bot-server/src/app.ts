@@ -835,15 +835,16 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       try {
         await removeBotAfterItsBoat(botId, confirmName);
       } catch (error) {
-        // Only this deletion's own mark: another server's DELETE may have marked the bot since.
-        await deps.bots
-          .unmarkDeleting(botId, mark)
-          .catch((unmark: unknown) =>
-            request.log.warn(
-              { err: unmark, botId },
-              "the bot was kept, but its deletion mark could not be cleared; computer creates refuse while this server runs, or until DELETE is sent again",
-            ),
-          );
+        // Only this deletion's own mark: another server's DELETE may hold it, or have marked the bot since.
+        if (mark.own)
+          await deps.bots
+            .unmarkDeleting(botId, mark)
+            .catch((unmark: unknown) =>
+              request.log.warn(
+                { err: unmark, botId },
+                "the bot was kept, but its deletion mark could not be cleared; computer creates refuse while this server runs, or until DELETE is sent again",
+              ),
+            );
         throw error;
       }
       try {

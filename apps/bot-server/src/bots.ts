@@ -76,8 +76,11 @@ export interface BotRegistry {
   get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
-  /** Marks the bot as being deleted by this process (`deletingSince`, `deletingBy`); null: no such bot. */
-  markDeleting(botId: string): Promise<DeletionMark | null>;
+  /**
+   * Marks the bot as being deleted by this process (`deletingSince`, `deletingBy`); null: no such bot. A
+   * mark another running process holds is left as it is (`own: false`: never clear it).
+   */
+  markDeleting(botId: string): Promise<(DeletionMark & { own: boolean }) | null>;
   /** Clears the mark (the deletion kept the bot). With `only`: only that very mark (compare and clear). */
   unmarkDeleting(botId: string, only?: DeletionMark): Promise<void>;
 }
@@ -142,13 +145,24 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
       });
     },
     markDeleting(botId) {
-      return journal.update((doc) => {
-        if (!doc.bots.some((b) => b.botId === botId)) return { result: null };
-        // Always this process's: a mark a killed server left is taken over, never left to judge this one.
+      return journal.update<(DeletionMark & { own: boolean }) | null>((doc) => {
+        const bot = doc.bots.find((b) => b.botId === botId);
+        if (bot === undefined) return { result: null };
+        // Another server's DELETE that still runs keeps its mark: this one must never clear it (the mark
+        // would be gone while that DELETE goes on). A mark of this process (only one DELETE per bot runs in
+        // a process: an earlier one's left after a failed clear) or of a dead one is taken over.
+        if (
+          bot.deletingSince !== undefined &&
+          bot.deletingBy !== undefined &&
+          bot.deletingBy.pid !== process.pid &&
+          !deletionMarkAbandoned(bot)
+        ) {
+          return { result: { deletingSince: bot.deletingSince, pid: bot.deletingBy.pid, own: false } };
+        }
         const deletingBy = thisProcess();
         const deletingSince = now();
         const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletingSince, deletingBy } : b));
-        return { next: { version: 1, bots }, result: { deletingSince, pid: deletingBy.pid } };
+        return { next: { version: 1, bots }, result: { deletingSince, pid: deletingBy.pid, own: true } };
       });
     },
     unmarkDeleting(botId, only) {

@@ -8,9 +8,10 @@
  * Each interleaving is forced at one point of the create, through the lifecycle the routes call.
  */
 
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import type { BoatLifecycle, ProvisionOptions } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
@@ -115,6 +116,7 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
       expect(await openBotRegistry(tmp.dir).markDeleting("race-marked")).toEqual({
         deletingSince: expect.any(Number),
         pid: process.pid,
+        own: true,
       });
     };
     const created = await viaCreator("POST", "/v1/bots/race-marked/computer");
@@ -188,5 +190,34 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     expect(refused.status).toBe(409);
     expect(refused.json.error.code).toBe("bot_deleting");
     expect(refused.json.error.message).toContain(`by process ${process.pid}, which still runs`);
+  });
+
+  it("a DELETE that keeps the bot never clears the mark of another server's DELETE that still runs", async () => {
+    await newBot("race-two");
+    // Another server's DELETE under way: its mark names a live process (here a child that sleeps).
+    const other = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)"], { stdio: "ignore" });
+    try {
+      const file = join(tmp.dir, "bots.json");
+      const doc = JSON.parse(readFileSync(file, "utf8"));
+      const since = Date.now();
+      for (const bot of doc.bots)
+        if (bot.botId === "race-two")
+          Object.assign(bot, { deletingSince: since, deletingBy: { pid: other.pid } });
+      writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+      // This server's DELETE keeps the bot (a create it cannot settle is open): it must leave that mark.
+      const { request } = await openBoatCreateJournal({ dataDir: tmp.dir }).beginBoatCreate("race-two", "{}");
+      const kept = await viaDeleter("DELETE", "/v1/bots/race-two");
+      expect(kept.status, JSON.stringify(kept.json)).toBe(409);
+      expect(kept.json.error.code).toBe("create_unresolved");
+      const bot = await openBotRegistry(tmp.dir).get("race-two");
+      expect(bot).toMatchObject({ deletingSince: since, deletingBy: { pid: other.pid } });
+      // So a create still refuses while that deletion runs.
+      await openBoatCreateJournal({ dataDir: tmp.dir }).discardBoatCreate(request);
+      const refused = await viaCreator("POST", "/v1/bots/race-two/computer");
+      expect(refused.status).toBe(409);
+      expect(refused.json.error.code).toBe("bot_deleting");
+    } finally {
+      other.kill("SIGKILL");
+    }
   });
 });
