@@ -1085,12 +1085,25 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
               return false;
             }
           },
+          // Never the lifecycle's own re-send of a prior deletion: only the person's Delete, with the name.
+          // Decided where the fence is read, so no check made before can go stale.
+          resendDeletions: false,
         });
       } catch (error) {
+        if (isLifecycleError(error) && error.code === "computer_deleting") {
+          // A refused or unconfirmed deletion stands: say which, and the Delete that finishes it.
+          await refuseUnsettledFence(botId);
+        }
         if (isLifecycleError(error) && error.code === "provision_withdrawn") {
           const bot = await deps.bots.get(botId);
           if (bot === null) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
           await refuseDeleting(bot, request.log);
+          // Marked when asked, and no more now (that deletion kept the bot, or its server was killed).
+          throw new HttpProblem(
+            409,
+            "bot_deleting",
+            "A deletion of this bot was under way when its computer was about to be created, so nothing was sent to boat.dev. Retry.",
+          );
         }
         throw error;
       }

@@ -349,6 +349,32 @@ describe("POST /v1/bots/:botId/computer while the previous Boat's deletion needs
   });
 });
 
+describe("POST /v1/bots/:botId/computer with a deletion fence crossing its in-flight window meanwhile", () => {
+  it("sends no DELETE even when the fence ages past the window while the create reads boat.dev", async () => {
+    const call = api(server.url, server.token);
+    const sim = server.simulator!;
+    expect((await call("POST", "/v1/bots", { name: "Tic", botId: "tic" })).status).toBe(201);
+    const boat = (await call("POST", "/v1/bots/tic/computer")).json.computer;
+    // Prepared 29 s ago: inside the 30 s window when the create checks it, past it once boat.dev's slow read
+    // of the Boat (1.5 s) has answered.
+    await openBoatDeleteJournal({ dataDir: tmp.dir, now: () => Date.now() - 29_000 }).prepareBoatDeletion({
+      boxId: boat.boxId,
+      name: boat.name,
+      ownerBotId: "tic",
+    });
+    await armFault([
+      { method: "GET", path: `^/sandboxes/${boat.boxId}$`, action: "delay", ms: 1_500, times: 2 },
+    ]);
+    const before = sim.stats().deleteRequests;
+    const answer = await call("POST", "/v1/bots/tic/computer");
+    expect(answer.status, JSON.stringify(answer.json)).toBe(409);
+    expect(["computer_deleting", "confirmation_required"]).toContain(answer.json.error.code);
+    expect(sim.stats().deleteRequests).toBe(before);
+    // The person's Delete, with the name, finishes it.
+    expect((await call("DELETE", "/v1/bots/tic/computer", { confirmName: boat.name })).status).toBe(200);
+  });
+});
+
 describe("a deletion whose DELETE boat.dev never confirmed, left by a stopped server", () => {
   it("the computer needs attention, DELETE of the bot asks for the name, and with it sends the DELETE again", async () => {
     const call = api(server.url, server.token);

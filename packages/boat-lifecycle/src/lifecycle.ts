@@ -81,6 +81,13 @@ export interface ProvisionOptions {
    * the key is journaled, then sees the mark, or the removal sees the key: never neither.
    */
   stillWanted?: () => boolean | Promise<boolean>;
+  /**
+   * Whether a prepared or blocked deletion fence of the bot's previous Boat is sent again before creating
+   * (default true: provisioning after a crash finishes the deletion). False: nothing is sent, and provision
+   * fails `computer_deleting` while such a fence stands; a caller that lets only a person re-send a
+   * deletion (the bot server, which asks for the Boat's name) decides it in the same call that reads it.
+   */
+  resendDeletions?: boolean;
 }
 
 export interface BoatLifecycle {
@@ -158,7 +165,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
   async function provision(botId: string, opts: ProvisionOptions = {}): Promise<ProvisionResult> {
     assertBotId(botId);
     return exclusive(`bot:${botId}`, async () => {
-      await finishPriorDeletion(ctx, botId);
+      await finishPriorDeletion(ctx, botId, opts.resendDeletions ?? true);
       const found = await locate(ctx, botId, opts.signal);
       if (found?.resolved && found.boat.name !== null) {
         return { boxId: found.boat.boxId, name: found.boat.name, createdThisAttempt: false };

@@ -270,6 +270,21 @@ describe("provisioning behind a fence whose deletion retry fails", () => {
     expect(t.stats()).toMatchObject({ live: 0, deleteRequests: 1 });
   });
 
+  it("resendDeletions: false sends no DELETE for a prepared fence past its window: computer_deleting, fence kept", async () => {
+    const t = await use();
+    const boxId = await prepareFence(t);
+    const before = t.stats();
+    const error = await rejection(t.lifecycle.provision("fenced-bot", { resendDeletions: false }));
+    expect(error.code).toBe("computer_deleting");
+    expect(t.stats().deleteRequests).toBe(before.deleteRequests);
+    expect(t.stats().live).toBe(before.live);
+    expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+    // The default still finishes it (the lifecycle's own retry of a prior deletion).
+    await t.clearFaults();
+    expect((await rejection(t.lifecycle.provision("fenced-bot"))).code).toBe("previous_deletion_finished");
+    expect(t.stats().deleteRequests).toBe(before.deleteRequests + 1);
+  });
+
   it("a refused DELETE is told as the refusal of the named fence, not as 'being deleted'", async () => {
     const t = await use();
     const boxId = await prepareFence(t);

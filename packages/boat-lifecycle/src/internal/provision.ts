@@ -59,7 +59,7 @@ function priorDeletionFailed(boxId: string, error: LifecycleError): LifecycleErr
  * call fails either way. If every deletion is now proven finished, the caller is told so and must retry
  * deliberately: one click never deletes and silently recreates.
  */
-export async function finishPriorDeletion(ctx: Context, botId: string): Promise<void> {
+export async function finishPriorDeletion(ctx: Context, botId: string, resend = true): Promise<void> {
   const records = (await journal(() => ctx.deleteJournal.boatDeletionSnapshot())).filter(
     (record) => record.ownerBotId === botId,
   );
@@ -74,6 +74,11 @@ export async function finishPriorDeletion(ctx: Context, botId: string): Promise<
       if (current !== null && current.phase !== "accepted") {
         // A young prepared fence is another caller's DELETE in flight: requestDeletion sends nothing for it.
         inFlightMs = Math.max(inFlightMs, deletionInFlightLeftMs(current, ctx.now()));
+        // A caller that lets only a person re-send a deletion: the fence stays, nothing is sent.
+        if (!resend) {
+          allConfirmed = false;
+          continue;
+        }
         try {
           // The explicit retry of exactly the fence just read (prepared or blocked; never accepted).
           outcome = await requestDeletion(
