@@ -1,4 +1,7 @@
-import { isJournalStateError as isCreateJournalError } from "@drydock/boat-create-journal";
+import {
+  isJournalStateError as isCreateJournalError,
+  TRANSIENTLY_UNREADABLE,
+} from "@drydock/boat-create-journal";
 import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isLifecycleError, type LifecycleErrorCode } from "@drydock/boat-lifecycle";
 import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
@@ -147,7 +150,13 @@ export function classifyError(error: unknown): { exitCode: ExitCode; code: strin
   if (isSagaError(error)) return { exitCode: SAGA_EXIT[error.code] ?? EXIT_CODES.FAILURE, code: error.code };
   if (isCreateJournalError(error) || isDeleteJournalError(error)) {
     return {
-      exitCode: error.code === "INVALID_ARGUMENT" ? EXIT_CODES.USAGE : EXIT_CODES.UNSAFE,
+      exitCode:
+        error.code === "INVALID_ARGUMENT"
+          ? EXIT_CODES.USAGE
+          : // Not read just now (EMFILE and the like): a failure a retry may cure, nothing for a person.
+            error.detail.startsWith(TRANSIENTLY_UNREADABLE)
+            ? EXIT_CODES.FAILURE
+            : EXIT_CODES.UNSAFE,
       code: error.code,
     };
   }

@@ -1,6 +1,11 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  JournalStateError as CreateJournalError,
+  TRANSIENTLY_UNREADABLE,
+} from "@drydock/boat-create-journal";
+import { JournalStateError as DeleteJournalError } from "@drydock/boat-delete-journal";
 import { BoatApiError, BoatTransportError } from "@drydock/boat-provider";
 import { RecoveryError } from "@drydock/recovery-controller";
 import { SagaError } from "@drydock/restore-saga";
@@ -31,6 +36,16 @@ describe("main (in-process, injected streams)", () => {
 
   it("maps every error family to its exit code in one place", () => {
     expect(classifyError(new CliError("USAGE", "x")).exitCode).toBe(EXIT_CODES.USAGE);
+    // A journal paused as damaged needs a person (5); one not read just now (EMFILE) is a failure to retry (1).
+    for (const make of [
+      (detail: string) => new CreateJournalError({ code: "BOAT_CREATE_PAUSED", detail, message: detail }),
+      (detail: string) => new DeleteJournalError({ code: "BOAT_DELETE_PAUSED", detail, message: detail }),
+    ]) {
+      expect(classifyError(make("unreadable")).exitCode).toBe(EXIT_CODES.UNSAFE);
+      expect(classifyError(make(`${TRANSIENTLY_UNREADABLE} (EMFILE: …; retry)`)).exitCode).toBe(
+        EXIT_CODES.FAILURE,
+      );
+    }
     expect(classifyError(new RecoveryError({ code: "SAGA_CONFLICT", message: "x" })).exitCode).toBe(4);
     expect(classifyError(new RecoveryError({ code: "STATE_CHANGED", message: "x" })).exitCode).toBe(4);
     expect(classifyError(new RecoveryError({ code: "ACTION_NOT_ALLOWED", message: "x" })).exitCode).toBe(5);

@@ -22,6 +22,7 @@ import {
   KEY_RETENTION_MS,
   KEY_SAFETY_MARGIN_MS,
   openBoatCreateJournal,
+  TRANSIENTLY_UNREADABLE,
 } from "../src/index.js";
 import { deadPid, expectPaused, refusal, tempDataDir } from "./helpers.js";
 
@@ -477,5 +478,33 @@ describe("errors", () => {
     expect(error.detail).toBe("unreadable");
     expect(seen).not.toContain(request.idempotencyKey);
     expect(seen).not.toContain("ttlSeconds");
+  });
+});
+
+describe("a journal this process cannot read just now (EMFILE)", () => {
+  it("pauses with the errno and 'retry', never sending a person to repair a healthy file", async () => {
+    const s = setup();
+    await s.open().beginBoatCreate("bot-1", BODY);
+    const stored = s.text();
+    const emfile: FileOps = {
+      ...nodeFileOps,
+      openSync: ((path: string, ...rest: unknown[]) => {
+        if (path === s.file) throw errnoError("EMFILE", "open", path);
+        return (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+      }) as FileOps["openSync"],
+    };
+    const error = await refusal(s.open({ fs: emfile }).boatCreateRecoverySnapshot());
+    expect(error).toBeInstanceOf(JournalStateError);
+    expect(error.code).toBe("BOAT_CREATE_PAUSED");
+    expect(error.detail.startsWith(TRANSIENTLY_UNREADABLE)).toBe(true);
+    expect(error.message).toContain("EMFILE");
+    expect(error.message).toContain("retry");
+    expect(error.message).not.toMatch(/repair/);
+    expect(s.text()).toBe(stored);
+    // A journal that is damaged still says so.
+    writeFileSync(s.file, "{ not json");
+    expect((await refusal(s.open().boatCreateRecoverySnapshot())).message).toMatch(
+      /recovery state is unreadable\. Check boat\.dev for an unnamed Boat before repairing/,
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
 /**
  * The delete journal's one error class. `BOAT_DELETE_PAUSED` means the journal cannot be trusted or the
  * deletion must wait for a person (the original system's 503 "recovery state" refusals); `INVALID_ARGUMENT`
@@ -36,14 +37,19 @@ export function isJournalStateError(value: unknown): value is JournalStateError 
   return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
 }
 
-/** The seed's refusal, word for word but for the product name. */
+/**
+ * The seed's refusal, word for word but for the product name. A journal this process could not read just
+ * now (json-journal's TRANSIENTLY_UNREADABLE: EMFILE and the like) is not damaged: its detail says to
+ * retry, and nothing sends a person to repair it.
+ */
 export function deletePaused(detail: string, cause?: unknown): JournalStateError {
   return new JournalStateError({
     code: "BOAT_DELETE_PAUSED",
     detail,
-    message:
-      `Cloud computer deletion is paused because its recovery state is ${detail}. ` +
-      "Check the Boat provider before repairing drydock's local state.",
+    message: detail.startsWith(TRANSIENTLY_UNREADABLE)
+      ? `Cloud computer deletion is paused because its recovery state is ${detail}.`
+      : `Cloud computer deletion is paused because its recovery state is ${detail}. ` +
+        "Check the Boat provider before repairing drydock's local state.",
     cause: cause instanceof SyntaxError ? new SyntaxError("the journal file is not valid JSON") : cause,
   });
 }
