@@ -159,19 +159,27 @@ export function fsyncDirectory(fs: FileOps, dir: string): void {
 }
 
 /**
- * Flushes every directory above `dir` (its parent, the parent's parent, … up to the root), so that `dir`
- * and every directory on its path survive a power loss. A directory that exists need not be durable: one
- * made by a process killed before it flushed the parent, by a call whose flush failed, or by someone else
- * (`mkdir -p` without fsync) is visible now and can vanish with a power loss, taking with it what was
- * acknowledged in it. So a store calls this once, before the first write it acknowledges in `dir`; a
- * flush of a directory with nothing unsaved costs little. An ancestor this process may not open for
- * reading (EACCES, EPERM: an execute-only home directory) is skipped: it is not one a drydock process made,
- * so it is as durable as its owner left it. Any other failure is thrown.
+ * Flushes every directory above `dir` on `dir`'s own file system (its parent, the parent's parent, … up to
+ * that file system's root), so that `dir` and every directory on its path there survive a power loss. A
+ * directory that exists need not be durable: one made by a process killed before it flushed the parent, by
+ * a call whose flush failed, or by someone else (`mkdir -p` without fsync) is visible now and can vanish
+ * with a power loss, taking with it what was acknowledged in it. So a store calls this once, before the
+ * first write it acknowledges in `dir`; a flush of a directory with nothing unsaved costs little. A mount
+ * point's own name belongs to the file system below it, the administrator's (and some cannot flush a
+ * directory at all): the walk stops there. An ancestor this process may not open for reading (EACCES,
+ * EPERM: an execute-only home directory) is skipped: no drydock process made it, so it is as durable as its
+ * owner left it. Any other failure is thrown.
  */
 export function flushAncestry(fs: FileOps, dir: string): void {
-  for (let child = resolve(dir); dirname(child) !== child; child = dirname(child)) {
+  const start = resolve(dir);
+  // bigint: as every other stat of drydock's (device numbers beyond 2^53 stay exact).
+  const deviceOf = (path: string) => fs.statSync(path, { bigint: true }).dev;
+  const device = deviceOf(start);
+  for (let child = start; dirname(child) !== child; child = dirname(child)) {
+    const parent = dirname(child);
     try {
-      fsyncDirectory(fs, dirname(child));
+      if (deviceOf(parent) !== device) return;
+      fsyncDirectory(fs, parent);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== "EACCES" && code !== "EPERM") throw error;

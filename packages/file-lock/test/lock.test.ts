@@ -2,6 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import {
   appendFileSync,
   existsSync,
+  mkdirSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -19,6 +20,7 @@ import {
   createSystemIdentity,
   errnoError,
   type FileOps,
+  flushAncestry,
   inspectLock,
   isLockError,
   LOCK_ERROR_STATUS,
@@ -830,13 +832,44 @@ describe("durable", () => {
     return { fs, log };
   }
 
-  /** The flushes of every directory above `dir`, up to the root, as `tracingFs` logs them. */
+  /** The flushes of every directory above `dir` on its file system, as `tracingFs` logs them. */
   function ancestorFlushes(dir: string): string[] {
     const out: string[] = [];
-    for (let child = dir; dirname(child) !== child; child = dirname(child))
+    const device = statSync(dir).dev;
+    for (let child = dir; dirname(child) !== child; child = dirname(child)) {
+      if (statSync(dirname(child)).dev !== device) break;
       out.push(`fsync ${dirname(child)}`);
+    }
     return out;
   }
+
+  it("flushAncestry stops at a mount point: the file system below it is not drydock's to flush", () => {
+    const { dir } = newLock();
+    const deep = join(dir, "a", "b");
+    mkdirSync(deep, { recursive: true });
+    const flushed: string[] = [];
+    const open = new Map<number, string>();
+    // As if `dir` were the root of a file system mounted on its parent.
+    const mounted: FileOps = {
+      ...nodeFileOps,
+      statSync: ((path: string, ...rest: unknown[]) => {
+        const stat = (nodeFileOps.statSync as (...a: unknown[]) => object)(path, ...rest);
+        const inside = path === dir || path.startsWith(`${dir}/`);
+        return inside ? stat : Object.assign(Object.create(stat), { dev: -1n });
+      }) as FileOps["statSync"],
+      openSync: ((path: string, ...rest: unknown[]) => {
+        const fd = (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
+        open.set(fd, path);
+        return fd;
+      }) as FileOps["openSync"],
+      fsyncSync: (fd) => {
+        flushed.push(open.get(fd) ?? "?");
+        nodeFileOps.fsyncSync(fd);
+      },
+    };
+    flushAncestry(mounted, deep);
+    expect(flushed).toEqual([join(dir, "a"), dir]);
+  });
 
   it("flushes the owner before link(2) and the directory after; without it nothing is flushed", async () => {
     const { lock } = newLock();

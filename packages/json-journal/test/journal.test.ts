@@ -719,8 +719,10 @@ describe("directories created by a call are flushed into their parents before an
     // Every directory above the journal's, up to the root, once per journal: the two just made, and those
     // that existed (which may never have been flushed: a `mkdir -p`, a process killed before its flush).
     const above: string[] = [];
-    for (let child = join(real, "a", "b"); dirname(child) !== child; child = dirname(child))
+    for (let child = join(real, "a", "b"); dirname(child) !== child; child = dirname(child)) {
+      if (statSync(dirname(child)).dev !== statSync(real).dev) break;
       above.push(`fsync ${dirname(child)}`);
+    }
     expect(above.slice(0, 2)).toEqual([`fsync ${join(real, "a")}`, `fsync ${real}`]);
     expect(log).toEqual([...above, "fsync temp", "rename", `fsync ${join(real, "a", "b")}`]);
     // Later calls flush nothing more than the write; another journal flushes the path above once too.
