@@ -84,6 +84,12 @@ export interface ServerDeps {
   startupReport: () => RecoveryReport | null;
   logger: FastifyServerOptions["logger"];
   /**
+   * The clock of the Boat journals and the lifecycle (default Date.now): the routes judge a fence's in-flight
+   * window on it, as the lifecycle does, or the two would disagree about whether a DELETE may still be on
+   * the wire.
+   */
+  now?: () => number;
+  /**
    * Tests only: restore crash points (see @drydock/restore-saga RESTORE_CRASH_POINTS), and the file
    * write's FILE_WRITE_CRASH_POINT.
    */
@@ -256,6 +262,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   });
 
   const workspaceRoot = (botId: string) => join(deps.dataDir, "workspaces", botId);
+  // Read at each call (a test that fakes Date sees its time when no clock was given).
+  const boatClock = (): number => (deps.now ? deps.now() : Date.now());
   /**
    * A bot's workspace is (re)created only by what writes it (file writes, checkpoints, restores), before
    * its lock is taken (the lock resolves the directory); reads never create it.
@@ -554,7 +562,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   async function refuseUnsettledFence(botId: string): Promise<void> {
     const fences = (await deps.deleteJournal.boatDeletionSnapshot()).filter((r) => r.ownerBotId === botId);
     const blocked = fences.find((r) => r.phase === "blocked");
-    const fence = blocked ?? unconfirmedFence(fences, Date.now());
+    const fence = blocked ?? unconfirmedFence(fences, boatClock());
     if (fence === undefined) return;
     throw new HttpProblem(
       409,
@@ -784,7 +792,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   } | null = null;
   app.get("/v1/bots", async (_request, reply) => {
     const [bots, journals] = await Promise.all([deps.bots.list({ peek: true }), readJournals()]);
-    const now = Date.now();
+    const now = boatClock();
     if (
       listing === null ||
       listing.bots !== bots ||
@@ -880,7 +888,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         (r) => r.ownerBotId === botId,
       )) {
         let outcome = await deps.lifecycle.reconcileDeletion(record.boxId);
-        if (outcome === "pending" && unconfirmedFence([record], Date.now())) {
+        if (outcome === "pending" && unconfirmedFence([record], boatClock())) {
           // Its DELETE was never confirmed and nothing sends it now: reconciling never moves it. The
           // person's confirmation sends it again (the lifecycle re-checks the Boat and its name first).
           if (confirmName === undefined) {
@@ -1021,7 +1029,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     records.find((r) => r.phase === "prepared" && deletionInFlightLeftMs(r, now) === 0);
 
   /** The computer's state from the journals only (no provider call), so listing bots stays cheap. */
-  function computerView(botId: string, journals: Journals, now = Date.now()): ComputerView {
+  function computerView(botId: string, journals: Journals, now = boatClock()): ComputerView {
     const deletions = journals.deletions.get(botId) ?? [];
     const blocked = deletions.find((r) => r.phase === "blocked");
     if (blocked) {

@@ -217,6 +217,7 @@ async function start(
     metrics,
     recovery,
     startupReport: () => startupReport,
+    ...(options.now ? { now: options.now } : {}),
     logger: {
       level: config.logLevel,
       // Belt and braces: nothing logs these, and if something ever does, pino blanks them.

@@ -856,3 +856,36 @@ describe("/metrics while boat.dev does not answer", () => {
     }
   }, 30_000);
 });
+
+describe("the routes judge a fence's in-flight window on the Boat journals' clock, as the lifecycle does", () => {
+  it("a fence 31 s old on that clock is unconfirmed for the view and the create, whatever the machine's clock says", async () => {
+    const own = tempDir("boat-clock");
+    // The journals' and lifecycle's clock runs a minute ahead of the machine's.
+    const ahead = () => Date.now() + 60_000;
+    const clocked = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: own.dir, PORT: "0", LOG_LEVEL: "silent" }),
+      { print: () => {}, now: ahead },
+    );
+    try {
+      await clocked.startup;
+      const call = api(clocked.url, clocked.token);
+      expect((await call("POST", "/v1/bots", { name: "Zed", botId: "zed" })).status).toBe(201);
+      const boat = (await call("POST", "/v1/bots/zed/computer")).json.computer;
+      await openBoatDeleteJournal({ dataDir: own.dir, now: () => ahead() - 31_000 }).prepareBoatDeletion({
+        boxId: boat.boxId,
+        name: boat.name,
+        ownerBotId: "zed",
+      });
+      // On the machine's clock that fence was stamped 29 s in the future: "young". On the Boat clock it is
+      // 31 s old: nothing sends its DELETE any more, a person's Delete must.
+      const view = (await call("GET", "/v1/bots/zed/computer")).json.computer;
+      expect(view).toMatchObject({ status: "needs_attention", boxId: boat.boxId, name: boat.name });
+      const asked = await call("POST", "/v1/bots/zed/computer");
+      expect(asked.status).toBe(409);
+      expect(asked.json.error.code).toBe("confirmation_required");
+    } finally {
+      await clocked.close();
+      own.cleanup();
+    }
+  });
+});
