@@ -844,31 +844,21 @@ describe("durable", () => {
   }
 
   it("flushAncestry stops at a mount point: the file system below it is not drydock's to flush", () => {
-    const { dir } = newLock();
+    const { dir, lock } = newLock();
     const deep = join(dir, "a", "b");
     mkdirSync(deep, { recursive: true });
-    const flushed: string[] = [];
-    const open = new Map<number, string>();
-    // As if `dir` were the root of a file system mounted on its parent.
+    const traced = tracingFs(lock);
+    // As if `dir` (the lock's directory) were the root of a file system mounted on its parent.
     const mounted: FileOps = {
-      ...nodeFileOps,
+      ...traced.fs,
       statSync: ((path: string, ...rest: unknown[]) => {
         const stat = (nodeFileOps.statSync as (...a: unknown[]) => object)(path, ...rest);
         const inside = path === dir || path.startsWith(`${dir}/`);
         return inside ? stat : Object.assign(Object.create(stat), { dev: -1n });
       }) as FileOps["statSync"],
-      openSync: ((path: string, ...rest: unknown[]) => {
-        const fd = (nodeFileOps.openSync as (...a: unknown[]) => number)(path, ...rest);
-        open.set(fd, path);
-        return fd;
-      }) as FileOps["openSync"],
-      fsyncSync: (fd) => {
-        flushed.push(open.get(fd) ?? "?");
-        nodeFileOps.fsyncSync(fd);
-      },
     };
     flushAncestry(mounted, deep);
-    expect(flushed).toEqual([join(dir, "a"), dir]);
+    expect(traced.log).toEqual([`fsync ${join(dir, "a")}`, "fsync dir"]);
   });
 
   it("flushes the owner before link(2) and the directory after; without it nothing is flushed", async () => {
