@@ -94,6 +94,15 @@ function dataDir() {
   };
 }
 
+/** A Boat of `botId` whose deletion was prepared two minutes ago and never confirmed (past its window). */
+async function fencedBoat(d: ReturnType<typeof dataDir>, botId: string) {
+  const boat = await d.lifecycle.provision(botId);
+  await d
+    .deleteJournalAgo(120_000)
+    .prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: botId });
+  return boat;
+}
+
 /** The data directory's top-level files, name → bytes: "nothing changed" checks. */
 function snapshot(dir: string): Record<string, string> {
   return Object.fromEntries(
@@ -163,12 +172,7 @@ describe("deletions reconcile says what it could not see", () => {
 
   it("a prepared fence whose Boat exists: says no deletion is running and prints the retry that moves it", async () => {
     const d = dataDir();
-    const boat = await d.lifecycle.provision("bot-prepared");
-    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
-      boxId: boat.boxId,
-      name: boat.name,
-      ownerBotId: "bot-prepared",
-    });
+    const boat = await fencedBoat(d, "bot-prepared");
     const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
     expect(item.action.name).toBe("retryDeletion");
     const deletes = sim.stats().deleteRequests;
@@ -422,12 +426,7 @@ describe("printed commands work when pasted", () => {
   it("status of an embedded simulator's data directory with its server down says to start the server, never to set a URL", async () => {
     const d = dataDir();
     writeFileSync(join(d.dir, "boat-provider"), "embedded\n");
-    const boat = await d.lifecycle.provision("bot-emb");
-    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
-      boxId: boat.boxId,
-      name: boat.name,
-      ownerBotId: "bot-emb",
-    });
+    const boat = await fencedBoat(d, "bot-emb");
     const run = await cli(["status", "--data-dir", d.dir]);
     expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
     expect(run.out.trim().split("\n").at(-1)).toMatch(
@@ -443,12 +442,7 @@ describe("printed commands work when pasted", () => {
   it("status without a provider prints shell-valid commands that never carry a token and say how boat.dev is configured", async () => {
     const d = dataDir();
     await d.createJournal.beginBoatCreate("bot-nokey", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
-    const boat = await d.lifecycle.provision("bot-fenced");
-    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
-      boxId: boat.boxId,
-      name: boat.name,
-      ownerBotId: "bot-fenced",
-    });
+    const boat = await fencedBoat(d, "bot-fenced");
     const run = await cli(["status", "--data-dir", d.dir]);
     expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE); // INCOMPLETE: boat.dev not checked
     const lines = arrows(run.out);
@@ -469,12 +463,7 @@ describe("printed commands work when pasted", () => {
 
   it("with a running server's embedded simulator (embedded-boat-dev.json), printed commands need nothing else; a dead server's file is ignored", async () => {
     const d = dataDir();
-    const boat = await d.lifecycle.provision("bot-embedded");
-    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
-      boxId: boat.boxId,
-      name: boat.name,
-      ownerBotId: "bot-embedded",
-    });
+    const boat = await fencedBoat(d, "bot-embedded");
     const saved = (serverPid: number) =>
       writeFileSync(
         join(d.dir, "embedded-boat-dev.json"),
@@ -501,12 +490,7 @@ describe("printed commands work when pasted", () => {
 
   it("with --provider-url/--provider-token, printed commands name the URL, never the token, and say to pass the token the same way", async () => {
     const d = dataDir();
-    const boat = await d.lifecycle.provision("bot-flags");
-    await d.deleteJournalAgo(120_000).prepareBoatDeletion({
-      boxId: boat.boxId,
-      name: boat.name,
-      ownerBotId: "bot-flags",
-    });
+    const boat = await fencedBoat(d, "bot-flags");
     const flags = ["--provider-url", sim.apiUrl, "--provider-token", sim.token];
     for (const command of [["reconcile"], ["status"], ["deletions", "retry", boat.boxId]]) {
       const run = await cli([...command, "--data-dir", d.dir, ...flags]);
