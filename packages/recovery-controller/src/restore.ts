@@ -222,6 +222,12 @@ export function createRestoreRecoveryController(
   }
   const { workspaceRoot } = options;
   const prefix = options.commandPrefix ?? drydockCommandPrefix(resolve(options.dataDir));
+  /** A recovery that failed and kept the lock names the command that shows what is eligible now. */
+  const withShowCommand = (error: unknown, operationId: string): unknown => {
+    if (error instanceof Error && !Object.isFrozen(error))
+      error.message = `${error.message} Run \`${prefix} restores show ${operationId}\` for it and its exact command.`;
+    return error;
+  };
   // The real store, lock and rollback helper unless a test (or the CLI) passes its own.
   const defaults =
     options.store && options.lock && options.rollback
@@ -788,7 +794,7 @@ export function createRestoreRecoveryController(
         ),
       );
     } catch (retention) {
-      throw attachDiagnostics(retention, diagnostics);
+      throw attachDiagnostics(withShowCommand(retention, operationId), diagnostics);
     }
     // retainForRecovery always throws; reaching here means the lock port broke its contract.
     throw attachDiagnostics(error, diagnostics);
@@ -1007,7 +1013,7 @@ export function createRestoreRecoveryController(
             ),
           );
         } catch (retention) {
-          throw attachDiagnostics(retention, {
+          throw attachDiagnostics(withShowCommand(retention, operationId), {
             recoveryRequired: true,
             recoveryCause: error,
             recoveryOperationId: operationId,

@@ -251,6 +251,9 @@ describe("restore recovery controller", () => {
     expect(error.recoveryRequired).toBe(true);
     expect(error.recoverySagaPhase).toBe("recovery_required");
     expect(error.recoveryCause).toBe(injected);
+    // The message names what to run next, never a vague "recovery tool".
+    expect(error.message).toContain("restores show op-fail` for it and its exact command");
+    expect(error.message).not.toContain("recovery tool");
     const after = owner()!;
     expect(after.payload.transactionId).toBe("op-fail");
     expect(after.token).not.toBe(before.token);

@@ -709,7 +709,7 @@ function makeLease(
         retainedOwnerDigest: digest,
         retentionReason: text || "the transaction's outcome is unknown",
         ownerOperationId: p.payload.transactionId,
-        message: `Restore ${p.payload.transactionId} on ${p.root} did not finish (${text || "outcome unknown"}). The workspace lock is kept so nothing else touches the workspace; use the recovery tool to roll it back, abort or release it.`,
+        message: `Restore ${p.payload.transactionId} on ${p.root} did not finish (${text || "outcome unknown"}). The workspace lock is kept so nothing else touches the workspace; settle it with the fenced recovery that is eligible for it (abort, release, complete or rollback).`,
       });
       throw retention;
     },
