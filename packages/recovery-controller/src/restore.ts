@@ -333,7 +333,7 @@ export function createRestoreRecoveryController(
     const base = basePhaseOf(saga);
     if (saga.terminal) return [`the restore already ended (${saga.phase})`];
     if (base === null || !ROLLBACK_BASES.has(base)) {
-      return [`the restore stopped at ${base}, before any file changed; there is nothing to roll back`];
+      return [`the restore is at ${base}, before any file changed; there is nothing to roll back`];
     }
     if (safetyOf(saga) === null) {
       return COMPLETE_BASES.has(base) && !saga.events.some((event) => event.phase === "mutation_started")
@@ -355,7 +355,7 @@ export function createRestoreRecoveryController(
           : base !== null && ROLLBACK_BASES.has(base)
             ? "roll it back instead"
             : "inspect it";
-      return [`the restore stopped at ${base}, before it had applied all of its changes; ${instead}`];
+      return [`the restore is at ${base}, before it had applied all of its changes; ${instead}`];
     }
     if (completionEvidence(saga) === null) {
       return ["the saga records no applied workspace state to complete from"];
