@@ -575,10 +575,14 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     try {
       stat = fs.statSync(workspaceRoot);
     } catch (error) {
+      const errno = errnoOf(error);
+      // Gone (or replaced by a file): not the workspace the sagas were bound to. Any other failure says
+      // nothing about which workspace it is (EIO, EMFILE: LOCK_FAILED, retry; EACCES: the caller's path).
+      if (errno !== "ENOENT" && errno !== "ENOTDIR") throw unresolvedPath("workspace", workspaceRoot, error);
       throw new SagaError({
         code: "WORKSPACE_MISMATCH",
         cause: error,
-        message: `The workspace ${workspaceRoot} cannot be read (${errnoOf(error) ?? "error"}), so its restore sagas cannot be bound to it. Check that it exists.`,
+        message: `The workspace ${workspaceRoot} cannot be read (${errno ?? "error"}), so its restore sagas cannot be bound to it. Check that it exists.`,
       });
     }
     return domainDigest(WORKSPACE_IDENTITY_DOMAIN, {

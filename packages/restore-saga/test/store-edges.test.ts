@@ -337,4 +337,21 @@ describe("saga store: a file that cannot be read is not called damaged unless it
     }
     expect((await open().load("op-io")).seq).toBe(1);
   });
+
+  it("a workspace whose stat fails with EIO or EMFILE is no other workspace: LOCK_FAILED (retry), not WORKSPACE_MISMATCH", async () => {
+    const store = open();
+    const root = store.workspaceRoot;
+    for (const code of ["EIO", "EMFILE"]) {
+      const failingStat: FileOps = {
+        ...nodeFileOps,
+        statSync: ((path: fs.PathLike, ...rest: unknown[]) => {
+          if (String(path) === root) throw Object.assign(new Error(`${code}: injected`), { code });
+          return (nodeFileOps.statSync as (...args: unknown[]) => unknown)(path, ...rest);
+        }) as FileOps["statSync"],
+      };
+      const error = await rejection(open({ fs: failingStat }).create(`op-stat-${code}`, createEvidence));
+      expect(error.code, error.message).toBe("LOCK_FAILED");
+      expect(error.message).toContain(code);
+    }
+  });
 });
