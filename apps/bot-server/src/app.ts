@@ -52,7 +52,7 @@ import {
   type ZodTypeProvider,
 } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { BOT_ID, type Bot, type BotRegistry, deletionMarkAbandoned } from "./bots.js";
+import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
 import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
@@ -577,27 +577,26 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   }
 
   /**
-   * A bot being deleted (DELETE /v1/bots/:botId marked it) gets no new computer. A mark whose process is
-   * proven dead (a server killed in its DELETE) is no deletion under way: it is cleared (that very mark
-   * only), and the bot is still wanted. Throws 409 `bot_deleting` while the marking process runs.
+   * A bot being deleted (a DELETE /v1/bots/:botId under way marked it) gets no new computer. Marks whose
+   * process is proven dead (a server killed in its DELETE), and this process's leftovers (only called while
+   * this process holds the bot's exclusivity, so no DELETE of it runs here), are no deletion under way:
+   * they are removed, and the bot is still wanted. Throws 409 `bot_deleting` while any other stands.
    */
   async function refuseDeleting(bot: Readonly<Bot>, log: FastifyBaseLogger): Promise<void> {
-    if (bot.deletingSince === undefined) return;
-    if (deletionMarkAbandoned(bot) && bot.deletingBy !== undefined) {
-      await deps.bots.unmarkDeleting(bot.botId, {
-        deletingSince: bot.deletingSince,
-        pid: bot.deletingBy.pid,
-      });
+    const { live, abandoned } = deps.bots.liveMarks(bot, { ownIdle: true });
+    if (abandoned.length > 0) {
+      await deps.bots.dropAbandonedMarks(bot.botId, abandoned);
       log.info(
-        { botId: bot.botId, markedBy: bot.deletingBy.pid },
-        "cleared the deletion mark of a process that stopped in its DELETE",
+        { botId: bot.botId, markedBy: abandoned.map((m) => m.by.pid) },
+        "removed the deletion marks of DELETEs that are no longer running",
       );
-      return;
     }
+    const first = live[0];
+    if (first === undefined) return;
     throw new HttpProblem(
       409,
       "bot_deleting",
-      `This bot is being deleted (since ${new Date(bot.deletingSince).toISOString()}, by process ${bot.deletingBy?.pid ?? "unknown"}, which still runs), so no computer is created for it; nothing was sent to boat.dev. Retry once that deletion has ended; if it never does (its server keeps running without finishing it), send DELETE /v1/bots/${bot.botId} again.`,
+      `This bot is being deleted (since ${new Date(first.since).toISOString()}, by process ${first.by.pid}, which still runs), so no computer is created for it; nothing was sent to boat.dev. Retry once that deletion has ended.`,
     );
   }
 
@@ -843,16 +842,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       try {
         await removeBotAfterItsBoat(botId, confirmName);
       } catch (error) {
-        // Only this deletion's own mark: another server's DELETE may hold it, or have marked the bot since.
-        if (mark.own)
-          await deps.bots
-            .unmarkDeleting(botId, mark)
-            .catch((unmark: unknown) =>
-              request.log.warn(
-                { err: unmark, botId },
-                "the bot was kept, but its deletion mark could not be cleared; computer creates refuse while this server runs, or until DELETE is sent again",
-              ),
-            );
+        // Only this deletion's own mark: other DELETEs under way keep theirs.
+        await deps.bots
+          .unmarkDeleting(botId, mark)
+          .catch((unmark: unknown) =>
+            request.log.warn(
+              { err: unmark, botId },
+              "the bot was kept, but its deletion mark could not be removed; the next computer create of this bot on this server removes it",
+            ),
+          );
         throw error;
       }
       try {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
 import { openJsonJournal } from "@drydock/json-journal";
@@ -13,23 +14,36 @@ export const BotSchema = z.object({
   name: z.string().min(1).max(200),
   createdAt: z.number().int().positive(),
   /**
-   * Set by DELETE /v1/bots/:botId before it reads the create journal, and cleared when it keeps the bot: a
-   * computer create (in any process) asks after journaling its key whether the bot is still wanted, so it
-   * sees this mark, or the deletion sees its key, never neither (a Boat created for a deleted bot).
+   * One mark per DELETE /v1/bots/:botId under way, set before it reads the create journal and removed when
+   * it keeps the bot (the bot's removal takes them all). A computer create (in any process) asks, after
+   * journaling its key, whether the bot is still wanted: it sees a mark, or each deletion sees its key,
+   * never neither (a Boat created for a deleted bot). Each DELETE holds its own mark the whole time it runs,
+   * so another DELETE's failing (which removes only that one's) never leaves it unmarked. A mark names its
+   * process (file-lock's liveness claim): one whose process is proven dead (a server killed in its DELETE)
+   * is no deletion under way, and a create removes it.
    */
-  deletingSince: z.number().int().positive().optional(),
-  /**
-   * The process that set the mark (file-lock's liveness claim). A mark whose process is proven dead is no
-   * deletion under way (a server killed in its DELETE): a computer create clears it and goes on.
-   */
-  deletingBy: z
-    .object({
-      pid: z.number().int().positive(),
-      host: z.string().optional(),
-      bootId: z.string().optional(),
-      startTime: z.number().optional(),
-      pidNamespace: z.string().optional(),
-    })
+  deletions: z
+    .array(
+      z
+        .object({
+          id: z.string().min(1).max(64),
+          /** The registry instance (one per server) that set it: its own leftovers are told by this. */
+          instance: z.string().min(1).max(64),
+          since: z.number().int().positive(),
+          by: z
+            .object({
+              pid: z.number().int().positive(),
+              host: z.string().optional(),
+              bootId: z.string().optional(),
+              startTime: z.number().optional(),
+              pidNamespace: z.string().optional(),
+            })
+            .readonly(),
+        })
+        .readonly(),
+    )
+    .max(64)
+    .readonly()
     .optional(),
 });
 export type Bot = z.infer<typeof BotSchema>;
@@ -59,11 +73,8 @@ function botsStateError(detail: string, cause?: unknown): HttpProblem {
   return problem;
 }
 
-/** One deletion mark, as `markDeleting` set it: what `unmarkDeleting` compares before it clears. */
-export interface DeletionMark {
-  deletingSince: number;
-  pid: number;
-}
+/** One DELETE's mark on its bot. */
+export type DeletionMark = NonNullable<Bot["deletions"]>[number];
 
 /** `peek: true` reads without the lock (json-journal's `peek`): for views, never for decisions. */
 export interface BotReadOptions {
@@ -76,19 +87,27 @@ export interface BotRegistry {
   get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
+  /** Adds this DELETE's mark to the bot (`deletions`); null: no such bot. */
+  markDeleting(botId: string): Promise<DeletionMark | null>;
+  /** Removes that one mark (the deletion kept the bot); other deletions' marks stay. */
+  unmarkDeleting(botId: string, mark: DeletionMark): Promise<void>;
+  /** Removes marks whose process is proven dead, and this registry's own leftovers (see `liveMarks`). */
+  dropAbandonedMarks(botId: string, marks: readonly DeletionMark[]): Promise<void>;
   /**
-   * Marks the bot as being deleted by this process (`deletingSince`, `deletingBy`); null: no such bot. A
-   * mark another running process holds is left as it is (`own: false`: never clear it).
+   * The bot's deletion marks that stand for a DELETE that may still run, and those that do not: a mark
+   * whose process is proven dead, or (with `ownIdle`: the caller holds this bot's exclusivity in this
+   * server, so no DELETE of it runs here) one this registry left behind when it could not remove it.
    */
-  markDeleting(botId: string): Promise<(DeletionMark & { own: boolean }) | null>;
-  /** Clears the mark (the deletion kept the bot). With `only`: only that very mark (compare and clear). */
-  unmarkDeleting(botId: string, only?: DeletionMark): Promise<void>;
+  liveMarks(
+    bot: Readonly<Bot>,
+    options: { ownIdle: boolean },
+  ): { live: DeletionMark[]; abandoned: DeletionMark[] };
 }
 
 const identity = createSystemIdentity();
 
 /** This process as file-lock records a lock's owner, so its liveness can be judged the same way. */
-function thisProcess(): NonNullable<Bot["deletingBy"]> {
+function thisProcess(): DeletionMark["by"] {
   const host = identity.hostname();
   const bootId = identity.bootId();
   const startTime = identity.processStartTime(process.pid);
@@ -102,13 +121,6 @@ function thisProcess(): NonNullable<Bot["deletingBy"]> {
   };
 }
 
-/** Whether a bot's deletion mark is stale: the process that set it is proven dead. */
-export function deletionMarkAbandoned(bot: Readonly<Bot>): boolean {
-  if (bot.deletingSince === undefined) return false;
-  // A mark without its process is never judged dead.
-  return bot.deletingBy !== undefined && judgeOwnerLiveness(bot.deletingBy) === "dead";
-}
-
 /** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
 export function openBotRegistry(dataDir: string, now: () => number = Date.now): BotRegistry {
   const journal = openJsonJournal<BotsFile>({
@@ -119,6 +131,22 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
     stateError: botsStateError,
     lock: { label: "drydock bot registry" },
   });
+  // This registry (one per server): tells its own leftover marks from other servers' (which may share its
+  // process, as in tests, or its pid after a restart).
+  const instance = randomUUID();
+  /** Removes exactly these marks (by id) from the bot, if they are still there. */
+  const dropMarks = (botId: string, ids: readonly string[]) =>
+    journal.update((doc) => {
+      const bot = doc.bots.find((b) => b.botId === botId);
+      const kept = (bot?.deletions ?? []).filter((m) => !ids.includes(m.id));
+      if (bot === undefined || kept.length === (bot.deletions ?? []).length) return { result: undefined };
+      const bots = doc.bots.map((b) => {
+        if (b.botId !== botId) return b;
+        const { deletions: _all, ...rest } = b;
+        return kept.length === 0 ? rest : { ...rest, deletions: kept };
+      });
+      return { next: { version: 1 as const, bots }, result: undefined };
+    });
   // `read` hands out a private copy and `peek` a frozen one, so the rows need no further copying.
   const read = (options?: BotReadOptions) => (options?.peek === true ? journal.peek() : journal.read());
   return {
@@ -145,42 +173,36 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
       });
     },
     markDeleting(botId) {
-      return journal.update<(DeletionMark & { own: boolean }) | null>((doc) => {
+      return journal.update<DeletionMark | null>((doc) => {
         const bot = doc.bots.find((b) => b.botId === botId);
         if (bot === undefined) return { result: null };
-        // Another server's DELETE that still runs keeps its mark: this one must never clear it (the mark
-        // would be gone while that DELETE goes on). A mark of this process (only one DELETE per bot runs in
-        // a process: an earlier one's left after a failed clear) or of a dead one is taken over.
-        if (
-          bot.deletingSince !== undefined &&
-          bot.deletingBy !== undefined &&
-          bot.deletingBy.pid !== process.pid &&
-          !deletionMarkAbandoned(bot)
-        ) {
-          return { result: { deletingSince: bot.deletingSince, pid: bot.deletingBy.pid, own: false } };
-        }
-        const deletingBy = thisProcess();
-        const deletingSince = now();
-        const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletingSince, deletingBy } : b));
-        return { next: { version: 1, bots }, result: { deletingSince, pid: deletingBy.pid, own: true } };
+        const mark: DeletionMark = { id: randomUUID(), instance, since: now(), by: thisProcess() };
+        // A server runs one DELETE per bot at a time: an own mark already there is a leftover.
+        const kept = (bot.deletions ?? []).filter((m) => m.instance !== instance);
+        if (kept.length >= 64)
+          throw new HttpProblem(409, "bot_busy", "Too many deletions of this bot are under way.");
+        const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletions: [...kept, mark] } : b));
+        return { next: { version: 1, bots }, result: mark };
       });
     },
-    unmarkDeleting(botId, only) {
-      return journal.update((doc) => {
-        const marked = doc.bots.find((b) => b.botId === botId && b.deletingSince !== undefined);
-        if (
-          marked === undefined ||
-          (only !== undefined &&
-            (marked.deletingSince !== only.deletingSince || marked.deletingBy?.pid !== only.pid))
-        )
-          return { result: undefined };
-        const bots = doc.bots.map((b) => {
-          if (b.botId !== botId) return b;
-          const { deletingSince: _since, deletingBy: _by, ...kept } = b;
-          return kept;
-        });
-        return { next: { version: 1, bots }, result: undefined };
-      });
+    unmarkDeleting(botId, mark) {
+      return dropMarks(botId, [mark.id]);
+    },
+    dropAbandonedMarks(botId, marks) {
+      return dropMarks(
+        botId,
+        marks.map((m) => m.id),
+      );
+    },
+    liveMarks(bot, options) {
+      const live: DeletionMark[] = [];
+      const abandoned: DeletionMark[] = [];
+      for (const mark of bot.deletions ?? []) {
+        const gone =
+          (options.ownIdle && mark.instance === instance) || judgeOwnerLiveness(mark.by) === "dead";
+        (gone ? abandoned : live).push(mark);
+      }
+      return { live, abandoned };
     },
     remove(botId) {
       return journal.update((doc) => {

@@ -9,6 +9,7 @@
  */
 
 import { spawn, spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
@@ -31,6 +32,8 @@ let viaDeleter: Api;
 let interleave: {
   beforeProvision?: () => Promise<void>;
   beforeStillWanted?: () => Promise<void>;
+  /** Inside the deleter's DELETE /v1/bots, after its mark and its read of the create journal. */
+  duringDeletersFind?: () => Promise<void>;
 } = {};
 
 beforeAll(async () => {
@@ -44,7 +47,16 @@ beforeAll(async () => {
       BOAT_API_TOKEN: sim.token,
       DRYDOCK_TOKEN: "t".repeat(40),
     });
-  deleter = await startServer(config(), { print: () => {} });
+  deleter = await startServer(config(), {
+    print: () => {},
+    wrapLifecycle: (lifecycle): BoatLifecycle => ({
+      ...lifecycle,
+      async findBoat(botId: string) {
+        await interleave.duringDeletersFind?.();
+        return lifecycle.findBoat(botId);
+      },
+    }),
+  });
   creator = await startServer(config(), {
     print: () => {},
     wrapLifecycle: (lifecycle): BoatLifecycle => ({
@@ -109,15 +121,13 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
 
   it("the deletion under way when the create asks: the create sends nothing (409 bot_deleting); the deletion finishes", async () => {
     await newBot("race-marked");
+    const other = sleeper();
     const createsBefore = sim.stats().createsCommitted;
     // A deletion that has marked the bot and not yet read the create journal (the mark is what it writes
     // first); it goes on once the create has answered.
     interleave.beforeStillWanted = async () => {
-      expect(await openBotRegistry(tmp.dir).markDeleting("race-marked")).toEqual({
-        deletingSince: expect.any(Number),
-        pid: process.pid,
-        own: true,
-      });
+      // (From the test, not a server: a mark of another process that still runs, as the server sees it.)
+      await writeMark("race-marked", other.pid as number);
     };
     const created = await viaCreator("POST", "/v1/bots/race-marked/computer");
     expect(created.status, JSON.stringify(created.json)).toBe(409);
@@ -125,6 +135,7 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     expect(created.json.error.message).toContain("nothing was sent to boat.dev");
     expect(sim.stats().createsCommitted).toBe(createsBefore);
     // The key it journaled was its own and never sent: it is gone, so the deletion finds nothing open.
+    other.kill("SIGKILL");
     const deleted = await viaDeleter("DELETE", "/v1/bots/race-marked");
     expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
     expect(await boatsOf("race-marked")).toEqual([]);
@@ -142,7 +153,7 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     expect(created.status, JSON.stringify(created.json)).toBe(201);
     const bot = await openBotRegistry(tmp.dir).get("race-kept");
     expect(bot).not.toBeNull();
-    expect(bot?.deletingSince).toBeUndefined();
+    expect(bot?.deletions).toBeUndefined();
     expect(await boatsOf("race-kept")).toHaveLength(1);
     // Deleting it now deletes its Boat first, with the name.
     const name = created.json.computer.name as string;
@@ -181,37 +192,32 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     const created = await viaCreator("POST", "/v1/bots/race-stale/computer");
     expect(created.status, JSON.stringify(created.json)).toBe(201);
     const bot = await openBotRegistry(tmp.dir).get("race-stale");
-    expect(bot?.deletingSince).toBeUndefined();
-    expect(bot?.deletingBy).toBeUndefined();
-    // A live marker's mark still refuses (this test process is alive).
+    expect(bot?.deletions).toBeUndefined();
+    // A live marker's mark still refuses.
     await newBot("race-live");
-    await openBotRegistry(tmp.dir).markDeleting("race-live");
-    const refused = await viaCreator("POST", "/v1/bots/race-live/computer");
-    expect(refused.status).toBe(409);
-    expect(refused.json.error.code).toBe("bot_deleting");
-    expect(refused.json.error.message).toContain(`by process ${process.pid}, which still runs`);
+    const other = sleeper();
+    try {
+      await writeMark("race-live", other.pid as number);
+      const refused = await viaCreator("POST", "/v1/bots/race-live/computer");
+      expect(refused.status).toBe(409);
+      expect(refused.json.error.code).toBe("bot_deleting");
+      expect(refused.json.error.message).toContain(`by process ${other.pid}, which still runs`);
+    } finally {
+      other.kill("SIGKILL");
+    }
   });
 
-  it("a DELETE that keeps the bot never clears the mark of another server's DELETE that still runs", async () => {
+  it("a DELETE that keeps the bot removes only its own mark: another server's DELETE under way keeps refusing creates", async () => {
     await newBot("race-two");
-    // Another server's DELETE under way: its mark names a live process (here a child that sleeps).
-    const other = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)"], { stdio: "ignore" });
+    const other = sleeper();
     try {
-      const file = join(tmp.dir, "bots.json");
-      const doc = JSON.parse(readFileSync(file, "utf8"));
-      const since = Date.now();
-      for (const bot of doc.bots)
-        if (bot.botId === "race-two")
-          Object.assign(bot, { deletingSince: since, deletingBy: { pid: other.pid } });
-      writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
-      // This server's DELETE keeps the bot (a create it cannot settle is open): it must leave that mark.
+      const mark = await writeMark("race-two", other.pid as number);
+      // This server's DELETE keeps the bot (a create it cannot settle is open).
       const { request } = await openBoatCreateJournal({ dataDir: tmp.dir }).beginBoatCreate("race-two", "{}");
       const kept = await viaDeleter("DELETE", "/v1/bots/race-two");
       expect(kept.status, JSON.stringify(kept.json)).toBe(409);
       expect(kept.json.error.code).toBe("create_unresolved");
-      const bot = await openBotRegistry(tmp.dir).get("race-two");
-      expect(bot).toMatchObject({ deletingSince: since, deletingBy: { pid: other.pid } });
-      // So a create still refuses while that deletion runs.
+      expect((await openBotRegistry(tmp.dir).get("race-two"))?.deletions).toEqual([mark]);
       await openBoatCreateJournal({ dataDir: tmp.dir }).discardBoatCreate(request);
       const refused = await viaCreator("POST", "/v1/bots/race-two/computer");
       expect(refused.status).toBe(409);
@@ -220,4 +226,54 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
       other.kill("SIGKILL");
     }
   });
+
+  it("a DELETE holds its own mark while it runs: another DELETE's mark going away lets no create through", async () => {
+    await newBot("race-multi");
+    const created = await viaCreator("POST", "/v1/bots/race-multi/computer");
+    expect(created.status).toBe(201);
+    // Its Boat gone behind drydock's back, so the deletion below reads boat.dev (and the test steps in).
+    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    const boxId = created.json.computer.boxId as string;
+    let operation = await boatDev.deleteSandbox(boxId);
+    while (operation.status !== "completed")
+      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    const other = sleeper();
+    try {
+      // Another server's DELETE of the bot was under way first.
+      const otherMark = await writeMark("race-multi", other.pid as number);
+      const createsBefore = sim.stats().createsCommitted;
+      let during: Awaited<ReturnType<Api>> | undefined;
+      interleave.duringDeletersFind = async () => {
+        interleave.duringDeletersFind = undefined;
+        // That other DELETE fails and removes its mark; a create arrives meanwhile.
+        await openBotRegistry(tmp.dir).unmarkDeleting("race-multi", otherMark);
+        during = await viaCreator("POST", "/v1/bots/race-multi/computer");
+      };
+      const deleted = await viaDeleter("DELETE", "/v1/bots/race-multi");
+      expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
+      expect(during?.status, JSON.stringify(during?.json)).toBe(409);
+      expect(during?.json.error.code).toBe("bot_deleting");
+      // No Boat was created for the bot that is now gone.
+      expect(sim.stats().createsCommitted).toBe(createsBefore);
+      expect(await boatsOf("race-multi")).toEqual([]);
+      expect((await viaDeleter("GET", "/v1/recovery")).json.open).toBe(0);
+    } finally {
+      other.kill("SIGKILL");
+    }
+  });
 });
+
+/** A process that runs (sleeps) until killed: the "other server" a mark can name. */
+function sleeper() {
+  return spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)"], { stdio: "ignore" });
+}
+
+/** Adds to the bot a deletion mark naming `pid`, as another server's DELETE writes it; returns the mark. */
+async function writeMark(botId: string, pid: number) {
+  const file = join(tmp.dir, "bots.json");
+  const doc = JSON.parse(readFileSync(file, "utf8"));
+  const mark = { id: randomUUID(), instance: randomUUID(), since: Date.now(), by: { pid } };
+  for (const bot of doc.bots) if (bot.botId === botId) bot.deletions = [...(bot.deletions ?? []), mark];
+  writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+  return mark;
+}
