@@ -371,6 +371,22 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
+  // A workspace's saga shard is named after its path, which a bot id fixes: found once per bot.
+  const shardDirs = new Map<string, string>();
+  /** Whether the bot's saga shard holds a saga that is not archived (any entry not starting with "."). */
+  const hasActiveSagas = (botId: string): boolean => {
+    let shard = shardDirs.get(botId);
+    if (shard === undefined) {
+      shard = sagaStore(botId).shardDir;
+      shardDirs.set(botId, shard);
+    }
+    try {
+      return readdirSync(shard).some((name) => !name.startsWith("."));
+    } catch (error) {
+      // No shard: no saga. Anything else: let the full check read it and say what is wrong.
+      return (error as NodeJS.ErrnoException).code !== "ENOENT";
+    }
+  };
 
   /**
    * Refuses (409 `restore_unsettled`) while a restore of the bot's workspace stands in the way (restore-saga's
@@ -381,12 +397,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    */
   async function refuseUnsettledRestores(
     botId: string,
-    intent: "delete" | "retire-deleted" | "create" | "edit",
+    intent: "delete" | "retire-deleted" | "create" | "edit" | "read",
   ): Promise<void> {
     if (!workspaceExists(botId)) return;
     // Before the workspace goes, any restore that has not ended (one stopped before its first change is
-    // settled by an abort first); before an edit, one that may have left files half-restored.
-    const found = await findUnsettledRestore(sagaStore(botId), { anyActive: intent !== "edit" });
+    // settled by an abort first); before an edit or a read, one that may have left files half-restored.
+    const found = await findUnsettledRestore(sagaStore(botId), {
+      anyActive: intent !== "edit" && intent !== "read",
+    });
     if (found === null) return;
     // Asked while deleting this bot, retiring a deleted bot's workspace, creating a bot under the id of a
     // deleted one, or editing the workspace.
@@ -395,6 +413,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       "retire-deleted": "so the deleted bot's workspace was not retired",
       create: `so no bot was created under the id '${botId}'`,
       edit: "so nothing was changed",
+      read: "so nothing was read",
     }[intent];
     if (found.kind === "unsettled") {
       // Running right now (its owner alive and not failed): nothing for a person, only a wait.
@@ -414,6 +433,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       "retire-deleted": `then send DELETE /v1/bots/${botId} again`,
       create: "then create the bot again",
       edit: "then retry",
+      read: "then retry",
     }[intent];
     const message =
       found.kind === "unsettled"
@@ -463,7 +483,14 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         { recoveryRequired: true },
       );
     }
-    if (owner === null || owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) return;
+    if (owner === null) {
+      // No restore holds the workspace, but one may have stopped half-way and lost its lock (removed by
+      // hand): the saga is the evidence, as for an edit. Checked only when the saga store holds a saga that
+      // is not archived (one directory listing; nearly always none).
+      if (hasActiveSagas(botId)) await refuseUnsettledRestores(botId, "read");
+      return;
+    }
+    if (owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) return;
     const operationId = owner.payload.transactionId;
     // Alive and not failed (its saga, if it has one yet, is not recovery_required): it runs.
     let failed = false;

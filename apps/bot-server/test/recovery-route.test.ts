@@ -546,7 +546,13 @@ describe("a restore stopped half-way whose workspace lock is gone", () => {
         expect(refused.json.error.details).toMatchObject({ recoveryRequired: true, operationId });
         expect(refused.json.error.message).toContain("so nothing was changed");
       }
-      expect((await call("GET", "/v1/bots/lockless/files/a.txt")).text).toBe("v2");
+      // Reads too: the saga is the evidence that the files may be half restored.
+      const read = await call("GET", "/v1/bots/lockless/files/a.txt");
+      expect(read.status).toBe(409);
+      expect(read.json.error.code).toBe("restore_unsettled");
+      expect(read.json.error.details).toMatchObject({ recoveryRequired: true, operationId });
+      expect(read.json.error.message).toContain("so nothing was read");
+      expect(readFileSync(join(dir.dir, "workspaces", "lockless", "a.txt"), "utf8")).toBe("v2");
       expect(existsSync(join(dir.dir, "workspaces", "lockless", "new.txt"))).toBe(false);
     } finally {
       await failing.close();
