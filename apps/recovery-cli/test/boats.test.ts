@@ -426,7 +426,7 @@ describe("printed commands work when pasted", () => {
   it("status of an embedded simulator's data directory with its server down says to start the server, never to set a URL", async () => {
     const d = dataDir();
     writeFileSync(join(d.dir, "boat-provider"), "embedded\n");
-    const boat = await fencedBoat(d, "bot-emb");
+    await fencedBoat(d, "bot-emb");
     const run = await cli(["status", "--data-dir", d.dir]);
     expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
     expect(run.out.trim().split("\n").at(-1)).toMatch(
@@ -442,7 +442,7 @@ describe("printed commands work when pasted", () => {
   it("status without a provider prints shell-valid commands that never carry a token and say how boat.dev is configured", async () => {
     const d = dataDir();
     await d.createJournal.beginBoatCreate("bot-nokey", JSON.stringify({ ttlSeconds: 28_800, noEnv: true }));
-    const boat = await fencedBoat(d, "bot-fenced");
+    await fencedBoat(d, "bot-fenced");
     const run = await cli(["status", "--data-dir", d.dir]);
     expect(run.code, run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE); // INCOMPLETE: boat.dev not checked
     const lines = arrows(run.out);
@@ -463,7 +463,7 @@ describe("printed commands work when pasted", () => {
 
   it("with a running server's embedded simulator (embedded-boat-dev.json), printed commands need nothing else; a dead server's file is ignored", async () => {
     const d = dataDir();
-    const boat = await fencedBoat(d, "bot-embedded");
+    await fencedBoat(d, "bot-embedded");
     const saved = (serverPid: number) =>
       writeFileSync(
         join(d.dir, "embedded-boat-dev.json"),
