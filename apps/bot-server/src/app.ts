@@ -26,6 +26,7 @@ import {
   listWorkspaces,
   type PlanItem,
   planItemNeedsAttention,
+  strayRestoreShards,
 } from "@drydock/recovery-controller";
 import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
@@ -189,9 +190,10 @@ function restoreFailure(error: unknown, commandPrefix: string): HttpProblem {
   }
   const mapped = toHttpError(error);
   const previous = mapped.body.error.details;
+  // A refusal that already says whether a person must act (restore_unsettled) keeps its word.
   const problem = new HttpProblem(mapped.status, mapped.body.error.code, mapped.body.error.message, {
-    ...(typeof previous === "object" && previous !== null ? previous : {}),
     recoveryRequired: false,
+    ...(typeof previous === "object" && previous !== null ? previous : {}),
   });
   // The server log still shows what really failed (an internal error's details never reach the body).
   if (!(error instanceof HttpProblem)) problem.cause = error;
@@ -371,6 +373,23 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   const sagaStore = (botId: string) =>
     openSagaStore({ stateDir: join(deps.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(botId) });
+  // Saga shards a move or copy of the data directory left behind (found at the start: a data directory is
+  // moved only while nothing runs on it): the bots they name are refused their workspace (reads, edits,
+  // checkpoints, restores, deletion) until a person settles those restores where they were, as the message
+  // says, and restarts the server.
+  const strayShards = new Set<string>();
+  for (const gap of strayRestoreShards(deps.dataDir) ?? []) {
+    if (gap.botId !== "(unknown)") strayShards.add(gap.botId);
+  }
+  function refuseStrayShard(botId: string, kept: string): void {
+    if (!strayShards.has(botId)) return;
+    throw new HttpProblem(
+      409,
+      "restore_unsettled",
+      `Restores of this bot's workspace were recorded where the data directory was before it was moved or copied, and have not settled: its files may be half restored, so ${kept}. Run \`${drydockCommandPrefix(deps.dataDir)} status\` for the sagas, the path they name and what to do (settle them where they were, then restart this server).`,
+      { recoveryRequired: true },
+    );
+  }
   // A workspace's saga shard is named after its path, which a bot id fixes: found once per bot.
   const shardDirs = new Map<string, string>();
   /** Whether the bot's saga shard holds a saga that is not archived (any entry not starting with "."). */
@@ -400,6 +419,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     intent: "delete" | "retire-deleted" | "create" | "edit" | "read",
   ): Promise<void> {
     if (!workspaceExists(botId)) return;
+    refuseStrayShard(botId, intent === "read" ? "nothing was read" : "nothing was changed");
     // Before the workspace goes, any restore that has not ended (one stopped before its first change is
     // settled by an abort first); before an edit or a read, one that may have left files half-restored.
     const found = await findUnsettledRestore(sagaStore(botId), {
@@ -472,6 +492,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
    */
   async function refuseReadDuringRestore(botId: string): Promise<void> {
     if (!workspaceExists(botId)) return;
+    refuseStrayShard(botId, "nothing was read");
     let owner: ReturnType<typeof inspectWorkspaceLock>;
     try {
       owner = inspectWorkspaceLock({ dataDir: deps.dataDir, workspaceRoot: workspaceRoot(botId) });
@@ -1290,6 +1311,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const { botId, checkpointId } = request.params;
       try {
         await requireBot(botId);
+        refuseStrayShard(botId, "nothing was restored");
         const known = await listWorkspaceCheckpoints(botId);
         if (!known.some((c) => c.checkpointId === checkpointId)) {
           throw new HttpProblem(404, "checkpoint_not_found", `This bot has no checkpoint '${checkpointId}'.`);

@@ -7,6 +7,7 @@
 
 import { randomUUID } from "node:crypto";
 import {
+  cpSync,
   existsSync,
   linkSync,
   mkdirSync,
@@ -20,8 +21,14 @@ import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
-import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
+import {
+  acquireWorkspaceLock,
+  openCheckpointStore,
+  openSagaStore,
+  restoreCheckpoint,
+} from "@drydock/restore-saga";
 import { describe, expect, it } from "vitest";
+import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
 import { api, inProcessServer, spawnServer, tempDir } from "./helpers.js";
@@ -892,6 +899,73 @@ describe("the routes judge a fence's in-flight window on the Boat journals' cloc
     } finally {
       await clocked.close();
       own.cleanup();
+    }
+  });
+});
+
+describe("a data directory copied elsewhere while a restore had not settled", () => {
+  it("the server on the copy refuses that bot's workspace (reads, edits, restores): restore_unsettled", async () => {
+    const original = tempDir("stray-original");
+    const copy = tempDir("stray-copy");
+    try {
+      // A half-restored workspace: a restore failed after its first change, in this (live) process.
+      await openBotRegistry(original.dir).create({ botId: "bob", name: "Bob" });
+      const ws = join(original.dir, "workspaces", "bob");
+      mkdirSync(ws, { recursive: true });
+      for (let i = 0; i < 5; i++) writeFileSync(join(ws, `f${i}.txt`), `v1 ${i}`);
+      const { checkpointId } = await openCheckpointStore({ dataDir: original.dir }).createCheckpoint(ws);
+      for (let i = 0; i < 5; i++) writeFileSync(join(ws, `f${i}.txt`), `v2 ${i}`);
+      await expect(
+        restoreCheckpoint({
+          dataDir: original.dir,
+          workspaceRoot: ws,
+          checkpointId,
+          crash: {
+            point(name: string) {
+              if (name === "restore.after-mutation-started") throw new Error("test: stopped half-way");
+            },
+          },
+        }),
+      ).rejects.toMatchObject({ code: "RECOVERY_REQUIRED" });
+      cpSync(original.dir, copy.dir, { recursive: true });
+
+      const server = await startServer(
+        loadConfig({ DRYDOCK_DATA_DIR: copy.dir, PORT: "0", LOG_LEVEL: "silent" }),
+        { print: () => {} },
+      );
+      try {
+        await server.startup;
+        const call = api(server.url, server.token);
+        for (const [method, path, body] of [
+          ["GET", "/v1/bots/bob/files/f0.txt", undefined],
+          ["PUT", "/v1/bots/bob/files/f0.txt", "edited"],
+          ["POST", "/v1/bots/bob/checkpoints", undefined],
+          ["POST", `/v1/bots/bob/checkpoints/${checkpointId}/restore`, undefined],
+        ] as const) {
+          const refused = await call(method, path, body);
+          expect(refused.status, `${method} ${path}: ${refused.text}`).toBe(409);
+          expect(refused.json.error.code).toBe("restore_unsettled");
+          expect(refused.json.error.details).toMatchObject({ recoveryRequired: true });
+          expect(refused.json.error.message).toContain("moved or copied");
+        }
+        // Nothing was written into the copy's workspace.
+        expect(readFileSync(join(copy.dir, "workspaces", "bob", "f0.txt"), "utf8")).not.toBe("edited");
+        // And GET /v1/recovery reports it.
+        const recovery = (await call("GET", "/v1/recovery")).json;
+        expect(recovery.complete).toBe(false);
+        expect(recovery.unreadable).toEqual([
+          expect.objectContaining({
+            area: "restores",
+            subject: "bob",
+            message: expect.stringContaining("moved or copied"),
+          }),
+        ]);
+      } finally {
+        await server.close();
+      }
+    } finally {
+      original.cleanup();
+      copy.cleanup();
     }
   });
 });

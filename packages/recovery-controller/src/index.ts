@@ -54,6 +54,7 @@ export {
   reportRestores,
   restoreCommand,
   shellQuote,
+  strayRestoreShards,
 } from "./report.js";
 // Restore recovery
 export {

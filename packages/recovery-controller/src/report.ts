@@ -346,6 +346,25 @@ function strayShardGaps(dataDir: string, known: ReadonlySet<string>): RestoreRep
   return gaps;
 }
 
+/**
+ * The gaps `reportRestores` reports for saga shards of no current workspace (a data directory moved or
+ * copied with a restore unsettled), each naming the bot whose workspace the sagas were recorded for (or
+ * "(unknown)"), for a caller that must refuse that bot's workspace meanwhile (the bot server, at its start:
+ * a data directory is moved only while nothing runs on it). Null when a workspace's shard could not be
+ * determined (its workspace cannot be resolved): then which shards are stray is unknown.
+ */
+export function strayRestoreShards(dataDir: string): RestoreReportGap[] | null {
+  const known = new Set<string>();
+  for (const { root } of listWorkspaces(dataDir)) {
+    try {
+      known.add(basename(openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot: root }).shardDir));
+    } catch {
+      return null;
+    }
+  }
+  return strayShardGaps(dataDir, known);
+}
+
 /** The workspace path the first event of one of `sagas` names, or null when none can be read. */
 function recordedWorkspace(shard: string, sagas: readonly string[]): string | null {
   for (const saga of sagas) {
