@@ -1122,8 +1122,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
     const { botId } = request.params;
-    await refuseDeleting(await requireBot(botId), request.log);
+    await requireBot(botId);
     const result = await exclusive(botId, async () => {
+      // Under this server's exclusivity for the bot: only then is a mark of its own a leftover (no DELETE of
+      // the bot runs here), never the mark of its own DELETE still running.
+      const bot = await deps.bots.get(botId);
+      if (bot === null) throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
+      await refuseDeleting(bot, request.log);
       await refuseUnsettledFence(botId);
       try {
         // Asked once the create's key is journaled, before it is sent: a DELETE of the bot (in any process)

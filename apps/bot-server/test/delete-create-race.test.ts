@@ -261,6 +261,35 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
       other.kill("SIGKILL");
     }
   });
+
+  it("a create sent to the very server whose DELETE is running never drops that DELETE's mark", async () => {
+    await newBot("race-self");
+    const created = await viaCreator("POST", "/v1/bots/race-self/computer");
+    expect(created.status).toBe(201);
+    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    const boxId = created.json.computer.boxId as string;
+    let operation = await boatDev.deleteSandbox(boxId);
+    while (operation.status !== "completed")
+      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    const createsBefore = sim.stats().createsCommitted;
+    let sameServer: Awaited<ReturnType<Api>> | undefined;
+    let otherServer: Awaited<ReturnType<Api>> | undefined;
+    interleave.duringDeletersFind = async () => {
+      interleave.duringDeletersFind = undefined;
+      // The same server: busy with the bot (409); its running DELETE's mark must stay.
+      sameServer = await viaDeleter("POST", "/v1/bots/race-self/computer");
+      // So another server's create is still refused.
+      otherServer = await viaCreator("POST", "/v1/bots/race-self/computer");
+    };
+    const deleted = await viaDeleter("DELETE", "/v1/bots/race-self");
+    expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
+    expect(sameServer?.status).toBe(409);
+    expect(sameServer?.json.error.code).toBe("bot_busy");
+    expect(otherServer?.status, JSON.stringify(otherServer?.json)).toBe(409);
+    expect(otherServer?.json.error.code).toBe("bot_deleting");
+    expect(sim.stats().createsCommitted).toBe(createsBefore);
+    expect(await boatsOf("race-self")).toEqual([]);
+  });
 });
 
 /** A process that runs (sleeps) until killed: the "other server" a mark can name. */
