@@ -353,14 +353,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       const operationId = isSagaError(error) ? error.details.ownerOperationId : undefined;
       if (!isSagaError(error) || operationId === undefined) throw error;
       // Its lock's owner may be alive yet have failed: it keeps the lock for recovery (recovery_required).
-      let recoveryRequired = error.code === "RECOVERY_REQUIRED";
-      if (!recoveryRequired) {
-        try {
-          recoveryRequired = (await sagaStore(botId).load(operationId)).phase === "recovery_required";
-        } catch {
-          // Not a restore's saga (an edit's lock), or unreadable: the lock's own verdict stands.
-        }
-      }
+      // (An edit's lock has no saga: the lock's own verdict stands.)
+      const recoveryRequired = error.code === "RECOVERY_REQUIRED" || (await sagaFailed(botId, operationId));
       const show = `${drydockCommandPrefix(deps.dataDir)} restores show ${operationId}`;
       throw new HttpProblem(
         error.status,
@@ -467,21 +461,36 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     });
   }
 
-  /**
-   * The process running restore `operationId` of the bot's workspace right now: the workspace lock's owner,
-   * alive, holding it for that restore, whose saga has not failed (a failed restore's live owner keeps the
-   * lock for recovery: that needs a person). Null otherwise, or when any of it cannot be read.
-   */
-  async function runningRestoreOwner(botId: string, operationId: string): Promise<{ pid: number } | null> {
+  /** Whether restore `operationId`'s saga says it failed (recovery_required); false when unreadable or absent. */
+  async function sagaFailed(botId: string, operationId: string): Promise<boolean> {
     try {
-      const owner = inspectWorkspaceLock({ dataDir: deps.dataDir, workspaceRoot: workspaceRoot(botId) });
-      if (owner === null || owner.payload.transactionId !== operationId) return null;
-      if (judgeOwnerLiveness(owner) === "dead") return null;
-      const saga = await sagaStore(botId).load(operationId);
-      return saga.phase === "recovery_required" || saga.terminal ? null : { pid: owner.pid };
+      return (await sagaStore(botId).load(operationId)).phase === "recovery_required";
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Whether the restore whose lock `owner` holds the workspace runs right now: its owner alive and its saga
+   * (if readable yet) not failed. A failed restore's live owner keeps the lock for recovery: a person's.
+   */
+  async function restoreRuns(
+    botId: string,
+    owner: NonNullable<ReturnType<typeof inspectWorkspaceLock>>,
+  ): Promise<boolean> {
+    return judgeOwnerLiveness(owner) !== "dead" && !(await sagaFailed(botId, owner.payload.transactionId));
+  }
+
+  /** The process running restore `operationId` right now (see `restoreRuns`), or null (also when unreadable). */
+  async function runningRestoreOwner(botId: string, operationId: string): Promise<{ pid: number } | null> {
+    let owner: ReturnType<typeof inspectWorkspaceLock>;
+    try {
+      owner = inspectWorkspaceLock({ dataDir: deps.dataDir, workspaceRoot: workspaceRoot(botId) });
     } catch {
       return null;
     }
+    if (owner === null || owner.payload.transactionId !== operationId) return null;
+    return (await restoreRuns(botId, owner)) ? { pid: owner.pid } : null;
   }
 
   /**
@@ -513,14 +522,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     }
     if (owner.payload.purpose === WORKSPACE_EDIT_LOCK_PURPOSE) return;
     const operationId = owner.payload.transactionId;
-    // Alive and not failed (its saga, if it has one yet, is not recovery_required): it runs.
-    let failed = false;
-    try {
-      failed = (await sagaStore(botId).load(operationId)).phase === "recovery_required";
-    } catch {
-      // No saga (yet), or unreadable: the lock's owner decides.
-    }
-    if (judgeOwnerLiveness(owner) !== "dead" && !failed) {
+    if (await restoreRuns(botId, owner)) {
       throw new HttpProblem(
         409,
         "restore_running",
