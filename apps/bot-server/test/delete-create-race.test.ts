@@ -163,15 +163,8 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
   });
 
   it("a Boat already gone when its bot is deleted takes its create row along: a new bot under the id has no computer", async () => {
-    await newBot("race-row");
-    const created = await viaCreator("POST", "/v1/bots/race-row/computer");
-    expect(created.status).toBe(201);
-    // Deleted in boat.dev behind drydock's back.
-    const boxId = created.json.computer.boxId as string;
-    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
-    let operation = await boatDev.deleteSandbox(boxId);
-    while (operation.status !== "completed")
-      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    // Its Boat deleted in boat.dev behind drydock's back: a deletion reads boat.dev (and a test steps in).
+    await botWithGoneBoat("race-row");
     const deleted = await viaDeleter("DELETE", "/v1/bots/race-row");
     expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
     await newBot("race-row");
@@ -228,15 +221,8 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
   });
 
   it("a DELETE holds its own mark while it runs: another DELETE's mark going away lets no create through", async () => {
-    await newBot("race-multi");
-    const created = await viaCreator("POST", "/v1/bots/race-multi/computer");
-    expect(created.status).toBe(201);
-    // Its Boat gone behind drydock's back, so the deletion below reads boat.dev (and the test steps in).
-    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
-    const boxId = created.json.computer.boxId as string;
-    let operation = await boatDev.deleteSandbox(boxId);
-    while (operation.status !== "completed")
-      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    // Its Boat deleted in boat.dev behind drydock's back: a deletion reads boat.dev (and a test steps in).
+    await botWithGoneBoat("race-multi");
     const other = sleeper();
     try {
       // Another server's DELETE of the bot was under way first.
@@ -263,14 +249,8 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
   });
 
   it("a create sent to the very server whose DELETE is running never drops that DELETE's mark", async () => {
-    await newBot("race-self");
-    const created = await viaCreator("POST", "/v1/bots/race-self/computer");
-    expect(created.status).toBe(201);
-    const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
-    const boxId = created.json.computer.boxId as string;
-    let operation = await boatDev.deleteSandbox(boxId);
-    while (operation.status !== "completed")
-      operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+    // Its Boat deleted in boat.dev behind drydock's back: a deletion reads boat.dev (and a test steps in).
+    await botWithGoneBoat("race-self");
     const createsBefore = sim.stats().createsCommitted;
     let sameServer: Awaited<ReturnType<Api>> | undefined;
     let otherServer: Awaited<ReturnType<Api>> | undefined;
@@ -291,6 +271,18 @@ describe("DELETE /v1/bots/:botId racing POST /v1/bots/:botId/computer on another
     expect(await boatsOf("race-self")).toEqual([]);
   });
 });
+
+/** A bot with a computer, whose Boat was then deleted in boat.dev behind drydock's back (its row stays). */
+async function botWithGoneBoat(botId: string): Promise<void> {
+  await newBot(botId);
+  const created = await viaCreator("POST", `/v1/bots/${botId}/computer`);
+  expect(created.status).toBe(201);
+  const boxId = created.json.computer.boxId as string;
+  const boatDev = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+  let operation = await boatDev.deleteSandbox(boxId);
+  while (operation.status !== "completed")
+    operation = await boatDev.getDeletionOperation(operation.id, { targetId: boxId });
+}
 
 /** A process that runs (sleeps) until killed: the "other server" a mark can name. */
 function sleeper() {
