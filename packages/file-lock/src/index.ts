@@ -30,6 +30,7 @@ export {
   nodeFileOps,
 } from "./fs.js";
 export { collectLockGarbage, collectLockGarbageIn, type GarbageOptions } from "./gc.js";
+export { isProcessLevelErrno } from "./internal/files.js";
 export { createSystemIdentity } from "./internal/identity.js";
 export { judgeOwnerLiveness, type ProcessClaim } from "./liveness.js";
 export type { InspectOptions, LockHandle } from "./lock.js";

@@ -5,6 +5,7 @@ import {
   flushAncestry,
   fsyncDirectory,
   isLockError,
+  isProcessLevelErrno,
   type LockHandle,
   type LockOptions,
   makeDirectories,
@@ -139,12 +140,9 @@ export function defaultLockFile(file: string): string {
   return file.endsWith(".json") ? `${file.slice(0, -".json".length)}.lock` : `${file}.lock`;
 }
 
-/** errno codes of the process or the system (descriptors, memory, an interrupted call): not the file's fault. */
-const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]);
-
 /**
  * The start of the detail for a document that could not be opened, inspected or read just now for a reason
- * of the process (`TRANSIENT_ERRNOS`): `"temporarily unreadable (EMFILE: …; retry)"`. The caller's message
+ * of the process (file-lock's `isProcessLevelErrno`): `"temporarily unreadable (EMFILE: …; retry)"`. The caller's message
  * ("…recovery state is <detail>") must not say a healthy file is damaged, so it names the errno and says
  * to retry; any other failure to read is `"unreadable"`, as before.
  */
@@ -152,7 +150,7 @@ export const TRANSIENTLY_UNREADABLE = "temporarily unreadable";
 
 function unreadableDetail(error: unknown): string {
   const errno = errnoCode(error);
-  if (errno === undefined || !TRANSIENT_ERRNOS.has(errno)) return "unreadable";
+  if (!isProcessLevelErrno(errno)) return "unreadable";
   return `${TRANSIENTLY_UNREADABLE} (${errno}: this process ran out of file descriptors or memory, or the read was interrupted; the file is not known to be damaged, retry)`;
 }
 

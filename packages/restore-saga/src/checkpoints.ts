@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { basename, dirname, isAbsolute, join, sep } from "node:path";
-import { type FileOps, flushAncestry, nodeFileOps } from "@drydock/file-lock";
+import { type FileOps, flushAncestry, isProcessLevelErrno, nodeFileOps } from "@drydock/file-lock";
 import { isJsonJournalError, sweepStaleTemps, writeFileAtomic } from "@drydock/json-journal";
 import { errnoOf, SagaError } from "./errors.js";
 import { prettyCanonical, sha256Hex } from "./internal/canonical.js";
@@ -12,7 +12,6 @@ import {
   fsyncPaths,
   isReadFailure,
   isTempName,
-  isTransientErrno,
   lstatOrNull,
   MODE_BITS,
   readFailurePath,
@@ -570,7 +569,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
         if (SagaError.isInstance(error) && !isReadFailure(error)) throw error;
         const errno = errnoBehind(error) ?? "error";
         const path = readFailurePath(error) ?? manifestsDir;
-        if (isTransientErrno(errno)) {
+        if (isProcessLevelErrno(errno)) {
           throw new SagaError({
             code: "LOCK_FAILED",
             cause: error,
@@ -627,7 +626,7 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
       } catch (error) {
         const errno = errnoOf(error);
         if (errno === "ENOENT") return [];
-        if (isTransientErrno(errno)) {
+        if (isProcessLevelErrno(errno)) {
           throw transientFailure(
             `The checkpoint manifests directory ${manifestsDir}`,
             "listed",

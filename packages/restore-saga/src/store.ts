@@ -1,5 +1,11 @@
 import { isAbsolute, join, resolve } from "node:path";
-import { type FileOps, flushAncestry, fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
+import {
+  type FileOps,
+  flushAncestry,
+  fsyncDirectory,
+  isProcessLevelErrno,
+  nodeFileOps,
+} from "@drydock/file-lock";
 import { assertDataDirOutside } from "./checkpoints.js";
 import { type CommitState, errnoOf, SagaError } from "./errors.js";
 import {
@@ -13,7 +19,6 @@ import { type CrashHook, noCrash } from "./internal/crash.js";
 import {
   ensurePrivateDir,
   isTempName,
-  isTransientErrno,
   lstatOrNull,
   PublishFailure,
   publishNewFile,
@@ -560,7 +565,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       return lstatOrNull(fs, path);
     } catch (error) {
       const errno = errnoOf(error);
-      if (isTransientErrno(errno))
+      if (isProcessLevelErrno(errno))
         throw transientFailure(`The restore saga path ${path}`, "inspected", errno, error);
       throw new SagaError({
         code: "CORRUPT",
@@ -658,7 +663,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
       names = fs.readdirSync(dir);
     } catch (error) {
       const errno = errnoOf(error);
-      if (isTransientErrno(errno)) {
+      if (isProcessLevelErrno(errno)) {
         throw transientFailure(`The directory of restore saga ${id}`, "listed", errno, error, id);
       }
       throw corrupt(id, `its directory cannot be listed (${errno ?? "error"})`, error);
@@ -1439,7 +1444,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         if (errnoOf(error) === "ENOENT")
           return { items: [], diagnostics: [], nextCursor: null, truncated: false };
         const errno = errnoOf(error);
-        if (isTransientErrno(errno)) {
+        if (isProcessLevelErrno(errno)) {
           throw transientFailure(`The restore saga shard ${shardDir}`, "listed", errno, error);
         }
         throw corrupt("(shard)", `the shard directory cannot be listed (${errno ?? "error"})`, error);

@@ -57,8 +57,17 @@ const PROCESS_LEVEL: Readonly<Record<string, string>> = {
   EMFILE: "this process has run out of file descriptors",
   ENFILE: "the system has run out of file descriptors",
   ENOMEM: "the system is out of memory",
+  EAGAIN: "a resource was temporarily unavailable",
   EINTR: "the call was interrupted by a signal",
 };
+
+/**
+ * Whether an errno says the process or the system ran out of something, or the call was interrupted:
+ * nothing about the file. Every drydock store reads such a failure as "retry", never as damaged data.
+ */
+export function isProcessLevelErrno(code: string | undefined): code is string {
+  return code !== undefined && Object.hasOwn(PROCESS_LEVEL, code);
+}
 
 function notJudged(error: unknown, path: string): LockError | undefined {
   const code = errnoOf(error);

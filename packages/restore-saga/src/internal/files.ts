@@ -1,7 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { join } from "node:path";
-import { type FileOps, fsyncAsync, fsyncDirectory, makeDirectories } from "@drydock/file-lock";
+import {
+  type FileOps,
+  fsyncAsync,
+  fsyncDirectory,
+  isProcessLevelErrno,
+  makeDirectories,
+} from "@drydock/file-lock";
 import { errnoOf, SagaError } from "../errors.js";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
@@ -403,17 +409,6 @@ function corrupt(path: string, what: string, why: string, cause?: unknown): Saga
 /** What `readRegularFile` found wrong with a file it refused ("is not a regular file", …), by error. */
 const refusals = new WeakMap<SagaError, string>();
 
-/**
- * errno codes that say this process ran out of something (descriptors, memory) or that the call was
- * interrupted: nothing about the file or the disk. Reporting them as damaged data would invite a person to
- * "repair" a healthy saga or checkpoint by hand.
- */
-const TRANSIENT_ERRNOS: ReadonlySet<string> = new Set(["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]);
-
-export function isTransientErrno(errno: string | undefined): errno is string {
-  return errno !== undefined && TRANSIENT_ERRNOS.has(errno);
-}
-
 /** The errno behind `error`: its own code, or for a SagaError (whose code is its own), its cause's. */
 export function errnoBehind(error: unknown): string | undefined {
   return SagaError.isInstance(error) ? errnoOf(error.cause) : errnoOf(error);
@@ -421,7 +416,7 @@ export function errnoBehind(error: unknown): string | undefined {
 
 /**
  * A file or directory this process could not open, inspect, read or list for a reason of the process
- * (`isTransientErrno`), not of the data: `LOCK_FAILED` (503; "could not be read just now", which is what a
+ * (`isProcessLevelErrno`), not of the data: `LOCK_FAILED` (503; "could not be read just now", which is what a
  * listing calls busy), never `CORRUPT`. `subject` names it ("The saga event … /path").
  */
 export function transientFailure(
@@ -459,7 +454,7 @@ export function unresolvedPath(what: string, path: string, error: unknown): Saga
       }`,
     });
   }
-  const transient = isTransientErrno(errno);
+  const transient = isProcessLevelErrno(errno);
   return new SagaError({
     code: "LOCK_FAILED",
     cause: error,
@@ -498,7 +493,7 @@ export function readFailurePath(error: unknown): string | undefined {
 
 function readFailure(path: string, what: string, doing: string, error: unknown): SagaError {
   const errno = errnoOf(error);
-  const failure = isTransientErrno(errno)
+  const failure = isProcessLevelErrno(errno)
     ? transientFailure(`The ${what} ${path}`, doing, errno, error)
     : corrupt(path, what, `could not be ${doing} (${errno ?? (error as Error)?.name ?? "error"})`, error);
   readFailures.set(failure, path);
@@ -511,7 +506,7 @@ function readFailure(path: string, what: string, doing: string, error: unknown):
  * nothing can be swapped in between a check and the read; O_NONBLOCK keeps the open of a FIFO planted at
  * the name from blocking until its check refuses it. Returns null when the file does not exist. A failure
  * to open, inspect or read it names its errno (`isReadFailure`): `LOCK_FAILED` ("retry") for one of the
- * process (`isTransientErrno`), else `CORRUPT`.
+ * process (`isProcessLevelErrno`), else `CORRUPT`.
  */
 export function readRegularFile(fs: FileOps, path: string, options: SafeReadOptions): Buffer | null {
   let fd: number;
