@@ -317,7 +317,7 @@ describe("failing closed", () => {
     expect(readdirSync(dir)).toEqual(["x.lock"]);
   });
 
-  for (const code of ["EMFILE", "ENFILE", "ENOMEM", "EINTR"]) {
+  for (const code of ["EMFILE", "ENFILE", "ENOMEM", "EAGAIN", "EINTR"]) {
     it(`does not judge a lock it could not open for want of descriptors or memory (${code}): LOCK_IO, nothing changed`, async () => {
       const { dir, lock } = newLock();
       // A lock that would be reaped at once if it were judged (its owner is from before the boot).
