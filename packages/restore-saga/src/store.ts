@@ -1093,6 +1093,23 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
     return JSON.parse(text) as Record<string, unknown>;
   }
 
+  /**
+   * Whether the shard has room for one more saga. Every saga is a directory in the shard or in its archive,
+   * and where the file system keeps a directory's link count as 2 + its subdirectories (ext4, xfs, tmpfs),
+   * the two link counts bound the sagas from above: below the limit, that answers without listing every
+   * saga ever archived on every create (10,000 names by default). Near the limit, or where the link count
+   * is not kept (btrfs reports 1), the directories are listed and the names counted.
+   */
+  function hasRoomForSaga(): boolean {
+    let bound = 0;
+    for (const dir of [shardDir, archiveDir]) {
+      const links = Number(present(dir)?.nlink ?? 0);
+      if (links < 2) return countSagas() < limits.maxSagasPerShard;
+      bound += links - 2;
+    }
+    return bound < limits.maxSagasPerShard || countSagas() < limits.maxSagasPerShard;
+  }
+
   function countSagas(): number {
     let count = 0;
     for (const dir of [shardDir, archiveDir]) {
@@ -1151,7 +1168,7 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
         }
         const dir = opDir(operationId);
         const exists = present(dir) !== null;
-        if (!exists && countSagas() >= limits.maxSagasPerShard) {
+        if (!exists && !hasRoomForSaga()) {
           throw new SagaError({
             code: "LIMIT",
             operationId,

@@ -381,6 +381,54 @@ describe("saga store: compare-and-set, limits, ids", () => {
     expect((await store.create("op-s3", createEvidence)).seq).toBe(1);
   });
 
+  it("answers the shard cap from directory link counts far below the limit, without listing the sagas", async () => {
+    const listed: string[] = [];
+    const counting: FileOps = {
+      ...nodeFileOps,
+      readdirSync: ((path: string, ...rest: unknown[]) => {
+        listed.push(path);
+        return (nodeFileOps.readdirSync as (...a: unknown[]) => unknown)(path, ...rest);
+      }) as FileOps["readdirSync"],
+    };
+    const store = open({ fs: counting, limits: { maxSagasPerShard: 50 } });
+    for (let i = 0; i < 5; i++) {
+      const saga = await store.create(`op-room-${i}`, createEvidence);
+      const done = await step(store, saga, "aborted", { reason: "x" });
+      await store.archiveTerminal(`op-room-${i}`, { expectedSeq: done.seq, expectedHash: done.headHash });
+    }
+    listed.length = 0;
+    await store.create("op-room-next", createEvidence);
+    expect(listed).not.toContain(store.shardDir);
+    expect(listed).not.toContain(join(store.shardDir, ".archive"));
+  });
+
+  it("counts the sagas by name where the file system keeps no directory link count (btrfs)", async () => {
+    const noLinkCount: FileOps = {
+      ...nodeFileOps,
+      lstatSync: ((path: string, ...rest: unknown[]) => {
+        const stat = (nodeFileOps.lstatSync as (...a: unknown[]) => fs.Stats | undefined)(path, ...rest);
+        if (stat?.isDirectory()) stat.nlink = 1;
+        return stat;
+      }) as FileOps["lstatSync"],
+    };
+    const store = open({ fs: noLinkCount, limits: { maxSagasPerShard: 3 } });
+    const first = await store.create("op-b1", createEvidence);
+    const done = await step(store, first, "aborted", { reason: "x" });
+    await store.archiveTerminal("op-b1", { expectedSeq: done.seq, expectedHash: done.headHash });
+    await store.create("op-b2", createEvidence);
+    await store.create("op-b3", createEvidence);
+    await expectSagaError(store.create("op-b4", createEvidence), "LIMIT");
+    expect(fs.existsSync(opDir(store, "op-b4"))).toBe(false);
+  });
+
+  it("counts the sagas by name near the limit, where the link counts' bound (other subdirectories too) reaches it", async () => {
+    // .locks and .archive are subdirectories too: with a limit of 4, two sagas already bring the bound to it.
+    const store = open({ limits: { maxSagasPerShard: 4 } });
+    for (const id of ["op-n1", "op-n2", "op-n3", "op-n4"]) await store.create(id, createEvidence);
+    await expectSagaError(store.create("op-n5", createEvidence), "LIMIT");
+    expect(fs.existsSync(opDir(store, "op-n5"))).toBe(false);
+  });
+
   it("refuses operation ids that are not one safe path segment", async () => {
     const store = open();
     for (const id of ["../escape", ".hidden", "a/b", "", "x".repeat(129), "nul\0"]) {
