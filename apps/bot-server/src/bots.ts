@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
-import { openJsonJournal } from "@drydock/json-journal";
+import { isNotDamaged, openJsonJournal } from "@drydock/json-journal";
 import { z } from "zod";
 import { HttpProblem } from "./http-errors.js";
 
@@ -9,7 +9,7 @@ import { HttpProblem } from "./http-errors.js";
 export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
 export const MAX_BOTS = 4096;
 
-export const BotSchema = z.object({
+export const BotSchema = z.looseObject({
   botId: z.string().regex(BOT_ID),
   name: z.string().min(1).max(200),
   createdAt: z.number().int().positive(),
@@ -25,13 +25,13 @@ export const BotSchema = z.object({
   deletions: z
     .array(
       z
-        .object({
+        .looseObject({
           id: z.string().min(1).max(64),
           /** The registry instance (one per server) that set it: its own leftovers are told by this. */
           instance: z.string().min(1).max(64),
           since: z.number().int().positive(),
           by: z
-            .object({
+            .looseObject({
               pid: z.number().int().positive(),
               host: z.string().optional(),
               bootId: z.string().optional(),
@@ -48,7 +48,7 @@ export const BotSchema = z.object({
 });
 export type Bot = z.infer<typeof BotSchema>;
 
-export const BotsFileSchema = z.object({
+export const BotsFileSchema = z.looseObject({
   version: z.literal(1),
   bots: z.array(BotSchema).max(MAX_BOTS),
 });
@@ -63,11 +63,13 @@ function checkBots(doc: BotsFile): string | null {
   return null;
 }
 
-function botsStateError(detail: string, cause?: unknown): HttpProblem {
+function botsStateError(file: string, detail: string, cause?: unknown): HttpProblem {
   const problem = new HttpProblem(
     503,
     "bots_paused",
-    `The bot registry is ${detail}, so bots cannot be changed. Repair or restore ${"<dataDir>/bots.json"} before retrying; drydock never overwrites a file it could not read.`,
+    isNotDamaged(detail)
+      ? `Bots cannot be changed: the bot registry ${file} is ${detail}.`
+      : `The bot registry ${file} is ${detail}, so bots cannot be changed. Repair or restore it before retrying; drydock never overwrites a file it could not read.`,
   );
   if (cause !== undefined) (problem as { cause?: unknown }).cause = cause;
   return problem;
@@ -123,12 +125,13 @@ function thisProcess(): DeletionMark["by"] {
 
 /** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
 export function openBotRegistry(dataDir: string, now: () => number = Date.now): BotRegistry {
+  const file = join(dataDir, "bots.json");
   const journal = openJsonJournal<BotsFile>({
-    file: join(dataDir, "bots.json"),
+    file,
     schema: BotsFileSchema,
     empty: () => ({ version: 1, bots: [] }),
     check: checkBots,
-    stateError: botsStateError,
+    stateError: (detail, cause) => botsStateError(file, detail, cause),
     lock: { label: "drydock bot registry" },
   });
   // This registry (one per server): tells its own leftover marks from other servers' (which may share its
@@ -145,7 +148,7 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
         const { deletions: _all, ...rest } = b;
         return kept.length === 0 ? rest : { ...rest, deletions: kept };
       });
-      return { next: { version: 1 as const, bots }, result: undefined };
+      return { next: { ...doc, bots }, result: undefined };
     });
   // `read` hands out a private copy and `peek` a frozen one, so the rows need no further copying.
   const read = (options?: BotReadOptions) => (options?.peek === true ? journal.peek() : journal.read());
@@ -169,7 +172,7 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
           );
         }
         const bot = { botId, name, createdAt: now() };
-        return { next: { version: 1, bots: [...doc.bots, bot] }, result: bot };
+        return { next: { ...doc, bots: [...doc.bots, bot] }, result: bot };
       });
     },
     markDeleting(botId) {
@@ -182,7 +185,7 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
         if (kept.length >= 64)
           throw new HttpProblem(409, "bot_busy", "Too many deletions of this bot are under way.");
         const bots = doc.bots.map((b) => (b.botId === botId ? { ...b, deletions: [...kept, mark] } : b));
-        return { next: { version: 1, bots }, result: mark };
+        return { next: { ...doc, bots }, result: mark };
       });
     },
     unmarkDeleting(botId, mark) {
@@ -209,7 +212,7 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
         const bots = doc.bots.filter((b) => b.botId !== botId);
         return bots.length === doc.bots.length
           ? { result: undefined }
-          : { next: { version: 1, bots }, result: undefined };
+          : { next: { ...doc, bots }, result: undefined };
       });
     },
   };

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   JournalStateError as CreateJournalError,
+  NEWER_FORMAT,
   TRANSIENTLY_UNREADABLE,
 } from "@drydock/boat-create-journal";
 import { JournalStateError as DeleteJournalError } from "@drydock/boat-delete-journal";
@@ -44,6 +45,10 @@ describe("main (in-process, injected streams)", () => {
       expect(classifyError(make("unreadable")).exitCode).toBe(EXIT_CODES.UNSAFE);
       expect(classifyError(make(`${TRANSIENTLY_UNREADABLE} (EMFILE: …; retry)`)).exitCode).toBe(
         EXIT_CODES.FAILURE,
+      );
+      // Written by a newer drydock: not a retry's to cure; the person upgrades this process (the message).
+      expect(classifyError(make(`${NEWER_FORMAT} (version 2; this drydock reads version 1)`)).exitCode).toBe(
+        EXIT_CODES.UNSAFE,
       );
     }
     expect(classifyError(new RecoveryError({ code: "SAGA_CONFLICT", message: "x" })).exitCode).toBe(4);

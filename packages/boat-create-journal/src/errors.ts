@@ -1,4 +1,4 @@
-import { TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
+import { isNotDamaged } from "@drydock/json-journal";
 /**
  * The create journal's one error class. `BOAT_CREATE_PAUSED` means the journal cannot be trusted or the
  * request must wait for a person (the original system's 503 "recovery state" refusals); `INVALID_ARGUMENT`
@@ -38,14 +38,15 @@ export function isJournalStateError(value: unknown): value is JournalStateError 
 
 /**
  * The seed's refusal, word for word but for the product name. A journal this process could not read just
- * now (json-journal's TRANSIENTLY_UNREADABLE: EMFILE and the like) is not damaged: its detail says to
- * retry, and nothing sends a person to repair it.
+ * now (json-journal's TRANSIENTLY_UNREADABLE: EMFILE and the like) or written by a newer drydock
+ * (NEWER_FORMAT) is not damaged: its detail says to retry or to upgrade, and nothing sends a person to
+ * repair it.
  */
 export function createPaused(detail: string, cause?: unknown): JournalStateError {
   return new JournalStateError({
     code: "BOAT_CREATE_PAUSED",
     detail,
-    message: detail.startsWith(TRANSIENTLY_UNREADABLE)
+    message: isNotDamaged(detail)
       ? `Cloud computer creation is paused because its recovery state is ${detail}.`
       : `Cloud computer creation is paused because its recovery state is ${detail}. ` +
         "Check boat.dev for an unnamed Boat before repairing drydock's local state.",

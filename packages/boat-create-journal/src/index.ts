@@ -1,7 +1,7 @@
 // @drydock/boat-create-journal: the idempotency-key journal for boat.dev creates — at most one Boat per bot.
 
 /** The start of a paused journal's `detail` when it could not be read just now (EMFILE and the like): retry. */
-export { TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
+export { NEWER_FORMAT, TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
 // Errors
 export {
   isJournalStateError,

@@ -80,7 +80,7 @@ export const BoatCreateRequestFieldsSchema = z
  */
 export const BoatCreateRequestSchema = preservingOrder(BoatCreateRequestFieldsSchema);
 
-export const BoatCreateJournalFileSchema = z.object({
+export const BoatCreateJournalFileSchema = z.looseObject({
   version: z.literal(1),
   requests: z.array(BoatCreateRequestSchema).max(MAX_REQUESTS),
 });

@@ -110,6 +110,18 @@ describe("a journal written by the original system", () => {
     expect(statSync(s.file).mode & 0o777).toBe(0o600);
   });
 
+  it("keeps a member a newer writer added beside the requests, in place (a rolling upgrade must not erase it)", async () => {
+    const s = seedDataDir([pendingA]);
+    const newer = { version: 1, requests: [pendingA], paused: { by: "newer", since: T0 } };
+    writeFileSync(s.file, `${JSON.stringify(newer, null, 2)}\n`);
+    const journal = openBoatCreateJournal({ dataDir: s.dataDir, now: () => T0 + 10 });
+    await journal.rememberCreatedBoat(pendingA, "bx_aaaaaaaa");
+    const after = { ...newer, requests: [{ ...pendingA, boxId: "bx_aaaaaaaa" }] };
+    expect(s.text()).toBe(`${JSON.stringify(after, null, 2)}\n`);
+    await journal.retireDeletedBoatCreate("bx_aaaaaaaa");
+    expect(JSON.parse(s.text())).toEqual({ ...newer, requests: [] });
+  });
+
   it("keeps a fractional createdAt, which the original format allows", async () => {
     const s = seedDataDir([{ ...pendingA, createdAt: T0 + 0.5 }]);
     const journal = openBoatCreateJournal({ dataDir: s.dataDir, now: () => T0 + 10 });

@@ -1,6 +1,7 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { hasRepeatedMemberName } from "@drydock/test-kit";
+import { MAX_NESTING_DEPTH, NEWER_FORMAT } from "@drydock/json-journal";
+import { hasRepeatedMemberName, nestingDepth } from "@drydock/test-kit";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -213,11 +214,23 @@ function seedSerializeRaw(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
 }
 
-function expectedVerdict(bytes: Buffer): "ok" | "unreadable" | "invalid" {
+function expectedVerdict(bytes: Buffer): string {
   if (!isUtf8(bytes)) return "unreadable";
   const text = bytes.toString("utf8");
   const verdict = seedVerdict(text);
-  return verdict !== "unreadable" && hasRepeatedMemberName(text) ? "invalid" : verdict;
+  if (verdict === "unreadable") return verdict;
+  // Refused where the original reads: a repeated member name (the original keeps one copy and writes
+  // back only it), and values nested so deep that no update could write the document back.
+  if (hasRepeatedMemberName(text) || nestingDepth(text) > MAX_NESTING_DEPTH) return "invalid";
+  // A version above 1 was written by a newer drydock: the original calls it invalid, drydock says to
+  // upgrade and not to repair (ARCHITECTURE decision 24).
+  const raw: unknown = JSON.parse(text);
+  const version =
+    typeof raw === "object" && raw !== null ? (raw as { version?: unknown }).version : undefined;
+  if (typeof version === "number" && Number.isSafeInteger(version) && version > 1) {
+    return `${NEWER_FORMAT} (version ${version}; this drydock reads version 1): upgrade this process, and leave the file as it is`;
+  }
+  return verdict;
 }
 
 function isUtf8(bytes: Buffer): boolean {
@@ -261,15 +274,16 @@ describe("mutated create journal files", () => {
   it("are read as valid or refused with JournalStateError, agreeing with the original validation, bytes unchanged", async () => {
     const file = join(dir.dataDir, CREATE_JOURNAL_FILE);
     const journal = openBoatCreateJournal({ dataDir: dir.dataDir });
-    const verdicts = { ok: 0, unreadable: 0, invalid: 0 };
+    const verdicts = { ok: 0, unreadable: 0, invalid: 0, newer: 0 };
     await fc.assert(
       fc.asyncProperty(validRows, mutation, fc.nat(24), async (rows, m, probe) => {
         const bytes = applyMutation(rows as Record<string, unknown>[], m);
         writeFileSync(file, bytes);
         // Bytes that are not UTF-8 are refused outright (the original would read them as U+FFFD and
         // rewrite them that way), and so is a member name repeated within one object (the original keeps
-        // the last copy and would write the file back without the others); everything else must get the
-        // original system's verdict.
+        // the last copy and would write the file back without the others), and so is a document nested
+        // deeper than MAX_NESTING_DEPTH; a version above 1 is "in a newer format", where the original says
+        // invalid; everything else must get the original system's verdict.
         const expected = expectedVerdict(bytes);
         let outcome: string;
         try {
@@ -282,7 +296,7 @@ describe("mutated create journal files", () => {
         }
         expect(outcome).toBe(expected);
         expect(readFileSync(file).equals(bytes)).toBe(true);
-        verdicts[outcome as keyof typeof verdicts] += 1;
+        verdicts[(outcome.startsWith(NEWER_FORMAT) ? "newer" : outcome) as keyof typeof verdicts] += 1;
 
         if (outcome !== "ok" && probe === 0) {
           // A write is refused the same way, and still changes nothing.
@@ -309,12 +323,12 @@ describe("mutated create journal files", () => {
       { numRuns: Math.max(1_000, Math.round(5_000 * RELIABILITY_SCALE)) },
     );
     reliability(
-      "create journal: fuzzed files read (valid / unreadable / invalid)",
-      verdicts.ok + verdicts.unreadable + verdicts.invalid,
+      "create journal: fuzzed files read (valid / unreadable / invalid / newer version)",
+      verdicts.ok + verdicts.unreadable + verdicts.invalid + verdicts.newer,
     );
     reliability(
       "create journal: fuzzed files refused with bytes unchanged",
-      verdicts.unreadable + verdicts.invalid,
+      verdicts.unreadable + verdicts.invalid + verdicts.newer,
     );
     // The run covered all three verdicts, not only one kind of file.
     expect(verdicts.ok).toBeGreaterThan(100);

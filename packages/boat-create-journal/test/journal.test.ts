@@ -508,3 +508,24 @@ describe("a journal this process cannot read just now (EMFILE)", () => {
     );
   });
 });
+
+describe("a journal written by a newer drydock (a higher version)", () => {
+  it("pauses saying to upgrade, never sending a person to repair it, and leaves it as it is", async () => {
+    const s = setup();
+    await s.open().beginBoatCreate("bot-1", BODY);
+    const newer = s.text().replace('"version": 1', '"version": 2');
+    writeFileSync(s.file, newer);
+    for (const call of [
+      () => s.open().boatCreateRecoverySnapshot(),
+      () => s.open().beginBoatCreate("bot-2", BODY),
+    ]) {
+      const error = await refusal(call());
+      expect(error.code).toBe("BOAT_CREATE_PAUSED");
+      expect(error.message).toMatch(
+        /recovery state is in a newer format \(version 2; this drydock reads version 1\): upgrade this process, and leave the file as it is\.$/,
+      );
+      expect(error.message).not.toMatch(/repair/);
+    }
+    expect(s.text()).toBe(newer);
+  });
+});

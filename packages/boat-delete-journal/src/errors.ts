@@ -1,4 +1,4 @@
-import { TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
+import { isNotDamaged } from "@drydock/json-journal";
 /**
  * The delete journal's one error class. `BOAT_DELETE_PAUSED` means the journal cannot be trusted or the
  * deletion must wait for a person (the original system's 503 "recovery state" refusals); `INVALID_ARGUMENT`
@@ -39,14 +39,15 @@ export function isJournalStateError(value: unknown): value is JournalStateError 
 
 /**
  * The seed's refusal, word for word but for the product name. A journal this process could not read just
- * now (json-journal's TRANSIENTLY_UNREADABLE: EMFILE and the like) is not damaged: its detail says to
- * retry, and nothing sends a person to repair it.
+ * now (json-journal's TRANSIENTLY_UNREADABLE: EMFILE and the like) or written by a newer drydock
+ * (NEWER_FORMAT) is not damaged: its detail says to retry or to upgrade, and nothing sends a person to
+ * repair it.
  */
 export function deletePaused(detail: string, cause?: unknown): JournalStateError {
   return new JournalStateError({
     code: "BOAT_DELETE_PAUSED",
     detail,
-    message: detail.startsWith(TRANSIENTLY_UNREADABLE)
+    message: isNotDamaged(detail)
       ? `Cloud computer deletion is paused because its recovery state is ${detail}.`
       : `Cloud computer deletion is paused because its recovery state is ${detail}. ` +
         "Check the Boat provider before repairing drydock's local state.",

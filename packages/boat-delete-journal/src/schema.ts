@@ -89,7 +89,7 @@ export const BoatDeletionRecordFieldsSchema = z
  */
 export const BoatDeletionRecordSchema = preservingOrder(BoatDeletionRecordFieldsSchema);
 
-export const BoatDeleteJournalFileSchema = z.object({
+export const BoatDeleteJournalFileSchema = z.looseObject({
   version: z.literal(1),
   records: z.array(BoatDeletionRecordSchema).max(MAX_RECORDS),
 });

@@ -118,6 +118,17 @@ describe("a delete journal written by the original system", () => {
     expect(statSync(s.file).mode & 0o777).toBe(0o600);
   });
 
+  it("keeps a member a newer writer added beside the records, in place (a rolling upgrade must not erase it)", async () => {
+    const s = seedDataDir([preparedA]);
+    const newer = { version: 1, records: [preparedA], paused: { by: "newer", since: T0 } };
+    writeFileSync(s.file, `${JSON.stringify(newer, null, 2)}\n`);
+    await openBoatDeleteJournal({ dataDir: s.dataDir, now: () => T0 + 1 }).markBoatDeletionBlocked(
+      "bx_aaaaaaaa",
+    );
+    const blockedA = { ...preparedA, phase: "blocked", status: "blocked", updatedAt: T0 + 1 };
+    expect(s.text()).toBe(`${JSON.stringify({ ...newer, records: [blockedA] }, null, 2)}\n`);
+  });
+
   it("keeps an unknown field in its place when another record is rewritten", async () => {
     const s = seedDataDir([blockedC, preparedA]);
     await openBoatDeleteJournal({ dataDir: s.dataDir, now: () => T0 + 1 }).markBoatDeletionBlocked(

@@ -472,3 +472,21 @@ describe("exports", () => {
     expect(createSchema).toContain(`export const BOAT_ID = ${BOAT_ID.toString()};`);
   });
 });
+
+describe("a journal written by a newer drydock (a higher version)", () => {
+  it("pauses saying to upgrade, never sending a person to repair it, and leaves it as it is", async () => {
+    const s = setup({ now: () => T0 });
+    await s.open().prepareBoatDeletion(target);
+    const newer = s.text().replace('"version": 1', '"version": 3');
+    writeFileSync(s.file, newer);
+    for (const call of [() => s.open().boatDeletionSnapshot(), () => s.open().prepareBoatDeletion(target)]) {
+      const error = await refusal(call());
+      expect(error.code).toBe("BOAT_DELETE_PAUSED");
+      expect(error.message).toMatch(
+        /recovery state is in a newer format \(version 3; this drydock reads version 1\): upgrade this process, and leave the file as it is\.$/,
+      );
+      expect(error.message).not.toMatch(/repair/);
+    }
+    expect(s.text()).toBe(newer);
+  });
+});

@@ -16,6 +16,21 @@
  * the offset of its second occurrence, or null.
  */
 export function findDuplicateName(text: string): { name: string; offset: number } | null {
+  const problem = findShapeProblem(text, Number.POSITIVE_INFINITY);
+  return problem?.kind === "duplicate" ? { name: problem.name, offset: problem.offset } : null;
+}
+
+export type JsonShapeProblem =
+  | { kind: "duplicate"; name: string; offset: number }
+  | { kind: "too_deep"; depth: number; offset: number };
+
+/**
+ * The same scan, which also stops at the first container opened deeper than `maxDepth` (the top-level value
+ * is depth 1): a journal refuses a document it could read but not write back, since cloning and
+ * serialising it (structuredClone, JSON.stringify) recurse and overflow the stack a few thousand levels
+ * down, while JSON.parse does not.
+ */
+export function findShapeProblem(text: string, maxDepth: number): JsonShapeProblem | null {
   // One frame per open container: the names seen so far in an object, null for an array.
   const stack: (Set<string> | null)[] = [];
   let expectName = false;
@@ -33,18 +48,17 @@ export function findDuplicateName(text: string): { name: string; offset: number 
         const literal = text.slice(start, i);
         // Only a name with an escape needs decoding; JSON.parse of the literal decodes it exactly.
         const name = literal.includes("\\") ? (JSON.parse(literal) as string) : literal.slice(1, -1);
-        if (names.has(name)) return { name, offset: start };
+        if (names.has(name)) return { kind: "duplicate", name, offset: start };
         names.add(name);
         expectName = false;
       }
       continue;
     }
-    if (c === 0x7b /* { */) {
-      stack.push(new Set());
-      expectName = true;
-    } else if (c === 0x5b /* [ */) {
-      stack.push(null);
-      expectName = false;
+    if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      if (stack.length >= maxDepth) return { kind: "too_deep", depth: stack.length + 1, offset: i };
+      const object = c === 0x7b;
+      stack.push(object ? new Set() : null);
+      expectName = object;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       stack.pop();
       expectName = false;

@@ -17,8 +17,11 @@ export {
 export {
   type DeepReadonly,
   defaultLockFile,
+  isNotDamaged,
   type JsonJournal,
   type JsonJournalOptions,
+  MAX_NESTING_DEPTH,
+  NEWER_FORMAT,
   openJsonJournal,
   TRANSIENTLY_UNREADABLE,
 } from "./journal.js";

@@ -14,7 +14,7 @@ import {
 } from "@drydock/file-lock";
 import type { z } from "zod";
 import { sweepStaleTemps, writeFileAtomic } from "./atomic.js";
-import { findDuplicateName } from "./duplicate-names.js";
+import { findShapeProblem } from "./duplicate-names.js";
 import { errnoCode, JsonJournalError } from "./errors.js";
 import { lockErrorDetail } from "./state-errors.js";
 
@@ -31,6 +31,7 @@ export interface JsonJournalOptions<T> {
   check?: (doc: T) => string | null;
   /**
    * Builds the error thrown when the document cannot be used: `detail` is `"unreadable"`, `"invalid"`,
+   * `NEWER_FORMAT` with both versions (written by a newer drydock: upgrade, do not repair),
    * `"unavailable"` (could not be saved), `TRANSIENTLY_UNREADABLE` with the errno (could not be read just
    * now for a reason of the process: EMFILE, ENFILE, ENOMEM, EAGAIN, EINTR), a lock detail (e.g. `"locked
    * by another drydock process"`), or the detail returned by `check`. `cause` is the underlying error, when
@@ -148,6 +149,38 @@ export function defaultLockFile(file: string): string {
  */
 export const TRANSIENTLY_UNREADABLE = "temporarily unreadable";
 
+/**
+ * The start of the detail for a document whose numeric `version` is above the one this journal writes (the
+ * `version` of `empty`): a newer drydock wrote it, as in a rolling upgrade or a rollback of one process.
+ * It is not damaged, and not this process's to repair: a person told to "repair" it could delete what the
+ * newer version recorded (a deletion fence, a create key). The detail names both versions and says to
+ * upgrade; like any document that fails its schema, it is never overwritten.
+ */
+export const NEWER_FORMAT = "in a newer format";
+
+/**
+ * How deep a document's values may nest (the top-level value is level 1); a deeper one is `invalid`, left
+ * as it is. drydock's own documents nest 6 levels at most, and every member a newer version adds is kept by
+ * each rewrite, so the bound leaves room for those; it stays far below the few thousand levels at which
+ * structuredClone and JSON.stringify (each update uses both) overflow the stack, which JSON.parse does not.
+ */
+export const MAX_NESTING_DEPTH = 128;
+
+/**
+ * Whether a state error's detail says the file is not damaged, so its message must not send a person to
+ * repair it: read just now for a reason of the process (TRANSIENTLY_UNREADABLE: retry), or written by a
+ * newer drydock (NEWER_FORMAT: upgrade).
+ */
+export function isNotDamaged(detail: string): boolean {
+  return detail.startsWith(TRANSIENTLY_UNREADABLE) || detail.startsWith(NEWER_FORMAT);
+}
+
+function versionOf(value: unknown): number | null {
+  const version =
+    typeof value === "object" && value !== null ? (value as { version?: unknown }).version : undefined;
+  return typeof version === "number" && Number.isSafeInteger(version) ? version : null;
+}
+
 function unreadableDetail(error: unknown): string {
   const errno = errnoCode(error);
   if (!isProcessLevelErrno(errno)) return "unreadable";
@@ -211,8 +244,19 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     return typeof empty === "function" ? (empty as () => T)() : structuredClone(empty);
   }
 
+  /** The `version` this journal writes, if its empty document has one: a higher one is a newer format. */
+  let knownVersion: number | null | undefined;
+  function newerFormat(raw: unknown): string | null {
+    if (knownVersion === undefined) knownVersion = versionOf(emptyDoc());
+    const version = versionOf(raw);
+    if (knownVersion === null || version === null || version <= knownVersion) return null;
+    return `${NEWER_FORMAT} (version ${version}; this drydock reads version ${knownVersion}): upgrade this process, and leave the file as it is`;
+  }
+
   /** Schema, then cross-record invariants; returns the schema's output or the detail of the failure. */
   function validate(raw: unknown): { ok: true; doc: T } | { ok: false; detail: string; cause: unknown } {
+    const newer = newerFormat(raw);
+    if (newer !== null) return { ok: false, detail: newer, cause: undefined };
     const parsed = schema.safeParse(raw);
     if (!parsed.success) return { ok: false, detail: "invalid", cause: parsed.error };
     const detail = check ? check(parsed.data) : null;
@@ -277,8 +321,9 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     // journal (4,096 rows) the scan takes ~3 ms, about one JSON.parse and less than the shortcut of
     // comparing the text with JSON.stringify(raw, null, 2) (~5 ms); bytes this journal validated or wrote
     // last never get here (see `validated`).
-    const duplicate = findDuplicateName(text);
-    if (duplicate) throw stateError("invalid", duplicateNameError(text, duplicate));
+    const problem = findShapeProblem(text, MAX_NESTING_DEPTH);
+    if (problem?.kind === "duplicate") throw stateError("invalid", duplicateNameError(text, problem));
+    if (problem?.kind === "too_deep") throw stateError("invalid", tooDeepError(text, problem.offset));
     const result = validate(raw);
     if (!result.ok) throw stateError(result.detail, result.cause);
     validated = { bytes, doc: deepFreeze(result.doc) };
@@ -373,6 +418,14 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         "Nothing was written and the previous document is intact; this is a bug in the caller.",
       cause,
     });
+  }
+
+  function tooDeepError(text: string, offset: number): Error {
+    const line = text.slice(0, offset).split("\n").length;
+    return new Error(
+      `${file} nests values more than ${MAX_NESTING_DEPTH} levels deep (line ${line}). No drydock writes such a ` +
+        "document, and this one could not write it back; the file was left untouched. Repair it by hand.",
+    );
   }
 
   function duplicateNameError(text: string, duplicate: { name: string; offset: number }): Error {

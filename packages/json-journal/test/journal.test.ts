@@ -15,7 +15,14 @@ import { dirname, join } from "node:path";
 import { acquireLock, type FileOps, failNthCall, isLockError, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { isJsonJournalError, openJsonJournal, TRANSIENTLY_UNREADABLE } from "../src/index.js";
+import {
+  isJsonJournalError,
+  isNotDamaged,
+  MAX_NESTING_DEPTH,
+  NEWER_FORMAT,
+  openJsonJournal,
+  TRANSIENTLY_UNREADABLE,
+} from "../src/index.js";
 import { deadPid, makeTempDir, removeDir, tempsIn } from "./helpers.js";
 
 const DocSchema = z.object({
@@ -196,9 +203,15 @@ describe("damaged files are refused with the caller's stateError and left byte-i
       detail: "unreadable",
     },
     {
-      name: "wrong version",
-      bytes: Buffer.from(valid.replace('"version": 1', '"version": 2')),
+      name: "an older version",
+      bytes: Buffer.from(valid.replace('"version": 1', '"version": 0')),
       detail: "invalid",
+    },
+    {
+      name: "a newer version (not damaged: upgrade, do not repair)",
+      bytes: Buffer.from(valid.replace('"version": 1', '"version": 2')),
+      detail:
+        "in a newer format (version 2; this drydock reads version 1): upgrade this process, and leave the file as it is",
     },
     {
       name: "schema violation",
@@ -286,6 +299,61 @@ describe("damaged files are refused with the caller's stateError and left byte-i
     const compact = '{"version":1,"\\u0069tems":[{"name":"a","value":1},{"name":"b","value":2}]}';
     writeFileSync(file, compact);
     expect((await open().read()).items).toHaveLength(2);
+  });
+
+  it("a document nested deeper than MAX_NESTING_DEPTH is invalid and left as it is; one at the limit is read and updated", async () => {
+    const nested = (levels: number) =>
+      `{"version": 1, "items": [], "deep": ${"[".repeat(levels - 1)}${"]".repeat(levels - 1)}}`;
+    writeFileSync(file, nested(MAX_NESTING_DEPTH + 1));
+    const error = (await open()
+      .update(() => ({ next: { version: 1, items: [] }, result: 1 }))
+      .catch((caught: unknown) => caught)) as StateError;
+    expect(error.detail).toBe("invalid");
+    expect(String((error.cause as Error).message)).toMatch(
+      /nests values more than 128 levels deep \(line 1\)/,
+    );
+    expect(readFileSync(file, "utf8")).toBe(nested(MAX_NESTING_DEPTH + 1));
+    // 5,000 levels: JSON.parse reads it, but it could never be written back (the stack overflows).
+    writeFileSync(file, nested(5_000));
+    expect(
+      (
+        (await open()
+          .read()
+          .catch((caught: unknown) => caught)) as StateError
+      ).detail,
+    ).toBe("invalid");
+    writeFileSync(file, nested(MAX_NESTING_DEPTH));
+    expect(await open().read()).toEqual({ version: 1, items: [] });
+    await open().update(() => ({ next: { version: 1, items: [{ name: "a", value: 1 }] }, result: 1 }));
+    expect(JSON.parse(readFileSync(file, "utf8")).items).toHaveLength(1);
+  });
+
+  it("a document in a newer version is 'in a newer format' naming both versions, not damaged, never overwritten", async () => {
+    const newer = `${JSON.stringify({ version: 2, items: [], shards: ["a"] }, null, 2)}\n`;
+    writeFileSync(file, newer);
+    const journal = open();
+    const calls: (() => Promise<unknown>)[] = [
+      () => journal.read(),
+      () => journal.peek(),
+      () => journal.update(() => ({ next: { version: 1, items: [] }, result: 1 })),
+    ];
+    for (const call of calls) {
+      const error = (await call().catch((caught: unknown) => caught)) as StateError;
+      expect(error).toBeInstanceOf(StateError);
+      expect(error.detail.startsWith(NEWER_FORMAT), error.detail).toBe(true);
+      expect(error.detail).toMatch(/version 2; this drydock reads version 1\): upgrade this process/);
+      expect(isNotDamaged(error.detail)).toBe(true);
+    }
+    expect(readFileSync(file, "utf8")).toBe(newer);
+    // An older version, or a version that is not a number, is just invalid: a damaged file, not a newer one.
+    for (const version of [0, "2", 1.5]) {
+      writeFileSync(file, JSON.stringify({ version, items: [] }));
+      const error = (await open()
+        .read()
+        .catch((caught: unknown) => caught)) as StateError;
+      expect(error.detail).toBe("invalid");
+      expect(isNotDamaged(error.detail)).toBe(false);
+    }
   });
 
   it("a directory or a FIFO at the document's path is unreadable and left in place", async () => {

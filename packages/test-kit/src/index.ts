@@ -83,6 +83,19 @@ export function spawnWorker(fixture: string, args: string[]): Worker {
   };
 }
 
+/** How deep the values of a JSON text nest (a scalar is 0, `[]` and `{}` are 1), walked without recursion. */
+export function nestingDepth(text: string): number {
+  let deepest = 0;
+  const pending: { value: unknown; depth: number }[] = [{ value: JSON.parse(text), depth: 0 }];
+  while (pending.length > 0) {
+    const { value, depth } = pending.pop() as { value: unknown; depth: number };
+    if (value === null || typeof value !== "object") continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Object.values(value)) pending.push({ value: child, depth: depth + 1 });
+  }
+  return deepest;
+}
+
 /**
  * Whether a JSON text (one JSON.parse accepts) repeats a member name within one object. An oracle for the
  * journals' refusal of such files, deliberately unlike their scanner: it counts the member names written

@@ -30,7 +30,11 @@ export interface CreateContext {
 }
 
 const copy = (request: BoatCreateRequest): BoatCreateRequest => ({ ...request });
-const file = (requests: BoatCreateRequest[]): BoatCreateJournalFile => ({ version: 1, requests });
+/** The next document: its own members (a newer writer's too, and their order) kept, the requests replaced. */
+const file = (doc: BoatCreateJournalFile, requests: BoatCreateRequest[]): BoatCreateJournalFile => ({
+  ...doc,
+  requests,
+});
 
 /** The exact row a caller holds: same bot, same body, same key. */
 function sameAttempt(a: BoatCreateRequest, b: BoatCreateRequest): boolean {
@@ -76,7 +80,10 @@ export function beginStep(
   };
   // Crash window: once this write is durable the key exists before boat.dev ever sees it, so any retry
   // after a crash reuses it; without the write a lost response could not be retried safely.
-  return { next: file([...doc.requests, request]), result: { request: copy(request), startedNow: true } };
+  return {
+    next: file(doc, [...doc.requests, request]),
+    result: { request: copy(request), startedNow: true },
+  };
 }
 
 /** Persist the returned identity before the caller renames it; the bot's other rows are dropped. */
@@ -91,7 +98,7 @@ export function rememberStep(
   }
   const completed: BoatCreateRequest = { ...current, boxId };
   const others = doc.requests.filter((candidate) => candidate.botId !== request.botId);
-  return { next: file([...others, completed]), result: copy(completed) };
+  return { next: file(doc, [...others, completed]), result: copy(completed) };
 }
 
 /** Only after the deterministic rename succeeded: the row becomes the durable bot → Boat ownership record. */
@@ -104,7 +111,7 @@ export function resolveStep(doc: BoatCreateJournalFile, request: BoatCreateReque
   const next = doc.requests.map((candidate) =>
     candidate.idempotencyKey === current.idempotencyKey ? resolved : candidate,
   );
-  return { next: file(next), result: copy(resolved) };
+  return { next: file(doc, next), result: copy(resolved) };
 }
 
 /**
@@ -150,7 +157,7 @@ export function adoptStep(
         boxId,
         resolved: true,
       };
-  return { next: file([...retained, adopted]), result: undefined };
+  return { next: file(doc, [...retained, adopted]), result: undefined };
 }
 
 /** Only for a Boat the provider confirmed deleted, never after a failed or ambiguous deletion. */
@@ -158,7 +165,7 @@ export function retireStep(doc: BoatCreateJournalFile, boxId: string): Step<unde
   const next = doc.requests.filter((request) => request.boxId !== boxId);
   return next.length === doc.requests.length
     ? { result: undefined }
-    : { next: file(next), result: undefined };
+    : { next: file(doc, next), result: undefined };
 }
 
 /**
@@ -171,5 +178,11 @@ export function discardStep(doc: BoatCreateJournalFile, request: BoatCreateReque
   const current = doc.requests.find((candidate) => candidate.idempotencyKey === request.idempotencyKey);
   if (current === undefined) return { result: undefined };
   if (!sameAttempt(current, request) || current.boxId !== request.boxId) throw createPaused("out of date");
-  return { next: file(doc.requests.filter((candidate) => candidate !== current)), result: undefined };
+  return {
+    next: file(
+      doc,
+      doc.requests.filter((candidate) => candidate !== current),
+    ),
+    result: undefined,
+  };
 }

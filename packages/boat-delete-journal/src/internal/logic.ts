@@ -20,7 +20,11 @@ export interface Step<R> {
 }
 
 const copy = (record: BoatDeletionRecord): BoatDeletionRecord => ({ ...record });
-const file = (records: BoatDeletionRecord[]): BoatDeleteJournalFile => ({ version: 1, records });
+/** The next document: its own members (a newer writer's too, and their order) kept, the records replaced. */
+const file = (doc: BoatDeleteJournalFile, records: BoatDeletionRecord[]): BoatDeleteJournalFile => ({
+  ...doc,
+  records,
+});
 /** Never moves backwards, even if the clock does: readers order events by it. */
 const nextUpdatedAt = (record: BoatDeletionRecord, now: number): number => Math.max(now, record.updatedAt);
 
@@ -58,7 +62,7 @@ export function prepareStep(
     updatedAt: now,
   };
   const others = doc.records.filter((record) => record.boxId !== identity.boxId);
-  return { next: file([...others, prepared]), result: copy(prepared) };
+  return { next: file(doc, [...others, prepared]), result: copy(prepared) };
 }
 
 /** The fields a fence is compared on: a caller's copy is "the same fence" only if every one of them matches. */
@@ -185,7 +189,9 @@ export function hasPendingForBot(doc: BoatDeleteJournalFile, botId: string): boo
 /** Only after a direct absence or a completed target-bound operation proves the Boat is gone. */
 export function retireStep(doc: BoatDeleteJournalFile, boxId: string): Step<undefined> {
   const next = doc.records.filter((record) => record.boxId !== boxId);
-  return next.length === doc.records.length ? { result: undefined } : { next: file(next), result: undefined };
+  return next.length === doc.records.length
+    ? { result: undefined }
+    : { next: file(doc, next), result: undefined };
 }
 
 function replace(
@@ -193,5 +199,8 @@ function replace(
   boxId: string,
   record: BoatDeletionRecord,
 ): BoatDeleteJournalFile {
-  return file(doc.records.map((candidate) => (candidate.boxId === boxId ? record : candidate)));
+  return file(
+    doc,
+    doc.records.map((candidate) => (candidate.boxId === boxId ? record : candidate)),
+  );
 }
