@@ -133,9 +133,8 @@ for (const file of files) {
             try {
               await import(generated.path);
             } catch (error) {
-              if (error instanceof Error && !error.message.startsWith(example.file)) {
-                error.message = `${id}: ${error.message}`;
-              }
+              // Name the example (its first line) before the line the failure is on.
+              if (error instanceof Error) error.message = `example ${id}: ${error.message}`;
               throw error;
             }
           });
