@@ -973,19 +973,21 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
         }
       }
     }
-    // Each remembered Boat must be provably gone before the bot goes: a bot deleted first would leave a
-    // billable Boat nobody owns.
-    for (const row of (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
-      (r) => r.botId === botId,
-    )) {
-      if (!row.boxId) continue;
-      const boat = await deps.lifecycle.findBoat(botId);
-      if (!boat) {
-        // Its remembered Boat is proven gone (findBoat read it directly: 404/410): the row goes too, or a
-        // new bot under this id would be shown that Boat as its computer.
-        await deps.createJournal.retireDeletedBoatCreate(row.boxId);
-        continue;
-      }
+    // The bot's Boat must be provably gone before the bot goes: a bot deleted first would leave a billable
+    // Boat nobody owns. findBoat reads the Boat its create row remembers directly, and otherwise lists
+    // boat.dev for the bot's names: a Boat no journal knows (a data directory restored from an older
+    // backup, a Boat made or renamed by hand) carries them too, and skipping the look for a bot without a
+    // remembered Boat deleted such bots with their Boat still billed. Without boat.dev's answer the bot
+    // stays (the provider error answers).
+    const remembered = (await deps.createJournal.boatCreateRecoverySnapshot()).filter(
+      (r) => r.botId === botId && r.boxId !== undefined,
+    );
+    const boat = await deps.lifecycle.findBoat(botId);
+    if (!boat) {
+      // Its remembered Boat is proven gone (findBoat read it directly: 404/410): the row goes too, or a new
+      // bot under this id would be shown that Boat as its computer.
+      for (const row of remembered) await deps.createJournal.retireDeletedBoatCreate(row.boxId!);
+    } else {
       // A live Boat is deleted only on the same confirmation DELETE /v1/bots/:botId/computer asks for; a
       // wrong name is refused by the lifecycle (confirmation_mismatch) before anything is sent.
       if (confirmName === undefined) {

@@ -19,6 +19,7 @@ import {
 } from "node:fs";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { join } from "node:path";
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createRestoreRecoveryController, sagaStateDir } from "@drydock/recovery-controller";
 import {
@@ -303,6 +304,48 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
     expect((await call("DELETE", "/v1/bots/busy/computer", { confirmName: name })).status).toBe(200);
     expect((await call("DELETE", "/v1/bots/busy")).status).toBe(200);
     expect((await call("GET", "/v1/bots/busy")).status).toBe(404);
+  });
+
+  it("finds a live Boat carrying the bot's name that no journal knows, and deletes the bot only with it confirmed", async () => {
+    // The journal forgot the Boat (a data directory restored from an older backup): boat.dev still bills
+    // it, under the bot's deterministic name.
+    const call = api(server.url, server.token);
+    const sim = server.simulator;
+    if (!sim) throw new Error("the test server runs the embedded simulator");
+    expect((await call("POST", "/v1/bots", { name: "Fay", botId: "fay" })).status).toBe(201);
+    const made = await call("POST", "/v1/bots/fay/computer");
+    expect(made.status).toBe(201);
+    const { boxId, name } = made.json.computer;
+    await openBoatCreateJournal({ dataDir: tmp.dir }).retireDeletedBoatCreate(boxId);
+    const before = sim.stats();
+
+    const bare = await call("DELETE", "/v1/bots/fay");
+    expect(bare.status).toBe(409);
+    expect(bare.json.error.code).toBe("confirmation_required");
+    expect(bare.json.error.details).toEqual({ boxId, name });
+    expect(sim.stats().deleteRequests).toBe(before.deleteRequests);
+    expect((await call("GET", "/v1/bots/fay")).status).toBe(200);
+
+    const confirmed = await call("DELETE", "/v1/bots/fay", { confirmName: name });
+    expect(confirmed.status).toBe(200);
+    expect(sim.stats().deleteRequests).toBe(before.deleteRequests + 1);
+    expect(sim.stats().live).toBe(before.live - 1);
+    expect((await call("GET", "/v1/bots/fay")).status).toBe(404);
+  });
+
+  it("keeps a bot without a remembered Boat while boat.dev cannot be asked for one (503), and deletes it after", async () => {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Gil", botId: "gil" })).status).toBe(201);
+    await armFault([{ action: "fail-before", method: "GET", path: "^/sandboxes$", status: 503, times: 20 }]);
+    const refused = await call("DELETE", "/v1/bots/gil");
+    expect(refused.status).toBe(503);
+    expect((await call("GET", "/v1/bots/gil")).status).toBe(200);
+    await fetch(`${server.simulator!.url}/_sim/faults`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${server.simulator!.token}` },
+    });
+    expect((await call("DELETE", "/v1/bots/gil")).status).toBe(200);
+    expect((await call("GET", "/v1/bots/gil")).status).toBe(404);
   });
 
   it("deletes a bot that never had a Boat without any body", async () => {
