@@ -1318,8 +1318,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     { schema: { params: RestoreParams } },
     async (request) => {
       const { botId, checkpointId } = request.params;
+      let replaced = false;
       try {
-        await requireBot(botId);
+        const bot = await requireBot(botId);
         refuseStrayShard(botId, "nothing was restored");
         const known = await listWorkspaceCheckpoints(botId);
         if (!known.some((c) => c.checkpointId === checkpointId)) {
@@ -1330,11 +1331,28 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
             dataDir: deps.dataDir,
             workspaceRoot: workspaceRoot(botId),
             checkpointId,
+            // Under the workspace lock, which the bot's deletion (another server's too) needs to retire its
+            // workspace: the bot checked above was not deleted, and its id perhaps taken again, while the
+            // checkpoint was read. Otherwise a deleted bot's files would be restored into the new bot's
+            // workspace at the same path, as edits check too (withWorkspace's forBot).
+            confirmWorkspace: async () => {
+              const current = await deps.bots.get(botId);
+              if (current?.createdAt === bot.createdAt) return null;
+              replaced = true;
+              return `bot ${botId} was deleted${current ? " and created again" : ""} while the restore started`;
+            },
             ...(deps.restoreCrash ? { crash: deps.restoreCrash } : {}),
           });
           return { ok: true, operationId: result.operationId, phase: result.phase, warning: result.warning };
         });
       } catch (error) {
+        if (replaced && isSagaError(error) && error.code === "WORKSPACE_MISMATCH") {
+          throw new HttpProblem(
+            404,
+            "bot_not_found",
+            `No bot with id '${botId}' (it was deleted meanwhile); nothing was restored.`,
+          );
+        }
         throw restoreFailure(error, drydockCommandPrefix(deps.dataDir));
       }
     },

@@ -1012,3 +1012,51 @@ describe("a data directory copied elsewhere while a restore had not settled", ()
     }
   });
 });
+
+describe("a restore whose bot is deleted and created again (by another server) while it starts", () => {
+  it("answers 404 bot_not_found and restores nothing into the new bot's workspace", async () => {
+    const dir = tempDir("restore-replaced-bot");
+    let replaceAt: string | null = null;
+    const server = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
+      {
+        print: () => {},
+        crash: {
+          restore: {
+            point(name: string) {
+              if (name !== replaceAt) return;
+              replaceAt = null;
+              // What another server's DELETE /v1/bots/:botId and POST /v1/bots leave in the registry once
+              // the checkpoint is read and before the restore holds the workspace: the id names a new bot.
+              const file = join(dir.dir, "bots.json");
+              const doc = JSON.parse(readFileSync(file, "utf8"));
+              for (const bot of doc.bots) if (bot.botId === "reborn") bot.createdAt += 1;
+              writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
+            },
+          },
+        },
+      },
+    );
+    try {
+      await server.startup;
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "Reborn", botId: "reborn" })).status).toBe(201);
+      expect((await call("PUT", "/v1/bots/reborn/files/secret.txt", "the old bot's")).status).toBe(201);
+      const checkpointId = (await call("POST", "/v1/bots/reborn/checkpoints")).json.checkpoint.checkpointId;
+      expect((await call("PUT", "/v1/bots/reborn/files/secret.txt", "the new bot's")).status).toBe(201);
+      replaceAt = "restore.after-created";
+      const refused = await call("POST", `/v1/bots/reborn/checkpoints/${checkpointId}/restore`);
+      expect(refused.status).toBe(404);
+      expect(refused.json.error.code).toBe("bot_not_found");
+      expect(refused.json.error.message).toContain("nothing was restored");
+      expect((await call("GET", "/v1/bots/reborn/files/secret.txt")).text).toBe("the new bot's");
+      // Nothing is left to settle: the restore was aborted before its intent, its lock released.
+      const recovery = await call("GET", "/v1/recovery");
+      expect(recovery.json.open).toBe(0);
+      expect((await call("PUT", "/v1/bots/reborn/files/other.txt", "x")).status).toBe(201);
+    } finally {
+      await server.close();
+      dir.cleanup();
+    }
+  });
+});

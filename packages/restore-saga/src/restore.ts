@@ -93,6 +93,15 @@ export interface RestoreOptions {
   isProcessAlive?: (pid: number) => boolean;
   identity?: LockOptions["identity"];
   /**
+   * Called once the workspace lock is held, before the restore records `locked`: the caller's last check
+   * that this is still the workspace it means. The checkpoint is read, and the saga bound to the path,
+   * before the lock can be taken, so a caller whose workspaces belong to something that can be deleted and
+   * created again under the same path (a bot server's bot) checks here, under the lock that its deletion
+   * also needs, that it was not. A reason (a string) refuses the restore before its intent, nothing changed:
+   * the saga is aborted and archived, the lock released, and WORKSPACE_MISMATCH is thrown with that reason.
+   */
+  confirmWorkspace?: () => string | null | Promise<string | null>;
+  /**
    * Flush checkpoint blobs and restored files (default true). `false` keeps every change atomic for a
    * crashed PROCESS (rename is atomic, the page cache survives a SIGKILL) but not durable across a power
    * loss: tests only. Saga events are always flushed.
@@ -256,6 +265,14 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
   let targetCount = 0;
   try {
     await assertNoUnsettledRestore(store, operationId);
+    const refusal = options.confirmWorkspace ? await options.confirmWorkspace() : null;
+    if (typeof refusal === "string") {
+      throw new SagaError({
+        code: "WORKSPACE_MISMATCH",
+        operationId,
+        message: `Restore ${operationId} was refused before it changed anything: ${refusal}`,
+      });
+    }
     held.assertOwned();
     saga = await step(store, saga, "locked", {
       workspaceLockOwner: held.owner,

@@ -99,6 +99,39 @@ describe("restoreCheckpoint", () => {
     );
   });
 
+  it("asks confirmWorkspace under the lock before `locked`: a reason aborts it, nothing changed; null lets it run", async () => {
+    let heldDuringCheck: unknown = null;
+    const refused = await rejection(
+      restoreCheckpoint(
+        options({
+          operationId: "op-replaced",
+          confirmWorkspace: () => {
+            heldDuringCheck = inspectWorkspaceLock({
+              dataDir: fixture.dataDir,
+              workspaceRoot: fixture.workspace,
+            });
+            return "its bot was deleted and created again";
+          },
+        }),
+      ),
+    );
+    expect(heldDuringCheck).toMatchObject({ payload: { transactionId: "op-replaced" } });
+    expect(refused).toMatchObject({ code: "WORKSPACE_MISMATCH" });
+    expect(refused.message).toBe(
+      "Restore op-replaced was refused before it changed anything: its bot was deleted and created again",
+    );
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
+    expect(inspectWorkspaceLock({ dataDir: fixture.dataDir, workspaceRoot: fixture.workspace })).toBeNull();
+    const saga = await sagaStoreFor(fixture.dataDir, fixture.workspace).loadArchived("op-replaced");
+    expect(saga.events.map((event) => event.phase)).toEqual(["created", "aborted"]);
+
+    const confirmed = await restoreCheckpoint(
+      options({ operationId: "op-confirmed", confirmWorkspace: async () => null }),
+    );
+    expect(confirmed.phase).toBe("completed");
+    expect(sameTree(snapshotTree(fixture.workspace), fixture.after)).toBe(true);
+  });
+
   it("holds each file it replaces open across the rename, closes it behind, and leaks no descriptor", async () => {
     const inWorkspace = (path: unknown) => String(path).startsWith(`${fixture.workspace}/`);
     const held = new Map<number, string>();
