@@ -242,15 +242,35 @@ describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
   });
 });
 
+/** A new bot `botId` with a computer, on the shared test server: its simulator, and the Boat's id and name. */
+async function botWithComputer(botId: string) {
+  const call = api(server.url, server.token);
+  const sim = server.simulator;
+  if (!sim) throw new Error("the test server runs the embedded simulator");
+  expect((await call("POST", "/v1/bots", { name: botId, botId })).status).toBe(201);
+  const created = await call("POST", `/v1/bots/${botId}/computer`);
+  expect(created.status).toBe(201);
+  const { boxId, name } = created.json.computer as { boxId: string; name: string };
+  return { call, sim, boxId, name };
+}
+
+/** DELETE /v1/bots/:botId with the Boat's name: one DELETE sent, the Boat gone, then the bot. */
+async function deleteBotConfirmed(
+  { call, sim, name }: Awaited<ReturnType<typeof botWithComputer>>,
+  botId: string,
+  before: ReturnType<NonNullable<RunningServer["simulator"]>["stats"]>,
+): Promise<void> {
+  const confirmed = await call("DELETE", `/v1/bots/${botId}`, { confirmName: name });
+  expect(confirmed.status).toBe(200);
+  expect(sim.stats().deleteRequests).toBe(before.deleteRequests + 1);
+  expect(sim.stats().live).toBe(before.live - 1);
+  expect((await call("GET", `/v1/bots/${botId}`)).status).toBe(404);
+}
+
 describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
   it("refuses without { confirmName } or with a wrong one, sending no DELETE to boat.dev; deletes with it", async () => {
-    const call = api(server.url, server.token);
-    const sim = server.simulator;
-    if (!sim) throw new Error("the test server runs the embedded simulator");
-    expect((await call("POST", "/v1/bots", { name: "Live", botId: "live" })).status).toBe(201);
-    const created = await call("POST", "/v1/bots/live/computer");
-    expect(created.status).toBe(201);
-    const { boxId, name } = created.json.computer;
+    const made = await botWithComputer("live");
+    const { call, sim, boxId, name } = made;
     const before = sim.stats();
 
     const bare = await call("DELETE", "/v1/bots/live");
@@ -269,21 +289,11 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
       boxId,
     });
 
-    const confirmed = await call("DELETE", "/v1/bots/live", { confirmName: name });
-    expect(confirmed.status).toBe(200);
-    expect(sim.stats().deleteRequests).toBe(before.deleteRequests + 1);
-    expect(sim.stats().live).toBe(before.live - 1);
-    expect((await call("GET", "/v1/bots/live")).status).toBe(404);
+    await deleteBotConfirmed(made, "live", before);
   });
 
   it("a deletion boat.dev refused (sandbox_busy) is 409 deletion_blocked with the way out, never 'still finishing'", async () => {
-    const call = api(server.url, server.token);
-    const sim = server.simulator;
-    if (!sim) throw new Error("the test server runs the embedded simulator");
-    expect((await call("POST", "/v1/bots", { name: "Busy", botId: "busy" })).status).toBe(201);
-    const made = await call("POST", "/v1/bots/busy/computer");
-    expect(made.status).toBe(201);
-    const { boxId, name } = made.json.computer;
+    const { call, sim, boxId, name } = await botWithComputer("busy");
     const setBusy = (busy: boolean) =>
       fetch(`${sim.url}/_sim/sandboxes/${boxId}`, {
         method: "PATCH",
@@ -309,13 +319,8 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
   it("finds a live Boat carrying the bot's name that no journal knows, and deletes the bot only with it confirmed", async () => {
     // The journal forgot the Boat (a data directory restored from an older backup): boat.dev still bills
     // it, under the bot's deterministic name.
-    const call = api(server.url, server.token);
-    const sim = server.simulator;
-    if (!sim) throw new Error("the test server runs the embedded simulator");
-    expect((await call("POST", "/v1/bots", { name: "Fay", botId: "fay" })).status).toBe(201);
-    const made = await call("POST", "/v1/bots/fay/computer");
-    expect(made.status).toBe(201);
-    const { boxId, name } = made.json.computer;
+    const made = await botWithComputer("fay");
+    const { call, sim, boxId, name } = made;
     await openBoatCreateJournal({ dataDir: tmp.dir }).retireDeletedBoatCreate(boxId);
     const before = sim.stats();
 
@@ -326,11 +331,7 @@ describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
     expect(sim.stats().deleteRequests).toBe(before.deleteRequests);
     expect((await call("GET", "/v1/bots/fay")).status).toBe(200);
 
-    const confirmed = await call("DELETE", "/v1/bots/fay", { confirmName: name });
-    expect(confirmed.status).toBe(200);
-    expect(sim.stats().deleteRequests).toBe(before.deleteRequests + 1);
-    expect(sim.stats().live).toBe(before.live - 1);
-    expect((await call("GET", "/v1/bots/fay")).status).toBe(404);
+    await deleteBotConfirmed(made, "fay", before);
   });
 
   it("keeps a bot without a remembered Boat while boat.dev cannot be asked for one (503), and deletes it after", async () => {
@@ -480,6 +481,17 @@ describe("drydock_provider_retries_total", () => {
  * "a.txt" written twice with a checkpoint in between: the restore of `checkpointId` is then ready to fail.
  */
 async function serverWithFailingRestore(label: string, botId: string, point: string) {
+  return serverWithRestoreHook(label, botId, (name) => {
+    if (name === point) throw new Error("test: injected failure");
+  });
+}
+
+/** The same server and bot, with `hook` called at every restore crash point once armed. */
+async function serverWithRestoreHook(
+  label: string,
+  botId: string,
+  hook: (point: string, dataDir: string) => void,
+) {
   const dir = tempDir(label);
   let armed = false;
   const server = await startServer(
@@ -489,7 +501,7 @@ async function serverWithFailingRestore(label: string, botId: string, point: str
       crash: {
         restore: {
           point(name: string) {
-            if (armed && name === point) throw new Error("test: injected failure");
+            if (armed) hook(name, dir.dir);
           },
         },
       },
@@ -1015,48 +1027,34 @@ describe("a data directory copied elsewhere while a restore had not settled", ()
 
 describe("a restore whose bot is deleted and created again (by another server) while it starts", () => {
   it("answers 404 bot_not_found and restores nothing into the new bot's workspace", async () => {
-    const dir = tempDir("restore-replaced-bot");
-    let replaceAt: string | null = null;
-    const server = await startServer(
-      loadConfig({ DRYDOCK_DATA_DIR: dir.dir, PORT: "0", LOG_LEVEL: "silent" }),
-      {
-        print: () => {},
-        crash: {
-          restore: {
-            point(name: string) {
-              if (name !== replaceAt) return;
-              replaceAt = null;
-              // What another server's DELETE /v1/bots/:botId and POST /v1/bots leave in the registry once
-              // the checkpoint is read and before the restore holds the workspace: the id names a new bot.
-              const file = join(dir.dir, "bots.json");
-              const doc = JSON.parse(readFileSync(file, "utf8"));
-              for (const bot of doc.bots) if (bot.botId === "reborn") bot.createdAt += 1;
-              writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
-            },
-          },
-        },
+    let replaced = false;
+    const { call, checkpointId, close } = await serverWithRestoreHook(
+      "restore-replaced-bot",
+      "reborn",
+      (point, dataDir) => {
+        if (point !== "restore.after-created" || replaced) return;
+        replaced = true;
+        // What another server's DELETE /v1/bots/:botId and POST /v1/bots leave in the registry once the
+        // checkpoint is read and before the restore holds the workspace: the id names a new bot.
+        const file = join(dataDir, "bots.json");
+        const doc = JSON.parse(readFileSync(file, "utf8"));
+        for (const bot of doc.bots) if (bot.botId === "reborn") bot.createdAt += 1;
+        writeFileSync(file, `${JSON.stringify(doc, null, 2)}\n`);
       },
     );
     try {
-      await server.startup;
-      const call = api(server.url, server.token);
-      expect((await call("POST", "/v1/bots", { name: "Reborn", botId: "reborn" })).status).toBe(201);
-      expect((await call("PUT", "/v1/bots/reborn/files/secret.txt", "the old bot's")).status).toBe(201);
-      const checkpointId = (await call("POST", "/v1/bots/reborn/checkpoints")).json.checkpoint.checkpointId;
-      expect((await call("PUT", "/v1/bots/reborn/files/secret.txt", "the new bot's")).status).toBe(201);
-      replaceAt = "restore.after-created";
       const refused = await call("POST", `/v1/bots/reborn/checkpoints/${checkpointId}/restore`);
+      expect(replaced).toBe(true);
       expect(refused.status).toBe(404);
       expect(refused.json.error.code).toBe("bot_not_found");
       expect(refused.json.error.message).toContain("nothing was restored");
-      expect((await call("GET", "/v1/bots/reborn/files/secret.txt")).text).toBe("the new bot's");
+      // The workspace still holds what was written after the checkpoint ("v1" is the checkpoint's).
+      expect((await call("GET", "/v1/bots/reborn/files/a.txt")).text).toBe("v2");
       // Nothing is left to settle: the restore was aborted before its intent, its lock released.
-      const recovery = await call("GET", "/v1/recovery");
-      expect(recovery.json.open).toBe(0);
+      expect((await call("GET", "/v1/recovery")).json.open).toBe(0);
       expect((await call("PUT", "/v1/bots/reborn/files/other.txt", "x")).status).toBe(201);
     } finally {
-      await server.close();
-      dir.cleanup();
+      await close();
     }
   });
 });

@@ -1,7 +1,7 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAX_NESTING_DEPTH, NEWER_FORMAT } from "@drydock/json-journal";
-import { hasRepeatedMemberName, nestingDepth } from "@drydock/test-kit";
+import { MAX_NESTING_DEPTH, NEWER_FORMAT, newerFormatDetail } from "@drydock/json-journal";
+import { journalVerdict } from "@drydock/test-kit";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -214,32 +214,13 @@ function seedSerializeRaw(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
 }
 
+/** The original system's verdict, with the rules drydock adds (test-kit's journalVerdict). */
 function expectedVerdict(bytes: Buffer): string {
-  if (!isUtf8(bytes)) return "unreadable";
-  const text = bytes.toString("utf8");
-  const verdict = seedVerdict(text);
-  if (verdict === "unreadable") return verdict;
-  // Refused where the original reads: a repeated member name (the original keeps one copy and writes
-  // back only it), and values nested so deep that no update could write the document back.
-  if (hasRepeatedMemberName(text) || nestingDepth(text) > MAX_NESTING_DEPTH) return "invalid";
-  // A version above 1 was written by a newer drydock: the original calls it invalid, drydock says to
-  // upgrade and not to repair (ARCHITECTURE decision 24).
-  const raw: unknown = JSON.parse(text);
-  const version =
-    typeof raw === "object" && raw !== null ? (raw as { version?: unknown }).version : undefined;
-  if (typeof version === "number" && Number.isSafeInteger(version) && version > 1) {
-    return `${NEWER_FORMAT} (version ${version}; this drydock reads version 1): upgrade this process, and leave the file as it is`;
-  }
-  return verdict;
-}
-
-function isUtf8(bytes: Buffer): boolean {
-  try {
-    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-    return true;
-  } catch {
-    return false;
-  }
+  return journalVerdict(bytes, seedVerdict, {
+    maxDepth: MAX_NESTING_DEPTH,
+    knownVersion: 1,
+    newer: (version) => newerFormatDetail(version, 1),
+  });
 }
 
 const dir = tempDataDir();

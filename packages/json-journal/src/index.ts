@@ -22,6 +22,7 @@ export {
   type JsonJournalOptions,
   MAX_NESTING_DEPTH,
   NEWER_FORMAT,
+  newerFormatDetail,
   openJsonJournal,
   TRANSIENTLY_UNREADABLE,
 } from "./journal.js";

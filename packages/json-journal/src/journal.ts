@@ -175,6 +175,11 @@ export function isNotDamaged(detail: string): boolean {
   return detail.startsWith(TRANSIENTLY_UNREADABLE) || detail.startsWith(NEWER_FORMAT);
 }
 
+/** The detail for a document in version `found`, written by a newer drydock than one that reads `known`. */
+export function newerFormatDetail(found: number, known: number): string {
+  return `${NEWER_FORMAT} (version ${found}; this drydock reads version ${known}): upgrade this process, and leave the file as it is`;
+}
+
 function versionOf(value: unknown): number | null {
   const version =
     typeof value === "object" && value !== null ? (value as { version?: unknown }).version : undefined;
@@ -250,7 +255,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     if (knownVersion === undefined) knownVersion = versionOf(emptyDoc());
     const version = versionOf(raw);
     if (knownVersion === null || version === null || version <= knownVersion) return null;
-    return `${NEWER_FORMAT} (version ${version}; this drydock reads version ${knownVersion}): upgrade this process, and leave the file as it is`;
+    return newerFormatDetail(version, knownVersion);
   }
 
   /** Schema, then cross-record invariants; returns the schema's output or the detail of the failure. */

@@ -83,6 +83,37 @@ export function spawnWorker(fixture: string, args: string[]): Worker {
   };
 }
 
+/**
+ * What a drydock journal answers for a file's bytes, given the original system's verdict on its text
+ * (`seedVerdict`: "ok", "unreadable" or "invalid") and the rules drydock adds on top: bytes that are not
+ * UTF-8 are unreadable (the original would read them as U+FFFD and write them back so); a repeated member
+ * name (the original keeps one copy and writes back only it) and values nested deeper than `maxDepth` (no
+ * update could write them back) are invalid; a numeric version above `knownVersion` is `newer(version)`
+ * (a newer drydock wrote it: the original says invalid).
+ */
+export function journalVerdict(
+  bytes: Uint8Array,
+  seedVerdict: (text: string) => string,
+  rules: { maxDepth: number; knownVersion: number; newer: (version: number) => string },
+): string {
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return "unreadable";
+  }
+  const verdict = seedVerdict(text);
+  if (verdict === "unreadable") return verdict;
+  if (hasRepeatedMemberName(text) || nestingDepth(text) > rules.maxDepth) return "invalid";
+  const raw: unknown = JSON.parse(text);
+  const version =
+    typeof raw === "object" && raw !== null ? (raw as { version?: unknown }).version : undefined;
+  if (typeof version === "number" && Number.isSafeInteger(version) && version > rules.knownVersion) {
+    return rules.newer(version);
+  }
+  return verdict;
+}
+
 /** How deep the values of a JSON text nest (a scalar is 0, `[]` and `{}` are 1), walked without recursion. */
 export function nestingDepth(text: string): number {
   let deepest = 0;
