@@ -10,6 +10,8 @@ import {
 import { errnoOf, isSagaError, SagaError } from "./errors.js";
 import {
   applyPlan,
+  NAME_MAX_BYTES,
+  overlongName,
   planFromScan,
   type RestorePlan,
   removeLeftTemps,
@@ -302,6 +304,14 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // captureWorkspace runs whileFlushing before it returns, so the plan exists.
     if (planned === null) throw new Error("captureWorkspace returned without planning");
     const { plan, verified } = planned as { plan: RestorePlan; verified: VerifiedBlobs };
+    const overlong = overlongName(plan);
+    if (overlong !== null) {
+      throw new SagaError({
+        code: "INVALID_ARGUMENT",
+        operationId,
+        message: `Checkpoint ${options.checkpointId} holds ${JSON.stringify(boundedText(overlong, "", 600))}, a name longer than ${NAME_MAX_BYTES} bytes, which no file system here can hold (it was checkpointed elsewhere). Nothing was restored or changed; restore another checkpoint.`,
+      });
+    }
     targetCount = plan.ops.length;
     saga = await step(store, saga, "prepared", { prestateDigest: plan.prestateDigest, targetCount });
     crash.point("restore.after-prepared");

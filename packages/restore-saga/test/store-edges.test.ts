@@ -203,6 +203,21 @@ describe("saga store: what a refusal says is true", () => {
     expect((await rejection(open().load("op-l"))).code).toBe("CORRUPT");
   });
 
+  it("removes a killed writer's temp of this version's form (`.drydock.<tag>...`) once the chain verified", async () => {
+    const store = open();
+    await upToPrepared(store, "op-t");
+    const dir = join(store.shardDir, "op-t");
+    const partial = join(dir, `.drydock.${"a".repeat(32)}.12345.${"2".repeat(16)}.tmp`);
+    fs.writeFileSync(partial, "partial evidence of a crashed writer");
+    // And one still linked to the event it published (killed between link(2) and unlinking the temp).
+    const linked = join(dir, `.drydock.${"b".repeat(32)}.12345.${"3".repeat(16)}.tmp`);
+    fs.linkSync(join(dir, "000003-prepared.json"), linked);
+    expect((await open().load("op-t")).seq).toBe(3);
+    expect(fs.existsSync(partial)).toBe(false);
+    expect(fs.existsSync(linked)).toBe(false);
+    expect(fs.statSync(join(dir, "000003-prepared.json")).nlink).toBe(1);
+  });
+
   it("says the head hash differs, not the seq, when only the hash of a fence is wrong", async () => {
     const store = open();
     const saga = await store.create("op-h", createEvidence);

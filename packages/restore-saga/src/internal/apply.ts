@@ -12,9 +12,9 @@ import {
   ensurePrivateDir,
   flushBehind,
   fsyncPaths,
+  isTempFor,
   isTempName,
   removeQuietly,
-  tempTarget,
   writeTemp,
 } from "./files.js";
 import { type ScannedEntry, scanTree, treeDigest } from "./tree.js";
@@ -105,6 +105,24 @@ export function planFromScan(
     targetDigest,
     planDigest: domainDigest(PLAN_DOMAIN, { prestateDigest, targetDigest, ops }),
   };
+}
+
+/** The longest name (one path segment) Linux file systems take, in bytes (NAME_MAX). */
+export const NAME_MAX_BYTES = 255;
+
+/**
+ * Refuses, before anything changes, a plan that would create a name no file system here takes (longer
+ * than NAME_MAX bytes: a checkpoint made on another file system). The temps the apply stages under are
+ * of bounded length (`tempNameFor`), so every name that fits can be staged; one that does not would stop
+ * the apply half-way with ENAMETOOLONG. Returns the first such path, or null.
+ */
+export function overlongName(plan: RestorePlan): string | null {
+  for (const op of plan.ops) {
+    if (op.op !== "write" && op.op !== "mkdir") continue;
+    const path = opPath(op);
+    if (path.split("/").some((segment) => Buffer.byteLength(segment, "utf8") > NAME_MAX_BYTES)) return path;
+  }
+  return null;
 }
 
 function opPath(op: PlanOp): string {
@@ -263,7 +281,7 @@ function assertInside(fs: FileOps, root: string, rel: string): void {
  * Renames a staged temp over its target. Staging on another file system cannot be renamed from: the
  * bytes are then written again beside the target (flushed first when `durable`) and renamed from there;
  * `ctx` remembers it, so later files are staged beside their targets directly. A SIGKILL in that window
- * leaves the temp in the workspace, named for its target (`.<name>.<pid>.<hex>.tmp`); the rollback,
+ * leaves the temp in the workspace, named for its target (`.drydock.<tag of name>.<pid>.<hex>.tmp`); the rollback,
  * which changes nothing but the touched paths, removes every such temp named for one of them before it
  * plans (`removeLeftTemps`).
  */
@@ -310,7 +328,8 @@ function renameIntoPlace(
 
 /**
  * Removes from the workspace the temps an apply staging beside its targets (see `renameIntoPlace`) left
- * when it was killed: regular files named `.<name>.<pid>.<hex>.tmp` beside a touched path `<name>`
+ * when it was killed: regular files named as temps for a touched path `<name>` beside it (`isTempFor`:
+ * `.drydock.<tag of name>.<pid>.<hex>.tmp`, or an earlier version's `.<name>.<pid>.<hex>.tmp`)
  * (inside a directory the restore created too). Never the workspace's content, never promoted. Returns
  * the scan `current` without them; with `removeTemps: false` (a read-only preview) nothing is removed.
  * Only for a caller holding the workspace's lock.
@@ -322,15 +341,25 @@ export function removeLeftTemps(
   touched: ReadonlySet<string>,
   options: { removeTemps: boolean; held?: ReadonlySet<string> },
 ): ScannedEntry[] {
+  // The touched names by the directory they are in (`a/b/` for `a/b/c.txt`, `` at the root).
+  const touchedIn = new Map<string, string[]>();
+  for (const path of touched) {
+    const slash = path.lastIndexOf("/");
+    const dir = path.slice(0, slash + 1);
+    const names = touchedIn.get(dir);
+    if (names === undefined) touchedIn.set(dir, [path.slice(slash + 1)]);
+    else names.push(path.slice(slash + 1));
+  }
+  const isLeftTemp = (entry: ScannedEntry): boolean => {
+    if (entry.type !== "file" || options.held?.has(entry.path)) return false;
+    const slash = entry.path.lastIndexOf("/");
+    const name = entry.path.slice(slash + 1);
+    if (!isTempName(name)) return false;
+    return (touchedIn.get(entry.path.slice(0, slash + 1)) ?? []).some((target) => isTempFor(name, target));
+  };
   const kept: ScannedEntry[] = [];
   for (const entry of current) {
-    const slash = entry.path.lastIndexOf("/");
-    const target = entry.type === "file" ? tempTarget(entry.path.slice(slash + 1)) : null;
-    if (
-      target === null ||
-      !touched.has(entry.path.slice(0, slash + 1) + target) ||
-      options.held?.has(entry.path)
-    ) {
+    if (!isLeftTemp(entry)) {
       kept.push(entry);
     } else if (options.removeTemps) {
       try {

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { join } from "node:path";
 import {
@@ -12,8 +12,19 @@ import { errnoOf, SagaError } from "../errors.js";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = constants;
 
-/** `.<target>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. */
-const TEMP_NAME = /^\.(.+)\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
+/**
+ * `.drydock.<32 hex>.<pid>.<16 hex>.tmp`: the one temporary name this package writes, anywhere. The 32 hex
+ * are the start of the SHA-256 of the target's name, so the temp's length never depends on the target's
+ * (at most 73 bytes): a target of any length the file system allows (NAME_MAX, 255 bytes) can be staged,
+ * and a temp left beside its target can still be told to be that target's (`isTempFor`).
+ */
+const TEMP_NAME = /^\.drydock\.([0-9a-f]{32})\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
+/**
+ * `.<target>.<pid>.<16 hex>.tmp`: what earlier versions wrote (30-40 bytes longer than the target, so a
+ * target of more than ~215 bytes could not be staged). Still recognised, so that what a writer of an
+ * earlier version left is swept like any temp, and never promoted.
+ */
+const LEGACY_TEMP_NAME = /^\.(.+)\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
 
 /**
  * Unique per process without asking the kernel for entropy on every file: a random prefix drawn once,
@@ -22,18 +33,29 @@ const TEMP_NAME = /^\.(.+)\.[1-9][0-9]{0,9}\.[0-9a-f]{16}\.tmp$/;
 const tempPrefix = randomBytes(4).toString("hex");
 let tempCounter = 0;
 
+/** What a temp's name says of its target: the start of the SHA-256 of the target's name, in hex. */
+function targetTag(target: string): string {
+  return createHash("sha256").update(target, "utf8").digest("hex").slice(0, 32);
+}
+
 export function tempNameFor(target: string): string {
   tempCounter = (tempCounter + 1) % 0x1_0000_0000;
-  return `.${target}.${process.pid}.${tempPrefix}${tempCounter.toString(16).padStart(8, "0")}.tmp`;
+  return `.drydock.${targetTag(target)}.${process.pid}.${tempPrefix}${tempCounter.toString(16).padStart(8, "0")}.tmp`;
 }
 
+/** A temp of this package, of this version or an earlier one. */
 export function isTempName(name: string): boolean {
-  return TEMP_NAME.test(name);
+  return TEMP_NAME.test(name) || LEGACY_TEMP_NAME.test(name);
 }
 
-/** The name a temp was written for (`f.txt` for `.f.txt.<pid>.<hex>.tmp`), or null if it is no temp. */
-export function tempTarget(name: string): string | null {
-  return TEMP_NAME.exec(name)?.[1] ?? null;
+/**
+ * Whether `name` is a temp written for `target` (a name in the same directory), by this version
+ * (`.drydock.<tag of target>.<pid>.<hex>.tmp`) or an earlier one (`.<target>.<pid>.<hex>.tmp`).
+ */
+export function isTempFor(name: string, target: string): boolean {
+  const tag = TEMP_NAME.exec(name)?.[1];
+  if (tag !== undefined) return tag === targetTag(target);
+  return LEGACY_TEMP_NAME.exec(name)?.[1] === target;
 }
 
 /**
