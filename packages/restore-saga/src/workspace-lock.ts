@@ -6,6 +6,7 @@ import {
   inspectLock,
   isLockError,
   judgeOwnerLiveness,
+  type LockError,
   type LockHandle,
   type LockOptions,
   nodeFileOps,
@@ -790,6 +791,30 @@ function registryLost(p: Prepared, error: SagaError, lease: HeldWorkspaceLock | 
 
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
+/** How many times in a row a lock that was held when tried and gone when read is tried again at once. */
+const VANISHED_RETRIES = 5;
+
+/**
+ * The workspace lock was held when acquireLockSync tried it (LOCK_TIMEOUT, or LOCK_OWNER_DEAD) and had no
+ * owner when read right after: its holder released it (or a dead one was reaped) in between.
+ */
+class Vanished {
+  constructor(readonly error: LockError) {}
+  /** The holder the attempt saw (LOCK_TIMEOUT names it), if it parses as a workspace lock's owner. */
+  holder(path: string): WorkspaceLockOwner | null {
+    if (this.error.code !== "LOCK_TIMEOUT" || this.error.owner === undefined) return null;
+    try {
+      return parseOwner(path, this.error.owner);
+    } catch {
+      return null;
+    }
+  }
+}
+
+function vanished(error: LockError): Vanished {
+  return new Vanished(error);
+}
+
 /**
  * Takes the workspace lock for `transactionId`. Waits up to `waitMs` while a live owner holds this or an
  * overlapping workspace (then WORKSPACE_LOCKED); a dead restore's owner gives RECOVERY_REQUIRED at once
@@ -798,18 +823,19 @@ const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(do
 export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promise<HeldWorkspaceLock> {
   const p = prepare(options);
   const start = performance.now();
+  let vanishedInARow = 0;
   for (;;) {
     // A release of the registry that fails with LOCK_IO hands the lease back (the registry stayed ours
     // throughout; state-lock.ts releases it later); one that finds it lost gives the lease up.
     const made: { lease?: HeldWorkspaceLock } = {};
-    let outcome: HeldWorkspaceLock | SagaError;
+    let outcome: HeldWorkspaceLock | SagaError | Vanished;
     try {
       outcome = await withStateLock(
         join(p.locksDir, "registry.lock"),
         "the workspace lock registry",
         p.fs,
         registryLockOptions(p),
-        async (): Promise<HeldWorkspaceLock | SagaError> => {
+        async (): Promise<HeldWorkspaceLock | SagaError | Vanished> => {
           const reaped: WorkspaceLockOwner[] = [];
           const overlap = await findOverlap(p, reaped);
           if (overlap) return overlap;
@@ -830,7 +856,8 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
                 }
               }
               if (owner) return blockedError(owner, dead, p.root);
-              return lockFailed(error, `workspace ${p.root}`);
+              // Held when tried, gone when read: its holder let go in between. Not a failure: look again.
+              return vanished(error);
             }
             if (error instanceof SagaError) throw error;
             throw lockFailed(error, `workspace ${p.root}`);
@@ -841,6 +868,18 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
       if (isSagaError(error) && error.code === "LOCK_OWNERSHIP_LOST")
         throw registryLost(p, error, made.lease);
       throw error;
+    }
+    if (outcome instanceof Vanished) {
+      // Looked again at once, a bounded number of times: two processes taking turns on a workspace can
+      // free it between every attempt and its read. Past that it is a busy workspace, as WORKSPACE_LOCKED
+      // says (with the holder the last attempt saw), never a lock to inspect.
+      vanishedInARow += 1;
+      if (vanishedInARow <= VANISHED_RETRIES) continue;
+      const seen = outcome.holder(p.path);
+      if (seen === null) throw lockFailed(outcome.error, `workspace ${p.root}`);
+      outcome = blockedError(seen, false, p.root);
+    } else {
+      vanishedInARow = 0;
     }
     if (!(outcome instanceof SagaError)) return outcome;
     if (outcome.code !== "WORKSPACE_LOCKED" || performance.now() - start >= p.waitMs) throw outcome;
