@@ -13,6 +13,7 @@ import {
   NAME_MAX_BYTES,
   overlongName,
   planFromScan,
+  prepareStaging,
   type RestorePlan,
   removeLeftTemps,
   restrictPlan,
@@ -133,12 +134,15 @@ function invalid(message: string): SagaError {
   return new SagaError({ code: "INVALID_ARGUMENT", message });
 }
 
-function toSagaError(error: unknown): SagaError {
+function toSagaError(error: unknown, what: "restore" | "rollback" = "restore"): SagaError {
   if (isSagaError(error)) return error;
+  const path = (error as NodeJS.ErrnoException | null)?.path;
   return new SagaError({
     code: "WRITE_FAILED",
     cause: error,
-    message: `The restore failed on an unexpected error (${errnoOf(error) ?? (error as Error)?.name ?? "error"}).`,
+    message: `The ${what} failed on an unexpected error (${errnoOf(error) ?? (error as Error)?.name ?? "error"}${
+      typeof path === "string" ? ` on ${path}` : ""
+    }).`,
   });
 }
 
@@ -313,6 +317,10 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
       });
     }
     targetCount = plan.ops.length;
+    // The staging directory (in the data directory) is made ready now, while a failure changes nothing
+    // and aborts: a file in its way found after `mutation_started` left a restore that had changed nothing
+    // needing recovery.
+    if (plan.ops.some((op) => op.op === "write")) prepareStaging(fs, stagingDirFor(dataDir, store), dataDir);
     saga = await step(store, saga, "prepared", { prestateDigest: plan.prestateDigest, targetCount });
     crash.point("restore.after-prepared");
 
@@ -689,7 +697,7 @@ export async function rollbackFromSafetyCheckpoint(options: RollbackOptions): Pr
   try {
     return await rollback(options);
   } catch (error) {
-    throw toSagaError(error);
+    throw toSagaError(error, "rollback");
   }
 }
 

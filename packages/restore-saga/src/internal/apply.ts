@@ -1,6 +1,6 @@
 import { constants } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import type { FileOps } from "@drydock/file-lock";
+import { type FileOps, isProcessLevelErrno } from "@drydock/file-lock";
 import type { CheckpointStore } from "../checkpoints.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
@@ -10,6 +10,7 @@ import {
   chmodDir,
   closeBehind,
   ensurePrivateDir,
+  errnoBehind,
   flushBehind,
   fsyncPaths,
   isTempFor,
@@ -217,12 +218,25 @@ function errnoPath(error: unknown): string | undefined {
   return typeof path === "string" ? path : undefined;
 }
 
-function applyFailure(path: string, error: unknown): SagaError {
+/**
+ * A change of `path` (workspace-relative) that failed, as a person reads it. A failure on a temp in the
+ * staging directory (its write, its flush) happened in the data directory, and is named there.
+ */
+function applyFailure(path: string, error: unknown, stagingDir?: string): SagaError {
   if (error instanceof SagaError) return error;
+  const errno = errnoOf(error) ?? "error";
+  const at = errnoPath(error);
+  if (stagingDir !== undefined && at?.startsWith(`${stagingDir}/`)) {
+    return new SagaError({
+      code: "WRITE_FAILED",
+      cause: error,
+      message: `Writing ${at === path ? "a staged file" : `the staged copy of ${path}`} in the restore staging directory failed (${errno} on ${at}, in the data directory). The workspace may be partly restored; the restore's safety checkpoint can roll it back.`,
+    });
+  }
   return new SagaError({
     code: "WRITE_FAILED",
     cause: error,
-    message: `Changing ${path} in the workspace failed (${errnoOf(error) ?? "error"}). The workspace is partly restored; the restore's safety checkpoint can roll it back.`,
+    message: `Changing ${path} in the workspace failed (${errno}). The workspace is partly restored; the restore's safety checkpoint can roll it back.`,
   });
 }
 
@@ -388,11 +402,81 @@ export function sweepStaging(fs: FileOps, stagingDir: string): void {
   try {
     names = fs.readdirSync(stagingDir);
   } catch (error) {
-    if (errnoOf(error) === "ENOENT") return;
+    // Absent, or not a directory (a file is in the way, at it or above it): no temp of ours is there.
+    const errno = errnoOf(error);
+    if (errno === "ENOENT" || errno === "ENOTDIR") return;
     throw error;
   }
   for (const name of names) {
     if (isTempName(name)) removeQuietly(fs, join(stagingDir, name));
+  }
+}
+
+/**
+ * The first of `path` and its parents below `within` (the data directory) that exists and is not a
+ * directory (a file or a symlink put there), or null.
+ */
+function blockingEntry(fs: FileOps, path: string, within: string): string | null {
+  const chain: string[] = [];
+  for (let at = path; at.startsWith(`${within}/`); at = dirname(at)) chain.unshift(at);
+  for (const at of chain) {
+    try {
+      if (!fs.lstatSync(at).isDirectory()) return at;
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}
+
+/**
+ * Why the staging directory `stagingDir` (in the data directory `dataDir`) could not be made ready, naming
+ * the real path in the way; `outcome` says what that means for the workspace ("Nothing was restored or
+ * changed", …).
+ */
+function stagingFailure(
+  fs: FileOps,
+  stagingDir: string,
+  dataDir: string,
+  error: unknown,
+  outcome: string,
+): SagaError {
+  const errno = errnoBehind(error);
+  const blocking = blockingEntry(fs, stagingDir, dataDir);
+  if (blocking !== null) {
+    return new SagaError({
+      code: "CORRUPT",
+      cause: error,
+      message: `The restore staging directory ${stagingDir} in the data directory cannot be used: ${blocking} is ${
+        blocking === stagingDir ? "" : "in its way and is "
+      }a file or a symlink, not a directory${errno ? ` (${errno})` : ""}. ${outcome} Move ${blocking} aside (drydock never removes it; it is not drydock's), then retry.`,
+    });
+  }
+  return new SagaError({
+    code: isProcessLevelErrno(errno) ? "LOCK_FAILED" : "WRITE_FAILED",
+    cause: error,
+    message: `The restore staging directory ${stagingDir} in the data directory could not be made ready (${
+      errno ?? (error as Error)?.name ?? "error"
+    }). ${outcome} Check that directory and its disk (permissions, free space), then retry.`,
+  });
+}
+
+/**
+ * Makes the workspace's staging directory (in the data directory) ready: created 0700 if missing, a real
+ * directory, what a dead apply left there swept. A restore calls it before its intent, so a file in the
+ * way stops it while nothing has changed. Only for a caller holding the workspace's lock.
+ */
+export function prepareStaging(
+  fs: FileOps,
+  stagingDir: string,
+  dataDir: string,
+  outcome = "Nothing was restored or changed.",
+): void {
+  try {
+    ensurePrivateDir(fs, stagingDir);
+    sweepStaging(fs, stagingDir);
+  } catch (error) {
+    throw stagingFailure(fs, stagingDir, dataDir, error, outcome);
   }
 }
 
@@ -415,11 +499,15 @@ const OWNER_RWX = 0o700;
  */
 export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
   const { fs, root } = ctx;
-  try {
-    ensurePrivateDir(fs, ctx.stagingDir);
-    sweepStaging(fs, ctx.stagingDir);
-  } catch (error) {
-    throw applyFailure(ctx.stagingDir, error);
+  // Only files are staged: a plan that writes none (removals, directories, modes: a rollback of a restore
+  // that stopped before writing any file) does not need the staging directory at all.
+  if (plan.ops.some((op) => op.op === "write")) {
+    prepareStaging(
+      fs,
+      ctx.stagingDir,
+      dirname(dirname(ctx.stagingDir)),
+      "Nothing in the workspace was changed by this step.",
+    );
   }
   const touchedDirs = new Set<string>();
   const durable = ctx.durable !== false;
@@ -512,13 +600,13 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
           }
         }
       } catch (error) {
-        throw applyFailure(rel, error);
+        throw applyFailure(rel, error, ctx.stagingDir);
       }
     }
     try {
       await flusher.drain();
     } catch (error) {
-      throw applyFailure(errnoPath(error) ?? "a restored file", error);
+      throw applyFailure(errnoPath(error) ?? "a restored file", error, ctx.stagingDir);
     }
     // Children sort after their parents: reversed, the deepest directories get their final modes first.
     for (const { path, mode } of finalModes.reverse()) {
