@@ -508,6 +508,13 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
       dirname(dirname(ctx.stagingDir)),
       "Nothing in the workspace was changed by this step.",
     );
+  } else {
+    // What a dead apply left there is still swept, best effort: nothing here depends on it.
+    try {
+      sweepStaging(fs, ctx.stagingDir);
+    } catch {
+      // Unreadable just now: the next apply that writes files sweeps it, or fails on it before its intent.
+    }
   }
   const touchedDirs = new Set<string>();
   const durable = ctx.durable !== false;
