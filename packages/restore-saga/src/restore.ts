@@ -562,6 +562,9 @@ async function finish(
 
 const PRE_INTENT: ReadonlySet<Phase> = new Set<Phase>(["created", "locked", "prepared"]);
 
+/** The waits between the reads of a saga that failed with LOCK_FAILED when a failure is settled (null: last). */
+const SETTLE_LOAD_RETRY_MS: readonly (number | null)[] = [20, 100, 400, null];
+
 /**
  * Decides what a failure means. The saga is reloaded (which also settles a HEAD left behind): before the
  * intent nothing can have happened, so abort and release; at or after it, or when the saga cannot even
@@ -576,11 +579,19 @@ async function settleFailure(
   failure: unknown,
 ): Promise<never> {
   const error = toSagaError(failure);
+  let loadError: unknown;
   let observed: SagaState | null = null;
-  try {
-    observed = await store.load(lastKnown.operationId);
-  } catch {
-    observed = null;
+  // A saga that could not be read just now (LOCK_FAILED: busy, out of descriptors) is read again a few
+  // times: only a saga read can be settled (aborted before its intent, recovery_required after it).
+  for (const wait of SETTLE_LOAD_RETRY_MS) {
+    try {
+      observed = await store.load(lastKnown.operationId);
+      break;
+    } catch (readError) {
+      loadError = readError;
+      if (wait === null || !isSagaError(readError) || readError.code !== "LOCK_FAILED") break;
+      await new Promise((done) => setTimeout(done, wait));
+    }
   }
 
   if (observed && !observed.terminal && PRE_INTENT.has(observed.phase)) {
@@ -597,7 +608,8 @@ async function settleFailure(
       // Could not settle as aborted: fall through and keep the lock for a fenced recovery.
       try {
         observed = await store.load(lastKnown.operationId);
-      } catch {
+      } catch (readError) {
+        loadError = readError;
         observed = null;
       }
     }
@@ -620,7 +632,11 @@ async function settleFailure(
     phase: observed?.phase ?? null,
     actualSeq: observed?.seq ?? null,
     actualHash: observed?.headHash ?? null,
-    ...(secondaryError !== undefined ? { secondaryError } : {}),
+    ...(secondaryError !== undefined
+      ? { secondaryError }
+      : observed === null && loadError !== undefined
+        ? { secondaryError: loadError }
+        : {}),
   };
   try {
     held.retainForRecovery(`${error.code}: ${error.message}`);
@@ -648,10 +664,34 @@ async function settleFailure(
       workspaceLockRetained: true,
       ...(kept.details.retainedOwnerDigest ? { retainedOwnerDigest: kept.details.retainedOwnerDigest } : {}),
       ...(kept.details.retentionReason ? { retentionReason: kept.details.retentionReason } : {}),
-      message: `Restore ${lastKnown.operationId} failed after its intent (${error.code}: ${boundedText(error.message, "", 300)}). The workspace lock is kept; inspect it with the recovery tool and roll it back or release it.`,
+      message: retainedMessage(lastKnown, observed, error, loadError),
     });
   }
   throw error;
+}
+
+/**
+ * What a failed restore that keeps its lock says, by what is known of its saga: its phase unknown (the saga
+ * could not be read), before its intent (nothing changed, but it could not be aborted), or after it.
+ */
+function retainedMessage(
+  lastKnown: SagaState,
+  observed: SagaState | null,
+  error: SagaError,
+  loadError: unknown,
+): string {
+  const id = lastKnown.operationId;
+  const failed = `${error.code}: ${boundedText(error.message, "", 300)}`;
+  if (observed === null) {
+    const why = isSagaError(loadError)
+      ? `${loadError.code}: ${loadError.message}`
+      : (loadError as Error | undefined)?.message;
+    return `Restore ${id} failed (${failed}), and its saga could not be read afterwards (${boundedText(why, "unknown error", 300)}), so its phase is unknown: it may have stopped before its intent (nothing changed) or after changing files (the last phase it wrote was ${lastKnown.phase}). The workspace lock is kept (failing closed); inspect the restore with the recovery tool (drydock restores show ${id}) and settle it as it offers.`;
+  }
+  if (observed.basePhase !== null && PRE_INTENT.has(observed.basePhase)) {
+    return `Restore ${id} failed before its intent (${failed}), so nothing in the workspace was changed, but it could not be journaled as aborted. The workspace lock is kept; abort it with the recovery tool (drydock restores show ${id}).`;
+  }
+  return `Restore ${id} failed after its intent (${failed}). The workspace lock is kept; inspect it with the recovery tool and roll it back or release it.`;
 }
 
 export interface RollbackOptions {
