@@ -9,6 +9,7 @@ export {
   type JournalErrorCode,
   JournalStateError,
 } from "./errors.js";
+export type { BoatCreateRowFacts } from "./internal/logic.js";
 // Journal
 export {
   type BoatCreateJournal,

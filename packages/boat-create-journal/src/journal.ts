@@ -6,12 +6,15 @@ import { createPaused, invalidArgument, isJournalStateError } from "./errors.js"
 import { assertBoatId, assertBotId, assertRequestBody, parseRequest } from "./internal/args.js";
 import { checkCreateJournal } from "./internal/check.js";
 import {
+  adoptOnceStep,
   adoptStep,
+  type BoatCreateRowFacts,
   beginStep,
   type CreateContext,
   discardStep,
   rememberStep,
   resolveStep,
+  retireOnceStep,
   retireStep,
   type Step,
   snapshotOf,
@@ -60,8 +63,21 @@ export interface BoatCreateJournal {
   peekBoatCreates(): Promise<readonly BoatCreateView[]>;
   /** Record a Boat found by its deterministic (legacy) name as the bot's resolved Boat. */
   adoptResolvedBoat(botId: string, boxId: string): Promise<void>;
+  /**
+   * `adoptResolvedBoat` as a compare-and-set: only while the bot's row is still exactly `expected` (a
+   * snapshot row's facts; null: the bot has no row). True when this call recorded the Boat; false when the
+   * row moved or the Boat was already recorded (nothing written). Of two callers adopting from the same
+   * reading, exactly one gets true.
+   */
+  adoptResolvedBoatOnce(botId: string, boxId: string, expected: BoatCreateRowFacts | null): Promise<boolean>;
   /** Only for a Boat the provider confirmed deleted. */
   retireDeletedBoatCreate(boxId: string): Promise<void>;
+  /**
+   * `retireDeletedBoatCreate` for exactly the row a caller read (a snapshot row's facts, with its Boat id):
+   * true when this call removed it, false when it is gone or differs (nothing written). Of two callers
+   * retiring the same reading, exactly one gets true. Only for a Boat the provider confirmed deleted.
+   */
+  retireDeletedBoatCreateOnce(expected: BoatCreateRowFacts): Promise<boolean>;
   /** Only when the request provably created nothing. */
   discardBoatCreate(request: BoatCreateRequest): Promise<void>;
 }
@@ -144,14 +160,47 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
       assertBoatId(boxId, "invalid cloud computer id for ownership");
       return update((doc) => adoptStep(doc, botId, boxId, context()));
     },
+    async adoptResolvedBoatOnce(botId, boxId, expected) {
+      assertBotId(botId, "invalid bot id for cloud computer ownership");
+      assertBoatId(boxId, "invalid cloud computer id for ownership");
+      const facts = expected === null ? null : rowFacts(expected, botId);
+      return update((doc) => adoptOnceStep(doc, botId, boxId, facts, context()));
+    },
     async retireDeletedBoatCreate(boxId) {
       assertBoatId(boxId, "invalid deleted cloud computer id");
       return update((doc) => retireStep(doc, boxId));
+    },
+    async retireDeletedBoatCreateOnce(expected) {
+      const facts = rowFacts(expected, expected?.botId);
+      assertBoatId(facts.boxId, "invalid deleted cloud computer id");
+      return update((doc) => retireOnceStep(doc, facts));
     },
     async discardBoatCreate(request) {
       const held = parseRequest(request);
       return update((doc) => discardStep(doc, held));
     },
+  };
+}
+
+/** A caller's row facts, checked and copied (only the compared fields). */
+function rowFacts(expected: BoatCreateRowFacts, botId: unknown): BoatCreateRowFacts {
+  if (
+    typeof expected !== "object" ||
+    expected === null ||
+    expected.botId !== botId ||
+    typeof expected.resolved !== "boolean" ||
+    typeof expected.createdAt !== "number"
+  ) {
+    throw invalidArgument(
+      "expected must be a create row's facts (botId, boxId, resolved, createdAt) of this bot",
+    );
+  }
+  assertBotId(expected.botId, "invalid bot id for cloud computer ownership");
+  return {
+    botId: expected.botId,
+    boxId: expected.boxId,
+    resolved: expected.resolved,
+    createdAt: expected.createdAt,
   };
 }
 

@@ -122,6 +122,8 @@ export const LIFECYCLE_MESSAGES = {
   provisionWithdrawn:
     "the cloud computer was not created: the caller withdrew the request before it was sent to boat.dev, and nothing was created",
   confirmationMismatch: "cloud computer confirmation no longer matches — refresh and try again",
+  fenceChanged: (boxId: string) =>
+    `the deletion of ${boxId} changed since its fence was read (another caller retried, settled or re-prepared it); nothing was sent — refresh and try again`,
   deleteUnconfirmed:
     "Could not confirm whether boat.dev accepted the delete. The computer was kept fenced; retry Delete to reconcile it",
   createUnconfirmed:

@@ -15,7 +15,7 @@ import {
   realSleep,
   type Sleep,
 } from "./internal/context.js";
-import { finishDeletion, reconcileRecord, requestDeletion } from "./internal/deletion.js";
+import { finishDeletion, reconcileRecord, requestDeletion, sameFence } from "./internal/deletion.js";
 import { buildInventory } from "./internal/inventory.js";
 import {
   assertNotFenced,
@@ -69,6 +69,15 @@ export interface DeleteBoatInput {
   confirmName: string;
   /** The bot that owns the Boat; null only to retry an existing ownerless fence. */
   ownerBotId: string | null;
+  /**
+   * The fence (prepared or blocked) the caller read and means to retry, exactly: a fenced operator action
+   * applied against the state its preview showed. With it the retry is a compare-and-set on that fence:
+   * unless this very call re-sends DELETE under exactly it, nothing is sent or written and deleteBoat
+   * throws `confirmation_mismatch` — the fence changed or is gone since it was read (another caller
+   * retried, reconciled or settled it), or another retry of the same fence won its re-stamp. Without it,
+   * such a call reports the deletion as it stands (pending or done), as before.
+   */
+  expectedFence?: BoatDeletionRecord;
 }
 
 export interface ProvisionOptions {
@@ -190,8 +199,24 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
       throw invalid("confirmName must be the cloud computer's name (1–100 characters, no line breaks)");
     }
     if (ownerBotId !== null) assertBotId(ownerBotId);
+    const expected = input.expectedFence;
+    if (
+      expected !== undefined &&
+      (typeof expected !== "object" || expected === null || expected.boxId !== boxId)
+    ) {
+      throw invalid("expectedFence must be the deletion fence of this cloud computer, as read");
+    }
+    /** The retry of exactly `expected` cannot happen: the fence moved (or another retry won). */
+    const fenceChanged = () =>
+      new LifecycleError({
+        code: "confirmation_mismatch",
+        boxId,
+        message: LIFECYCLE_MESSAGES.fenceChanged(boxId),
+      });
     return exclusive(ownerBotId === null ? `box:${boxId}` : `bot:${ownerBotId}`, async () => {
       const existing = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+      if (expected !== undefined && (existing === null || !sameFence(existing, expected)))
+        throw fenceChanged();
       // The fence this Delete deliberately retries (prepared or blocked), if one stood when it was read.
       let retryOf: BoatDeletionRecord | undefined;
       if (existing !== null) {
@@ -205,6 +230,9 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
         const outcome = await reconcileRecord(ctx, existing);
         if (outcome === "confirmed") return { ok: true };
         const current = await journal(() => ctx.deleteJournal.getBoatDeletion(boxId));
+        // Reconciling it moved it (or someone else did): not the fence the caller means to retry.
+        if (expected !== undefined && (current === null || !sameFence(current, expected)))
+          throw fenceChanged();
         // An accepted operation is still running at boat.dev: a second DELETE would be blind.
         if (current?.phase === "accepted") return { ok: true, pending: true };
         retryOf = current ?? undefined;
@@ -251,7 +279,12 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
           message: LIFECYCLE_MESSAGES.confirmationMismatch,
         });
       }
-      const outcome = await requestDeletion(ctx, { boxId, name: currentName, ownerBotId }, retryOf);
+      const outcome = await requestDeletion(
+        ctx,
+        { boxId, name: currentName, ownerBotId },
+        retryOf,
+        expected === undefined ? undefined : fenceChanged,
+      );
       if (outcome === "confirmed") return { ok: true };
       if (outcome === "pending") return { ok: true, pending: true };
       throw new LifecycleError({

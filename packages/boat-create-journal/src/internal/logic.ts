@@ -160,6 +160,66 @@ export function adoptStep(
   return { next: file(doc, [...retained, adopted]), result: undefined };
 }
 
+/**
+ * The facts of a row a caller read (a recovery snapshot's, without `ageMs`): a row is "unchanged" only when
+ * every one of them still matches.
+ */
+export interface BoatCreateRowFacts {
+  botId: string;
+  boxId?: string | undefined;
+  resolved: boolean;
+  createdAt: number;
+}
+
+function sameFacts(row: BoatCreateRequest, expected: BoatCreateRowFacts): boolean {
+  return (
+    row.botId === expected.botId &&
+    row.boxId === expected.boxId &&
+    (row.resolved === true) === expected.resolved &&
+    row.createdAt === expected.createdAt
+  );
+}
+
+/**
+ * `adoptStep` as a compare-and-set: only while the bot's row is still exactly `expected` (null: the bot has
+ * no row), and only when it writes. False (nothing written) when the row moved, or the Boat is already the
+ * bot's resolved Boat: of two callers adopting from the same reading, exactly one gets true.
+ */
+export function adoptOnceStep(
+  doc: BoatCreateJournalFile,
+  botId: string,
+  boxId: string,
+  expected: BoatCreateRowFacts | null,
+  ctx: CreateContext,
+): Step<boolean> {
+  const own = doc.requests.filter((request) => request.botId === botId);
+  const current = own.length === 1 ? own[0] : undefined;
+  const unchanged =
+    expected === null ? own.length === 0 : current !== undefined && sameFacts(current, expected);
+  if (!unchanged) return { result: false };
+  const step = adoptStep(doc, botId, boxId, ctx);
+  return step.next === undefined ? { result: false } : { next: step.next, result: true };
+}
+
+/**
+ * `retireStep` for exactly the row a caller read: only while it is still exactly `expected` (it has a Boat
+ * id). False (nothing written) when it is gone or differs: of two callers retiring the same reading,
+ * exactly one gets true.
+ */
+export function retireOnceStep(doc: BoatCreateJournalFile, expected: BoatCreateRowFacts): Step<boolean> {
+  const current = doc.requests.find((request) => request.botId === expected.botId);
+  if (current === undefined || expected.boxId === undefined || !sameFacts(current, expected)) {
+    return { result: false };
+  }
+  return {
+    next: file(
+      doc,
+      doc.requests.filter((request) => request !== current),
+    ),
+    result: true,
+  };
+}
+
 /** Only for a Boat the provider confirmed deleted, never after a failed or ambiguous deletion. */
 export function retireStep(doc: BoatCreateJournalFile, boxId: string): Step<undefined> {
   const next = doc.requests.filter((request) => request.boxId !== boxId);

@@ -281,8 +281,22 @@ async function receiptRefused(
 }
 
 /** Same fence: same target, written by the same prepare (a re-prepared or another process's differs). */
-function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
+function samePrepare(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
   return a.boxId === b.boxId && a.phase === b.phase && a.requestedAt === b.requestedAt;
+}
+
+/** Exactly the fence a caller read: every field the delete journal compares (its `restampBoatDeletion` rule). */
+export function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
+  return (
+    a.boxId === b.boxId &&
+    a.name === b.name &&
+    a.ownerBotId === b.ownerBotId &&
+    a.phase === b.phase &&
+    a.requestedAt === b.requestedAt &&
+    a.updatedAt === b.updatedAt &&
+    a.operationId === b.operationId &&
+    a.status === b.status
+  );
 }
 
 /**
@@ -299,20 +313,27 @@ function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean {
  *     (`restampBoatDeletion`, a compare-and-set: one retry of many wins); a prepared fence the caller did
  *     not know, or a younger one, is another caller's DELETE in flight, so this call only reads the Boat
  *     and reports the deletion as pending.
+ * With `exact` (the caller's `expectedFence`: `retryOf` is exactly that fence), every one of those "not
+ * this call's DELETE" answers throws what `exact` makes instead, having sent nothing: a prepared fence is
+ * not prepared again but re-stamped directly (the compare-and-set), so a fence settled and retired
+ * meanwhile is never replaced by a new one.
  */
 export async function requestDeletion(
   ctx: Context,
   target: DeletionTarget,
   retryOf?: BoatDeletionRecord,
+  exact?: () => Error,
 ): Promise<DeletionOutcome> {
   // One journal transaction decides whether this call wrote the fence: no other process can slip one in.
-  const { record, prepared: preparedNow } = await journal(() =>
-    ctx.deleteJournal.prepareBoatDeletionOnce(target),
-  );
+  const { record, prepared: preparedNow } =
+    exact !== undefined && retryOf?.phase === "prepared"
+      ? { record: retryOf, prepared: false }
+      : await journal(() => ctx.deleteJournal.prepareBoatDeletionOnce(target));
   // Crash window: the fence is durable but DELETE may not have left. Recovery never sends DELETE on its
   // own; provisioning for the bot (or an explicit retry) re-sends it, which boat.dev answers idempotently.
   ctx.crash.point("delete.after-prepare");
 
+  if (exact !== undefined && record.phase === "accepted") throw exact();
   if (record.phase === "accepted") {
     ctx.logger.info?.("boat deletion already accepted; following its operation", {
       boxId: target.boxId,
@@ -326,9 +347,10 @@ export async function requestDeletion(
   const explicitRetry =
     !preparedNow &&
     retryOf !== undefined &&
-    sameFence(record, retryOf) &&
+    samePrepare(record, retryOf) &&
     deletionInFlightLeftMs(record, ctx.now()) === 0;
   if (!preparedNow && !explicitRetry) {
+    if (exact !== undefined) throw exact();
     ctx.logger.info?.("boat deletion already in flight elsewhere; DELETE not re-sent", {
       boxId: target.boxId,
       retryAfterMs: deletionInFlightLeftMs(record, ctx.now()),
@@ -348,6 +370,7 @@ export async function requestDeletion(
       ctx.logger.info?.("boat deletion fence changed before the retry; DELETE not re-sent", {
         boxId: target.boxId,
       });
+      if (exact !== undefined) throw exact();
       if (current === null) return directCheck(ctx, target, "pending");
       return reconcileRecord(ctx, current);
     }
