@@ -1408,6 +1408,13 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           message: `boat.dev could not be listed (${plan.providerError ?? "unknown error"}), so Boats no journal knows were not looked for; retry, or run \`${commandPrefix} reconcile\` with the provider configured.`,
         });
       }
+      if (plan.registryError !== undefined) {
+        unreadable.push({
+          area: "bots",
+          subject: "bot registry",
+          message: `The bot registry could not be read (${scrubPaths(plan.registryError)}), so whether the bots of recorded Boats still exist was not checked.`,
+        });
+      }
       // As `drydock status` (one rule, in the recovery controller): work in progress needs no person.
       boats = plan.items.map((item) => ({ ...item, attention: planItemNeedsAttention(item) }));
     } catch (error) {

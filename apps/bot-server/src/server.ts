@@ -198,8 +198,10 @@ async function start(
     client,
     environmentId,
     now,
-    // A Boat carrying one of these bots' names is attributed to it even with no journal row (adoptable).
-    knownBotIds: async () => (await bots.list()).map((b) => b.botId),
+    // A Boat carrying one of these bots' names is attributed to it even with no journal row (adoptable);
+    // a recorded Boat whose bot is not here is reported (billed, and no bot uses or deletes it). A registry
+    // that cannot be read throws: the plan says so instead of taking it as "no bots".
+    registeredBotIds: async () => (await bots.list()).map((b) => b.botId),
     // The plan's commands name this data directory, as `drydock status` prints them.
     commandPrefix: drydockCommandPrefix(config.dataDir),
   });

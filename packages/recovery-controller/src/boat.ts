@@ -33,6 +33,21 @@ export interface RecoveryCreateJournal {
   >;
   adoptResolvedBoat(botId: string, boxId: string): Promise<void>;
   retireDeletedBoatCreate(boxId: string): Promise<void>;
+  /**
+   * Optional compare-and-set forms (boat-create-journal has them): true only for the call that wrote. With
+   * them a fenced adopt or retire pasted twice at once applies once, and the other exits STATE_CHANGED;
+   * without them both may report success.
+   */
+  adoptResolvedBoatOnce?(botId: string, boxId: string, expected: CreateRowFacts | null): Promise<boolean>;
+  retireDeletedBoatCreateOnce?(expected: CreateRowFacts): Promise<boolean>;
+}
+
+/** A create row's facts as a snapshot shows them (without `ageMs`). */
+export interface CreateRowFacts {
+  botId: string;
+  boxId?: string | undefined;
+  resolved: boolean;
+  createdAt: number;
 }
 
 export interface RecoveryDeletionRecord {
@@ -57,7 +72,13 @@ export interface RecoveryLifecycle {
   boatNameFor(botId: string): string;
   legacyBoatNameFor(botId: string): string;
   reconcileDeletion(boxId: string): Promise<"confirmed" | "pending" | "blocked">;
-  deleteBoat(input: { boxId: string; confirmName: string; ownerBotId: string | null }): Promise<{
+  deleteBoat(input: {
+    boxId: string;
+    confirmName: string;
+    ownerBotId: string | null;
+    /** The fence exactly as read: the retry is a compare-and-set on it (boat-lifecycle's `expectedFence`). */
+    expectedFence?: RecoveryDeletionRecord;
+  }): Promise<{
     ok: true;
     pending?: true;
   }>;
@@ -91,7 +112,27 @@ export interface BoatRecoveryOptions {
    * journals' bot ids are always used as well. A failure here only leaves such Boats unattributed.
    */
   knownBotIds?: () => readonly string[] | Promise<readonly string[]>;
+  /**
+   * The bot registry: the ids of the bots that exist now (the bot server's `bots.json`). `null` (or the
+   * option left out): this installation keeps no registry (a library user without a bot server), and
+   * nothing is judged by it. A throw: the registry exists but cannot be read — never taken as "not
+   * registered": an adopt refuses (nothing is known of the bot) and the plan says it could not check
+   * (`registryError`). With a registry, adopting a Boat for a bot that is not registered is refused, the
+   * digest of an adoptable Boat covers whether its bot is registered (a preview made before the bot was
+   * deleted is stale after), and a create row with a Boat id whose bot is not registered is a plan item
+   * that needs a person (`create_bot_unregistered`: a billed Boat no bot uses or can delete). Its ids also
+   * attribute names, as `knownBotIds` does.
+   */
+  registeredBotIds?: () => readonly string[] | null | Promise<readonly string[] | null>;
 }
+
+/** What the registry says, read once per plan or action. */
+type Registry =
+  | { kind: "none" }
+  | { kind: "read"; ids: ReadonlySet<string> }
+  | { kind: "unreadable"; reason: string };
+/** Whether a bot is registered: undefined without a registry, "unknown" when it could not be read. */
+type Registration = boolean | "unknown" | undefined;
 
 export interface BoatPlanOptions {
   /** More bot ids to attribute names to, e.g. the bot an operator names in `creates adopt <botId> <boxId>`. */
@@ -197,6 +238,11 @@ function rowFacts(row: CreateRow | undefined): unknown {
     : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
 
+/** The facts of a snapshot row a compare-and-set compares (without `ageMs`). */
+function rowOf(row: CreateRow): CreateRowFacts {
+  return { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
+}
+
 /** The scope of this installation's Boat names: the lifecycle's own, which `environmentId` must match. */
 function installationScope(lifecycle: RecoveryLifecycle, environmentId: unknown): string {
   let scope: string | null;
@@ -252,6 +298,29 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   const now = options.now ?? Date.now;
   const prefix = options.commandPrefix ?? "drydock";
 
+  /** The bot registry as it stands now; a failed read is "unreadable", never an empty registry. */
+  async function readRegistry(): Promise<Registry> {
+    if (options.registeredBotIds === undefined) return { kind: "none" };
+    try {
+      const ids = await options.registeredBotIds();
+      if (ids === null) return { kind: "none" };
+      if (!Array.isArray(ids))
+        return { kind: "unreadable", reason: "the registry answered no list of bot ids" };
+      return { kind: "read", ids: new Set(ids) };
+    } catch (error) {
+      return {
+        kind: "unreadable",
+        reason: (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, ""),
+      };
+    }
+  }
+
+  function registrationOf(registry: Registry, botId: string): Registration {
+    if (registry.kind === "none") return undefined;
+    if (registry.kind === "unreadable") return "unknown";
+    return registry.ids.has(botId);
+  }
+
   async function observe(boxId: string): Promise<BoatObservation> {
     try {
       const boat = await client.getSandbox(boxId);
@@ -293,15 +362,23 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
   }
 
   /** The plan item for one create row, from freshly observed facts (also used by the actions). */
-  function createItem(row: CreateRow, observation: BoatObservation, at: number): PlanItem | null {
+  function createItem(
+    row: CreateRow,
+    observation: BoatObservation,
+    at: number,
+    registry: Registry,
+  ): PlanItem | null {
     const ageMs = Math.max(0, at - row.createdAt);
     const windowLeftMs = createWindowLeftMs(row, at);
+    const registered = registrationOf(registry, row.botId);
     const digest = digestOf(ITEM_DOMAIN, {
       kind: "create",
       row: { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt },
       // Past the window the key can no longer be retried: that flip changes what is safe.
       expired: windowLeftMs === 0,
       provider: providerFact(observation),
+      // Whether its bot exists decides whether adopting is allowed (a retire needs only the Boat gone).
+      ...(registered === undefined || observation.kind === "absent" ? {} : { registered }),
     });
     const base = { botId: row.botId, boxId: row.boxId ?? null, stateDigest: digest };
     const name = observation.kind === "present" ? observation.name : null;
@@ -368,6 +445,25 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         },
       };
     }
+    if (registered === false) {
+      // A Boat recorded for a bot that does not exist (deleted after a stale adopt landed, or a journal
+      // from elsewhere): billed, and no tool uses or deletes it. Never "fine" just because it is resolved.
+      return {
+        ...base,
+        kind: "create_bot_unregistered",
+        name,
+        summary:
+          observation.kind === "present"
+            ? `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, which boat.dev still has: it is billed, and no bot uses it or can delete it.`
+            : `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, and boat.dev could not be asked whether it still exists (it may still be billed).`,
+        facts,
+        action: {
+          name: null,
+          command: null,
+          advice: `If bot ${row.botId} is still wanted, create it again under the same id (POST /v1/bots with botId "${row.botId}"): the Boat is then its computer again${row.resolved ? "" : ` (run \`${command("reconcile")}\` for the adopt command)`}. Otherwise delete Boat ${row.boxId} in boat.dev (check first that nothing on it is needed), then run \`${command("reconcile")}\`: once boat.dev says the Boat is gone it prints the \`${command("creates", "retire", row.botId)}\` command that retires this record.`,
+        },
+      };
+    }
     if (row.resolved) return null;
 
     if (observation.kind !== "present") {
@@ -382,6 +478,16 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
           command: null,
           advice: `Retry when boat.dev is reachable (\`${command("reconcile")}\`).`,
         },
+      };
+    }
+    if ((name === null || ownsName(row.botId, name)) && registered === "unknown") {
+      return {
+        ...base,
+        kind: "create_unresolved",
+        name,
+        summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
+        facts,
+        action: { name: null, command: null, advice: registryUnreadableAdvice(registry) },
       };
     }
     if (name === null || ownsName(row.botId, name)) {
@@ -527,6 +633,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     rows: readonly CreateRow[],
     fences: readonly RecoveryDeletionRecord[],
     at: number,
+    registry: Registry,
   ): { early: boolean; message: string } | null {
     const other = rows.find((candidate) => candidate.boxId === boxId && candidate.botId !== botId);
     if (other) {
@@ -562,7 +669,21 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         message: `Boat ${boxId} is named ${name === null ? "nothing" : name}, not bot ${botId}'s name ${lifecycle.boatNameFor(botId)}; only a Boat with the bot's deterministic name (or its remembered, unnamed Boat) can be adopted.`,
       };
     }
+    const registered = registrationOf(registry, botId);
+    if (registered === false) {
+      return {
+        early: false,
+        message: `Bot ${botId} is not registered (deleted, or never created here): adopting Boat ${boxId} would record a billed Boat for a bot that no tool uses or deletes. If the bot is still wanted, create it again under the same id (POST /v1/bots with botId "${botId}"), then run \`${command("reconcile")}\` for the adopt command; if not, delete Boat ${boxId} in boat.dev.`,
+      };
+    }
+    if (registered === "unknown") return { early: false, message: registryUnreadableAdvice(registry) };
     return null;
+  }
+
+  /** Why nothing is adopted while the bot registry cannot be read. */
+  function registryUnreadableAdvice(registry: Registry): string {
+    const reason = registry.kind === "unreadable" ? ` (${registry.reason})` : "";
+    return `The bot registry could not be read${reason}, so whether this bot still exists is unknown; nothing is adopted for a bot that may be deleted. Make the registry readable (\`bots.json\` in the data directory), then run \`${command("reconcile")}\` again.`;
   }
 
   /** The refusal (and the way out) for a Boat the bot's still-retried create key blocks from adoption. */
@@ -608,15 +729,19 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     rows: readonly CreateRow[],
     fences: readonly RecoveryDeletionRecord[],
     at: number,
+    registry: Registry,
     pausedBy: ReadonlyMap<string, string> = new Map(),
   ): PlanItem {
     const observation: BoatObservation = { kind: "present", name: boat.name, state: boat.state };
     const claimRow = claimant === null ? undefined : rows.find((row) => row.botId === claimant);
+    const registered = claimant === null ? undefined : registrationOf(registry, claimant);
     const digest = digestOf(ITEM_DOMAIN, {
       kind,
       boxId: boat.id,
       row: rowFacts(claimRow),
       provider: providerFact(observation),
+      // Adopting it for a bot deleted since the preview would bill a Boat no tool reports: stale then.
+      ...(registered === undefined ? {} : { registered }),
     });
     let action: PlanItem["action"];
     if (kind === "unnamed_boat") {
@@ -630,7 +755,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         ),
       };
     } else if (claimant !== null) {
-      const refusal = adoptRefusal(claimant, boat.id, boat.name, rows, fences, at);
+      const refusal = adoptRefusal(claimant, boat.id, boat.name, rows, fences, at, registry);
       action =
         refusal === null
           ? {
@@ -667,8 +792,10 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     rows: readonly CreateRow[],
     fences: readonly RecoveryDeletionRecord[],
     extra: readonly string[],
+    registry: Registry,
   ): Promise<Map<string, string[]>> {
     const ids = new Set<string>([...rows.map((row) => row.botId), ...extra]);
+    if (registry.kind === "read") for (const id of registry.ids) ids.add(id);
     for (const record of fences) if (record.ownerBotId !== null) ids.add(record.ownerBotId);
     if (options.knownBotIds !== undefined) {
       try {
@@ -691,6 +818,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const at = now();
     const rows = await createJournal.boatCreateRecoverySnapshot();
     const fences = await deleteJournal.boatDeletionSnapshot();
+    const registry = await readRegistry();
     const fencedIds = new Set(fences.map((record) => record.boxId));
     const items: PlanItem[] = [];
     for (const record of fences) items.push(fenceItem(record, await observe(record.boxId), at));
@@ -698,7 +826,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
       const observation =
         row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observe(row.boxId);
-      const item = createItem(row, observation, at);
+      const item = createItem(row, observation, at, registry);
       if (item) items.push(item);
     }
 
@@ -712,7 +840,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     }
     const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
     const keyOnly = rows.filter((row) => row.boxId === undefined);
-    const byName = await namesOfKnownBots(rows, fences, planOptions.botIds ?? []);
+    const byName = await namesOfKnownBots(rows, fences, planOptions.botIds ?? [], registry);
     const claimantOf = (name: string | null): string | null => {
       const owners = name === null ? [] : (byName.get(name) ?? []);
       return owners.length === 1 ? (owners[0] ?? null) : null;
@@ -755,8 +883,8 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     for (const { boat, claimant, read } of unknown) {
       const item =
         boat.name !== null
-          ? unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at)
-          : unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, pausedBy);
+          ? unknownBoatItem(boat, "unknown_boat", claimant, rows, fences, at, registry)
+          : unknownBoatItem(boat, "unnamed_boat", null, rows, fences, at, registry, pausedBy);
       if (read === "listed_only") {
         item.summary += ` (As boat.dev's list shows it: not read directly, this plan reads at most ${UNKNOWN_BOAT_READS} such Boats; it may be gone already.)`;
       } else if (read !== "confirmed") {
@@ -776,7 +904,12 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         advice: `Provisioning bot ${item.botId} is paused while boat.dev has Boat ${boxId} carrying its name and this request is open, so retrying it would be refused. See the line for Boat ${boxId}.`,
       };
     }
-    return { items, providerListed: providerError === null, providerError };
+    return {
+      items,
+      providerListed: providerError === null,
+      providerError,
+      ...(registry.kind === "unreadable" ? { registryError: registry.reason } : {}),
+    };
   }
 
   function assertBotId(botId: unknown): asserts botId is string {
@@ -837,6 +970,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     assertBoxId(boxId);
     const rows = await createJournal.boatCreateRecoverySnapshot();
     const fences = await deleteJournal.boatDeletionSnapshot();
+    const registry = await readRegistry();
     const observation = await observeOrThrow(boxId);
     const at = now();
     const row = rows.find((candidate) => candidate.botId === botId);
@@ -846,7 +980,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     // claimant is this bot exactly when the Boat carries its deterministic name, as the plan attributes it).
     const item =
       row !== undefined && row.boxId === boxId
-        ? createItem(row, observation, at)
+        ? createItem(row, observation, at, registry)
         : observation.kind === "present"
           ? unknownBoatItem(
               { id: boxId, name: observation.name, state: observation.state },
@@ -855,6 +989,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
               rows,
               fences,
               at,
+              registry,
             )
           : null;
     if (item) checkExpected(opts.expectedState, item.stateDigest, ids);
@@ -871,7 +1006,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
 
     // The same rules the plan applies before it prints an adopt command (adoptRefusal).
     const name = observation.kind === "present" ? observation.name : null;
-    const refusal = adoptRefusal(botId, boxId, name, rows, fences, at);
+    const refusal = adoptRefusal(botId, boxId, name, rows, fences, at, registry);
     if (refusal?.early) throw recoveryError("ACTION_NOT_ALLOWED", refusal.message, ids);
     if (observation.kind === "absent") {
       checkExpected(
@@ -908,7 +1043,22 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       current = after.name;
       renamed = true;
     }
-    await createJournal.adoptResolvedBoat(botId, boxId);
+    if (createJournal.adoptResolvedBoatOnce !== undefined) {
+      // Compare-and-set on the row this action read (and its digest covered): of two identical pastes at
+      // once exactly one records the Boat; the other changed nothing and says what it found.
+      if (!(await createJournal.adoptResolvedBoatOnce(botId, boxId, row === undefined ? null : rowOf(row)))) {
+        const now = (await createJournal.boatCreateRecoverySnapshot()).find((c) => c.botId === botId);
+        throw recoveryError(
+          "STATE_CHANGED",
+          now?.resolved === true && now.boxId === boxId
+            ? `Boat ${boxId} is already bot ${botId}'s (adopted while this command ran, by another); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`
+            : `Bot ${botId}'s create record changed while this command ran (${now === undefined ? "it has none now" : `it now records ${now.boxId ?? "no Boat id"}${now.resolved ? ", resolved" : ""}`}); nothing was recorded. Run \`${command("reconcile")}\` again.`,
+          { ...ids, ...(opts.expectedState === undefined ? {} : { expectedState: opts.expectedState }) },
+        );
+      }
+    } else {
+      await createJournal.adoptResolvedBoat(botId, boxId);
+    }
     return { ok: true, action: "adopt", botId, boxId, name: current ?? "", renamed, alreadyAdopted: false };
   }
 
@@ -928,10 +1078,13 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       throw recoveryError("NOT_FOUND", `The create journal has no record for bot ${botId}.`, { botId });
     }
     const boxId = row.boxId;
+    const registry = await readRegistry();
     if (boxId === undefined) {
-      checkExpected(opts.expectedState, createItem(row, { kind: "not_checked" }, now())!.stateDigest, {
-        botId,
-      });
+      checkExpected(
+        opts.expectedState,
+        createItem(row, { kind: "not_checked" }, now(), registry)!.stateDigest,
+        { botId },
+      );
       throw recoveryError(
         "ACTION_NOT_ALLOWED",
         `Bot ${botId}'s create request has no recorded Boat id, so boat.dev cannot prove that no Boat exists for it. Look for an unnamed Boat in boat.dev (see \`${command("creates", "list")}\`).`,
@@ -940,7 +1093,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     }
     const fence = await deleteJournal.getBoatDeletion(boxId);
     const observation = await observeOrThrow(boxId);
-    const item = createItem(row, observation, now());
+    const item = createItem(row, observation, now(), registry);
     if (item) checkExpected(opts.expectedState, item.stateDigest, { botId, boxId });
     if (fence) {
       throw recoveryError(
@@ -956,7 +1109,23 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         { botId, boxId },
       );
     }
-    await createJournal.retireDeletedBoatCreate(boxId);
+    if (createJournal.retireDeletedBoatCreateOnce !== undefined) {
+      // Compare-and-set on the row this action read: of two identical pastes at once exactly one retires
+      // it; the other changed nothing (STATE_CHANGED), never a second success for one retirement.
+      if (!(await createJournal.retireDeletedBoatCreateOnce(rowOf(row)))) {
+        throw recoveryError(
+          "STATE_CHANGED",
+          `The create journal's record for bot ${botId} changed while this command ran (retired by another command, or replaced); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`,
+          {
+            botId,
+            boxId,
+            ...(opts.expectedState === undefined ? {} : { expectedState: opts.expectedState }),
+          },
+        );
+      }
+    } else {
+      await createJournal.retireDeletedBoatCreate(boxId);
+    }
     return { ok: true, action: "retireCreate", botId, boxId, proof: observation.status };
   }
 
@@ -1102,11 +1271,31 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     }
     // The fence's recorded name is the confirmation: the lifecycle re-reads the Boat and refuses if it was
     // renamed since (the person would be deleting something they did not see).
-    const result = await lifecycle.deleteBoat({
-      boxId,
-      confirmName: record.name,
-      ownerBotId: record.ownerBotId,
-    });
+    let result: { ok: true; pending?: true };
+    try {
+      result = await lifecycle.deleteBoat({
+        boxId,
+        confirmName: record.name,
+        ownerBotId: record.ownerBotId,
+        // A fenced retry is a compare-and-set on exactly the fence its digest covered: another retry (or
+        // anything else) that moved it first makes this one send nothing and say so (STATE_CHANGED).
+        ...(opts.expectedState === undefined ? {} : { expectedFence: record }),
+      });
+    } catch (error) {
+      if (
+        opts.expectedState === undefined ||
+        !isLifecycleError(error) ||
+        error.code !== "confirmation_mismatch"
+      ) {
+        throw error;
+      }
+      const current = await deleteJournal.getBoatDeletion(boxId);
+      throw recoveryError(
+        "STATE_CHANGED",
+        `The deletion of ${boxId} changed while this command ran (another \`deletions retry\` or a Delete re-sent or settled it, or the Boat was renamed): ${current === null ? "no deletion fence stands now" : `its fence is ${current.phase}${current.status ? `/${current.status}` : ""} now`}; this command sent nothing. Run \`${command("reconcile")}\` to see what is still open.`,
+        { boxId, expectedState: opts.expectedState },
+      );
+    }
     return { ok: true, action: "retryDeletion", boxId, pending: result.pending === true };
   }
 

@@ -11,6 +11,7 @@ export {
   type BoatPlanOptions,
   type BoatRecovery,
   type BoatRecoveryOptions,
+  type CreateRowFacts,
   createBoatRecovery,
   type RecoveryClient,
   type RecoveryCreateJournal,

@@ -171,6 +171,12 @@ export const PlanItemKindSchema = z.enum([
   "create_unresolved",
   /** A journal row whose Boat boat.dev says (directly, 404/410) does not exist. */
   "create_boat_gone",
+  /**
+   * A create row with a Boat id whose bot the registry does not have (deleted, or never created here): the
+   * Boat is billed and no bot uses or can delete it. Needs a person; once boat.dev says the Boat is gone the
+   * row is `create_boat_gone` (retire it).
+   */
+  "create_bot_unregistered",
   /** A deletion fence: the Boat may still exist; nothing may reuse or forget it. */
   "deletion_fence",
   /** A Boat carrying this installation's name that no journal knows. */
@@ -235,5 +241,10 @@ export const BoatPlanSchema = z.object({
   providerListed: z.boolean(),
   /** Why boat.dev could not be listed, without a final full stop (it is quoted inside other sentences). */
   providerError: z.string().nullable(),
+  /**
+   * Set when the bot registry (`registeredBotIds`) could not be read: whether recorded Boats' bots still
+   * exist was not checked, and nothing is offered for adoption. Absent when it was read or there is none.
+   */
+  registryError: z.string().optional(),
 });
 export type BoatPlan = z.infer<typeof BoatPlanSchema>;

@@ -68,21 +68,39 @@ export function journals(ctx: CommandContext): {
 }
 
 /**
- * The bot ids of the server's registry (`<dataDir>/bots.json`), read without its lock: they only tell whose
- * deterministic name a Boat no journal knows carries (every action re-checks its own rules). Missing or
- * unreadable: none.
+ * The bot ids of the server's registry (`<dataDir>/bots.json`), read without its lock (the server replaces
+ * it atomically). They tell whose deterministic name a Boat no journal knows carries, and whether the bot
+ * of a recorded or adoptable Boat still exists. No file: this installation keeps no registry (null; nothing
+ * is judged by it). A file that cannot be read or is not a registry this drydock reads throws: never taken
+ * as "no bots" (the recovery then refuses to adopt and says it could not check).
  */
-function registryBotIds(dataDir: string): string[] {
+function registryBotIds(dataDir: string): string[] | null {
+  const file = path.join(dataDir, "bots.json");
+  let text: string;
   try {
-    const doc = JSON.parse(readFileSync(path.join(dataDir, "bots.json"), "utf8")) as { bots?: unknown };
-    if (!Array.isArray(doc.bots)) return [];
-    return doc.bots.flatMap((bot: unknown) => {
-      const botId = (bot as { botId?: unknown } | null)?.botId;
-      return typeof botId === "string" ? [botId] : [];
-    });
-  } catch {
-    return [];
+    text = readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw new Error(`${file} could not be read: ${(error as Error).message}`);
   }
+  let doc: { version?: unknown; bots?: unknown };
+  try {
+    doc = JSON.parse(text) as { version?: unknown; bots?: unknown };
+  } catch {
+    throw new Error(`${file} is not valid JSON`);
+  }
+  if (doc === null || typeof doc !== "object" || doc.version !== 1 || !Array.isArray(doc.bots)) {
+    throw new Error(
+      typeof doc?.version === "number" && doc.version > 1
+        ? `${file} is in a newer format (version ${doc.version}): upgrade this drydock`
+        : `${file} is not a bot registry this drydock reads`,
+    );
+  }
+  return doc.bots.map((bot: unknown) => {
+    const botId = (bot as { botId?: unknown } | null)?.botId;
+    if (typeof botId !== "string") throw new Error(`${file} holds a bot without a bot id`);
+    return botId;
+  });
 }
 
 /** Boat recovery wired to this data directory and provider. Needs the environment id and the provider. */
@@ -105,7 +123,7 @@ export function boatRecovery(ctx: CommandContext): BoatRecovery {
     environmentId,
     now: ctx.now,
     commandPrefix: ctx.boatCommandPrefix,
-    knownBotIds: () => registryBotIds(ctx.dataDir),
+    registeredBotIds: () => registryBotIds(ctx.dataDir),
   });
 }
 

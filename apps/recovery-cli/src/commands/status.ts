@@ -1,3 +1,4 @@
+import path from "node:path";
 import {
   createInFlightLeftMs,
   type PlanItem,
@@ -114,6 +115,17 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       providerChecked = plan.providerListed;
       if (!plan.providerListed) couldNotLook = `boat.dev could not be listed: ${plan.providerError}`;
       planItems = plan.items;
+      if (plan.registryError !== undefined) {
+        // Whether recorded Boats' bots still exist was not checked: a billed Boat of a deleted bot hides here.
+        findings.push({
+          area: "boat",
+          attention: true,
+          subject: "bot registry",
+          message: `The bot registry could not be read (${plan.registryError}), so whether the bots of recorded Boats still exist was not checked, and nothing is offered for adoption.`,
+          command: null,
+          advice: `Make ${path.join(ctx.dataDir, "bots.json")} readable (repair it from a backup after checking boat.dev, or upgrade this drydock if it is in a newer format), then run status again.`,
+        });
+      }
     } catch (error) {
       if (error instanceof CliError && error.code !== "ENVIRONMENT_ID_MISSING") throw error;
       findings.push({
