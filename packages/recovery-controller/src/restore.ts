@@ -257,7 +257,44 @@ export function createRestoreRecoveryController(
     return systemIdentity.bootTimeMs();
   };
 
+  /**
+   * The active saga exactly at the fence. A saga archived (or archived and purged) since the preview is a
+   * moved state (SAGA_CONFLICT, naming what it is now), not "not found": another paste of the same command,
+   * or another action, settled it meanwhile. Only an id with no saga, archive or receipt stays NOT_FOUND.
+   */
   async function loadExact(operationId: string, fence: RestoreFence): Promise<SagaView> {
+    try {
+      return await loadExactActive(operationId, fence);
+    } catch (error) {
+      if (!(isSagaError(error) && error.code === "NOT_FOUND")) throw error;
+      throw await settledSince(operationId, fence, error);
+    }
+  }
+
+  /** Why an action found no active saga: archived or purged since the preview (SAGA_CONFLICT), else `notFound`. */
+  async function settledSince(operationId: string, fence: RestoreFence, notFound: unknown): Promise<unknown> {
+    const details = { operationId, expectedSeq: fence.expectedSeq, expectedHash: fence.expectedHash };
+    let archived: Awaited<ReturnType<typeof store.loadArchived>>;
+    try {
+      archived = await store.loadArchived(operationId);
+    } catch (error) {
+      if (isSagaError(error) && error.code === "NOT_FOUND" && /purged/.test(error.message)) {
+        return recoveryError(
+          "SAGA_CONFLICT",
+          `Restore ${operationId} was settled, archived and purged since it was previewed (only its receipt is left); nothing was changed. Run \`${prefix} restores list\` to see what is still open.`,
+          details,
+        );
+      }
+      return notFound;
+    }
+    return recoveryError(
+      "SAGA_CONFLICT",
+      `Restore ${operationId} was settled and archived since it was previewed (now ${archived.phase}, seq ${archived.seq}: by another paste of this command, or another action); nothing was changed. Run \`${prefix} restores show ${operationId}\` to see it.`,
+      { ...details, actualSeq: archived.seq, actualHash: archived.headHash, phase: archived.phase },
+    );
+  }
+
+  async function loadExactActive(operationId: string, fence: RestoreFence): Promise<SagaView> {
     const saga = await store.load(operationId);
     if (
       saga.operationId !== operationId ||
@@ -946,7 +983,8 @@ export function createRestoreRecoveryController(
     alreadyArchived: boolean;
   }> {
     try {
-      const saga = await loadExact(operationId, fence);
+      // Archived already is this function's own case (below), not a moved state.
+      const saga = await loadExactActive(operationId, fence);
       assertTerminal(saga);
       return { saga, alreadyArchived: false };
     } catch (error) {

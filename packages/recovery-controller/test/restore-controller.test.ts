@@ -134,6 +134,36 @@ describe("restore recovery controller", () => {
     expect([saga.phase, saga.seq]).toEqual(["created", 1]);
   });
 
+  // h-ops review F5: two operators paste one abort at once; the loser's action found the saga archived by
+  // the winner between its preview check and its load, and answered NOT_FOUND (exit 3) instead of "state
+  // changed" (exit 4). Forced here: the second paste runs with the same fence after the first archived it.
+  it("a fenced action on a saga archived (or purged) since its preview is SAGA_CONFLICT naming its state, not NOT_FOUND", async () => {
+    box = sandbox();
+    await lockedSaga(box, "op-twice");
+    const recovery = controller();
+    const { fence } = await recovery.preview("op-twice");
+    const first = await recovery.abort("op-twice", { ...fence });
+    expect(first).toMatchObject({ ok: true, phase: "aborted", archived: true });
+
+    for (const action of ["abort", "rollback", "complete"] as const) {
+      const second = await rejection(recovery[action]("op-twice", { ...fence }));
+      expect(isRecoveryError(second), String(second)).toBe(true);
+      expect(second.code).toBe("SAGA_CONFLICT");
+      expect(String(second.message)).toMatch(/archived since it was previewed \(now aborted, seq 5/);
+      expect(second.details).toMatchObject({ operationId: "op-twice", actualSeq: 5, phase: "aborted" });
+    }
+
+    const archived = await box.store.loadArchived("op-twice");
+    await box.store.purgeArchived("op-twice", { expectedSeq: archived.seq, expectedHash: archived.headHash });
+    const purged = await rejection(recovery.abort("op-twice", { ...fence }));
+    expect(purged.code).toBe("SAGA_CONFLICT");
+    expect(String(purged.message)).toMatch(/archived and purged since it was previewed/);
+
+    // An id that never had a saga is still "not found".
+    const never = await rejection(recovery.abort("op-never", { ...fence }));
+    expect(isSagaError(never) && never.code === "NOT_FOUND", String(never)).toBe(true);
+  });
+
   it("rejects stale saga or owner authority before replacing the retained owner", async () => {
     box = sandbox();
     await lockedSaga(box, "op-stale");
