@@ -992,8 +992,16 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
               registry,
             )
           : null;
-    if (item) checkExpected(opts.expectedState, item.stateDigest, ids);
-    else if (opts.expectedState !== undefined && row?.resolved === true && row.boxId === boxId) {
+    if (item) {
+      checkExpected(
+        opts.expectedState,
+        item.stateDigest,
+        ids,
+        registrationOf(registry, botId) === false
+          ? `Bot ${botId} is not registered now (deleted since the plan was made, or never created here); nothing was changed. Create the bot again first if it is still wanted (then \`${command("reconcile")}\` prints the adopt), or delete Boat ${boxId} in boat.dev.`
+          : undefined,
+      );
+    } else if (opts.expectedState !== undefined && row?.resolved === true && row.boxId === boxId) {
       // Already this bot's Boat: no plan item offers adopt for it, so no digest can match. A fenced command
       // re-sent after it applied (or after another adopted the Boat) is a moved state, never a silent 0.
       checkExpected(

@@ -182,6 +182,7 @@ describe("F1: a Boat for a bot that is not registered", () => {
 
     const stale = await rejection(s.recovery.adopt("gus", boxId, { expectedState: item!.stateDigest }));
     expect(isRecoveryError(stale) && stale.code === "STATE_CHANGED", String(stale)).toBe(true);
+    expect((stale as Error).message).toMatch(/Bot gus is not registered now/);
     expect(s.creates()).toBe(before);
 
     // Previewed now: no adopt command, and the way out in words; the action refuses without a digest too.
