@@ -26,7 +26,7 @@ async function killedAt(point: "before-rename" | "after-rename") {
   try {
     await worker.waitFor((line) => line === "at-point");
     worker.kill();
-    // Reaped before anyone judges the lock: a zombie still counts as alive.
+    // Reaped before anyone judges the lock: while a killed process's threads are still exiting, it counts as alive.
     expect((await worker.exited).signal).toBe("SIGKILL");
   } finally {
     worker.kill();

@@ -35,5 +35,11 @@ export { createSystemIdentity } from "./internal/identity.js";
 export { judgeOwnerLiveness, type ProcessClaim } from "./liveness.js";
 export type { InspectOptions, LockHandle } from "./lock.js";
 export { acquireLock, acquireLockSync, inspectLock, takeoverLock, withLock, withLockSync } from "./lock.js";
-export { LOCK_CRASH_POINTS, type LockCrashPoint, type LockIdentity, type LockOptions } from "./options.js";
+export {
+  LOCK_CRASH_POINTS,
+  type LockCrashPoint,
+  type LockIdentity,
+  type LockOptions,
+  type ProcessState,
+} from "./options.js";
 export { type LockOwner, LockOwnerSchema, type ReaperRecord, ReaperRecordSchema } from "./schema.js";

@@ -3,7 +3,7 @@ import type { FileOps } from "./fs.js";
 import { nodeFileOps } from "./fs.js";
 import { type LockIdentity, systemIdentity } from "./internal/identity.js";
 
-export type { LockIdentity } from "./internal/identity.js";
+export type { LockIdentity, ProcessState } from "./internal/identity.js";
 
 export interface LockOptions {
   /** Longest time to wait for the lock, ms (default 2000). Every wait is bounded by it. */

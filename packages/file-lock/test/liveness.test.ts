@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { linkSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -12,9 +12,20 @@ import {
   inspectLock,
   judgeOwnerLiveness,
   type LockIdentity,
+  type ProcessState,
   takeoverLock,
 } from "../src/index.js";
-import { deadPid, killGroup, leftovers, seedOwnerText, spawnSleeper, tempDir } from "./helpers.js";
+import {
+  deadPid,
+  exited,
+  killGroup,
+  leftovers,
+  seedOwnerText,
+  spawnFixture,
+  spawnSleeper,
+  tempDir,
+  waitForLine,
+} from "./helpers.js";
 
 const system = createSystemIdentity();
 const children: ChildProcess[] = [];
@@ -36,6 +47,42 @@ function sleeper(): number {
   children.push(child);
   if (child.pid === undefined) throw new Error("no sleeper");
   return child.pid;
+}
+
+/** Fields 3 and 20 of /proc/<pid>/stat, straight from the kernel (undefined once the pid is gone). */
+function statOf(pid: number): { state: string; threads: number } | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { state: fields[0] ?? "", threads: Number(fields[17]) };
+}
+
+/** Polls the kernel's view of a pid until `done` holds (a state change has no event to wait on). */
+async function untilStat(pid: number, done: (stat: ReturnType<typeof statOf>) => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(statOf(pid)); i += 1) await new Promise((r) => setTimeout(r, 10));
+  expect(done(statOf(pid)), `/proc/${pid}/stat: ${JSON.stringify(statOf(pid))}`).toBe(true);
+}
+
+/**
+ * A real zombie: the shell's background child exits at once, and `exec sleep` replaces the shell, which then
+ * never reaps it (what a container whose PID 1 does not wait for orphans does to every killed process).
+ */
+async function unreapedZombie(): Promise<number> {
+  const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 60"], {
+    detached: true,
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  children.push(parent);
+  const zombie = await new Promise<number>((resolve) => {
+    parent.stdout.setEncoding("utf8");
+    parent.stdout.once("data", (chunk: string) => resolve(Number(chunk.trim())));
+  });
+  await untilStat(zombie, (stat) => stat?.state === "Z");
+  return zombie;
 }
 
 function identity(overrides: Partial<LockIdentity>): LockIdentity {
@@ -192,26 +239,142 @@ describe("liveness verdicts, in the order the liveness function applies them", (
     await expectRefused(dir, lock, "LOCK_TIMEOUT", {});
   });
 
-  it("keeps a zombie owner (exited but not yet reaped by its parent)", async () => {
+  it("judges a zombie owner dead (exited, never reaped by its parent) and recovers its lock", async () => {
     const { dir, lock } = newLock();
-    // The shell's background child exits at once; `exec sleep` replaces the shell and never reaps it.
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 60"], {
-      detached: true,
-      stdio: ["ignore", "pipe", "ignore"],
-    });
-    children.push(parent);
-    const zombie = await new Promise<number>((resolve) => {
-      parent.stdout.setEncoding("utf8");
-      parent.stdout.once("data", (chunk: string) => resolve(Number(chunk.trim())));
-    });
-    const statOf = () => readFileSync(`/proc/${zombie}/stat`, "utf8");
-    for (let i = 0; i < 200 && !/\) Z /.test(statOf()); i += 1) await new Promise((r) => setTimeout(r, 10));
-    expect(statOf()).toMatch(/\) Z /);
+    const zombie = await unreapedZombie();
     writeFileSync(
       lock,
       ownerText({ pid: zombie, bootId: system.bootId(), startTime: system.processStartTime(zombie) }),
     );
+    // kill(pid, 0) still reaches it and its start time is unchanged: only its state tells.
+    expect(() => process.kill(zombie, 0)).not.toThrow();
+    expect(judgeOwnerLiveness({ pid: zombie, startTime: system.processStartTime(zombie) })).toBe("dead");
+    await expectRecovered(lock);
+    expect(leftovers(dir)).toEqual([]);
+  });
+});
+
+describe("zombies: exited processes nobody reaped are dead, a process whose main thread exited is not", () => {
+  it("recovers the lock of a holder SIGKILLed under a parent that never reaps it, and lets it be taken over", async () => {
+    const { dir, lock } = newLock();
+    // The holder runs in the background of a shell that then becomes `sleep`, which never waits for it.
+    const parent = spawnFixture("holder.ts", [lock], {}, ["sh", "-c", '"$@" & exec sleep 60', "sh"]);
+    children.push(parent);
+    const owner = JSON.parse((await waitForLine(parent, "held ")).slice("held ".length)) as { pid: number };
+    expect(owner.pid).not.toBe(parent.pid);
+    process.kill(owner.pid, "SIGKILL");
+    // Node's other threads leave the count as they finish exiting; until then the verdict is still alive.
+    await untilStat(owner.pid, (stat) => stat?.state === "Z" && stat.threads === 1);
+    const recorded = inspectLock(lock);
+    if (recorded === null) throw new Error("lock vanished");
+    expect(recorded.pid).toBe(owner.pid);
+    expect(judgeOwnerLiveness(recorded)).toBe("dead");
+    // The workspace lock's way: reported as dead, then taken over.
+    await expect(acquireLock(lock, { waitMs: 200, reapDeadOwners: false })).rejects.toMatchObject({
+      code: "LOCK_OWNER_DEAD",
+    });
+    const taken = await takeoverLock(lock, recorded, { waitMs: 2_000 });
+    expect(inspectLock(lock)?.token).toBe(taken.owner.token);
+    taken.release();
+    // Its leftovers (none here, but a kept owner file would be) are garbage: the zombie is dead.
+    collectLockGarbage(lock);
+    expect(leftovers(dir)).toEqual([]);
+    await expectRecovered(lock);
+  });
+
+  it("keeps a live multi-threaded owner (node with a worker thread)", async () => {
+    const { dir, lock } = newLock();
+    const child = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const { Worker } = require("node:worker_threads");
+         const w = new Worker("setInterval(() => {}, 60000); require('node:worker_threads').parentPort.postMessage('up')", { eval: true });
+         w.once("message", () => console.log("ready"));
+         setInterval(() => {}, 60000);`,
+      ],
+      { detached: true, stdio: ["ignore", "pipe", "ignore"] },
+    );
+    children.push(child);
+    await waitForLine(child, "ready");
+    const pid = child.pid as number;
+    expect(statOf(pid)?.threads).toBeGreaterThan(1);
+    writeFileSync(lock, ownerText({ pid, bootId: system.bootId(), startTime: system.processStartTime(pid) }));
+    expect(judgeOwnerLiveness({ pid })).toBe("alive");
     await expectRefused(dir, lock, "LOCK_TIMEOUT", {});
+  });
+
+  // A process whose main thread called pthread_exit while another thread runs: Linux shows its leader (the
+  // pid) as Z, yet the process lives. Node cannot end its main thread alone; python's ctypes can.
+  const python = spawnSync("python3", ["-c", "import ctypes, threading"], { stdio: "ignore" }).status === 0;
+  it.skipIf(!python)(
+    "keeps a live owner whose main thread exited while another thread runs (zombie leader; needs python3)",
+    async () => {
+      const { dir, lock } = newLock();
+      const child = spawn(
+        "python3",
+        [
+          "-c",
+          [
+            "import ctypes, os, threading, time",
+            "threading.Thread(target=lambda: time.sleep(60)).start()",
+            "print(os.getpid(), flush=True)",
+            "ctypes.CDLL(None).pthread_exit(None)",
+          ].join("\n"),
+        ],
+        { detached: true, stdio: ["ignore", "pipe", "ignore"] },
+      );
+      children.push(child);
+      const pid = Number(await waitForLine(child, ""));
+      await untilStat(pid, (stat) => stat?.state === "Z");
+      expect(statOf(pid)?.threads).toBe(2);
+      writeFileSync(
+        lock,
+        ownerText({ pid, bootId: system.bootId(), startTime: system.processStartTime(pid) }),
+      );
+      expect(judgeOwnerLiveness({ pid })).toBe("alive");
+      await expectRefused(dir, lock, "LOCK_TIMEOUT", {});
+      // Once the last thread is gone too, the process is dead (its parent, this test, reaps it).
+      killGroup(child);
+      await exited(child);
+      expect(judgeOwnerLiveness({ pid })).toBe("dead");
+    },
+  );
+
+  it("judges through the identity seam: Z or X with exactly one thread is dead, anything else alive", async () => {
+    const cases: Array<[ProcessState | undefined, "alive" | "dead"]> = [
+      [{ state: "Z", threads: 1 }, "dead"],
+      [{ state: "X", threads: 1 }, "dead"],
+      [{ state: "Z", threads: 2 }, "alive"], // a zombie leader with a live thread
+      [{ state: "Z", threads: 0 }, "alive"], // the kernel could not count: the task is being released (exec)
+      [{ state: "X", threads: 0 }, "alive"],
+      [{ state: "S", threads: 1 }, "alive"],
+      [{ state: "R", threads: 1 }, "alive"],
+      [{ state: "T", threads: 1 }, "alive"], // stopped (SIGSTOP) is alive: it may be continued
+      [{ state: "D", threads: 1 }, "alive"],
+      [{ state: "x", threads: 1 }, "alive"], // only Z and X prove an exit
+      [undefined, "alive"], // unreadable /proc/<pid>/stat
+    ];
+    for (const [state, verdict] of cases) {
+      const options = {
+        isProcessAlive: () => true,
+        identity: identity({ processState: () => state }),
+      };
+      expect(judgeOwnerLiveness({ pid: 4242 }, options), JSON.stringify(state)).toBe(verdict);
+      const { dir, lock } = newLock();
+      writeFileSync(lock, ownerText({ pid: 4242 }));
+      if (verdict === "dead") await expectRecovered(lock, options);
+      else await expectRefused(dir, lock, "LOCK_TIMEOUT", options);
+    }
+    // An identity without processState (written before it existed) never proves a zombie.
+    const { processState: _, ...older } = system;
+    expect(judgeOwnerLiveness({ pid: await unreapedZombie() }, { identity: older })).toBe("alive");
+  });
+
+  it("reads state and thread count from /proc/<pid>/stat", () => {
+    const own = system.processState?.(process.pid);
+    expect(own?.state).toMatch(/^[RS]$/);
+    expect(own?.threads).toBeGreaterThan(1); // node always runs helper threads
   });
 });
 

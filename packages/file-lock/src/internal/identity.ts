@@ -16,11 +16,26 @@ export interface LockIdentity {
   /** Field 22 of /proc/<pid>/stat; undefined when unknown (no /proc, or no such process). */
   processStartTime(pid: number): number | undefined;
   /**
+   * Fields 3 (state) and 20 (num_threads) of /proc/<pid>/stat, read in one go; undefined when unknown. Decides
+   * whether a pid that kill(pid, 0) still reaches names a process that has exited and was not reaped (a
+   * zombie: see `provesProcessExited` in liveness.ts). Optional, so an identity written before it existed
+   * still type-checks: without it no process is ever judged a zombie (it stays alive, as before).
+   */
+  processState?(pid: number): ProcessState | undefined;
+  /**
    * This process's pid namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]"); undefined where
    * unknown. Optional, so an identity written before it existed still type-checks: without it this process's
    * namespace is unknown, and an owner that recorded one is never judged dead.
    */
   pidNamespace?(): string | undefined;
+}
+
+/** What /proc/<pid>/stat says about a process as a whole, for the zombie rule. */
+export interface ProcessState {
+  /** Field 3: one letter (R, S, D, T, t, Z, X, I, …). */
+  state: string;
+  /** Field 20: the threads the kernel still counts in the thread group (0 when it could not tell). */
+  threads: number;
 }
 
 function readText(path: string): string | undefined {
@@ -40,6 +55,24 @@ export function parseProcStatStartTime(text: string): number | undefined {
   const fields = text.slice(close + 2).split(" ");
   const value = Number(fields[19]);
   return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}
+
+/**
+ * Parses fields 3 (state) and 20 (num_threads) of /proc/<pid>/stat. Field 2 (comm) is "(name)" where the name
+ * is up to 15 arbitrary bytes, ")", " Z (" and spaces included, and is not escaped: the fields are counted from
+ * the LAST ")" (nothing after comm can contain one). Anything that is not exactly one state letter and a
+ * whole number of threads is undefined: unknown, so the zombie rule does not apply.
+ */
+export function parseProcStatState(text: string): ProcessState | undefined {
+  const close = text.lastIndexOf(")");
+  if (close < 0 || text[close + 1] !== " ") return undefined;
+  // After ") " come fields 3 (state) .. 52; field 20 is the 18th of them.
+  const fields = text.slice(close + 2).split(" ");
+  const state = fields[0] ?? "";
+  const threadsField = fields[17] ?? "";
+  if (!/^[A-Za-z]$/.test(state) || !/^\d+$/.test(threadsField)) return undefined;
+  const threads = Number(threadsField);
+  return Number.isSafeInteger(threads) ? { state, threads } : undefined;
 }
 
 export function parseBootTimeMs(procStat: string): number | undefined {
@@ -81,6 +114,10 @@ export function createSystemIdentity(): LockIdentity {
         return ownStart.value;
       }
       return startTimeOf(pid);
+    },
+    processState: (pid) => {
+      const text = readText(`/proc/${pid}/stat`);
+      return text === undefined ? undefined : parseProcStatState(text);
     },
     pidNamespace: () => {
       if (pidNs === undefined) {
