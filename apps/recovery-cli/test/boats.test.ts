@@ -14,6 +14,7 @@ import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createBoatLifecycle, LifecycleError, scopedBoatName } from "@drydock/boat-lifecycle";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, type FaultRule, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { bufferIo, classifyError, EXIT_CODES, main } from "../src/index.js";
 
@@ -566,6 +567,47 @@ describe("exit codes follow the documented table", () => {
 });
 
 describe("status and reconcile say what they could not settle or see", () => {
+  it("a restore whose process still runs is in progress: the verdict says to run status again, never a plain OK", async () => {
+    const d = dataDir();
+    const workspaceRoot = join(d.dir, "workspaces", "bot-restoring");
+    mkdirSync(workspaceRoot, { recursive: true });
+    const store = openSagaStore({ stateDir: join(d.dir, "restore-sagas"), workspaceRoot });
+    const created = await store.create("op-running", {
+      kind: "checkpoint-restore",
+      checkpointId: "cp-1",
+      checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+      actorPid: process.pid,
+    });
+    // This process is the restore's: it holds the workspace lock and is alive.
+    const held = await acquireWorkspaceLock({ dataDir: d.dir, workspaceRoot, transactionId: "op-running" });
+    try {
+      await store.advance("op-running", {
+        expectedSeq: created.seq,
+        expectedHash: created.headHash,
+        phase: "locked",
+        evidence: { workspaceLockOwner: held.owner, lockOwnerDigest: held.ownerDigest },
+      });
+      const prefix = `drydock --data-dir ${d.dir}`;
+      const run = await cli(["status", "--data-dir", d.dir], provider());
+      expect(run.code, run.err).toBe(0);
+      const lines = run.out.trim().split("\n");
+      expect(lines).toContainEqual(expect.stringMatching(/^· restore op-running: running \(locked\)$/));
+      expect(lines.at(-1)).toBe(
+        `OK: nothing needs a person now; 1 item(s) are still in progress; run \`${prefix} status\` again shortly.`,
+      );
+      const json = JSON.parse(
+        (await cli(["status", "--data-dir", d.dir, "--json"], provider())).out,
+      ) as Parsed;
+      expect(json.findings.find((finding: Parsed) => finding.subject === "op-running")).toMatchObject({
+        attention: false,
+        inProgress: true,
+        command: null,
+      });
+    } finally {
+      held.release();
+    }
+  });
+
   it("status prints the advice of an item without a command, and a fence inside its in-flight window is a wait, not work by hand", async () => {
     const d = dataDir();
     const boat = await d.lifecycle.provision("bot-young");

@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { acquireLock } from "@drydock/file-lock";
 import { openSagaStore } from "@drydock/restore-saga";
 import { afterEach, describe, expect, it } from "vitest";
 import { bufferIo, main } from "../src/index.js";
@@ -110,5 +111,38 @@ describe("a restore whose create died before its saga was published", () => {
     const list = bufferIo();
     expect(await main(["restores", "list", "--data-dir", dir, "--json"], { io: list, env: {} })).toBe(0);
     expect(JSON.parse(list.out())).toEqual({ restores: [], gaps: [] });
+  });
+});
+
+describe("a restore saga another live process is writing just now (a server still creating it)", () => {
+  it("is in progress in `status`: no 'needs a person' line, the verdict says to run status again", async () => {
+    dir = mkdtempSync(join(tmpdir(), "drydock-busy-"));
+    const workspace = join(dir, "workspaces", "bot1");
+    mkdirSync(workspace, { recursive: true });
+    const store = openSagaStore({ stateDir: join(dir, "restore-sagas"), workspaceRoot: workspace });
+    await store.create("op-busy", {
+      kind: "checkpoint-restore",
+      checkpointId: "cp-1",
+      checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+      actorPid: process.pid,
+    });
+    // A live process (this one, as file-lock sees it) holds the saga's own lock for the whole look.
+    const held = await acquireLock(join(store.shardDir, ".locks", "op-busy.lock"), { label: "test" });
+    try {
+      const status = bufferIo();
+      expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(6);
+      const lines = status.out().trim().split("\n");
+      expect(lines).toContainEqual(
+        expect.stringMatching(
+          /^· restore op-busy: another drydock process is writing this restore's saga just now/,
+        ),
+      );
+      expect(status.out()).not.toMatch(/^! restore op-busy/m);
+      expect(lines.at(-1)).toMatch(
+        /^INCOMPLETE: nothing needs a person in the journals, restores and locks, .* 1 item\(s\) are still in progress; run `.* status` again shortly \(with BOAT_API_URL and BOAT_API_TOKEN set in the environment\)\.$/,
+      );
+    } finally {
+      held.release();
+    }
   });
 });

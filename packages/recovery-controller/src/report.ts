@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { isLockError } from "@drydock/file-lock";
 import {
+  isSagaError,
   openSagaStore,
   type PendingDiagnostic,
   type PendingList,
@@ -125,11 +127,19 @@ export interface RestoreReportItem {
   /** What the store's pending listing said of it when it is not a plain pending saga, or null. */
   diagnostic: PendingDiagnostic["status"] | null;
   /**
-   * false only for a restore whose owner is still running (work in progress), or an unpublished saga
-   * directory (phase `unpublished`) the next report removes itself. True for a restore whose live owner
-   * gave up on it (`retainedByLiveOwner`).
+   * false only for work in progress (`inProgress`). True for a restore whose live owner gave up on it
+   * (`retainedByLiveOwner`), and for every saga that could not be read for a reason that does not settle by
+   * itself (corrupt, an unreadable lock file: `problem` says what to do).
    */
   attention: boolean;
+  /**
+   * Work in progress that settles by itself, so a report should be looked at again rather than called
+   * settled: a restore whose owner is still running; a saga another live process holds just now (`busy`: a
+   * server still creating it, or writing its next event); one that settled, or turned out never published,
+   * between the listing and its preview; an unpublished saga directory the next report removes. Never true
+   * together with `attention`.
+   */
+  inProgress: boolean;
   /**
    * The restore failed in a process that is still running (a bot server) and keeps the workspace lock for
    * recovery (phase `recovery_required`): that process will not settle it, and a recovery may take its lock
@@ -191,6 +201,60 @@ function orphanItem(
     }`,
     diagnostic: "orphan_unpublished",
     attention: !busy,
+    inProgress: busy,
+    retainedByLiveOwner: null,
+    stalledForMs: null,
+  };
+}
+
+/**
+ * Why a listed saga's preview failed, when that failure is work in progress rather than a problem: null for
+ * a problem (corrupt, an unreadable or invalid lock file, a failed read), which keeps its own message and
+ * needs a person.
+ *  - NOT_FOUND: between the listing and the preview the saga was archived and purged, or it is a directory
+ *    whose create has not published its first event (no restore ran under it, nothing was locked or
+ *    changed; the next listing removes it once its creator is gone). It used to fall through to the archive
+ *    and read "No archived restore saga … exists", marked as needing a person.
+ *  - LOCK_FAILED because a live process held the saga's lock for the whole wait, or other calls of this
+ *    process did (both carry file-lock's LOCK_TIMEOUT as the cause): a server creating the saga or writing
+ *    its next event. The listing calls it `busy`. A lock file that is unreadable or invalid, a process-level
+ *    errno (EMFILE, …), any other lock failure is a problem, not this: it keeps its message.
+ */
+function settlingReason(error: unknown): string | null {
+  if (!isSagaError(error)) return null;
+  if (error.code === "NOT_FOUND") {
+    return "it changed while this report was made: it settled since the listing, or its create has not published its first event yet (no restore ran under it, nothing was locked or changed). Nothing to do: look again";
+  }
+  if (error.code === "LOCK_FAILED") {
+    const cause = (error as { cause?: unknown }).cause;
+    if (isLockError(cause) && cause.code === "LOCK_TIMEOUT") {
+      return "another drydock process is writing this restore's saga just now (a restore being created or moving on), so it could not be read: in progress. Look again";
+    }
+  }
+  return null;
+}
+
+/** A listed saga whose preview showed work in progress (see `settlingReason`); `problem` says which. */
+function settlingItem(
+  botId: string,
+  operationId: string,
+  item: PendingList["items"][number] | undefined,
+  diagnostic: PendingDiagnostic["status"] | null,
+): RestoreReportItem {
+  return {
+    botId,
+    operationId,
+    phase: item?.phase ?? "unknown",
+    basePhase: item?.basePhase ?? null,
+    seq: item?.seq ?? 0,
+    updatedAt: item?.updatedAt ?? null,
+    ownerAlive: null,
+    next: null,
+    command: null,
+    problem: null,
+    diagnostic,
+    attention: false,
+    inProgress: true,
     retainedByLiveOwner: null,
     stalledForMs: null,
   };
@@ -208,6 +272,11 @@ export async function reportRestores(options: {
   commandPrefix: string;
   /** The clock a saga's last event is aged with (`stalledForMs`); default `Date.now`. */
   now?: () => number;
+  /**
+   * Test seam: called once a workspace's sagas are listed, before any of them is previewed (to settle or
+   * release a saga in between, as another process may).
+   */
+  afterListing?: (botId: string) => void | Promise<void>;
 }): Promise<{ restores: RestoreReportItem[]; gaps: RestoreReportGap[] }> {
   const { dataDir, commandPrefix } = options;
   const now = options.now ?? Date.now;
@@ -236,6 +305,7 @@ export async function reportRestores(options: {
         message: `bot ${botId} has more pending restores than one report lists (${pending.items.length + pending.diagnostics.length} shown)`,
       });
     }
+    await options.afterListing?.(botId);
     const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root, commandPrefix });
     const listed = new Map(pending.items.map((item) => [item.operationId, item]));
     const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d]));
@@ -262,6 +332,18 @@ export async function reportRestores(options: {
           ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS
             ? quietMs
             : null;
+        if (preview.saga.archived && preview.owner === null && preview.tornLock === null && next === null) {
+          // Archived since the listing, its lock let go: settled, nothing left for anyone.
+          restores.push({
+            ...settlingItem(botId, operationId, item, diagnostic),
+            phase: preview.saga.phase,
+            basePhase: preview.saga.basePhase,
+            seq: preview.saga.seq,
+            problem: "it ended and was archived while this report was made: settled, nothing to do",
+          });
+          continue;
+        }
+        const attention = ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null;
         restores.push({
           botId,
           operationId,
@@ -274,11 +356,17 @@ export async function reportRestores(options: {
           command: next === null ? null : restoreCommand(commandPrefix, next, preview),
           problem: null,
           diagnostic,
-          attention: ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null,
+          attention,
+          inProgress: !attention,
           retainedByLiveOwner,
           stalledForMs,
         });
       } catch (error) {
+        const settling = settlingReason(error);
+        if (settling !== null) {
+          restores.push({ ...settlingItem(botId, operationId, item, diagnostic), problem: settling });
+          continue;
+        }
         restores.push({
           botId,
           operationId,
@@ -292,6 +380,7 @@ export async function reportRestores(options: {
           problem: messageOf(error),
           diagnostic,
           attention: true,
+          inProgress: false,
           retainedByLiveOwner: null,
           stalledForMs: null,
         });

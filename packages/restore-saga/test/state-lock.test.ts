@@ -1,6 +1,6 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { acquireLock, type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { describe, expect, it } from "vitest";
 import { eventHash, type SagaState, type SagaStore } from "../src/index.js";
 import { prettyCanonical } from "../src/internal/canonical.js";
@@ -214,4 +214,52 @@ describe("state lock: calls of one process on the same saga", () => {
     ).toEqual([false, true]);
     expect(await store.loadArchived("op-m")).toMatchObject({ seq: done.seq, phase: "aborted" });
   }, 20_000);
+});
+
+describe("state lock: busy", () => {
+  it("a wait on other calls of this process ends in LOCK_FAILED caused by LOCK_TIMEOUT, like a wait on another process", async () => {
+    const path = join(bed.base, "busy.lock");
+    let letGo!: () => void;
+    const holding = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const first = withStateLock(path, "the test state", nodeFileOps, undefined, async () => {
+      entered();
+      await holding;
+      return "first";
+    });
+    await inside;
+    // In this process: the gate.
+    const gated = (await withStateLock(
+      path,
+      "the test state",
+      nodeFileOps,
+      { waitMs: 30 },
+      () => "second",
+    ).catch((error: unknown) => error)) as Error & { code?: string; cause?: { code?: string } };
+    expect(gated.code).toBe("LOCK_FAILED");
+    expect(gated.message).toMatch(/other calls of this process kept it busy/);
+    expect(gated.cause?.code).toBe("LOCK_TIMEOUT");
+    letGo();
+    expect(await first).toBe("first");
+    // Another process's hold (file-lock's own wait) gives the same cause.
+    const other = await acquireLock(path);
+    try {
+      const waited = (await withStateLock(
+        path,
+        "the test state",
+        nodeFileOps,
+        { waitMs: 30 },
+        () => "x",
+      ).catch((error: unknown) => error)) as Error & { code?: string; cause?: { code?: string } };
+      expect(waited.code).toBe("LOCK_FAILED");
+      expect(waited.cause?.code).toBe("LOCK_TIMEOUT");
+    } finally {
+      other.release();
+    }
+  });
 });

@@ -69,7 +69,9 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
             item.seq,
             item.ownerAlive === null ? "none" : item.ownerAlive ? "running" : "dead",
             item.problem
-              ? `inspect: ${item.problem}`
+              ? item.inProgress
+                ? `wait: ${item.problem}`
+                : `inspect: ${item.problem}`
               : item.retainedByLiveOwner
                 ? `stop process ${item.retainedByLiveOwner.pid} first`
                 : item.stalledForMs

@@ -27,6 +27,11 @@ export interface Finding {
   /** Work in progress that asks for a wait: how long (ms) before looking again offers its command. */
   waitMs?: number;
   /**
+   * Work in progress with no known wait (a restore whose process still runs, a saga another process is
+   * writing just now): the verdict says to run status again, as for `waitMs`.
+   */
+  inProgress?: true;
+  /**
    * What the command needs besides its words (boat.dev's URL and token, which are never printed), shown
    * after it as a shell comment so the whole line still pastes.
    */
@@ -54,9 +59,11 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
     if (item.problem) {
       findings.push({
         area: "restore",
-        // True for every unreadable restore; false only for an unpublished saga directory that another
-        // process's hold on the saga store kept from being removed just now (the next look removes it).
+        // True for every restore that could not be read for a reason that does not settle by itself (its
+        // message says what to do); false for work in progress: a saga another process is writing just now,
+        // one settled since the listing, an unpublished directory the next look removes.
         attention: item.attention,
+        ...(item.inProgress ? { inProgress: true as const } : {}),
         subject: item.operationId,
         message: item.problem,
         command: null,
@@ -83,6 +90,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       findings.push({
         area: "restore",
         attention: false,
+        inProgress: true,
         subject: item.operationId,
         message: `running (${item.phase})`,
         command: null,
@@ -239,14 +247,15 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
       : commandless === attention
         ? "none has a command to run: read each message and settle it by hand"
         : `run the command shown beside each; ${commandless} without one need a look by hand (read the message)`;
-  // Work in progress that only asks for a wait (a deletion whose DELETE may still be on the wire): no person
-  // settles it; looking again once the wait is over shows its command.
-  const waiting = findings.filter((finding) => finding.waitMs !== undefined);
+  // Work in progress that only asks for a wait (a deletion whose DELETE may still be on the wire, a restore
+  // whose process still runs): no person settles it; looking again once the wait is over shows how it ended.
+  // Never a plain "OK: nothing needs attention" while one is listed.
+  const waiting = findings.filter((finding) => finding.waitMs !== undefined || finding.inProgress);
   const waitS = Math.ceil(Math.max(0, ...waiting.map((finding) => finding.waitMs ?? 0)) / 1_000);
   const again =
     waiting.length === 0
       ? ""
-      : `${waiting.length} item(s) are still in progress; run \`${ctx.boatCommandPrefix} status\` again in ${waitS} s${ctx.providerNote === null ? "" : ` (${ctx.providerNote})`}`;
+      : `${waiting.length} item(s) are still in progress; run \`${ctx.boatCommandPrefix} status\` again ${waitS > 0 ? `in ${waitS} s` : "shortly"}${ctx.providerNote === null ? "" : ` (${ctx.providerNote})`}`;
   let verdict: string;
   if (couldNotLook) verdict = `INCOMPLETE: ${couldNotLook}; ${attention} item(s) need attention locally.`;
   else if (attention === 0)

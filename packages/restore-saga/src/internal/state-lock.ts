@@ -3,6 +3,7 @@ import {
   collectLockGarbageIn,
   type FileOps,
   isLockError,
+  LockError,
   type LockHandle,
   type LockOptions,
 } from "@drydock/file-lock";
@@ -224,9 +225,13 @@ export async function withStateLock<T>(
   const waitMs = lockOptions.waitMs ?? 5_000;
   const start = performance.now();
   if (!(await enterGate(path, waitMs))) {
+    const message = `Could not lock ${what}: other calls of this process kept it busy. Nothing was changed; retry shortly.`;
     throw new SagaError({
       code: "LOCK_FAILED",
-      message: `Could not lock ${what}: other calls of this process kept it busy. Nothing was changed; retry shortly.`,
+      // The same cause as a wait on another process's hold (file-lock's LOCK_TIMEOUT), so a caller can tell
+      // "busy: in progress" from a lock that could not be taken for a reason of its own (an unreadable file).
+      cause: new LockError({ code: "LOCK_TIMEOUT", path, message }),
+      message,
     });
   }
   try {
