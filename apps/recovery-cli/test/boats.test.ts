@@ -567,6 +567,26 @@ describe("exit codes follow the documented table", () => {
 });
 
 describe("status and reconcile say what they could not settle or see", () => {
+  it("a journaled Boat whose direct read fails while the list works makes status INCOMPLETE (exit 6), naming it", async () => {
+    const d = dataDir();
+    const boat = await d.lifecycle.provision("bot-unread");
+    expect((await cli(["status", "--data-dir", d.dir], provider())).code).toBe(0);
+    await faults([{ action: "fail-before", method: "GET", path: "^/sandboxes/bx_", times: 1_000 }]);
+    const run = await cli(["status", "--data-dir", d.dir], provider());
+    const json = JSON.parse((await cli(["status", "--data-dir", d.dir, "--json"], provider())).out) as Parsed;
+    await faults([]);
+    expect(run.code, run.out + run.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    const verdict = run.out.trim().split("\n").at(-1)!;
+    expect(verdict).toMatch(
+      new RegExp(
+        `^INCOMPLETE: boat\\.dev could not read Boat ${boat.boxId} \\(bot bot-unread\\): .+; 0 item\\(s\\) need attention locally\\.$`,
+      ),
+    );
+    expect(verdict).not.toMatch(/^OK/);
+    expect(json.providerChecked).toBe(false);
+    expect(json.verdict).toBe(verdict);
+  });
+
   it("a restore whose process still runs is in progress: the verdict says to run status again, never a plain OK", async () => {
     const d = dataDir();
     const workspaceRoot = join(d.dir, "workspaces", "bot-restoring");

@@ -821,11 +821,21 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const registry = await readRegistry();
     const fencedIds = new Set(fences.map((record) => record.boxId));
     const items: PlanItem[] = [];
-    for (const record of fences) items.push(fenceItem(record, await observe(record.boxId), at));
+    // A journaled Boat whose read failed: a resolved create row then makes no item at all, so without this
+    // the report would read as if boat.dev had been checked.
+    const unreadBoats: BoatPlan["unreadBoats"] = [];
+    const observed = async (boxId: string, botId: string | null): Promise<BoatObservation> => {
+      const observation = await observe(boxId);
+      if (observation.kind === "unknown")
+        unreadBoats.push({ boxId, botId, reason: observation.reason.replace(/[.\s]+$/, "") });
+      return observation;
+    };
+    for (const record of fences)
+      items.push(fenceItem(record, await observed(record.boxId, record.ownerBotId), at));
     for (const row of rows) {
       if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
       const observation =
-        row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observe(row.boxId);
+        row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observed(row.boxId, row.botId);
       const item = createItem(row, observation, at, registry);
       if (item) items.push(item);
     }
@@ -908,6 +918,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       items,
       providerListed: providerError === null,
       providerError,
+      unreadBoats,
       ...(registry.kind === "unreadable" ? { registryError: registry.reason } : {}),
     };
   }

@@ -246,5 +246,11 @@ export const BoatPlanSchema = z.object({
    * exist was not checked, and nothing is offered for adoption. Absent when it was read or there is none.
    */
   registryError: z.string().optional(),
+  /**
+   * Boats the journals know whose direct read at boat.dev failed (neither the Boat nor boat.dev's proof of its
+   * absence came back): what the plan says of them is unverified, so a report that lists any is incomplete.
+   * `reason` has no final full stop.
+   */
+  unreadBoats: z.array(z.object({ boxId: z.string(), botId: z.string().nullable(), reason: z.string() })),
 });
 export type BoatPlan = z.infer<typeof BoatPlanSchema>;

@@ -120,8 +120,17 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   if (ctx.providerConfigured) {
     try {
       const plan = await boatRecovery(ctx).plan();
-      providerChecked = plan.providerListed;
-      if (!plan.providerListed) couldNotLook = `boat.dev could not be listed: ${plan.providerError}`;
+      providerChecked = plan.providerListed && plan.unreadBoats.length === 0;
+      // A Boat the journals know whose own read failed is unverified, like a list that failed: never OK.
+      const notRead = plan.unreadBoats.map(
+        (boat) =>
+          `boat.dev could not read Boat ${boat.boxId}${boat.botId === null ? "" : ` (bot ${boat.botId})`}: ${boat.reason}`,
+      );
+      const missed = [
+        ...(plan.providerListed ? [] : [`boat.dev could not be listed: ${plan.providerError}`]),
+        ...notRead,
+      ];
+      if (missed.length > 0) couldNotLook = missed.join("; ");
       planItems = plan.items;
       if (plan.registryError !== undefined) {
         // Whether recorded Boats' bots still exist was not checked: a billed Boat of a deleted bot hides here.
