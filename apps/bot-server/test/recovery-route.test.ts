@@ -270,7 +270,7 @@ async function deleteBotConfirmed(
 describe("DELETE /v1/bots/:botId while the bot has a live Boat", () => {
   it("refuses without { confirmName } or with a wrong one, sending no DELETE to boat.dev; deletes with it", async () => {
     const made = await botWithComputer("live");
-    const { call, sim, boxId, name } = made;
+    const { call, sim, boxId } = made;
     const before = sim.stats();
 
     const bare = await call("DELETE", "/v1/bots/live");
