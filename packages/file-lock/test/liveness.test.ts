@@ -15,11 +15,13 @@ import {
   type ProcessState,
   takeoverLock,
 } from "../src/index.js";
+import { procIsOwnNamespace, systemIdentityFor } from "../src/internal/identity.js";
 import {
   deadPid,
   exited,
   killGroup,
   leftovers,
+  PACKAGE_DIR,
   seedOwnerText,
   spawnFixture,
   spawnSleeper,
@@ -438,4 +440,49 @@ describe("pid namespaces (containers on one host and boot)", () => {
       expect(leftovers(dir)).toEqual([]);
     }
   });
+});
+
+describe("a /proc mounted from another pid namespace says nothing about our pids", () => {
+  it("procIsOwnNamespace: /proc/self must name this process's own pid", () => {
+    expect(procIsOwnNamespace(123, () => "123")).toBe(true);
+    expect(procIsOwnNamespace(1, () => "48213")).toBe(false);
+    expect(
+      procIsOwnNamespace(123, () => {
+        throw Object.assign(new Error("no /proc"), { code: "ENOENT" });
+      }),
+    ).toBe(false);
+  });
+
+  it("the system identity reads neither a start time nor a process state from a /proc that is not its namespace's", () => {
+    const foreign = systemIdentityFor(process.pid, () => String(process.pid + 1));
+    expect(foreign.processStartTime(process.pid)).toBeUndefined();
+    expect(foreign.processState?.(process.pid)).toBeUndefined();
+    const own = systemIdentityFor(process.pid);
+    expect(own.processStartTime(process.pid)).toBeGreaterThan(0);
+    expect(own.processState?.(process.pid)).toMatchObject({ state: expect.stringMatching(/^[RS]$/) });
+  });
+
+  // unshare --pid --fork without --mount-proc: the process is pid 1 of a new namespace and /proc is its
+  // parent namespace's, where /proc/1 is that namespace's init (and any pid may be a stranger's zombie).
+  const canUnshare = spawnSync("unshare", ["--pid", "--fork", "true"], { stdio: "ignore" }).status === 0;
+  it.skipIf(!canUnshare)(
+    "in a pid namespace without its own /proc, nothing is read (needs unshare: root or user namespaces)",
+    () => {
+      const run = spawnSync(
+        "unshare",
+        [
+          "--pid",
+          "--fork",
+          process.execPath,
+          "--conditions=@drydock/source",
+          "--import",
+          "tsx",
+          join(PACKAGE_DIR, "test/fixtures/proc-view.ts"),
+        ],
+        { cwd: PACKAGE_DIR, encoding: "utf8", timeout: 20_000 },
+      );
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ pid: 1, procIsOwn: false, ownStart: null, pid1State: null });
+    },
+  );
 });

@@ -87,12 +87,42 @@ export function parseBootTimeMs(procStat: string): number | undefined {
  * while it runs, so they are read once; boot time is re-read on each use because /proc/stat derives it from the wall clock.
  */
 export function createSystemIdentity(): LockIdentity {
+  return systemIdentityFor(process.pid);
+}
+
+/**
+ * Whether /proc is mounted from this process's own pid namespace: `/proc/self` names the pid this process
+ * has there. A process in a pid namespace that did not mount its own /proc (`unshare --pid --fork` without
+ * `--mount-proc`) sees its parent namespace's /proc, where `/proc/<pid>` is some other process, or a zombie,
+ * with that number. kill(pid, 0) looks in our namespace and /proc in another: no fact of /proc about a pid
+ * is then about our pid (a live holder would be judged by a stranger's start time or a stranger's zombie
+ * state), so none is read. Unreadable: not proven ours either.
+ */
+export function procIsOwnNamespace(
+  selfPid: number,
+  readLink: (path: string) => string = readlinkSync,
+): boolean {
+  try {
+    return readLink("/proc/self") === String(selfPid);
+  } catch {
+    return false;
+  }
+}
+
+/** The system identity of a process whose pid in its own namespace is `selfPid` (tests give another). */
+export function systemIdentityFor(selfPid: number, readLink?: (path: string) => string): LockIdentity {
   let host: string | undefined;
   let boot: { id: string | undefined } | undefined;
   let ownStart: { value: number | undefined } | undefined;
   let pidNs: { value: string | undefined } | undefined;
+  let procOurs: boolean | undefined;
+  /** /proc/<pid>/stat, only when /proc is this namespace's (see procIsOwnNamespace). */
+  const statOf = (pid: number): string | undefined => {
+    procOurs ??= procIsOwnNamespace(selfPid, readLink);
+    return procOurs ? readText(`/proc/${pid}/stat`) : undefined;
+  };
   const startTimeOf = (pid: number): number | undefined => {
-    const text = readText(`/proc/${pid}/stat`);
+    const text = statOf(pid);
     return text === undefined ? undefined : parseProcStatStartTime(text);
   };
   return {
@@ -109,14 +139,14 @@ export function createSystemIdentity(): LockIdentity {
       return text === undefined ? undefined : parseBootTimeMs(text);
     },
     processStartTime: (pid) => {
-      if (pid === process.pid) {
+      if (pid === selfPid) {
         ownStart ??= { value: startTimeOf(pid) };
         return ownStart.value;
       }
       return startTimeOf(pid);
     },
     processState: (pid) => {
-      const text = readText(`/proc/${pid}/stat`);
+      const text = statOf(pid);
       return text === undefined ? undefined : parseProcStatState(text);
     },
     pidNamespace: () => {
