@@ -333,6 +333,36 @@ describe("adopt commands", () => {
   });
 });
 
+describe("a bot server's data directory without bots.json", () => {
+  it("has no bots, as the server reads it: no adopt offered for a Boat named for a bot, a recorded Boat's bot is gone", async () => {
+    const d = dataDir();
+    mkdirSync(join(d.dir, "workspaces"));
+    // A Boat boat.dev lists under a bot's name that no journal knows, and a journaled Boat of another bot.
+    const named = (
+      await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
+    ).sandbox;
+    await client.renameSandbox(named.id, scopedBoatName(d.environmentId, "bot-named"));
+    const recorded = await d.lifecycle.provision("bot-recorded");
+    const items = await planItems(d.dir);
+    expect(items.find((item) => item.boxId === named.id)?.action.command ?? null).toBeNull();
+    expect(items.find((item) => item.boxId === recorded.boxId)).toMatchObject({
+      kind: "create_bot_unregistered",
+      botId: "bot-recorded",
+    });
+    const status = await cli(["status", "--data-dir", d.dir], provider());
+    expect(status.out).toContain("ATTENTION");
+    const refused = await cli(["creates", "adopt", "bot-named", named.id, "--data-dir", d.dir], provider());
+    expect(refused.code, refused.err).toBe(0);
+    expect(refused.out).toContain("Bot bot-named is not registered");
+    expect(refused.out).not.toContain("--expected-state");
+    // Without workspaces/ (not a server's directory) there is no registry: the adopt is offered.
+    rmSync(join(d.dir, "workspaces"), { recursive: true });
+    const offered = await cli(["creates", "adopt", "bot-named", named.id, "--data-dir", d.dir], provider());
+    expect(offered.code, offered.err).toBe(0);
+    expect(offered.out).toMatch(new RegExp(`creates adopt bot-named ${named.id} --expected-state sha256:`));
+  });
+});
+
 describe("adopting a Boat that is not the named bot's", () => {
   it("is refused (exit 5) saying whose name the Boat carries, or that it carries none of the bot's; nothing changes", async () => {
     const d = dataDir();

@@ -252,12 +252,15 @@ describe("F3: one fenced Boat command pasted twice at once applies once and answ
     const item = (await s.recovery.plan()).items.find((i) => i.boxId === boat.boxId);
     expect(item?.action.name).toBe("retryDeletion");
     const [a, b] = s.racing();
+    const deletesBefore = sim.stats().deleteRequests;
     const results = await Promise.allSettled([
       a.retryDeletion(boat.boxId, { expectedState: item!.stateDigest }),
       b.retryDeletion(boat.boxId, { expectedState: item!.stateDigest }),
     ]);
     const error = expectOneWinner(results);
     expect((error as Error).message).toMatch(/changed while this command ran|changed since the plan/);
+    // One DELETE reached boat.dev: the loser sent none.
+    expect(sim.stats().deleteRequests).toBe(deletesBefore + 1);
   });
 
   it("creates retire: one retires the record, the other STATE_CHANGED", async () => {

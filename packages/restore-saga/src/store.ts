@@ -1098,13 +1098,16 @@ export function openSagaStore(options: SagaStoreOptions): SagaStore {
    * and where the file system keeps a directory's link count as 2 + its subdirectories (ext4, xfs, tmpfs),
    * the two link counts bound the sagas from above: below the limit, that answers without listing every
    * saga ever archived on every create (10,000 names by default). Near the limit, or where the link count
-   * is not kept (btrfs reports 1), the directories are listed and the names counted.
+   * is not kept (btrfs reports 1, some FUSE and network mounts 2), the directories are listed and the names
+   * counted.
    */
   function hasRoomForSaga(): boolean {
     let bound = 0;
     for (const dir of [shardDir, archiveDir]) {
       const links = Number(present(dir)?.nlink ?? 0);
-      if (links < 2) return countSagas() < limits.maxSagasPerShard;
+      // The shard holds .locks and .archive (ensureLayout made them): a count below 4 there is one the file
+      // system does not keep (btrfs reports 1, some FUSE and network mounts a constant 2).
+      if (links < (dir === shardDir ? 4 : 2)) return countSagas() < limits.maxSagasPerShard;
       bound += links - 2;
     }
     return bound < limits.maxSagasPerShard || countSagas() < limits.maxSagasPerShard;

@@ -402,24 +402,32 @@ describe("saga store: compare-and-set, limits, ids", () => {
     expect(listed).not.toContain(join(store.shardDir, ".archive"));
   });
 
-  it("counts the sagas by name where the file system keeps no directory link count (btrfs)", async () => {
-    const noLinkCount: FileOps = {
-      ...nodeFileOps,
-      lstatSync: ((path: string, ...rest: unknown[]) => {
-        const stat = (nodeFileOps.lstatSync as (...a: unknown[]) => fs.Stats | undefined)(path, ...rest);
-        if (stat?.isDirectory()) stat.nlink = 1;
-        return stat;
-      }) as FileOps["lstatSync"],
-    };
-    const store = open({ fs: noLinkCount, limits: { maxSagasPerShard: 3 } });
-    const first = await store.create("op-b1", createEvidence);
-    const done = await step(store, first, "aborted", { reason: "x" });
-    await store.archiveTerminal("op-b1", { expectedSeq: done.seq, expectedHash: done.headHash });
-    await store.create("op-b2", createEvidence);
-    await store.create("op-b3", createEvidence);
-    await expectSagaError(store.create("op-b4", createEvidence), "LIMIT");
-    expect(fs.existsSync(opDir(store, "op-b4"))).toBe(false);
-  });
+  for (const [fsKind, constant] of [
+    ["btrfs, which reports 1", 1],
+    ["some FUSE and network mounts, which report a constant 2", 2],
+  ] as const) {
+    it(`counts the sagas by name where the file system keeps no directory link count (${fsKind})`, async () => {
+      const noLinkCount: FileOps = {
+        ...nodeFileOps,
+        lstatSync: ((path: string, ...rest: unknown[]) => {
+          const stat = (nodeFileOps.lstatSync as (...a: unknown[]) => fs.Stats | undefined)(path, ...rest);
+          if (stat?.isDirectory()) stat.nlink = constant;
+          return stat;
+        }) as FileOps["lstatSync"],
+      };
+      const store = open({ fs: noLinkCount, limits: { maxSagasPerShard: 3 } });
+      const first = await store.create(`op-b1-${constant}`, createEvidence);
+      const done = await step(store, first, "aborted", { reason: "x" });
+      await store.archiveTerminal(`op-b1-${constant}`, {
+        expectedSeq: done.seq,
+        expectedHash: done.headHash,
+      });
+      await store.create(`op-b2-${constant}`, createEvidence);
+      await store.create(`op-b3-${constant}`, createEvidence);
+      await expectSagaError(store.create(`op-b4-${constant}`, createEvidence), "LIMIT");
+      expect(fs.existsSync(opDir(store, `op-b4-${constant}`))).toBe(false);
+    });
+  }
 
   it("counts the sagas by name near the limit, where the link counts' bound (other subdirectories too) reaches it", async () => {
     // .locks and .archive are subdirectories too: with a limit of 4, two sagas already bring the bound to it.

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import {
   type BoatCreateJournal,
@@ -70,8 +70,8 @@ export function journals(ctx: CommandContext): {
 /**
  * The bot ids of the server's registry (`<dataDir>/bots.json`), read without its lock (the server replaces
  * it atomically). They tell whose deterministic name a Boat no journal knows carries, and whether the bot
- * of a recorded or adoptable Boat still exists. No file: this installation keeps no registry (null; nothing
- * is judged by it). A file that cannot be read or is not a registry this drydock reads throws: never taken
+ * of a recorded or adoptable Boat still exists. No file: no bots in a bot server's data directory, else no
+ * registry at all (null; nothing is judged by it). A file that cannot be read or is not a registry this drydock reads throws: never taken
  * as "no bots" (the recovery then refuses to adopt and says it could not check).
  */
 function registryBotIds(dataDir: string): string[] | null {
@@ -80,7 +80,12 @@ function registryBotIds(dataDir: string): string[] | null {
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+    // No file in a bot server's data directory (it makes workspaces/ at every start) is a registry with no
+    // bots, as the server reads it: the verdict is the same with or without the server (decision 22).
+    // Elsewhere (a library user's directory) there is no registry, and nothing is judged by one.
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") {
+      return existsSync(path.join(dataDir, "workspaces")) ? [] : null;
+    }
     throw new Error(`${file} could not be read: ${(error as Error).message}`);
   }
   let doc: { version?: unknown; bots?: unknown };

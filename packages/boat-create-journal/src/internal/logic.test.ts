@@ -9,11 +9,13 @@ import {
 } from "../schema.js";
 import { checkCreateJournal } from "./check.js";
 import {
+  adoptOnceStep,
   adoptStep,
   beginStep,
   discardStep,
   rememberStep,
   resolveStep,
+  retireOnceStep,
   retireStep,
   snapshotOf,
 } from "./logic.js";
@@ -236,5 +238,37 @@ describe("checkCreateJournal", () => {
         doc([row({ boxId: "bx_abcdefgh" }), row({ requestBody: "b2", boxId: "bx_zzzzzzzz" })]),
       ),
     ).toBe("invalid");
+  });
+});
+
+describe("the compare-and-set steps (fenced adopt and retire)", () => {
+  const facts = (r: BoatCreateRequest) => ({
+    botId: r.botId,
+    boxId: r.boxId,
+    resolved: r.resolved === true,
+    createdAt: r.createdAt,
+  });
+
+  it("adopt: exactly one of two callers from the same reading writes; a moved row writes nothing", () => {
+    const pending = row();
+    const first = adoptOnceStep(doc([pending]), "bot-1", "bx_abcdefgh", facts(pending), ctx());
+    expect(first.result).toBe(true);
+    const after = first.next!;
+    expect(adoptOnceStep(after, "bot-1", "bx_abcdefgh", facts(pending), ctx())).toEqual({ result: false });
+    expect(adoptOnceStep(doc([pending]), "bot-1", "bx_abcdefgh", null, ctx())).toEqual({ result: false });
+  });
+
+  it("adopt and retire still apply to a bot with a second row (a key-only row beside its remembered Boat)", () => {
+    const remembered = row({ boxId: "bx_abcdefgh", createdAt: T0 - 10 });
+    const keyOnly = row({ requestBody: '{"other":true}', createdAt: T0 - 5 });
+    const two = doc([remembered, keyOnly]);
+    // The reader fences the bot's first row, as the recovery plan does.
+    const adopted = adoptOnceStep(two, "bot-1", "bx_abcdefgh", facts(remembered), ctx());
+    expect(adopted.result).toBe(true);
+    // Retire: exactly the row read, even when it is not the bot's first.
+    const retired = retireOnceStep(doc([keyOnly, remembered]), facts(remembered));
+    expect(retired.result).toBe(true);
+    expect(retired.next?.requests).toEqual([keyOnly]);
+    expect(retireOnceStep(retired.next!, facts(remembered))).toEqual({ result: false });
   });
 });

@@ -192,8 +192,11 @@ export function adoptOnceStep(
   expected: BoatCreateRowFacts | null,
   ctx: CreateContext,
 ): Step<boolean> {
+  // The bot's first row is the one a reader of the snapshot (same order) sees and fences: a journal may
+  // also hold a second row of the bot (a key-only one beside a remembered Boat, from an older writer), which
+  // must not make the compare-and-set fail for ever while every plan prints the same adopt.
   const own = doc.requests.filter((request) => request.botId === botId);
-  const current = own.length === 1 ? own[0] : undefined;
+  const current = own[0];
   const unchanged =
     expected === null ? own.length === 0 : current !== undefined && sameFacts(current, expected);
   if (!unchanged) return { result: false };
@@ -207,10 +210,10 @@ export function adoptOnceStep(
  * exactly one gets true.
  */
 export function retireOnceStep(doc: BoatCreateJournalFile, expected: BoatCreateRowFacts): Step<boolean> {
-  const current = doc.requests.find((request) => request.botId === expected.botId);
-  if (current === undefined || expected.boxId === undefined || !sameFacts(current, expected)) {
-    return { result: false };
-  }
+  // Exactly that row, wherever it is among the bot's rows (not merely the bot's first).
+  const current =
+    expected.boxId === undefined ? undefined : doc.requests.find((request) => sameFacts(request, expected));
+  if (current === undefined) return { result: false };
   return {
     next: file(
       doc,
