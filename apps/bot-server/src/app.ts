@@ -1408,6 +1408,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
           message: `boat.dev could not be listed (${plan.providerError ?? "unknown error"}), so Boats no journal knows were not looked for; retry, or run \`${commandPrefix} reconcile\` with the provider configured.`,
         });
       }
+      // As `drydock status`: a journaled Boat whose direct read failed is unverified, so the answer is
+      // incomplete (the status command's INCOMPLETE verdict, exit 6).
+      for (const boat of plan.unreadBoats) {
+        unreadable.push({
+          area: "boats",
+          subject: boat.boxId,
+          message: `boat.dev could not read Boat ${boat.boxId}${boat.botId === null ? "" : ` (bot ${boat.botId})`} (${boat.reason}), so what is said of it is unverified; retry, or run \`${commandPrefix} status\` once boat.dev answers.`,
+        });
+      }
       if (plan.registryError !== undefined) {
         unreadable.push({
           area: "bots",

@@ -163,6 +163,32 @@ describe("GET /v1/recovery when a journal cannot be read", () => {
   });
 });
 
+describe("GET /v1/recovery when boat.dev cannot read a journaled Boat", () => {
+  it("is incomplete and names the Boat, as drydock status is INCOMPLETE for it", async () => {
+    const { call, boxId } = await botWithComputer("unread");
+    expect((await call("GET", "/v1/recovery")).json.unreadable).toEqual([]);
+    await armFault([{ action: "fail-before", method: "GET", path: `^/sandboxes/${boxId}$`, times: 1_000 }]);
+    try {
+      const res = await call("GET", "/v1/recovery");
+      expect(res.status).toBe(200);
+      expect(res.json.complete).toBe(false);
+      expect(res.json.unreadable).toEqual([
+        expect.objectContaining({
+          area: "boats",
+          subject: boxId,
+          message: expect.stringContaining(`boat.dev could not read Boat ${boxId} (bot unread)`),
+        }),
+      ]);
+      expect(res.json.open).toBeGreaterThanOrEqual(1);
+    } finally {
+      await fetch(`${server.simulator!.url}/_sim/faults`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${server.simulator!.token}` },
+      });
+    }
+  });
+});
+
 describe("a restore refused because another restore is running", () => {
   it("answers 409 WORKSPACE_LOCKED with recoveryRequired: false and the running operation's id", async () => {
     const call = api(server.url, server.token);

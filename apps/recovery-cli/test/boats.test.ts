@@ -615,6 +615,14 @@ describe("status and reconcile say what they could not settle or see", () => {
     expect(verdict).not.toMatch(/^OK/);
     expect(json.providerChecked).toBe(false);
     expect(json.verdict).toBe(verdict);
+    // reconcile too: the plan is printed, and exit 6 says it is incomplete, naming the Boat.
+    await faults([{ action: "fail-before", method: "GET", path: "^/sandboxes/bx_", times: 1_000 }]);
+    const reconcile = await cli(["reconcile", "--data-dir", d.dir], provider());
+    await faults([]);
+    expect(reconcile.code, reconcile.out + reconcile.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    expect(reconcile.out).toContain(`warning: boat.dev could not read Boat ${boat.boxId} (bot bot-unread)`);
+    expect(reconcile.out).toContain("INCOMPLETE");
+    expect(reconcile.out).not.toContain("journals and boat.dev agree");
   });
 
   it("a restore whose process still runs is in progress: the verdict says to run status again, never a plain OK", async () => {
