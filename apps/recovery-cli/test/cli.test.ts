@@ -118,6 +118,11 @@ const deletedBoat: { boxId: string; name: string } = { boxId: "", name: "" };
 async function killedProvision(d: DataDir, botId: string, point: string): Promise<void> {
   const environmentId = withEnvironmentId(d);
   environmentIds.set(d.dataDir, environmentId);
+  // A bot server's data directory (workspaces/): it provisions only a bot its registry holds.
+  writeFileSync(
+    join(d.dataDir, "bots.json"),
+    `${JSON.stringify({ version: 1, bots: [{ botId, name: botId, createdAt: Date.now() }] }, null, 2)}\n`,
+  );
   await killedChild(
     {
       DRYDOCK_FLOW: "provision",
