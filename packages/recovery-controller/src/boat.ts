@@ -480,16 +480,6 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         },
       };
     }
-    if ((name === null || ownsName(row.botId, name)) && registered === "unknown") {
-      return {
-        ...base,
-        kind: "create_unresolved",
-        name,
-        summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
-        facts,
-        action: { name: null, command: null, advice: registryUnreadableAdvice(registry) },
-      };
-    }
     if (name === null || ownsName(row.botId, name)) {
       return {
         ...base,
@@ -497,14 +487,26 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
         name,
         summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
         facts,
-        action: {
-          name: "adopt",
-          command: command("creates", "adopt", row.botId, row.boxId, "--expected-state", digest, "--yes"),
-          advice:
-            name === null
-              ? `Adopt it: drydock names it ${lifecycle.boatNameFor(row.botId)} and records it as the bot's Boat.`
-              : "Adopt it: record it as the bot's Boat.",
-        },
+        // Whether the bot still exists could not be checked: nothing is offered for adoption.
+        action:
+          registered === "unknown"
+            ? { name: null, command: null, advice: registryUnreadableAdvice(registry) }
+            : {
+                name: "adopt",
+                command: command(
+                  "creates",
+                  "adopt",
+                  row.botId,
+                  row.boxId,
+                  "--expected-state",
+                  digest,
+                  "--yes",
+                ),
+                advice:
+                  name === null
+                    ? `Adopt it: drydock names it ${lifecycle.boatNameFor(row.botId)} and records it as the bot's Boat.`
+                    : "Adopt it: record it as the bot's Boat.",
+              },
       };
     }
     return {

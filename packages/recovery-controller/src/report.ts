@@ -234,7 +234,10 @@ function settlingReason(error: unknown): string | null {
   return null;
 }
 
-/** A listed saga whose preview showed work in progress (see `settlingReason`); `problem` says which. */
+/**
+ * A listed saga whose preview showed work in progress (see `settlingReason`); `problem` says which. Also the
+ * base of an item whose preview failed otherwise (the caller sets its problem and attention).
+ */
 function settlingItem(
   botId: string,
   operationId: string,
@@ -367,22 +370,12 @@ export async function reportRestores(options: {
           restores.push({ ...settlingItem(botId, operationId, item, diagnostic), problem: settling });
           continue;
         }
+        // Not work in progress: a person must look (the same facts, the error as the problem).
         restores.push({
-          botId,
-          operationId,
-          phase: item?.phase ?? "unknown",
-          basePhase: item?.basePhase ?? null,
-          seq: item?.seq ?? 0,
-          updatedAt: item?.updatedAt ?? null,
-          ownerAlive: null,
-          next: null,
-          command: null,
+          ...settlingItem(botId, operationId, item, diagnostic),
           problem: messageOf(error),
-          diagnostic,
           attention: true,
           inProgress: false,
-          retainedByLiveOwner: null,
-          stalledForMs: null,
         });
       }
     }

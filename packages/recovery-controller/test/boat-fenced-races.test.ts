@@ -9,7 +9,7 @@
  *     must be STATE_CHANGED.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
@@ -19,8 +19,7 @@ import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createBoatRecovery, isRecoveryError, planItemNeedsAttention } from "../src/index.js";
-
-const BODY = { ttlSeconds: 600, noEnv: true } as const;
+import { namedBoat, readOr, rejection } from "./helpers.js";
 
 let sim: BoatSimulator;
 let client: BoatClient;
@@ -121,29 +120,6 @@ function setup(options: Setup = {}) {
   };
 }
 
-function readOr(file: string): string | null {
-  try {
-    return readFileSync(file, "utf8");
-  } catch {
-    return null;
-  }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
-}
-
-async function namedBoat(name: string | null): Promise<string> {
-  const { sandbox } = await client.createSandbox(BODY, { idempotencyKey: randomUUID() });
-  if (name !== null) await client.renameSandbox(sandbox.id, name);
-  return sandbox.id;
-}
-
 /** Deletes a Boat at boat.dev and polls the operation until boat.dev answers 404 for it. */
 async function deleteAtBoatDev(boxId: string): Promise<void> {
   const op = await client.deleteSandbox(boxId);
@@ -173,7 +149,7 @@ describe("F1: a Boat for a bot that is not registered", () => {
   it("an adopt previewed while the bot existed and pasted after it was deleted exits STATE_CHANGED; nothing recorded", async () => {
     const registry = { ids: new Set(["ada", "gus"]) };
     const s = setup({ registry });
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "gus"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "gus"));
     const item = (await s.recovery.plan()).items.find((i) => i.boxId === boxId);
     expect(item?.action.name).toBe("adopt");
     const before = s.creates();
@@ -219,7 +195,7 @@ describe("F1: a Boat for a bot that is not registered", () => {
 
   it("a registry that cannot be read is never 'not registered': adopt refuses, the plan says it could not check", async () => {
     const s = setup({ registry: { ids: new Set(), unreadable: "bots.json is not valid JSON" } });
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "gus"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "gus"));
     const plan = await s.recovery.plan({ botIds: ["gus"] });
     expect(plan.registryError).toBe("bots.json is not valid JSON");
     const item = plan.items.find((i) => i.boxId === boxId);
@@ -232,7 +208,7 @@ describe("F1: a Boat for a bot that is not registered", () => {
 
   it("no registry at all (null) keeps today's behaviour: the Boat is adoptable", async () => {
     const s = setup({ registry: { ids: null } });
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "gus"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "gus"));
     const item = (await s.recovery.plan({ botIds: ["gus"] })).items.find((i) => i.boxId === boxId);
     expect(item?.action.name).toBe("adopt");
     expect(await s.recovery.adopt("gus", boxId, { expectedState: item!.stateDigest })).toMatchObject({
@@ -279,7 +255,7 @@ describe("F3: one fenced Boat command pasted twice at once applies once and answ
 
   it("creates adopt: one records the Boat, the other STATE_CHANGED", async () => {
     const s = setup();
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-a"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "bot-a"));
     const item = (await s.recovery.plan({ botIds: ["bot-a"] })).items.find((i) => i.boxId === boxId);
     expect(item?.action.name).toBe("adopt");
     const [a, b] = s.racing();

@@ -11,7 +11,7 @@
  * Everything runs against the boat.dev simulator over HTTP.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -37,6 +37,7 @@ import {
   isRecoveryError,
   planItemNeedsAttention,
 } from "../src/index.js";
+import { namedBoat, readOr, rejection } from "./helpers.js";
 
 const BODY = { ttlSeconds: 600, noEnv: true } as const;
 const BODY_TEXT = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
@@ -125,29 +126,6 @@ function setup(options: SetupOptions = {}) {
       deletes: readOr(join(dataDir, "box-delete-requests.json")),
     }),
   };
-}
-
-function readOr(file: string): string | null {
-  try {
-    return readFileSync(file, "utf8");
-  } catch {
-    return null;
-  }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  throw new Error("expected a rejection");
-}
-
-async function namedBoat(name: string | null): Promise<string> {
-  const { sandbox } = await client.createSandbox(BODY, { idempotencyKey: randomUUID() });
-  if (name !== null) await client.renameSandbox(sandbox.id, name);
-  return sandbox.id;
 }
 
 describe("reconcileDeletion: one direct read that must succeed, and a plain answer", () => {
@@ -262,7 +240,7 @@ describe("adopt commands are printed only where adopt allows them", () => {
   it("a Boat named for a bot whose key-only create is inside its window: no command, the reason and the way out; past the window the printed command adopts", async () => {
     const s = setup();
     await s.createJournal.beginBoatCreate("bot-key", BODY_TEXT);
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-key"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "bot-key"));
 
     const plan = await s.recovery.plan();
     const item = plan.items.find((candidate) => candidate.boxId === boxId)!;
@@ -324,8 +302,8 @@ describe("adopt commands are printed only where adopt allows them", () => {
 describe("a Boat with a bot's deterministic name that no journal knows", () => {
   it("is found with the contract's four options alone (the scope comes from the lifecycle); a foreign environmentId is refused", async () => {
     const s = setup();
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-four"));
-    const foreign = await namedBoat(scopedBoatName(randomUUID(), "bot-four"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "bot-four"));
+    const foreign = await namedBoat(client, scopedBoatName(randomUUID(), "bot-four"));
     const four = createBoatRecovery({
       lifecycle: s.lifecycle,
       createJournal: s.createJournal,
@@ -371,9 +349,9 @@ describe("a Boat with a bot's deterministic name that no journal knows", () => {
 
   it("is attributed to a known bot (registry ids, or the id the operator names) with the digest adopt checks", async () => {
     const s = setup({ knownBotIds: ["bot-registered"] });
-    const registered = await namedBoat(scopedBoatName(s.environmentId, "bot-registered"));
-    const named = await namedBoat(scopedBoatName(s.environmentId, "bot-lost"));
-    const legacy = await namedBoat(legacyBoatName("bot-old"));
+    const registered = await namedBoat(client, scopedBoatName(s.environmentId, "bot-registered"));
+    const named = await namedBoat(client, scopedBoatName(s.environmentId, "bot-lost"));
+    const legacy = await namedBoat(client, legacyBoatName("bot-old"));
 
     const plan = await s.recovery.plan();
     const item = plan.items.find((candidate) => candidate.boxId === registered)!;
@@ -410,7 +388,7 @@ describe("a Boat with a bot's deterministic name that no journal knows", () => {
   it("offers no adopt when the bot already owns another Boat: the advice names it", async () => {
     const s = setup({ knownBotIds: ["bot-twice"] });
     const owned = await s.lifecycle.provision("bot-twice");
-    const second = await namedBoat(scopedBoatName(s.environmentId, "bot-twice"));
+    const second = await namedBoat(client, scopedBoatName(s.environmentId, "bot-twice"));
     const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === second)!;
     expect(item).toMatchObject({
       kind: "unknown_boat",
@@ -458,12 +436,12 @@ describe("every command a message names starts with the command prefix", () => {
 
     // A Boat carrying the bot's name while its key-only create is inside the window: reconcile again, twice.
     await s.createJournal.beginBoatCreate("bot-key", BODY_TEXT);
-    const named = await namedBoat(scopedBoatName(s.environmentId, "bot-key"));
+    const named = await namedBoat(client, scopedBoatName(s.environmentId, "bot-key"));
     // An unnamed Boat while a key-only create past its window exists: rename it, then reconcile again.
     s.clock.offsetMs = -(CREATE_WINDOW_MS + 60_000);
     await s.createJournal.beginBoatCreate("bot-old", BODY_TEXT);
     s.clock.offsetMs = 0;
-    const unnamed = await namedBoat(null);
+    const unnamed = await namedBoat(client, null);
     const plan = await s.recovery.plan();
     const keyItem = plan.items.find((item) => item.boxId === named)!;
     expect(keyItem.action.command).toBeNull();
@@ -497,7 +475,7 @@ describe("every command a message names starts with the command prefix", () => {
 
     // A remembered Boat carrying a foreign name, and one boat.dev could not be asked about.
     const { request } = await s.createJournal.beginBoatCreate("bot-renamed", BODY_TEXT);
-    await s.createJournal.rememberCreatedBoat(request, await namedBoat("someone-elses"));
+    await s.createJournal.rememberCreatedBoat(request, await namedBoat(client, "someone-elses"));
     const foreign = (await s.recovery.plan()).items.find((item) => item.botId === "bot-renamed")!;
     expect(foreign.kind).toBe("create_unresolved");
     expect(foreign.action.advice).toContain(`then run \`${PREFIX} reconcile\` again.`);
@@ -561,7 +539,7 @@ describe("a fenced Boat renamed in boat.dev", () => {
 describe("a fenced command re-sent after it applied is a moved state (STATE_CHANGED), never a silent success", () => {
   it("adopt and retire re-sent with their own digest refuse, and change nothing; adopt without a digest still answers alreadyAdopted", async () => {
     const s = setup({ knownBotIds: ["bot-twice-sent"] });
-    const boxId = await namedBoat(scopedBoatName(s.environmentId, "bot-twice-sent"));
+    const boxId = await namedBoat(client, scopedBoatName(s.environmentId, "bot-twice-sent"));
     const item = (await s.recovery.plan()).items.find((candidate) => candidate.boxId === boxId)!;
     expect(item.action.name).toBe("adopt");
     await s.recovery.adopt("bot-twice-sent", boxId, { expectedState: item.stateDigest });

@@ -1,8 +1,10 @@
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { BoatClient } from "@drydock/boat-provider";
 import {
   acquireWorkspaceLock,
   type HeldWorkspaceLock,
@@ -214,4 +216,36 @@ async function runUntilCrash(
       process.kill(-child.pid!, "SIGKILL");
     } catch {}
   }
+}
+
+/** A file's text, or null when it cannot be read (a journal not written yet). */
+export function readOr(file: string): string | null {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+/** What `promise` rejects with; fails when it resolves. */
+export async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
+
+/** A Boat made at boat.dev behind drydock's back, named `name` (or left unnamed). */
+export async function namedBoat(
+  client: { createSandbox: BoatClient["createSandbox"]; renameSandbox: BoatClient["renameSandbox"] },
+  name: string | null,
+): Promise<string> {
+  const { sandbox } = await client.createSandbox(
+    { ttlSeconds: 600, noEnv: true },
+    { idempotencyKey: randomUUID() },
+  );
+  if (name !== null) await client.renameSandbox(sandbox.id, name);
+  return sandbox.id;
 }
