@@ -489,8 +489,26 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     } catch {
       return null;
     }
-    if (owner === null || owner.payload.transactionId !== operationId) return null;
+    if (owner === null) return startingRestore(botId, operationId);
+    if (owner.payload.transactionId !== operationId) return null;
     return (await restoreRuns(botId, owner)) ? { pid: owner.pid } : null;
+  }
+
+  /**
+   * A restore that has recorded `created` and not yet taken the workspace lock (it reads its checkpoint and
+   * creates its saga first) is starting, not stopped, while the process that created it lives: a wait, as
+   * the recovery controller's initiator check says. Once that process is gone the saga is a person's (an
+   * abort settles it).
+   */
+  async function startingRestore(botId: string, operationId: string): Promise<{ pid: number } | null> {
+    try {
+      const saga = await sagaStore(botId).load(operationId);
+      const actorPid = saga.events[0]?.evidence.actorPid;
+      if (saga.phase !== "created" || typeof actorPid !== "number") return null;
+      return judgeOwnerLiveness({ pid: actorPid }) === "alive" ? { pid: actorPid } : null;
+    } catch {
+      return null;
+    }
   }
 
   /**

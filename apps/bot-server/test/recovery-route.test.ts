@@ -5,6 +5,7 @@
  * counted.
  */
 
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import {
   cpSync,
@@ -267,6 +268,42 @@ describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
     }
   });
 });
+
+describe("DELETE /v1/bots/:botId while a restore of its workspace is starting (created, not yet locked)", () => {
+  it("is a wait while the process that created it lives, and a person's once it is gone", async () => {
+    const call = api(server.url, server.token);
+    for (const [botId, actorPid, code] of [
+      ["starting-live", process.pid, "restore_running"],
+      ["starting-dead", deadPid(), "restore_unsettled"],
+    ] as const) {
+      expect((await call("POST", "/v1/bots", { name: botId, botId })).status).toBe(201);
+      expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "x")).status).toBe(201);
+      const workspaceRoot = join(tmp.dir, "workspaces", botId);
+      const store = openSagaStore({ stateDir: sagaStateDir(tmp.dir), workspaceRoot });
+      // What a restore leaves between creating its saga and taking the workspace lock.
+      await store.create(`restore-${botId}`, {
+        kind: "checkpoint-restore",
+        checkpointId: "ckpt-1",
+        checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+        actorPid,
+      });
+      const refused = await call("DELETE", `/v1/bots/${botId}`);
+      expect(refused.status).toBe(409);
+      expect(refused.json.error.code).toBe(code);
+      expect(refused.json.error.details.recoveryRequired).toBe(code === "restore_unsettled");
+      if (code === "restore_running")
+        expect(refused.json.error.message).toContain(`(process ${process.pid})`);
+      expect((await call("GET", `/v1/bots/${botId}`)).status).toBe(200);
+    }
+  });
+});
+
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], {
+    encoding: "utf8",
+  });
+  return Number(child.stdout);
+}
 
 /** A new bot `botId` with a computer, on the shared test server: its simulator, and the Boat's id and name. */
 async function botWithComputer(botId: string) {
