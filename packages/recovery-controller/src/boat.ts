@@ -233,12 +233,10 @@ function nameSlug(name: string): string | null {
 }
 
 function rowFacts(row: CreateRow | undefined): unknown {
-  return row === undefined
-    ? null
-    : { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
+  return row === undefined ? null : rowOf(row);
 }
 
-/** The facts of a snapshot row a compare-and-set compares (without `ageMs`). */
+/** The facts of a snapshot row a digest covers and a compare-and-set compares (without `ageMs`). */
 function rowOf(row: CreateRow): CreateRowFacts {
   return { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt };
 }
@@ -373,7 +371,7 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
     const registered = registrationOf(registry, row.botId);
     const digest = digestOf(ITEM_DOMAIN, {
       kind: "create",
-      row: { botId: row.botId, boxId: row.boxId, resolved: row.resolved, createdAt: row.createdAt },
+      row: rowOf(row),
       // Past the window the key can no longer be retried: that flip changes what is safe.
       expired: windowLeftMs === 0,
       provider: providerFact(observation),
@@ -1068,12 +1066,12 @@ export function createBoatRecovery(options: BoatRecoveryOptions): BoatRecovery {
       // Compare-and-set on the row this action read (and its digest covered): of two identical pastes at
       // once exactly one records the Boat; the other changed nothing and says what it found.
       if (!(await createJournal.adoptResolvedBoatOnce(botId, boxId, row === undefined ? null : rowOf(row)))) {
-        const now = (await createJournal.boatCreateRecoverySnapshot()).find((c) => c.botId === botId);
+        const recorded = (await createJournal.boatCreateRecoverySnapshot()).find((c) => c.botId === botId);
         throw recoveryError(
           "STATE_CHANGED",
-          now?.resolved === true && now.boxId === boxId
+          recorded?.resolved === true && recorded.boxId === boxId
             ? `Boat ${boxId} is already bot ${botId}'s (adopted while this command ran, by another); nothing was changed. Run \`${command("reconcile")}\` to see what is still open.`
-            : `Bot ${botId}'s create record changed while this command ran (${now === undefined ? "it has none now" : `it now records ${now.boxId ?? "no Boat id"}${now.resolved ? ", resolved" : ""}`}); nothing was recorded. Run \`${command("reconcile")}\` again.`,
+            : `Bot ${botId}'s create record changed while this command ran (${recorded === undefined ? "it has none now" : `it now records ${recorded.boxId ?? "no Boat id"}${recorded.resolved ? ", resolved" : ""}`}); nothing was recorded. Run \`${command("reconcile")}\` again.`,
           { ...ids, ...(opts.expectedState === undefined ? {} : { expectedState: opts.expectedState }) },
         );
       }

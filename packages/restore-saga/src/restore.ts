@@ -23,6 +23,7 @@ import {
   verifyPaths,
   verifyPlanBlobs,
   verifyTree,
+  writesFiles,
 } from "./internal/apply.js";
 import { domainDigest } from "./internal/canonical.js";
 import { type CrashHook, noCrash } from "./internal/crash.js";
@@ -320,7 +321,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
     // The staging directory (in the data directory) is made ready now, while a failure changes nothing
     // and aborts: a file in its way found after `mutation_started` left a restore that had changed nothing
     // needing recovery.
-    if (plan.ops.some((op) => op.op === "write")) prepareStaging(fs, stagingDirFor(dataDir, store), dataDir);
+    if (writesFiles(plan)) prepareStaging(fs, stagingDirFor(dataDir, store), dataDir);
     saga = await step(store, saga, "prepared", { prestateDigest: plan.prestateDigest, targetCount });
     crash.point("restore.after-prepared");
 
@@ -368,6 +369,7 @@ async function restore(options: RestoreOptions): Promise<RestoreResult> {
           fs,
           root,
           stagingDir: stagingDirFor(dataDir, store),
+          dataDir,
           checkpoints,
           durable,
           verified,
@@ -829,6 +831,7 @@ async function rollback(options: RollbackOptions): Promise<SagaState> {
         fs,
         root,
         stagingDir: stagingDirFor(dataDir, store),
+        dataDir,
         checkpoints,
         durable,
         verified,

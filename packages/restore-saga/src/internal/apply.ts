@@ -108,6 +108,11 @@ export function planFromScan(
   };
 }
 
+/** Whether the plan writes any file: only files are staged (see `prepareStaging`). */
+export function writesFiles(plan: RestorePlan): boolean {
+  return plan.ops.some((op) => op.op === "write");
+}
+
 /** The longest name (one path segment) Linux file systems take, in bytes (NAME_MAX). */
 export const NAME_MAX_BYTES = 255;
 
@@ -197,6 +202,8 @@ export interface ApplyContext {
    * that died, and are removed.
    */
   stagingDir: string;
+  /** The data directory the staging directory is in (errors name what is in the way below it). */
+  dataDir: string;
   checkpoints: CheckpointStore;
   /** Called after each change is in place (a crash point). */
   onApplied: (index: number) => void;
@@ -501,13 +508,8 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
   const { fs, root } = ctx;
   // Only files are staged: a plan that writes none (removals, directories, modes: a rollback of a restore
   // that stopped before writing any file) does not need the staging directory at all.
-  if (plan.ops.some((op) => op.op === "write")) {
-    prepareStaging(
-      fs,
-      ctx.stagingDir,
-      dirname(dirname(ctx.stagingDir)),
-      "Nothing in the workspace was changed by this step.",
-    );
+  if (writesFiles(plan)) {
+    prepareStaging(fs, ctx.stagingDir, ctx.dataDir, "Nothing in the workspace was changed by this step.");
   } else {
     // What a dead apply left there is still swept, best effort: nothing here depends on it.
     try {
