@@ -811,10 +811,6 @@ class Vanished {
   }
 }
 
-function vanished(error: LockError): Vanished {
-  return new Vanished(error);
-}
-
 /**
  * Takes the workspace lock for `transactionId`. Waits up to `waitMs` while a live owner holds this or an
  * overlapping workspace (then WORKSPACE_LOCKED); a dead restore's owner gives RECOVERY_REQUIRED at once
@@ -857,7 +853,7 @@ export async function acquireWorkspaceLock(options: WorkspaceLockOptions): Promi
               }
               if (owner) return blockedError(owner, dead, p.root);
               // Held when tried, gone when read: its holder let go in between. Not a failure: look again.
-              return vanished(error);
+              return new Vanished(error);
             }
             if (error instanceof SagaError) throw error;
             throw lockFailed(error, `workspace ${p.root}`);
