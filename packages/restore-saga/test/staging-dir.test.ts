@@ -36,9 +36,23 @@ const options = (extra: Partial<Parameters<typeof restoreCheckpoint>[0]> = {}) =
   ...extra,
 });
 
-it("a file where the staging directory belongs stops the restore before its intent: nothing changed, the path named", async () => {
+/** The recovery an operator runs for `operationId`, its owner declared dead. */
+const recoverDead = (operationId: string) =>
+  recoverRestore({
+    dataDir: fixture.dataDir,
+    workspaceRoot: fixture.workspace,
+    operationId,
+    isProcessAlive: everyoneDead,
+  });
+
+/** Puts a file where the staging directory belongs, as a person or another program could. */
+function blockStaging(): void {
   fs.rmSync(staging, { recursive: true, force: true });
   fs.writeFileSync(staging, "placed by hand");
+}
+
+it("a file where the staging directory belongs stops the restore before its intent: nothing changed, the path named", async () => {
+  blockStaging();
 
   const error = await rejection(restoreCheckpoint(options({ operationId: "op-blocked" })));
   expect(error.code).toBe("CORRUPT");
@@ -103,15 +117,9 @@ it("a rollback with nothing to put back does not need the staging directory", as
   const error = await rejection(restoreCheckpoint(options({ operationId: "op-untouched", crash })));
   expect(error.code).toBe("RECOVERY_REQUIRED");
   expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
-  fs.rmSync(staging, { recursive: true, force: true });
-  fs.writeFileSync(staging, "placed by hand");
+  blockStaging();
 
-  const recovered = await recoverRestore({
-    dataDir: fixture.dataDir,
-    workspaceRoot: fixture.workspace,
-    operationId: "op-untouched",
-    isProcessAlive: everyoneDead,
-  });
+  const recovered = await recoverDead("op-untouched");
   expect(recovered.outcome).toBe("rolled_back");
   expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
   expect(fs.readFileSync(staging, "utf8")).toBe("placed by hand");
@@ -120,15 +128,9 @@ it("a rollback with nothing to put back does not need the staging directory", as
 it("nor does one that writes no file (only modes to set back)", async () => {
   // The first removal fails; by then a directory's mode had been opened up (owner rwx) for the apply.
   await stoppedBeforeAnyChange("op-modes");
-  fs.rmSync(staging, { recursive: true, force: true });
-  fs.writeFileSync(staging, "placed by hand");
+  blockStaging();
 
-  const recovered = await recoverRestore({
-    dataDir: fixture.dataDir,
-    workspaceRoot: fixture.workspace,
-    operationId: "op-modes",
-    isProcessAlive: everyoneDead,
-  });
+  const recovered = await recoverDead("op-modes");
   expect(recovered.outcome).toBe("rolled_back");
   expect(sameTree(snapshotTree(fixture.workspace), fixture.before)).toBe(true);
 });
@@ -142,15 +144,8 @@ it("a rollback that needs the staging directory names the file in its way, and s
   });
   const stopped = await rejection(restoreCheckpoint(options({ operationId: "op-half", fs: faulty.ops })));
   expect(stopped.code).toBe("RECOVERY_REQUIRED");
-  fs.rmSync(staging, { recursive: true, force: true });
-  fs.writeFileSync(staging, "placed by hand");
-  const recover = () =>
-    recoverRestore({
-      dataDir: fixture.dataDir,
-      workspaceRoot: fixture.workspace,
-      operationId: "op-half",
-      isProcessAlive: everyoneDead,
-    });
+  blockStaging();
+  const recover = () => recoverDead("op-half");
 
   const error = await rejection(recover());
   expect(error.message).toContain(`${staging} is in its way`);
