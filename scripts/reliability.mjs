@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `pnpm reliability [--quick]`: runs every reliability check of drydock (QUALITY.md) in one bounded vitest
+// `pnpm reliability [--quick]`: runs every reliability check of drydock in one bounded vitest
 // run — crash-point sweeps, lock torture, fuzzers of every persisted format and of the HTTP API, the
 // provider fault matrix, the recovery controller cases and the power-loss model — collects the figures the
 // tests report (JSON lines in DRYDOCK_RELIABILITY_OUT) and what they print, and writes docs/RELIABILITY.md.
@@ -534,7 +534,7 @@ ${findings()}
 ${sections.join("\n")}
 ## Method
 
-The methods are those of docs/QUALITY.md: real processes SIGKILLed at named crash points and restarted,
+The methods: real processes SIGKILLed at named crash points and restarted,
 lock torture with random holder kills, fs call N failing with each errno until the call completes, fuzzed
 and model-based journals, the provider simulator's faults against every flow, and the power-loss model.
 

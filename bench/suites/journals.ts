@@ -23,7 +23,7 @@ function boatId(i: number): string {
   return `bx_${s}`;
 }
 
-/** A create journal with `n` resolved rows, one per bot, exactly in seed 000's file format. */
+/** A create journal with `n` resolved rows, one per bot, exactly in the original create journal's file format. */
 function seedCreateFile(dir: string, n: number): string {
   const requests = Array.from({ length: n }, (_, i) => ({
     botId: `bot-${i}`,
@@ -38,7 +38,7 @@ function seedCreateFile(dir: string, n: number): string {
   return text;
 }
 
-/** A delete journal with `n` accepted records, exactly in seed 001's file format. */
+/** A delete journal with `n` accepted records, exactly in the original delete journal's file format. */
 function seedDeleteFile(dir: string, n: number): string {
   const records = Array.from({ length: n }, (_, i) => ({
     boxId: boatId(i),
@@ -177,7 +177,7 @@ export async function runJournals(opts: { quick: boolean }): Promise<SuiteResult
     notes: [
       "Floor: the same two whole-file durable replaces (temp write + fsync + rename + fsync(dir)) of the same bytes, with raw fs calls.",
       "SQLite: better-sqlite3 12, WAL, synchronous=FULL, BEGIN IMMEDIATE; insert-if-absent then delete by key, as two transactions.",
-      "The journal rewrites the whole file per change (the seeds' format), so its cost grows with the file; SQLite's does not.",
+      "The journal rewrites the whole file per change (the original journals' format), so its cost grows with the file; SQLite's does not.",
     ],
   };
 }

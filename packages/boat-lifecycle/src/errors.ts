@@ -113,7 +113,7 @@ export function retryIn(retryAfterMs: number | undefined): string {
     : `retry in ${describeWait(retryAfterMs)} (boat.dev asked to wait that long)`;
 }
 
-/** The seeds' wording, in one place so tests and docs can quote it. */
+/** The original modules' wording, in one place so tests and docs can quote it. */
 export const LIFECYCLE_MESSAGES = {
   computerDeleting:
     "this cloud computer is being deleted — wait for it to finish, or retry Delete if it needs attention",

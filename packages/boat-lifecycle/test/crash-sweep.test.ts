@@ -12,7 +12,7 @@ import { createOutside, ENV_ID, type Harness, harness } from "./helpers.js";
 import { runChild } from "./process.js";
 
 /**
- * Crash sweep (QUALITY.md §3). For every crash point of provision and delete (and of the cleanup that
+ * Crash sweep (SQLite's method). For every crash point of provision and delete (and of the cleanup that
  * provision runs through delete): a child process runs the flow against a simulator started here and
  * SIGKILLs itself at the point; then this process opens the journals afresh (a restart), runs
  * recoverAtStartup and the same flow again, and checks the invariants:

@@ -4,8 +4,8 @@ import { DELETE_IN_FLIGHT_MS, LIFECYCLE_MESSAGES } from "../src/index.js";
 import { type Harness, harness, rejection } from "./helpers.js";
 
 /**
- * Every fault action of the simulator against provision and against delete (QUALITY.md §7): the caller
- * gets the seeds' message and status for each ambiguous outcome, and no fault ever bills a second Boat or
+ * Every fault action of the simulator against provision and against delete (the fault matrix): the caller
+ * gets the original's message and status for each ambiguous outcome, and no fault ever bills a second Boat or
  * starts a second deletion of one Boat.
  */
 

@@ -34,7 +34,7 @@ const LANGS: Record<string, "ts" | "js"> = {
 };
 const MARKER = /^<!--\s*example:(.*?)-->\s*$/;
 
-/** Every markdown file whose examples are checked: the root README, packages/apps READMEs, docs/*.md. */
+/** Every markdown file whose examples are checked: the root README, packages/apps READMEs, docs/*.md, docs/decisions/*.md. */
 export function markdownFiles(root: string): string[] {
   const files = ["README.md"];
   for (const dir of ["packages", "apps"]) {
@@ -47,8 +47,10 @@ export function markdownFiles(root: string): string[] {
       }
     }
   }
-  for (const name of readdirSync(join(root, "docs")).sort()) {
-    if (name.endsWith(".md")) files.push(`docs/${name}`);
+  for (const dir of ["docs", "docs/decisions"]) {
+    for (const name of readdirSync(join(root, dir)).sort()) {
+      if (name.endsWith(".md")) files.push(`${dir}/${name}`);
+    }
   }
   return files;
 }

@@ -116,7 +116,7 @@ export interface FaultyFileOps {
 
 /**
  * Wraps `ops` so that the Nth counted call throws an errno-shaped error instead of running. Drives the
- * "fail call N for N = 1 .. until the operation completes" loop of QUALITY.md §4.
+ * "fail call N for N = 1 .. until the operation completes" loop of the fault-injection suites.
  */
 export function failNthCall(ops: FileOps, options: FailNthOptions): FaultyFileOps {
   let counted = 0;

@@ -1,15 +1,15 @@
 import { z } from "zod";
 
-/** RFC 4122 version-4 uuid, lower case: exactly what the seeds accept as a lock token. */
+/** RFC 4122 version-4 uuid, lower case: exactly what the original lock accepts as a lock token. */
 export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-/** Largest pid Linux can hand out (and the seeds' bound). */
+/** Largest pid Linux can hand out (and the original lock's bound). */
 export const MAX_PID = 0x7fffffff;
 
 /**
  * The owner file `<path>` (and every candidate and election record) holds one of these as JSON plus "\n".
- * The first four fields are the seeds' format, byte for byte; the rest are optional so a lock written by the
- * seeds reads as it is, and the seeds accept ours (they ignore unknown keys). Unknown keys are kept, so a
+ * The first four fields are the original's, byte for byte; the rest are optional so a lock written by the
+ * original reads as it is, and it accepts ours (it ignores unknown keys). Unknown keys are kept, so a
  * takeover compares the whole owner, not only the fields this version knows.
  */
 export const LockOwnerSchema = z.looseObject({
@@ -41,5 +41,5 @@ export const ReaperRecordSchema = LockOwnerSchema.extend({ targetToken: z.string
 
 export type ReaperRecord = z.infer<typeof ReaperRecordSchema>;
 
-/** The seeds' older election records held only the reaper's pid: `PID\n`. */
+/** The original lock's older election records held only the reaper's pid: `PID\n`. */
 export const LEGACY_REAPER_RECORD = /^[1-9][0-9]*\n?$/;

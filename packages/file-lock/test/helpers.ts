@@ -147,7 +147,7 @@ export function spawnSleeper(): ChildProcess {
   return spawn("sleep", ["60"], { detached: true, stdio: "ignore" });
 }
 
-/** The seeds' exact owner file: four fields, JSON plus newline. */
+/** The original lock's exact owner file: four fields, JSON plus newline. */
 export function seedOwnerText(pid: number, token: string, createdAt = Date.now()): string {
   return `${JSON.stringify({ version: 1, pid, token, createdAt })}\n`;
 }

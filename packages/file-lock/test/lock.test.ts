@@ -77,7 +77,7 @@ describe("acquire and release", () => {
     const text = readFileSync(lock, "utf8");
     expect(text.endsWith("}\n")).toBe(true);
     const raw = JSON.parse(text);
-    // The seeds' isLockOwner, restated: extra fields are allowed.
+    // The original lock's isLockOwner, restated: extra fields are allowed.
     expect(raw.version).toBe(1);
     expect(Number.isInteger(raw.pid) && raw.pid > 0 && raw.pid <= 0x7fffffff).toBe(true);
     expect(raw.token).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);

@@ -3,8 +3,8 @@ import { basename, dirname, join, resolve, sep } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
 
 /**
- * A power-loss model of the file system under ALICE's *weak* persistence model (QUALITY.md §5,
- * anchors-locks.md §2):
+ * A power-loss model of the file system under ALICE's *weak* persistence model (Pillai et al.,
+ * OSDI 2014):
  *   - a file's data is durable only after fsync of that file;
  *   - a new, removed or renamed directory entry is durable only after fsync of its directory;
  *   - unsynced operations are unordered (any subset of them may have reached the disk);

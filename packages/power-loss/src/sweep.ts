@@ -88,7 +88,7 @@ function ackLog(crashed: () => boolean): AckLog {
 }
 
 /**
- * The exhaustive crash sweep of anchors-locks.md §3 under the weak model: run the workload once to count
+ * The exhaustive crash sweep (SQLite's method) under the weak model: run the workload once to count
  * its calls, then once per crash point k = 0..N (the power goes right after call k), and check the
  * drop-all-unsynced image, the keep-all image and `randomImages` random subsets of each.
  */

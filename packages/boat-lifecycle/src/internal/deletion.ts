@@ -300,7 +300,7 @@ export function sameFence(a: BoatDeletionRecord, b: BoatDeletionRecord): boolean
 }
 
 /**
- * Deletes one Boat behind a durable fence (openmausbot.md §2.5). The caller's earlier reads of the journal
+ * Deletes one Boat behind a durable fence (the original's flow). The caller's earlier reads of the journal
  * are not trusted for the decision to send DELETE: another process (bot server and recovery CLI on one
  * data dir) may have fenced the Boat since. The decision is taken on the fence the prepare returns, in the
  * same journal transaction that says whether this call wrote it (`prepareBoatDeletionOnce`):

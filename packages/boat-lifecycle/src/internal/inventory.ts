@@ -14,7 +14,7 @@ interface ListedSandbox {
 const REPAIR = "repair it in boat.dev before continuing";
 
 /**
- * The installation's Boats as one sanitized list (openmausbot.md §2.6): boat.dev's list, merged with what
+ * The installation's Boats as one sanitized list (the original inventory): boat.dev's list, merged with what
  * the journals durably know. The list is eventually consistent, so an omission is never proof of absence:
  * a remembered Boat missing from it is read directly, and only a direct 404/410 retires its row. Every
  * deletion fence gets one reconcile poll: a proven deletion hides the Boat even while the list still shows

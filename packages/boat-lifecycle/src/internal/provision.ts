@@ -238,7 +238,7 @@ function createOutcomeOf(failure: ProviderFailure): CreateOutcome {
 
 /**
  * POSTs the create with the journaled key until boat.dev answers with an id or the retry budget is spent
- * (openmausbot.md §2.4 step 4). Every retry reuses the key. The key is discarded only on a definitive
+ * (the original create flow's step 4). Every retry reuses the key. The key is discarded only on a definitive
  * refusal when no attempt of this call could have committed anything; everything ambiguous keeps it, so
  * the next provision replays the same request instead of billing a second Boat.
  */
@@ -318,7 +318,7 @@ async function finalCreateFailure(
   }
   const retryAfterMs = failure.kind === "api" ? failure.retryAfterMs : undefined;
   const wait = retryAfterMs === undefined ? {} : { retryAfterMs };
-  // The seeds' messages already say "a moment"; a longer wait boat.dev asked for is said instead.
+  // The original messages already say "a moment"; a longer wait boat.dev asked for is said instead.
   const waitNote =
     retryAfterMs !== undefined && retryAfterMs > MAX_RETRY_AFTER_MS ? ` — ${retryIn(retryAfterMs)}` : "";
   if (outcome.kind === "server-error") {
@@ -392,7 +392,7 @@ async function renameOnce(ctx: Context, boxId: string, name: string, signal?: Ab
 }
 
 /**
- * Cleanup of a Boat this very attempt created and could not finish (§2.4 step 7). A recovered Boat is never
+ * Cleanup of a Boat this very attempt created and could not finish (create step 7). A recovered Boat is never
  * passed here: it may hold a user's data from an earlier run.
  */
 async function cleanupCreated(
@@ -444,7 +444,7 @@ function asLifecycleError(error: unknown): LifecycleError {
   });
 }
 
-/** Steps 3–7 of §2.4: begin (journal the key), create or recover, remember, rename, resolve. */
+/** Create steps 3–7: begin (journal the key), create or recover, remember, rename, resolve. */
 export async function createAndName(
   ctx: Context,
   botId: string,

@@ -38,7 +38,7 @@ export function claimElection(lockPath: string, targetToken: string, ctx: LockCo
     if (current.kind === "absent") continue;
     let reaperIdentity: string;
     if (current.kind === "bad") {
-      // A record the seeds could not have written (or one torn by a power loss): only the boot-time rule may
+      // A record the original cannot have written (or one torn by a power loss): only the boot-time rule may
       // pass it; anything else fails closed and stays on disk as it is.
       if (current.file === null || !fileIsFromEarlierBoot(current.file, ctx)) {
         throw new LockError({

@@ -173,7 +173,7 @@ export function readOwnerFile(fs: FileOps, path: string): OwnerRead {
   return { kind: "owner", owner: parsed.data, file: raw.file };
 }
 
-/** An election record must name the very lock token it reaps; the seeds' `PID\n` records are honoured. */
+/** An election record must name the very lock token it reaps; the original's `PID\n` records are honoured. */
 export function readRecordFile(fs: FileOps, path: string, targetToken: string): RecordRead {
   const raw = readRaw(fs, path);
   if (raw.kind !== "text") return raw;

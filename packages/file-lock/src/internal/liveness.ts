@@ -24,7 +24,7 @@ export type Liveness = "alive" | "dead";
  *      which a forward clock step right after boot could fool.
  *   4. `pidNamespace` recorded and not this process's (or ours unknown) → alive: its pid names another process,
  *      or none, in our namespace (two containers of one pod, docker --network host). An owner without the
- *      field (the seeds' format, older owners) is probed as before: it is taken to be in our namespace.
+ *      field (the original format, older owners) is probed as before: it is taken to be in our namespace.
  *   5. kill(pid, 0) fails with ESRCH               → dead.
  *   6. kill(pid, 0) fails with EPERM               → alive: a process owns the pid, we may not signal it.
  *   7. kill(pid, 0) fails with anything else       → LOCK_OWNER_UNVERIFIABLE (fail closed).
