@@ -127,56 +127,59 @@ export async function startServer(config: ServerConfig, options: StartOptions = 
   }
 }
 
-async function start(
-  config: ServerConfig,
-  options: StartOptions,
-  taken: (() => unknown)[],
-): Promise<RunningServer> {
-  const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
-  ensureDataDir(config.dataDir);
-  const environmentId = loadEnvironmentId(config.dataDir);
-  const { token, path: tokenPath } = config.token
-    ? { token: config.token, path: null }
-    : loadServerToken(config.dataDir);
+/** The boat.dev this data directory is bound to: the configured one, or an embedded simulator. */
+interface BoatDev {
+  provider: { apiUrl: string; token: string };
+  simulator: BoatSimulator | null;
+  simulatorLock: LockHandle | null;
+}
 
-  let simulator: BoatSimulator | null = null;
-  let simulatorLock: LockHandle | null = null;
-  let provider = config.provider;
+async function provideBoatDev(config: ServerConfig, taken: (() => unknown)[]): Promise<BoatDev> {
   // One data directory, one boat.dev (see bindProvider): checked before any simulator or journal is touched.
-  bindProvider(config.dataDir, providerIdentity(provider ? provider.apiUrl : null));
-  if (!provider) {
-    // One embedded simulator per data directory (see holdEmbeddedSimulator).
-    const lock = holdEmbeddedSimulator(config.dataDir);
-    simulatorLock = lock;
-    taken.push(() => lock.release());
-    // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
-    // Boats it created (the billing truth survives the server's own crash).
-    const started = await startBoatSimulator({
-      host: "127.0.0.1",
-      port: 0,
-      stateFile: join(config.dataDir, "boat-simulator.json"),
-    });
-    simulator = started;
-    taken.push(() => started.close());
-    provider = { apiUrl: simulator.apiUrl, token: simulator.token };
-    taken.push(() => removeEmbeddedProvider(config.dataDir));
-    saveEmbeddedProvider(config.dataDir, provider);
-  } else {
+  bindProvider(config.dataDir, providerIdentity(config.provider ? config.provider.apiUrl : null));
+  if (config.provider) {
     // A real provider now: an earlier embedded run's file must not send drydock to a simulator that is gone.
     removeEmbeddedProvider(config.dataDir);
+    return { provider: config.provider, simulator: null, simulatorLock: null };
   }
+  // One embedded simulator per data directory (see holdEmbeddedSimulator).
+  const lock = holdEmbeddedSimulator(config.dataDir);
+  taken.push(() => lock.release());
+  // The embedded boat.dev twin keeps its state in the data directory, so a restarted server finds the
+  // Boats it created (the billing truth survives the server's own crash).
+  const simulator = await startBoatSimulator({
+    host: "127.0.0.1",
+    port: 0,
+    stateFile: join(config.dataDir, "boat-simulator.json"),
+  });
+  taken.push(() => simulator.close());
+  const provider = { apiUrl: simulator.apiUrl, token: simulator.token };
+  taken.push(() => removeEmbeddedProvider(config.dataDir));
+  saveEmbeddedProvider(config.dataDir, provider);
+  return { provider, simulator, simulatorLock: lock };
+}
 
+/** Where the lifecycle logs: the Fastify app's logger, once it is built. */
+type LogSink = { app: FastifyInstance | null };
+
+/** The journals, the bot registry, the boat.dev client, the lifecycle and the recovery plan of a start. */
+function openCollaborators(
+  config: ServerConfig,
+  options: StartOptions,
+  environmentId: string,
+  boatDev: BoatDev,
+  logs: LogSink,
+) {
   const now = options.now ?? Date.now;
   const metrics = createMetrics();
   const client = createBoatClient({
-    baseUrl: provider.apiUrl,
-    token: provider.token,
+    baseUrl: boatDev.provider.apiUrl,
+    token: boatDev.provider.token,
     fetch: countingFetch(metrics),
   });
   const createJournal = openBoatCreateJournal({ dataDir: config.dataDir, now });
   const deleteJournal = openBoatDeleteJournal({ dataDir: config.dataDir, now });
   const bots = openBotRegistry(config.dataDir);
-  let app: FastifyInstance | null = null;
   const lifecycle = createBoatLifecycle({
     client,
     createJournal,
@@ -185,8 +188,8 @@ async function start(
     now,
     knownBotIds: async () => (await bots.list()).map((b) => b.botId),
     logger: {
-      info: (message: string, fields?: Record<string, unknown>) => app?.log.info(fields ?? {}, message),
-      warn: (message: string, fields?: Record<string, unknown>) => app?.log.warn(fields ?? {}, message),
+      info: (message: string, fields?: Record<string, unknown>) => logs.app?.log.info(fields ?? {}, message),
+      warn: (message: string, fields?: Record<string, unknown>) => logs.app?.log.warn(fields ?? {}, message),
     },
     onCreateRetry: () => metrics.providerRetries.inc(),
     ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
@@ -205,9 +208,59 @@ async function start(
     // The plan's commands name this data directory, as `drydock status` prints them.
     commandPrefix: drydockCommandPrefix(config.dataDir),
   });
+  return { metrics, client, createJournal, deleteJournal, bots, lifecycle, recovery };
+}
+
+const SERVER_LOG_REDACTION = {
+  // Belt and braces: nothing logs these, and if something ever does, pino blanks them.
+  paths: ["req.headers.authorization", "headers.authorization", "token", "idempotencyKey", "requestBody"],
+  censor: "[redacted]",
+};
+
+function printBanner(
+  print: (line: string) => void,
+  facts: { url: string; dataDir: string; tokenPath: string | null; boatDev: BoatDev },
+): void {
+  const { url, dataDir, tokenPath, boatDev } = facts;
+  print(`drydock bot server listening on ${url}`);
+  print(`  data directory: ${dataDir}`);
+  print(
+    tokenPath
+      ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
+      : "  bearer token:   from DRYDOCK_TOKEN",
+  );
+  print(
+    boatDev.simulator
+      ? `  boat.dev:       embedded simulator at ${boatDev.simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${join(dataDir, EMBEDDED_PROVIDER_FILE)}, which drydock reads)`
+      : `  boat.dev:       ${redactUrl(boatDev.provider.apiUrl)}`,
+  );
+}
+
+async function start(
+  config: ServerConfig,
+  options: StartOptions,
+  taken: (() => unknown)[],
+): Promise<RunningServer> {
+  const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+  ensureDataDir(config.dataDir);
+  const environmentId = loadEnvironmentId(config.dataDir);
+  const { token, path: tokenPath } = config.token
+    ? { token: config.token, path: null }
+    : loadServerToken(config.dataDir);
+
+  const boatDev = await provideBoatDev(config, taken);
+  const { simulator, simulatorLock, provider } = boatDev;
+  const logs: LogSink = { app: null };
+  const { metrics, client, createJournal, deleteJournal, bots, lifecycle, recovery } = openCollaborators(
+    config,
+    options,
+    environmentId,
+    boatDev,
+    logs,
+  );
 
   let startupReport: RecoveryReport | null = null;
-  app = await buildServer({
+  const app = await buildServer({
     dataDir: config.dataDir,
     token,
     maxFileBytes: config.maxFileBytes,
@@ -220,51 +273,27 @@ async function start(
     recovery,
     startupReport: () => startupReport,
     ...(options.now ? { now: options.now } : {}),
-    logger: {
-      level: config.logLevel,
-      // Belt and braces: nothing logs these, and if something ever does, pino blanks them.
-      redact: {
-        paths: [
-          "req.headers.authorization",
-          "headers.authorization",
-          "token",
-          "idempotencyKey",
-          "requestBody",
-        ],
-        censor: "[redacted]",
-      },
-    },
+    logger: { level: config.logLevel, redact: SERVER_LOG_REDACTION },
     ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),
   });
-  const built = app;
-  taken.push(() => built.close());
+  logs.app = app;
+  taken.push(() => app.close());
 
   // Before the first request: locks left by file writes, deletions and checkpoints of a killed server.
   await reapStoppedEdits(config.dataDir, app);
 
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace("[::1]", "localhost");
-  print(`drydock bot server listening on ${url}`);
-  print(`  data directory: ${config.dataDir}`);
-  print(
-    tokenPath
-      ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
-      : "  bearer token:   from DRYDOCK_TOKEN",
-  );
-  print(
-    simulator
-      ? `  boat.dev:       embedded simulator at ${simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${join(config.dataDir, EMBEDDED_PROVIDER_FILE)}, which drydock reads)`
-      : `  boat.dev:       ${redactUrl(provider.apiUrl)}`,
-  );
+  printBanner(print, { url, dataDir: config.dataDir, tokenPath, boatDev });
 
   const startup = lifecycle.recoverAtStartup().then(
     (report) => {
       startupReport = report;
-      app?.log.info({ recovery: report }, "startup recovery finished");
+      app.log.info({ recovery: report }, "startup recovery finished");
       return report;
     },
     (error: unknown) => {
-      app?.log.error(
+      app.log.error(
         { err: error },
         "startup recovery could not run; see GET /v1/recovery and drydock status",
       );
@@ -282,7 +311,7 @@ async function start(
     startup,
     async close() {
       await startup;
-      await app?.close();
+      await app.close();
       // The simulator goes with this server: so does the file that tells drydock where it was.
       if (simulator) removeEmbeddedProvider(config.dataDir);
       await simulator?.close();

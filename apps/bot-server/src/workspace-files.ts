@@ -171,12 +171,17 @@ export interface WorkspaceWriteHooks {
   beforeRename?(): void;
 }
 
+/** Test seam of a read. */
+export interface ReadHooks {
+  beforeOpen?(): void;
+}
+
 export interface WorkspaceFilesOptions {
   /** Largest file a read returns (413 beyond it). */
   maxFileBytes?: number;
   hooks?: WorkspaceWriteHooks;
   /** Test seam: `beforeOpen` runs after a read's checks, before the file is opened. */
-  readHooks?: { beforeOpen?(): void };
+  readHooks?: ReadHooks;
 }
 
 export interface WorkspaceFiles {
@@ -193,227 +198,235 @@ export function workspaceFiles(root: string, options: WorkspaceFilesOptions = {}
   const hooks = options.hooks ?? {};
   const readHooks = options.readHooks ?? {};
 
-  /** The workspace's real path, or a 404 when the workspace does not exist (reads never create it). */
-  const realRootOr404 = (path: string): string => {
+  return {
+    read: (path) => readWorkspaceFile(root, path, maxFileBytes, readHooks),
+    write: (path, data) => writeWorkspaceFile(root, path, data, hooks),
+    remove: (path) => removeWorkspaceFile(root, path),
+  };
+}
+
+/** The workspace's real path, or a 404 when the workspace does not exist (reads never create it). */
+function realRootOr404(root: string, path: string): string {
+  try {
+    const real = realpathSync(root);
+    if (!lstatSync(real).isDirectory())
+      throw Object.assign(new Error("not a directory"), { code: "ENOTDIR" });
+    return real;
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === "ENOENT" || code === "ENOTDIR")
+      throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
+    throw error;
+  }
+}
+
+/**
+ * Every existing directory between the workspace root and the target must be a real directory: a
+ * symlink anywhere could point outside the workspace, so it is refused rather than followed. `create`
+ * makes missing ones (0700); otherwise a missing one is a 404. Returns the parent's path.
+ */
+function walkParents(realRoot: string, path: string, segments: string[], create: boolean): string {
+  let current = realRoot;
+  for (const segment of segments.slice(0, -1)) {
+    current = join(current, segment);
+    let st: Stats;
     try {
-      const real = realpathSync(root);
-      if (!lstatSync(real).isDirectory())
-        throw Object.assign(new Error("not a directory"), { code: "ENOTDIR" });
-      return real;
+      st = lstatSync(current);
     } catch (error) {
-      const code = errnoOf(error);
-      if (code === "ENOENT" || code === "ENOTDIR")
-        throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-      throw error;
-    }
-  };
-
-  /**
-   * Every existing directory between the workspace root and the target must be a real directory: a
-   * symlink anywhere could point outside the workspace, so it is refused rather than followed. `create`
-   * makes missing ones (0700); otherwise a missing one is a 404. Returns the parent's path.
-   */
-  const walkParents = (realRoot: string, path: string, segments: string[], create: boolean): string => {
-    let current = realRoot;
-    for (const segment of segments.slice(0, -1)) {
-      current = join(current, segment);
-      let st: Stats;
+      if (errnoOf(error) !== "ENOENT") throw clientError(error, path);
+      if (!create) throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
       try {
-        st = lstatSync(current);
-      } catch (error) {
-        if (errnoOf(error) !== "ENOENT") throw clientError(error, path);
-        if (!create) throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-        try {
-          mkdirSync(current, { mode: 0o700 });
-        } catch (mkdirError) {
-          if (errnoOf(mkdirError) !== "EEXIST") throw clientError(mkdirError, path);
-        }
-        st = lstatSync(current);
+        mkdirSync(current, { mode: 0o700 });
+      } catch (mkdirError) {
+        if (errnoOf(mkdirError) !== "EEXIST") throw clientError(mkdirError, path);
       }
-      if (st.isSymbolicLink())
-        throw new WorkspacePathError("The file path goes through a symbolic link; links are not followed.");
-      if (!st.isDirectory()) throw new WorkspacePathError(`A parent of '${path}' is not a directory.`);
+      st = lstatSync(current);
     }
-    return current;
-  };
+    if (st.isSymbolicLink())
+      throw new WorkspacePathError("The file path goes through a symbolic link; links are not followed.");
+    if (!st.isDirectory()) throw new WorkspacePathError(`A parent of '${path}' is not a directory.`);
+  }
+  return current;
+}
 
-  /** The parent's real path, which must still be inside the workspace; else a 400. */
-  const verifiedParent = (realRoot: string, parent: string): string => {
-    let real: string;
+/** The parent's real path, which must still be inside the workspace; else a 400. */
+function verifiedParent(realRoot: string, parent: string): string {
+  let real: string;
+  try {
+    real = realpathSync(parent);
+  } catch {
+    throw new WorkspacePathError(PARENT_ESCAPED);
+  }
+  if (!inside(realRoot, real)) throw new WorkspacePathError(PARENT_ESCAPED);
+  return real;
+}
+
+/** `WorkspaceFiles.read`: the file's bytes, at most `maxFileBytes` (see `workspaceFiles`). */
+function readWorkspaceFile(root: string, path: string, maxFileBytes: number, readHooks: ReadHooks): Buffer {
+  const segments = checkRelativePath(path);
+  const realRoot = realRootOr404(root, path);
+  const parent = walkParents(realRoot, path, segments, false);
+  const name = segments[segments.length - 1] as string;
+  readHooks.beforeOpen?.();
+  let fd: number;
+  try {
+    // O_NOFOLLOW: a symlink swapped in at the last name fails (ELOOP) instead of being followed;
+    // O_NONBLOCK: a FIFO swapped in cannot block the server (it is then refused by the fstat below).
+    fd = openSync(join(parent, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === "ENOENT" || code === "ENOTDIR")
+      throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
+    throw clientError(error, path);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (st.isDirectory()) throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
+    if (!st.isFile())
+      throw new WorkspacePathError("The file path names something that is not a regular file.");
+    // The parent may have been swapped for a link after the walk: the file opened must be the one at
+    // the parent's real path, inside the workspace.
+    const realParent = verifiedParent(realRoot, parent);
+    let again: Stats;
     try {
-      real = realpathSync(parent);
+      again = lstatSync(join(realParent, name));
     } catch {
       throw new WorkspacePathError(PARENT_ESCAPED);
     }
-    if (!inside(realRoot, real)) throw new WorkspacePathError(PARENT_ESCAPED);
-    return real;
-  };
-
-  return {
-    read(path) {
-      const segments = checkRelativePath(path);
-      const realRoot = realRootOr404(path);
-      const parent = walkParents(realRoot, path, segments, false);
-      const name = segments[segments.length - 1] as string;
-      readHooks.beforeOpen?.();
-      let fd: number;
-      try {
-        // O_NOFOLLOW: a symlink swapped in at the last name fails (ELOOP) instead of being followed;
-        // O_NONBLOCK: a FIFO swapped in cannot block the server (it is then refused by the fstat below).
-        fd = openSync(join(parent, name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-      } catch (error) {
-        const code = errnoOf(error);
-        if (code === "ENOENT" || code === "ENOTDIR")
-          throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-        throw clientError(error, path);
-      }
-      try {
-        const st = fstatSync(fd);
-        if (st.isDirectory()) throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-        if (!st.isFile())
-          throw new WorkspacePathError("The file path names something that is not a regular file.");
-        // The parent may have been swapped for a link after the walk: the file opened must be the one at
-        // the parent's real path, inside the workspace.
-        const realParent = verifiedParent(realRoot, parent);
-        let again: Stats;
-        try {
-          again = lstatSync(join(realParent, name));
-        } catch {
-          throw new WorkspacePathError(PARENT_ESCAPED);
-        }
-        if (!sameFile(st, again)) throw new WorkspacePathError(PARENT_ESCAPED);
-        if (st.size > maxFileBytes)
+    if (!sameFile(st, again)) throw new WorkspacePathError(PARENT_ESCAPED);
+    if (st.size > maxFileBytes)
+      throw new WorkspaceFileTooLarge(`'${path}' is larger than ${maxFileBytes} bytes; it cannot be served.`);
+    // Read at most one byte past the limit: a file growing under us is refused, never read unbounded.
+    const buffer = Buffer.allocUnsafe(Math.min(maxFileBytes + 1, Math.max(st.size, 0) + 1));
+    let length = 0;
+    for (;;) {
+      if (length === buffer.length) break;
+      const n = readSync(fd, buffer, length, buffer.length - length, null);
+      if (n === 0) break;
+      length += n;
+    }
+    if (length > maxFileBytes)
+      throw new WorkspaceFileTooLarge(`'${path}' is larger than ${maxFileBytes} bytes; it cannot be served.`);
+    if (length === buffer.length) {
+      // Grew while being read (but still under the limit): read the rest up to the limit.
+      const chunks = [buffer.subarray(0, length)];
+      let total = length;
+      const more = Buffer.allocUnsafe(64 * 1024);
+      for (;;) {
+        const n = readSync(fd, more, 0, more.length, null);
+        if (n === 0) break;
+        total += n;
+        if (total > maxFileBytes)
           throw new WorkspaceFileTooLarge(
             `'${path}' is larger than ${maxFileBytes} bytes; it cannot be served.`,
           );
-        // Read at most one byte past the limit: a file growing under us is refused, never read unbounded.
-        const buffer = Buffer.allocUnsafe(Math.min(maxFileBytes + 1, Math.max(st.size, 0) + 1));
-        let length = 0;
-        for (;;) {
-          if (length === buffer.length) break;
-          const n = readSync(fd, buffer, length, buffer.length - length, null);
-          if (n === 0) break;
-          length += n;
-        }
-        if (length > maxFileBytes)
-          throw new WorkspaceFileTooLarge(
-            `'${path}' is larger than ${maxFileBytes} bytes; it cannot be served.`,
-          );
-        if (length === buffer.length) {
-          // Grew while being read (but still under the limit): read the rest up to the limit.
-          const chunks = [buffer.subarray(0, length)];
-          let total = length;
-          const more = Buffer.allocUnsafe(64 * 1024);
-          for (;;) {
-            const n = readSync(fd, more, 0, more.length, null);
-            if (n === 0) break;
-            total += n;
-            if (total > maxFileBytes)
-              throw new WorkspaceFileTooLarge(
-                `'${path}' is larger than ${maxFileBytes} bytes; it cannot be served.`,
-              );
-            chunks.push(Buffer.from(more.subarray(0, n)));
-          }
-          return Buffer.concat(chunks);
-        }
-        return buffer.subarray(0, length);
-      } finally {
-        closeSync(fd);
+        chunks.push(Buffer.from(more.subarray(0, n)));
       }
-    },
+      return Buffer.concat(chunks);
+    }
+    return buffer.subarray(0, length);
+  } finally {
+    closeSync(fd);
+  }
+}
 
-    write(path, data) {
-      const segments = checkRelativePath(path);
-      let realRoot: string;
-      try {
-        realRoot = realpathSync(root);
-      } catch {
-        throw new WorkspacePathError("This bot's workspace does not exist; nothing was written.");
-      }
-      const name = segments[segments.length - 1] as string;
-      let parent: string;
-      let realParent: string;
-      try {
-        parent = walkParents(realRoot, path, segments, true);
-        realParent = verifiedParent(realRoot, parent);
-        const existing = lstatSync(join(realParent, name), { throwIfNoEntry: false });
-        if (existing?.isDirectory())
-          throw new WorkspacePathIsDirectory(`'${path}' is a directory in this workspace, not a file.`);
-        if (existing?.isSymbolicLink())
-          throw new WorkspacePathError("The file path names a symbolic link; links are not replaced.");
-        if (existing && !existing.isFile())
-          throw new WorkspacePathError("The file path names something that is not a regular file.");
-      } catch (error) {
-        throw clientError(error, path);
-      }
-      const temp = tempNameFor(name);
-      hooks.beforeTempCreated?.();
-      let fd: number;
-      try {
-        // O_EXCL|O_NOFOLLOW: never reuses or follows whatever sits at the temp's name.
-        fd = openSync(join(realParent, temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
-      } catch (error) {
-        throw clientError(error, path);
-      }
-      // The descriptor stays open until the end: if anything fails, it still says where our temp is.
-      const created = fstatSync(fd);
-      let renamed = false;
-      /**
-       * The parent's real path, now, if it is inside the workspace and our temp is in it; else a 400.
-       * Run after the temp is created (it may have landed anywhere, had the parent been swapped for a
-       * link before the open) and again just before the rename.
-       */
-      const verifyTemp = (): string => {
-        const now = verifiedParent(realRoot, parent);
-        const st = lstatSync(join(now, temp), { throwIfNoEntry: false });
-        if (!st || !sameFile(st, created)) throw new WorkspacePathError(PARENT_ESCAPED);
-        return now;
-      };
-      try {
-        hooks.afterTempCreated?.();
-        verifyTemp();
-        let offset = 0;
-        while (offset < data.length) offset += writeSync(fd, data, offset, data.length - offset);
-        fsyncSync(fd);
-        hooks.beforeRename?.();
-        const dir = verifyTemp();
-        renameSync(join(dir, temp), join(dir, name));
-        renamed = true;
-        fsyncDirectory(nodeFileOps, dir);
-      } catch (error) {
-        if (!renamed) removeTemp(fd, [join(realParent, temp), join(parent, temp)], created);
-        throw clientError(error, path);
-      } finally {
-        closeSync(fd);
-      }
-      return { bytes: data.length };
-    },
-
-    remove(path) {
-      const segments = checkRelativePath(path);
-      const realRoot = realRootOr404(path);
-      const parent = walkParents(realRoot, path, segments, false);
-      const realParent = verifiedParent(realRoot, parent);
-      const target = join(realParent, segments[segments.length - 1] as string);
-      let st: Stats;
-      try {
-        st = lstatSync(target);
-      } catch (error) {
-        if (errnoOf(error) === "ENOENT")
-          throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-        throw clientError(error, path);
-      }
-      if (!st.isFile()) throw new WorkspacePathError("Only files can be deleted through this route.");
-      verifiedParent(realRoot, parent);
-      try {
-        unlinkSync(target);
-      } catch (error) {
-        if (errnoOf(error) === "ENOENT")
-          throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
-        throw clientError(error, path);
-      }
-    },
+/** `WorkspaceFiles.write`: a flushed temp renamed over the target, inside the workspace (see `workspaceFiles`). */
+function writeWorkspaceFile(
+  root: string,
+  path: string,
+  data: Buffer,
+  hooks: WorkspaceWriteHooks,
+): { bytes: number } {
+  const segments = checkRelativePath(path);
+  let realRoot: string;
+  try {
+    realRoot = realpathSync(root);
+  } catch {
+    throw new WorkspacePathError("This bot's workspace does not exist; nothing was written.");
+  }
+  const name = segments[segments.length - 1] as string;
+  let parent: string;
+  let realParent: string;
+  try {
+    parent = walkParents(realRoot, path, segments, true);
+    realParent = verifiedParent(realRoot, parent);
+    const existing = lstatSync(join(realParent, name), { throwIfNoEntry: false });
+    if (existing?.isDirectory())
+      throw new WorkspacePathIsDirectory(`'${path}' is a directory in this workspace, not a file.`);
+    if (existing?.isSymbolicLink())
+      throw new WorkspacePathError("The file path names a symbolic link; links are not replaced.");
+    if (existing && !existing.isFile())
+      throw new WorkspacePathError("The file path names something that is not a regular file.");
+  } catch (error) {
+    throw clientError(error, path);
+  }
+  const temp = tempNameFor(name);
+  hooks.beforeTempCreated?.();
+  let fd: number;
+  try {
+    // O_EXCL|O_NOFOLLOW: never reuses or follows whatever sits at the temp's name.
+    fd = openSync(join(realParent, temp), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  } catch (error) {
+    throw clientError(error, path);
+  }
+  // The descriptor stays open until the end: if anything fails, it still says where our temp is.
+  const created = fstatSync(fd);
+  let renamed = false;
+  /**
+   * The parent's real path, now, if it is inside the workspace and our temp is in it; else a 400.
+   * Run after the temp is created (it may have landed anywhere, had the parent been swapped for a
+   * link before the open) and again just before the rename.
+   */
+  const verifyTemp = (): string => {
+    const now = verifiedParent(realRoot, parent);
+    const st = lstatSync(join(now, temp), { throwIfNoEntry: false });
+    if (!st || !sameFile(st, created)) throw new WorkspacePathError(PARENT_ESCAPED);
+    return now;
   };
+  try {
+    hooks.afterTempCreated?.();
+    verifyTemp();
+    let offset = 0;
+    while (offset < data.length) offset += writeSync(fd, data, offset, data.length - offset);
+    fsyncSync(fd);
+    hooks.beforeRename?.();
+    const dir = verifyTemp();
+    renameSync(join(dir, temp), join(dir, name));
+    renamed = true;
+    fsyncDirectory(nodeFileOps, dir);
+  } catch (error) {
+    if (!renamed) removeTemp(fd, [join(realParent, temp), join(parent, temp)], created);
+    throw clientError(error, path);
+  } finally {
+    closeSync(fd);
+  }
+  return { bytes: data.length };
+}
+
+/** `WorkspaceFiles.remove`: one unlink of a regular file inside the workspace. */
+function removeWorkspaceFile(root: string, path: string): void {
+  const segments = checkRelativePath(path);
+  const realRoot = realRootOr404(root, path);
+  const parent = walkParents(realRoot, path, segments, false);
+  const realParent = verifiedParent(realRoot, parent);
+  const target = join(realParent, segments[segments.length - 1] as string);
+  let st: Stats;
+  try {
+    st = lstatSync(target);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT")
+      throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
+    throw clientError(error, path);
+  }
+  if (!st.isFile()) throw new WorkspacePathError("Only files can be deleted through this route.");
+  verifiedParent(realRoot, parent);
+  try {
+    unlinkSync(target);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT")
+      throw new WorkspaceFileNotFound(`No file at '${path}' in this workspace.`);
+    throw clientError(error, path);
+  }
 }
 
 /**

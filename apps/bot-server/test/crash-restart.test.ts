@@ -159,7 +159,7 @@ describe("server killed during a restore, restarted on the same data directory",
           // The dead restore still holds the workspace: no write can slip in before the fenced recovery.
           const write = await again("PUT", `/v1/bots/${botId}/files/dir0/f0.txt`, "sneaked in");
           expect(write.status).toBe(409);
-          expect(write.json.error.code).toBe("RECOVERY_REQUIRED");
+          expect(write.json.error.code).toBe("recovery_required");
         }
 
         // The operator's path (what `drydock restores show` + the printed command do): preview, then apply the

@@ -490,7 +490,7 @@ describe("workspace writes respect the workspace lock", () => {
     try {
       const write = await call("PUT", "/v1/bots/locked/files/a.txt", "during");
       expect(write.status).toBe(409);
-      expect(write.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect(write.json.error.code).toBe("workspace_locked");
       expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(409);
       expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(409);
       // A read waits too: the files are a mix of before and after while a restore runs.

@@ -86,7 +86,7 @@ describe("a restore killed after `completed`, before its lock was released (serv
       // A new restore is blocked by the dead one's lock: the body says recovery is required and names it.
       const blocked = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`);
       expect(blocked.status).toBe(409);
-      expect(blocked.json.error.code).toBe("RECOVERY_REQUIRED");
+      expect(blocked.json.error.code).toBe("recovery_required");
       expect(blocked.json.error.details).toEqual({
         recoveryRequired: true,
         operationId: item.operationId,
@@ -204,7 +204,7 @@ describe("a restore refused because another restore is running", () => {
     try {
       const res = await call("POST", `/v1/bots/held/checkpoints/${checkpointId}/restore`);
       expect(res.status).toBe(409);
-      expect(res.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect(res.json.error.code).toBe("workspace_locked");
       expect(res.json.error.details).toEqual({
         recoveryRequired: false,
         operationId: "restore-running-elsewhere",
@@ -256,7 +256,7 @@ describe("DELETE /v1/bots/:botId while a restore of its workspace runs", () => {
       expect(read.json.error.details).toEqual({ recoveryRequired: false, operationId });
       const write = await call("PUT", "/v1/bots/busy-restore/files/a.txt", "y");
       expect(write.status).toBe(409);
-      expect(write.json.error.code).toBe("WORKSPACE_LOCKED");
+      expect(write.json.error.code).toBe("workspace_locked");
       expect(write.json.error.details).toEqual({ recoveryRequired: false, operationId });
       // It is no item for a person either.
       const item = (await call("GET", "/v1/recovery")).json.restores.find(

@@ -1,0 +1,110 @@
+import { realpathSync } from "node:fs";
+import type { BoatCreateJournal } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
+import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
+import type { BoatClient } from "@drydock/boat-provider";
+import type { CrashHook } from "@drydock/restore-saga";
+import type { BotRegistry } from "./bots.js";
+import type { RecoverySource, ServerDeps } from "./deps.js";
+import {
+  type ComputerView,
+  computerView,
+  type Journals,
+  journalReader,
+  ListingMemo,
+} from "./domain/computer-view.js";
+import { BotExclusivity } from "./domain/exclusive.js";
+import { openWorkspaceContext, type WorkspaceContext } from "./domain/workspaces.js";
+import type { Metrics } from "./metrics.js";
+import { drydockCommandPrefix } from "./recovery.js";
+
+/** The open-items gauge of /metrics: when it was last counted and the recount under way, if any. */
+export interface RecoveryGauge {
+  /** When the open-items gauge was last computed (performance.now()), or null before the first time. */
+  countedAt: number | null;
+  /** The recount a scrape started and has not finished, shared by the scrapes that come meanwhile. */
+  recount: Promise<void> | null;
+}
+
+/**
+ * Everything the route plugins and the domain modules share, built once by `buildServer`: the server's
+ * dependencies, where workspaces are, and the little state one process keeps (which bots are busy, the
+ * last journal index and listing, the recovery gauge). Each route plugin is registered with it as its
+ * options (`app.register(plugin, ctx)`); each domain function takes the part of it that it needs.
+ */
+export type ServerContext = WorkspaceContext & {
+  readonly token: string;
+  readonly maxFileBytes: number;
+  readonly bots: BotRegistry;
+  readonly lifecycle: BoatLifecycle;
+  readonly createJournal: BoatCreateJournal;
+  readonly deleteJournal: BoatDeleteJournal;
+  readonly client: BoatClient;
+  readonly metrics: Metrics;
+  readonly recovery: RecoverySource;
+  readonly startupReport: () => RecoveryReport | null;
+  readonly restoreCrash: CrashHook | undefined;
+  /** The Boat journals' clock (ServerDeps.now), read at each call. */
+  now(): number;
+  /** The `drydock` command naming this data directory, as `drydock status` prints it. */
+  commandPrefix(): string;
+  readonly exclusivity: BotExclusivity;
+  /** Both journals, indexed by bot (see `journalReader`). */
+  readJournals(): Promise<Journals>;
+  /** The bot's computer as the journals and this process's busy bots show it. */
+  computerView(botId: string, journals: Journals, now?: number): ComputerView;
+  readonly listing: ListingMemo;
+  readonly recoveryGauge: RecoveryGauge;
+};
+
+/** Replaces the data directory (as configured and as resolved) in a message with `<dataDir>`. */
+export function pathScrubber(dataDir: string): (message: string) => string {
+  return (message) => {
+    let out = message;
+    const roots = [dataDir];
+    try {
+      roots.push(realpathSync(dataDir));
+    } catch {
+      // Unresolvable: the configured spelling is all there is to elide.
+    }
+    for (const root of roots.sort((a, b) => b.length - a.length)) {
+      if (root.length > 1) out = out.replaceAll(root, "<dataDir>");
+    }
+    return out;
+  };
+}
+
+export function createServerContext(deps: ServerDeps): ServerContext {
+  const workspaces = openWorkspaceContext(deps.dataDir, pathScrubber(deps.dataDir));
+  // Read at each call (a test that fakes Date sees its time when no clock was given).
+  const now = (): number => (deps.now ? deps.now() : Date.now());
+  const commandPrefix = () => drydockCommandPrefix(deps.dataDir);
+  const exclusivity = new BotExclusivity();
+  return {
+    ...workspaces,
+    token: deps.token,
+    maxFileBytes: deps.maxFileBytes,
+    bots: deps.bots,
+    lifecycle: deps.lifecycle,
+    createJournal: deps.createJournal,
+    deleteJournal: deps.deleteJournal,
+    client: deps.client,
+    metrics: deps.metrics,
+    recovery: deps.recovery,
+    startupReport: deps.startupReport,
+    restoreCrash: deps.restoreCrash,
+    now,
+    commandPrefix,
+    exclusivity,
+    readJournals: journalReader(deps.createJournal, deps.deleteJournal),
+    computerView: (botId, journals, at = now()) =>
+      computerView(botId, journals, {
+        now: at,
+        busy: exclusivity.has(botId),
+        boatName: () => deps.lifecycle.boatNameFor(botId),
+        commandPrefix,
+      }),
+    listing: new ListingMemo(),
+    recoveryGauge: { countedAt: null, recount: null },
+  };
+}

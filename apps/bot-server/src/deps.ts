@@ -1,0 +1,51 @@
+import type { BoatCreateJournal } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
+import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
+import type { BoatClient } from "@drydock/boat-provider";
+import type { BoatPlan } from "@drydock/recovery-controller";
+import type { CrashHook } from "@drydock/restore-saga";
+import type { FastifyServerOptions } from "fastify";
+import type { BotRegistry } from "./bots.js";
+import type { Metrics } from "./metrics.js";
+
+export interface RecoverySource {
+  /** The recovery controller's Boat plan: everything about Boats that needs a person, redacted. */
+  plan(): Promise<BoatPlan>;
+}
+
+export interface ServerDeps {
+  dataDir: string;
+  token: string;
+  maxFileBytes: number;
+  bots: BotRegistry;
+  lifecycle: BoatLifecycle;
+  createJournal: BoatCreateJournal;
+  deleteJournal: BoatDeleteJournal;
+  client: BoatClient;
+  metrics: Metrics;
+  /** Boat recovery plan (recovery-controller); restores are listed by the server itself. */
+  recovery: RecoverySource;
+  /** What recoverAtStartup found, once it has run. */
+  startupReport: () => RecoveryReport | null;
+  logger: FastifyServerOptions["logger"];
+  /**
+   * The clock of the Boat journals and the lifecycle (default Date.now): the routes judge a fence's in-flight
+   * window on it, as the lifecycle does, or the two would disagree about whether a DELETE may still be on
+   * the wire.
+   */
+  now?: () => number;
+  /**
+   * Tests only: restore crash points (see @drydock/restore-saga RESTORE_CRASH_POINTS), and the file
+   * write's FILE_WRITE_CRASH_POINT.
+   */
+  restoreCrash?: CrashHook;
+}
+
+/**
+ * Tests only: the crash point (through the restore crash hook, `ServerDeps.restoreCrash`) inside a file
+ * write, after its data is flushed to its temp and before the rename, while it holds the workspace lock.
+ */
+export const FILE_WRITE_CRASH_POINT = "file-write.before-rename";
+
+/** How long GET /readyz waits for boat.dev's list before it calls the provider not ready. */
+export const READYZ_PROVIDER_TIMEOUT_MS = 3_000;

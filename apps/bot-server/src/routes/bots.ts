@@ -1,0 +1,77 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import { BOT_ID } from "../bots.js";
+import type { ServerContext } from "../context.js";
+import { deleteBot } from "../domain/bot-deletion.js";
+import { botView } from "../domain/computer-view.js";
+import { retireWorkspace } from "../domain/workspace-retirement.js";
+import { hasWorkspaceData, workspaceRoot } from "../domain/workspaces.js";
+import { BIDI_CONTROLS } from "../workspace-files.js";
+import { BotIdParam, requireBot } from "./params.js";
+
+const CreateBotBody = z
+  .object({
+    name: z
+      .string()
+      .trim()
+      .min(1, "must not be empty")
+      .max(200)
+      .refine((name) => !/[\u0000-\u001f\u007f-\u009f]/.test(name), "must not contain control characters")
+      .refine((name) => !BIDI_CONTROLS.test(name), "must not contain bidirectional text control characters"),
+    botId: z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'").optional(),
+  })
+  .strict();
+
+/** Needed only while the bot has a live Boat (then it must name it); a bot without one takes no body. */
+// `{}` is the same as no body: the route then answers 409 confirmation_required with the name to send.
+const DeleteBotBody = z
+  .object({ confirmName: z.string().min(1).max(100).optional() })
+  .strict()
+  .nullish();
+
+function randomBotId(): string {
+  return `bot_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+}
+
+/** POST/GET /v1/bots, GET/DELETE /v1/bots/:botId. */
+export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  app.post("/v1/bots", { schema: { body: CreateBotBody } }, async (request, reply) => {
+    const botId = request.body.botId ?? randomBotId();
+    // The id of a deleted bot whose workspace was never retired (a server before retirement existed, or a
+    // deletion that stopped half-way): retired now, so the new bot starts empty.
+    const bot = await ctx.exclusivity.run(botId, async () => {
+      if (
+        BOT_ID.test(botId) &&
+        (await ctx.bots.get(botId)) === null &&
+        (await hasWorkspaceData(ctx, botId))
+      ) {
+        await retireWorkspace(ctx, botId, "create");
+      }
+      return ctx.bots.create({ botId, name: request.body.name });
+    });
+    ctx.fs.mkdirSync(workspaceRoot(ctx, bot.botId), { recursive: true, mode: 0o700 });
+    return reply.code(201).send({ ok: true, bot: botView(bot) });
+  });
+
+  // Re-sent from the listing memo while nothing it was rendered from changed (see ListingMemo).
+  app.get("/v1/bots", async (_request, reply) => {
+    const [bots, journals] = await Promise.all([ctx.bots.list({ peek: true }), ctx.readJournals()]);
+    const now = ctx.now();
+    const body = ctx.listing.body(bots, journals, ctx.exclusivity.version, now, (botId) =>
+      ctx.computerView(botId, journals, now),
+    );
+    return reply.type("application/json; charset=utf-8").send(body);
+  });
+
+  app.get("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
+    const bot = await requireBot(ctx, request.params.botId, { peek: true });
+    return {
+      ok: true,
+      bot: { ...botView(bot), computer: ctx.computerView(bot.botId, await ctx.readJournals()) },
+    };
+  });
+
+  app.delete("/v1/bots/:botId", { schema: { params: BotIdParam, body: DeleteBotBody } }, async (request) =>
+    deleteBot(ctx, request.params.botId, request.body?.confirmName, request.log),
+  );
+};

@@ -1,0 +1,73 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import type { ServerContext } from "../context.js";
+import { findRestore, restoreBotCheckpoint } from "../domain/restores.js";
+import { withWorkspace } from "../domain/workspace-guards.js";
+import { ensureWorkspace, listWorkspaceCheckpoints, workspaceRoot } from "../domain/workspaces.js";
+import { HttpProblem } from "../http-errors.js";
+import { sweepStaleWorkspaceTemps } from "../workspace-files.js";
+import { BotIdParam, requireBot } from "./params.js";
+
+const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
+const OPERATION_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+const RestoreParams = z.object({
+  botId: BotIdParam.shape.botId,
+  checkpointId: z.string().regex(CHECKPOINT_ID, "is not a checkpoint id"),
+});
+const OperationParams = z.object({ operationId: z.string().regex(OPERATION_ID, "is not an operation id") });
+
+/** POST/GET /v1/bots/:botId/checkpoints, POST …/checkpoints/:checkpointId/restore, GET /v1/restores/:operationId. */
+export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
+    const { botId } = request.params;
+    const bot = await requireBot(ctx, botId);
+    const created = await ctx.exclusivity.run(botId, () => {
+      ensureWorkspace(ctx, botId);
+      return withWorkspace(
+        ctx,
+        botId,
+        "checkpoint",
+        () => {
+          // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
+          sweepStaleWorkspaceTemps(workspaceRoot(ctx, botId));
+          return ctx.checkpoints.createCheckpoint(workspaceRoot(ctx, botId));
+        },
+        bot,
+      );
+    });
+    return reply.code(201).send({ ok: true, checkpoint: created });
+  });
+
+  app.get("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request) => {
+    const { botId } = request.params;
+    await requireBot(ctx, botId);
+    // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
+    const rows = await listWorkspaceCheckpoints(ctx, botId);
+    return {
+      ok: true,
+      checkpoints: rows.map((c) => ({
+        checkpointId: c.checkpointId,
+        createdAt: c.createdAt,
+        ...(c.kind === undefined ? {} : { kind: c.kind }),
+        files: c.files,
+        bytes: c.bytes,
+      })),
+    };
+  });
+
+  app.post(
+    "/v1/bots/:botId/checkpoints/:checkpointId/restore",
+    { schema: { params: RestoreParams } },
+    async (request) => restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
+  );
+
+  app.get("/v1/restores/:operationId", { schema: { params: OperationParams } }, async (request) => {
+    const { operationId } = request.params;
+    const found = await findRestore(ctx, operationId);
+    if (found === null) {
+      throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
+    }
+    return { ok: true, botId: found.botId, restore: found.restore };
+  });
+};

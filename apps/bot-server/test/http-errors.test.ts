@@ -1,0 +1,61 @@
+import { LifecycleError } from "@drydock/boat-lifecycle";
+import { LockError } from "@drydock/file-lock";
+import { SagaError } from "@drydock/restore-saga";
+import { describe, expect, it } from "vitest";
+import { HttpProblem, httpErrorCode, toHttpError } from "../src/http-errors.js";
+import { WorkspacePathIsDirectory } from "../src/workspace-files.js";
+
+describe("httpErrorCode: the HTTP API's one casing", () => {
+  it("maps a package's UPPER_SNAKE code to its lower snake form", () => {
+    expect(httpErrorCode("WORKSPACE_LOCKED")).toBe("workspace_locked");
+    expect(httpErrorCode("LOCK_TIMEOUT")).toBe("lock_timeout");
+    expect(httpErrorCode("NOT_FOUND")).toBe("not_found");
+    expect(httpErrorCode("CORRUPT")).toBe("corrupt");
+    expect(httpErrorCode("LOCK_OWNER_UNVERIFIABLE")).toBe("lock_owner_unverifiable");
+  });
+
+  it("keeps a code already in lower snake case, and anything that is not UPPER_SNAKE, as it is", () => {
+    expect(httpErrorCode("restore_running")).toBe("restore_running");
+    expect(httpErrorCode("bot_busy")).toBe("bot_busy");
+    expect(httpErrorCode("Mixed_Case")).toBe("Mixed_Case");
+  });
+});
+
+describe("toHttpError answers every code in lower snake case", () => {
+  it("a restore-saga error keeps its status, its code lower-cased", () => {
+    const mapped = toHttpError(new SagaError({ code: "WORKSPACE_LOCKED", message: "held" }));
+    expect(mapped.status).toBe(409);
+    expect(mapped.body).toEqual({ ok: false, error: { code: "workspace_locked", message: "held" } });
+  });
+
+  it("a file-lock error too", () => {
+    const mapped = toHttpError(new LockError({ code: "LOCK_TIMEOUT", message: "busy" }));
+    expect(mapped.status).toBe(409);
+    expect(mapped.body.error.code).toBe("lock_timeout");
+  });
+
+  it("an HttpProblem built from a package's code (a workspace guard) is lower-cased, its details kept", () => {
+    const mapped = toHttpError(
+      new HttpProblem(409, "RECOVERY_REQUIRED", "kept", { recoveryRequired: true, operationId: "op" }),
+    );
+    expect(mapped.body.error).toEqual({
+      code: "recovery_required",
+      message: "kept",
+      details: { recoveryRequired: true, operationId: "op" },
+    });
+  });
+
+  it("server and lifecycle codes, already lower snake case, are unchanged", () => {
+    expect(toHttpError(new HttpProblem(409, "restore_running", "m")).body.error.code).toBe("restore_running");
+    const lifecycle = new LifecycleError({ code: "computer_deleting", status: 409, message: "m" });
+    expect(toHttpError(lifecycle).body.error.code).toBe("computer_deleting");
+    expect(toHttpError(new WorkspacePathIsDirectory("d")).body.error.code).toBe("path_is_directory");
+  });
+
+  it("anything else is internal, its details kept out of the answer", () => {
+    const mapped = toHttpError(new Error("secret /var/data"));
+    expect(mapped.status).toBe(500);
+    expect(mapped.body.error.code).toBe("internal");
+    expect(mapped.body.error.message).not.toContain("secret");
+  });
+});
