@@ -496,6 +496,27 @@ describe("errors", () => {
     ]);
   });
 
+  it("a cancelled wait for the lock comes back as the journal's own error, for updates and reads alike", async () => {
+    const s = setup();
+    mkdirSync(s.dataDir, { recursive: true, mode: 0o700 });
+    // A live holder (this very process), so the journal must wait, and the wait is cancelled at once.
+    writeFileSync(
+      s.lock,
+      `${JSON.stringify({ version: 1, pid: process.pid, token: randomUUID(), createdAt: 1 })}\n`,
+    );
+    const journal = s.open({ lock: { waitMs: 2_000, signal: AbortSignal.abort() } });
+    for (const call of [journal.beginBoatCreate("bot-1", BODY), journal.boatCreateRecoverySnapshot()]) {
+      const error = await refusal(call);
+      expect(error).toBeInstanceOf(BoatCreateJournalError);
+      expect([error.code, error.detail]).toEqual([
+        "BOAT_CREATE_PAUSED",
+        "locked, and the caller cancelled the wait for it",
+      ]);
+      expect((error.cause as { code?: unknown }).code).toBe("LOCK_ABORTED");
+    }
+    expect(existsSync(s.file)).toBe(false);
+  });
+
   it("never quotes journal bytes (keys, bodies) in a parse failure's cause", async () => {
     const s = setup();
     const { request } = await s.open().beginBoatCreate("bot-1", BODY);

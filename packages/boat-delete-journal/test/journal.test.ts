@@ -426,6 +426,27 @@ describe("the journal lock", () => {
     await expectPaused(s.open().boatDeletionSnapshot(), "locked by another drydock process");
   });
 
+  it("a cancelled wait for the lock comes back as the journal's own error, for updates and reads alike", async () => {
+    const s = setup();
+    mkdirSync(s.dataDir, { recursive: true, mode: 0o700 });
+    // A live holder (this very process), so the journal must wait, and the wait is cancelled at once.
+    writeFileSync(s.lock, owner(process.pid));
+    const journal = openBoatDeleteJournal({
+      dataDir: s.dataDir,
+      lock: { waitMs: 2_000, signal: AbortSignal.abort() },
+    });
+    for (const call of [journal.prepareBoatDeletion(target), journal.boatDeletionSnapshot()]) {
+      const error = await refusal(call);
+      expect(error).toBeInstanceOf(BoatDeleteJournalError);
+      expect([error.code, error.detail]).toEqual([
+        "BOAT_DELETE_PAUSED",
+        "locked, and the caller cancelled the wait for it",
+      ]);
+      expect((error.cause as { code?: unknown }).code).toBe("LOCK_ABORTED");
+    }
+    expect(existsSync(s.file)).toBe(false);
+  });
+
   it("peekBoatDeletions answers while a live process holds the lock: frozen fences, one array per unchanged file", async () => {
     const s = setup({ waitMs: 100 });
     const writer = s.open();
