@@ -12,6 +12,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { createServer } from "node:net";
@@ -367,5 +368,19 @@ describe("pnpm deploy", () => {
     const served = await serveHealthz(process.execPath, [join(target, "dist", "main.js")], work);
     expect(served.status, served.output).toBe(200);
     expect({ exit: served.exit, signal: served.signal }, served.output).toEqual({ exit: 0, signal: null });
+  });
+
+  test("the deploy folder of @drydock/recovery-cli runs as `drydock` through a symlink (as deploy/Containerfile links it)", async () => {
+    const target = join(work, "deploy-cli");
+    await run("pnpm", ["--filter", "@drydock/recovery-cli", "deploy", "--prod", "--legacy", target], {
+      cwd: root,
+      timeout: 300_000,
+      maxBuffer: 16 << 20,
+    });
+    const link = join(work, "bin", "drydock");
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(join(target, "dist", "main.js"), link);
+    const { stdout } = await run(link, ["--version"], { cwd: work, timeout: 60_000 });
+    expect(stdout.trim()).toBe(version("apps/recovery-cli"));
   });
 });
