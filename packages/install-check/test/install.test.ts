@@ -354,6 +354,40 @@ describe("installed with npm into an empty project", () => {
   });
 });
 
+describe("npm i -g", () => {
+  test("both commands install globally from their tarballs (with the libraries' tarballs beside them) and run", async () => {
+    // Until the libraries are on the registry, a global install of one command's tarball alone would look
+    // them up there: they are installed in the same command, as siblings in the prefix's lib/node_modules.
+    const prefix = join(work, "global");
+    await run(
+      "npm",
+      [
+        "install",
+        "--global",
+        "--prefix",
+        prefix,
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        ...Object.values(tarballs),
+      ],
+      {
+        cwd: work,
+        timeout: 300_000,
+        maxBuffer: 16 << 20,
+      },
+    );
+    const { stdout } = await run(join(prefix, "bin", "drydock"), ["--version"], {
+      cwd: work,
+      timeout: 60_000,
+    });
+    expect(stdout.trim()).toBe(version("apps/recovery-cli"));
+    const served = await serveHealthz(join(prefix, "bin", "drydock-server"), [], work);
+    expect(served.status, served.output).toBe(200);
+    expect({ exit: served.exit, signal: served.signal }, served.output).toEqual({ exit: 0, signal: null });
+  });
+});
+
 describe("pnpm deploy", () => {
   test("the deploy folder of @drydock/bot-server runs with plain node", async () => {
     const target = join(work, "deploy");
