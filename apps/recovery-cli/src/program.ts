@@ -1,4 +1,6 @@
 import { Command, CommanderError, Option } from "commander";
+// Inlined by the bundlers (tsup; the tests' esbuild bundle): the built command needs no package.json beside it.
+import manifest from "../package.json" with { type: "json" };
 import { createsAdopt, createsList, createsRetire } from "./commands/creates.js";
 import { deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
 import { locksGc, locksList } from "./commands/locks.js";
@@ -35,6 +37,7 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
   const program = new Command("drydock");
   program
     .description("drydock operator tool: inspect and repair recovery state. Read-only unless --yes.")
+    .version(manifest.version)
     .option("--data-dir <dir>", "drydock data directory (env DRYDOCK_DATA_DIR, default ./.drydock)")
     .option("--provider-url <url>", "boat.dev API base, e.g. https://boat.dev/api/v1 (env BOAT_API_URL)")
     .option("--provider-token <token>", "boat.dev API token (env BOAT_API_TOKEN)")
