@@ -1,3 +1,7 @@
+import type { BoatCreateJournal, BoatCreateRowFacts } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete-journal";
+import type { BoatLifecycle } from "@drydock/boat-lifecycle";
+import type { BoatClient } from "@drydock/boat-provider";
 import type {
   ArchiveResult,
   SagaStore,
@@ -136,3 +140,39 @@ export interface RecoveryRollback {
     recoveryRequestId: string;
   }): Promise<SagaView>;
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Boat recovery: the calls it makes on the journals, the lifecycle and the provider, as Picks of their own
+// interfaces (so a change there reaches here).
+
+/**
+ * The create-journal calls Boat recovery makes; an `openBoatCreateJournal(...)` result satisfies it. The
+ * compare-and-set forms are optional: with them a fenced adopt or retire pasted twice at once applies
+ * once, and the other exits STATE_CHANGED; without them both may report success.
+ */
+export type RecoveryCreateJournal = Pick<
+  BoatCreateJournal,
+  "boatCreateRecoverySnapshot" | "adoptResolvedBoat" | "retireDeletedBoatCreate"
+> &
+  Partial<Pick<BoatCreateJournal, "adoptResolvedBoatOnce" | "retireDeletedBoatCreateOnce">>;
+
+/** A create row's facts as a snapshot shows them (without `ageMs`): boat-create-journal's own. */
+export type CreateRowFacts = BoatCreateRowFacts;
+
+/** A deletion fence as the delete journal holds it. */
+export type RecoveryDeletionRecord = BoatDeletionRecord;
+
+/** The delete-journal calls Boat recovery makes; an `openBoatDeleteJournal(...)` result satisfies it. */
+export type RecoveryDeleteJournal = Pick<BoatDeleteJournal, "boatDeletionSnapshot" | "getBoatDeletion">;
+
+/**
+ * The lifecycle calls Boat recovery makes; a `createBoatLifecycle(...)` result satisfies it. A fenced
+ * `deleteBoat` retry passes `expectedFence`, the fence exactly as read: a compare-and-set on it.
+ */
+export type RecoveryLifecycle = Pick<
+  BoatLifecycle,
+  "boatNameFor" | "legacyBoatNameFor" | "reconcileDeletion" | "deleteBoat"
+>;
+
+/** The provider calls Boat recovery makes; a `createBoatClient(...)` result satisfies it. */
+export type RecoveryClient = Pick<BoatClient, "getSandbox" | "renameSandbox" | "listAllSandboxes">;
