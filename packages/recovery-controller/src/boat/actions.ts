@@ -6,12 +6,15 @@
 import { DELETE_IN_FLIGHT_MS, deletionInFlightLeftMs, isLifecycleError } from "@drydock/boat-lifecycle";
 import { recoveryError } from "../errors.js";
 import type { RecoveryDeletionRecord } from "../ports.js";
+import type { BoatObservation } from "../schema.js";
 import { BOAT_ID_PATTERN, BOT_ID_PATTERN, fenceInFlightLeftMs } from "../schema.js";
 import {
   type BoatContext,
+  type CreateRow,
   command,
   observeOrThrow,
   ownsName,
+  type Registry,
   readRegistry,
   registrationOf,
 } from "./context.js";
@@ -77,44 +80,7 @@ export async function adopt(
   const row = rows.find((candidate) => candidate.botId === botId);
   const ids = { botId, boxId };
 
-  // The digest the plan showed for this pair: the create row's item, or the unknown-Boat item (whose
-  // claimant is this bot exactly when the Boat carries its deterministic name, as the plan attributes it).
-  const item =
-    row !== undefined && row.boxId === boxId
-      ? createItem(ctx, row, observation, at, registry)
-      : observation.kind === "present"
-        ? unknownBoatItem(
-            ctx,
-            { id: boxId, name: observation.name, state: observation.state },
-            observation.name !== null ? "unknown_boat" : "unnamed_boat",
-            observation.name !== null && ownsName(ctx, botId, observation.name) ? botId : null,
-            rows,
-            fences,
-            at,
-            registry,
-          )
-        : null;
-  if (item) {
-    checkExpected(
-      ctx,
-      opts.expectedState,
-      item.stateDigest,
-      ids,
-      registrationOf(registry, botId) === false
-        ? `Bot ${botId} is not registered now (deleted since the plan was made, or never created here); nothing was changed. Create the bot again first if it is still wanted (then \`${command(ctx, "reconcile")}\` prints the adopt), or delete Boat ${boxId} in boat.dev.`
-        : undefined,
-    );
-  } else if (opts.expectedState !== undefined && row?.resolved === true && row.boxId === boxId) {
-    // Already this bot's Boat: no plan item offers adopt for it, so no digest can match. A fenced command
-    // re-sent after it applied (or after another adopted the Boat) is a moved state, never a silent 0.
-    checkExpected(
-      ctx,
-      opts.expectedState,
-      null,
-      ids,
-      `Boat ${boxId} is already bot ${botId}'s (adopted after the plan was made, by this command or another); nothing was changed. Run \`${command(ctx, "reconcile")}\` to see what is still open.`,
-    );
-  }
+  checkAdoptDigest(ctx, { botId, boxId, opts, rows, fences, registry, observation, at, row });
 
   // The same rules the plan applies before it prints an adopt command (adoptRefusal).
   const name = observation.kind === "present" ? observation.name : null;
@@ -156,6 +122,78 @@ export async function adopt(
     current = after.name;
     renamed = true;
   }
+  await recordAdoption(ctx, botId, boxId, row, opts);
+  return { ok: true, action: "adopt", botId, boxId, name: current ?? "", renamed, alreadyAdopted: false };
+}
+
+/**
+ * Refuses with STATE_CHANGED unless the fenced digest is the one the plan shows for this pair now: the
+ * create row's item, or the unknown-Boat item (whose claimant is this bot exactly when the Boat carries its
+ * deterministic name, as the plan attributes it).
+ */
+function checkAdoptDigest(
+  ctx: BoatContext,
+  facts: {
+    botId: string;
+    boxId: string;
+    opts: BoatActionOptions;
+    rows: readonly CreateRow[];
+    fences: readonly RecoveryDeletionRecord[];
+    registry: Registry;
+    observation: BoatObservation;
+    at: number;
+    row: CreateRow | undefined;
+  },
+): void {
+  const { botId, boxId, opts, rows, fences, registry, observation, at, row } = facts;
+  const ids = { botId, boxId };
+  const item =
+    row !== undefined && row.boxId === boxId
+      ? createItem(ctx, row, observation, at, registry)
+      : observation.kind === "present"
+        ? unknownBoatItem(
+            ctx,
+            { id: boxId, name: observation.name, state: observation.state },
+            observation.name !== null ? "unknown_boat" : "unnamed_boat",
+            observation.name !== null && ownsName(ctx, botId, observation.name) ? botId : null,
+            rows,
+            fences,
+            at,
+            registry,
+          )
+        : null;
+  if (item) {
+    checkExpected(
+      ctx,
+      opts.expectedState,
+      item.stateDigest,
+      ids,
+      registrationOf(registry, botId) === false
+        ? `Bot ${botId} is not registered now (deleted since the plan was made, or never created here); nothing was changed. Create the bot again first if it is still wanted (then \`${command(ctx, "reconcile")}\` prints the adopt), or delete Boat ${boxId} in boat.dev.`
+        : undefined,
+    );
+  } else if (opts.expectedState !== undefined && row?.resolved === true && row.boxId === boxId) {
+    // Already this bot's Boat: no plan item offers adopt for it, so no digest can match. A fenced command
+    // re-sent after it applied (or after another adopted the Boat) is a moved state, never a silent 0.
+    checkExpected(
+      ctx,
+      opts.expectedState,
+      null,
+      ids,
+      `Boat ${boxId} is already bot ${botId}'s (adopted after the plan was made, by this command or another); nothing was changed. Run \`${command(ctx, "reconcile")}\` to see what is still open.`,
+    );
+  }
+}
+
+/** Records the Boat as the bot's, once: a compare-and-set on the row the action read when the journal can. */
+async function recordAdoption(
+  ctx: BoatContext,
+  botId: string,
+  boxId: string,
+  row: CreateRow | undefined,
+  opts: BoatActionOptions,
+): Promise<void> {
+  const ids = { botId, boxId };
   if (ctx.createJournal.adoptResolvedBoatOnce !== undefined) {
     // Compare-and-set on the row this action read (and its digest covered): of two identical pastes at
     // once exactly one records the Boat; the other changed nothing and says what it found.
@@ -174,7 +212,6 @@ export async function adopt(
   } else {
     await ctx.createJournal.adoptResolvedBoat(botId, boxId);
   }
-  return { ok: true, action: "adopt", botId, boxId, name: current ?? "", renamed, alreadyAdopted: false };
 }
 
 export async function retireCreate(

@@ -2,7 +2,7 @@
  * The Boat recovery plan: a read-only list of everything about Boats that needs a person (create rows,
  * deletion fences, Boats no journal knows), each with the one safe action and its exact command.
  */
-import { DELETE_IN_FLIGHT_MS, scopeOfBoatName } from "@drydock/boat-lifecycle";
+import { scopeOfBoatName } from "@drydock/boat-lifecycle";
 import { digestOf } from "../internal/digest.js";
 import type { RecoveryDeletionRecord } from "../ports.js";
 import {
@@ -14,7 +14,20 @@ import {
   fenceInFlightLeftMs,
   type PlanItem,
 } from "../schema.js";
-import { registryUnreadableAdvice, unnamedAdvice } from "./advice.js";
+import {
+  expiredCreateAdvice,
+  foreignNameAdvice,
+  inFlightFenceAdvice,
+  inWindowAdvice,
+  inWindowSummary,
+  pausedProvisioningAdvice,
+  registryUnreadableAdvice,
+  renamedFenceAdvice,
+  skewedFenceAdvice,
+  unclaimedAdvice,
+  unnamedAdvice,
+  unregisteredAdvice,
+} from "./advice.js";
 import {
   absenceProof,
   type BoatContext,
@@ -22,6 +35,7 @@ import {
   command,
   observe,
   ownsName,
+  type Registration,
   type Registry,
   readRegistry,
   registrationOf,
@@ -32,6 +46,7 @@ import type { BoatPlanOptions } from "./types.js";
 import { createWindowLeftMs, keyStillRetried } from "./window.js";
 
 type ListedBoat = { id: string; name: string | null; state: string };
+type UnknownBoat = { boat: ListedBoat; claimant: string | null; read: UnknownBoatRead };
 /** How a listed Boat no journal knows was confirmed: read directly, not read (over the bound), or the read failed. */
 type UnknownBoatRead = "confirmed" | "listed_only" | { failed: string };
 
@@ -42,9 +57,12 @@ type UnknownBoatRead = "confirmed" | "listed_only" | { failed: string };
  */
 const UNKNOWN_BOAT_READS = 50;
 
-/** The bot-id part of this installation's deterministic name (`ogb-<scope>-<slug>-<hash>`), else null. */
-function nameSlug(name: string): string | null {
-  return /^ogb-[0-9a-f]{12}-([a-z0-9]{1,8})-[0-9a-f]{6}$/.exec(name)?.[1] ?? null;
+/** The fields every item of one create row shares, and what it observed. */
+interface CreateFacts {
+  row: CreateRow;
+  observation: BoatObservation;
+  base: Pick<PlanItem, "botId" | "boxId" | "stateDigest">;
+  facts: { resolved: boolean; ageMs: number; windowLeftMs: number; provider: BoatObservation };
 }
 
 /** The plan item for one create row, from freshly observed facts (also used by the actions). */
@@ -67,92 +85,88 @@ export function createItem(
     // Whether its bot exists decides whether adopting is allowed (a retire needs only the Boat gone).
     ...(registered === undefined || observation.kind === "absent" ? {} : { registered }),
   });
-  const base = { botId: row.botId, boxId: row.boxId ?? null, stateDigest: digest };
-  const name = observation.kind === "present" ? observation.name : null;
-  const facts = { resolved: row.resolved, ageMs, windowLeftMs, provider: observation };
-
-  if (row.boxId === undefined) {
-    if (keyStillRetried(row, at)) {
-      const inFlightLeftMs = createInFlightLeftMs(row.createdAt, at);
-      return {
-        ...base,
-        kind: "create_in_window",
-        name: null,
-        summary:
-          inFlightLeftMs > 0
-            ? `Bot ${row.botId} has a create request started ${Math.round(ageMs / 1000)} s ago whose answer is not recorded yet: a provisioning call may still be running.`
-            : `Bot ${row.botId} has a create request whose answer was never recorded; boat.dev may still own a Boat for its key, and nothing retries it by itself (unless a provisioning call for this bot is running right now, retry provisioning).`,
-        facts: { ...facts, ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}) },
-        action: {
-          name: null,
-          command: null,
-          advice: `Retry provisioning through the server (POST /v1/bots/${row.botId}/computer) within the window: it reuses the same key and cannot create a second Boat.`,
-        },
-      };
-    }
-    return {
-      ...base,
-      kind: "create_expired",
-      name: null,
-      summary: `Bot ${row.botId} has a create request whose Boat id was never recorded and whose key drydock no longer sends (within an hour of, or past, boat.dev's 24-hour retry window); creation for this bot is paused.`,
-      facts,
-      action: {
-        name: null,
-        command: null,
-        advice: `Look in boat.dev for an unnamed Boat created around ${new Date(row.createdAt).toISOString()}. If you find it, rename it to ${ctx.lifecycle.boatNameFor(row.botId)} and run \`${command(ctx, "creates", "adopt", row.botId, "<boxId>")}\`.`,
-      },
-    };
-  }
-
-  if (observation.kind === "absent" && !row.resolved) {
-    return {
-      ...base,
-      kind: "create_boat_gone",
-      name: null,
-      summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} does not exist at boat.dev (${observation.status}).`,
-      facts,
-      action: {
-        name: "retireCreate",
-        command: command(ctx, "creates", "retire", row.botId, "--expected-state", digest, "--yes"),
-        advice: "Retire the create record; boat.dev proved the Boat absent, so nothing can be orphaned.",
-      },
-    };
-  }
-  if (observation.kind === "absent") {
-    return {
-      ...base,
-      kind: "create_boat_gone",
-      name: null,
-      summary: `Bot ${row.botId} owns Boat ${row.boxId}, which boat.dev says no longer exists (${observation.status}).`,
-      facts,
-      action: {
-        name: "retireCreate",
-        command: command(ctx, "creates", "retire", row.botId, "--expected-state", digest, "--yes"),
-        advice: "Retire the ownership record; the next provision creates a new Boat.",
-      },
-    };
-  }
-  if (registered === false) {
-    // A Boat recorded for a bot that does not exist (deleted after a stale adopt landed, or a journal
-    // from elsewhere): billed, and no tool uses or deletes it. Never "fine" just because it is resolved.
-    return {
-      ...base,
-      kind: "create_bot_unregistered",
-      name,
-      summary:
-        observation.kind === "present"
-          ? `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, which boat.dev still has: it is billed, and no bot uses it or can delete it.`
-          : `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, and boat.dev could not be asked whether it still exists (it may still be billed).`,
-      facts,
-      action: {
-        name: null,
-        command: null,
-        advice: `If bot ${row.botId} is still wanted, create it again under the same id (POST /v1/bots with botId "${row.botId}"): the Boat is then its computer again${row.resolved ? "" : ` (run \`${command(ctx, "reconcile")}\` for the adopt command)`}. Otherwise delete Boat ${row.boxId} in boat.dev (check first that nothing on it is needed), then run \`${command(ctx, "reconcile")}\`: once boat.dev says the Boat is gone it prints the \`${command(ctx, "creates", "retire", row.botId)}\` command that retires this record.`,
-      },
-    };
-  }
+  const item: CreateFacts = {
+    row,
+    observation,
+    base: { botId: row.botId, boxId: row.boxId ?? null, stateDigest: digest },
+    facts: { resolved: row.resolved, ageMs, windowLeftMs, provider: observation },
+  };
+  if (row.boxId === undefined) return keyOnlyItem(ctx, item, at);
+  if (observation.kind === "absent") return goneItem(ctx, item, observation.status);
+  if (registered === false) return unregisteredItem(ctx, item);
   if (row.resolved) return null;
+  return unresolvedItem(ctx, item, registry, registered);
+}
 
+/** A create row without a Boat id: its key still retried (in the window), or no longer sent (expired). */
+function keyOnlyItem(ctx: BoatContext, { row, base, facts }: CreateFacts, at: number): PlanItem {
+  if (keyStillRetried(row, at)) {
+    const inFlightLeftMs = createInFlightLeftMs(row.createdAt, at);
+    return {
+      ...base,
+      kind: "create_in_window",
+      name: null,
+      summary: inWindowSummary(row.botId, facts.ageMs, inFlightLeftMs),
+      facts: { ...facts, ...(inFlightLeftMs > 0 ? { inFlightLeftMs } : {}) },
+      action: { name: null, command: null, advice: inWindowAdvice(row.botId) },
+    };
+  }
+  return {
+    ...base,
+    kind: "create_expired",
+    name: null,
+    summary: `Bot ${row.botId} has a create request whose Boat id was never recorded and whose key drydock no longer sends (within an hour of, or past, boat.dev's 24-hour retry window); creation for this bot is paused.`,
+    facts,
+    action: { name: null, command: null, advice: expiredCreateAdvice(ctx, row) },
+  };
+}
+
+/** A create row whose Boat boat.dev proved absent: retire the record. */
+function goneItem(ctx: BoatContext, { row, base, facts }: CreateFacts, status: number): PlanItem {
+  const retire = command(ctx, "creates", "retire", row.botId, "--expected-state", base.stateDigest, "--yes");
+  return {
+    ...base,
+    kind: "create_boat_gone",
+    name: null,
+    summary: row.resolved
+      ? `Bot ${row.botId} owns Boat ${row.boxId}, which boat.dev says no longer exists (${status}).`
+      : `Bot ${row.botId}'s remembered Boat ${row.boxId} does not exist at boat.dev (${status}).`,
+    facts,
+    action: {
+      name: "retireCreate",
+      command: retire,
+      advice: row.resolved
+        ? "Retire the ownership record; the next provision creates a new Boat."
+        : "Retire the create record; boat.dev proved the Boat absent, so nothing can be orphaned.",
+    },
+  };
+}
+
+/**
+ * A Boat recorded for a bot that does not exist (deleted after a stale adopt landed, or a journal from
+ * elsewhere): billed, and no tool uses or deletes it. Never "fine" just because it is resolved.
+ */
+function unregisteredItem(ctx: BoatContext, { row, observation, base, facts }: CreateFacts): PlanItem {
+  return {
+    ...base,
+    kind: "create_bot_unregistered",
+    name: observation.kind === "present" ? observation.name : null,
+    summary:
+      observation.kind === "present"
+        ? `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, which boat.dev still has: it is billed, and no bot uses it or can delete it.`
+        : `Bot ${row.botId} is not registered (deleted, or never created here), but the create journal records Boat ${row.boxId} for it, and boat.dev could not be asked whether it still exists (it may still be billed).`,
+    facts,
+    action: { name: null, command: null, advice: unregisteredAdvice(ctx, row) },
+  };
+}
+
+/** A Boat id remembered for the bot but never recorded as owned: adopt it, or say why not. */
+function unresolvedItem(
+  ctx: BoatContext,
+  { row, observation, base, facts }: CreateFacts,
+  registry: Registry,
+  registered: Registration,
+): PlanItem {
   if (observation.kind !== "present") {
     return {
       ...base,
@@ -167,47 +181,45 @@ export function createItem(
       },
     };
   }
-  if (name === null || ownsName(ctx, row.botId, name)) {
+  const { name } = observation;
+  if (name !== null && !ownsName(ctx, row.botId, name)) {
     return {
       ...base,
       kind: "create_unresolved",
       name,
-      summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
+      summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} carries a name that is not the bot's (${name}).`,
       facts,
-      // Whether the bot still exists could not be checked: nothing is offered for adoption.
-      action:
-        registered === "unknown"
-          ? { name: null, command: null, advice: registryUnreadableAdvice(ctx, registry) }
-          : {
-              name: "adopt",
-              command: command(
-                ctx,
-                "creates",
-                "adopt",
-                row.botId,
-                row.boxId,
-                "--expected-state",
-                digest,
-                "--yes",
-              ),
-              advice:
-                name === null
-                  ? `Adopt it: drydock names it ${ctx.lifecycle.boatNameFor(row.botId)} and records it as the bot's Boat.`
-                  : "Adopt it: record it as the bot's Boat.",
-            },
+      action: { name: null, command: null, advice: foreignNameAdvice(ctx, row.botId) },
     };
   }
+  const adopt = command(
+    ctx,
+    "creates",
+    "adopt",
+    row.botId,
+    row.boxId!,
+    "--expected-state",
+    base.stateDigest,
+    "--yes",
+  );
   return {
     ...base,
     kind: "create_unresolved",
     name,
-    summary: `Bot ${row.botId}'s remembered Boat ${row.boxId} carries a name that is not the bot's (${name}).`,
+    summary: `Bot ${row.botId}'s Boat ${row.boxId} exists but was never recorded as owned${name === null ? " (it is still unnamed)" : ""}.`,
     facts,
-    action: {
-      name: null,
-      command: null,
-      advice: `Check the Boat in boat.dev: rename it to ${ctx.lifecycle.boatNameFor(row.botId)} if it is this bot's, then run \`${command(ctx, "reconcile")}\` again.`,
-    },
+    // Whether the bot still exists could not be checked: nothing is offered for adoption.
+    action:
+      registered === "unknown"
+        ? { name: null, command: null, advice: registryUnreadableAdvice(ctx, registry) }
+        : {
+            name: "adopt",
+            command: adopt,
+            advice:
+              name === null
+                ? `Adopt it: drydock names it ${ctx.lifecycle.boatNameFor(row.botId)} and records it as the bot's Boat.`
+                : "Adopt it: record it as the bot's Boat.",
+          },
   };
 }
 
@@ -241,13 +253,13 @@ export function fenceItem(
     action = {
       name: null,
       command: null,
-      advice: `The deletion fence was stamped ${Math.ceil(aheadMs / 1000)} s ahead of this machine's clock, so its DELETE counts as still on the wire until this clock reaches ${new Date(record.updatedAt + DELETE_IN_FLIGHT_MS).toISOString()} (a retry before then is refused: it could be blind). Check the clocks of the machines that use this data directory; once they agree, run \`${command(ctx, "reconcile")}\` again.`,
+      advice: skewedFenceAdvice(ctx, record, aheadMs),
     };
   } else if (observation.kind === "present" && inFlightLeftMs > 0) {
     action = {
       name: null,
       command: null,
-      advice: `The deletion was prepared ${Math.round((DELETE_IN_FLIGHT_MS - inFlightLeftMs) / 1000)} s ago and its DELETE may still be on the wire (a retry now would be blind, and is refused). Wait ${Math.ceil(inFlightLeftMs / 1000)} s, then run \`${command(ctx, "reconcile")}\` again.`,
+      advice: inFlightFenceAdvice(ctx, inFlightLeftMs),
     };
   } else if (observation.kind === "present" && renamed !== undefined) {
     // A retry would only be refused (the fence's name is the confirmation; boat-lifecycle's name_mismatch):
@@ -255,7 +267,7 @@ export function fenceItem(
     action = {
       name: null,
       command: null,
-      advice: `boat.dev shows Boat ${record.boxId} named ${renamed === null ? "nothing (unnamed)" : renamed}, not the fenced ${record.name}, so drydock will not send its DELETE (it would delete something nobody confirmed). Rename it back to ${record.name} in boat.dev, or delete it there; then run \`${command(ctx, "reconcile")}\` again: it prints the command that finishes the fence (\`deletions retry\` once the name is back, \`deletions reconcile\` once boat.dev says the Boat is gone).`,
+      advice: renamedFenceAdvice(ctx, record, renamed),
     };
   } else if (observation.kind === "present") {
     action = {
@@ -341,12 +353,7 @@ export function unknownBoatItem(
           }
         : { name: null, command: null, advice: refusal.message };
   } else {
-    const slug = boat.name === null ? null : nameSlug(boat.name);
-    action = {
-      name: null,
-      command: null,
-      advice: `Its name is this installation's deterministic name for a bot${slug === null ? "" : ` whose id begins with "${slug}" (lower-cased, letters and digits only)`} that no journal or known bot matches. Run \`${command(ctx, "creates", "adopt", "<botId>", boat.id)}\` with that bot's id: the preview checks the name and prints the command to paste. If no bot needs it, delete it in boat.dev.`,
-    };
+    action = { name: null, command: null, advice: unclaimedAdvice(ctx, boat.id, boat.name) };
   }
   return {
     kind,
@@ -396,71 +403,8 @@ export async function plan(ctx: BoatContext, planOptions: BoatPlanOptions = {}):
   const rows = await ctx.createJournal.boatCreateRecoverySnapshot();
   const fences = await ctx.deleteJournal.boatDeletionSnapshot();
   const registry = await readRegistry(ctx);
-  const fencedIds = new Set(fences.map((record) => record.boxId));
-  const items: PlanItem[] = [];
-  // A journaled Boat whose read failed: a resolved create row then makes no item at all, so without this
-  // the report would read as if boat.dev had been checked.
-  const unreadBoats: BoatPlan["unreadBoats"] = [];
-  const observed = async (boxId: string, botId: string | null): Promise<BoatObservation> => {
-    const observation = await observe(ctx, boxId);
-    if (observation.kind === "unknown")
-      unreadBoats.push({ boxId, botId, reason: observation.reason.replace(/[.\s]+$/, "") });
-    return observation;
-  };
-  for (const record of fences)
-    items.push(fenceItem(ctx, record, await observed(record.boxId, record.ownerBotId), at));
-  for (const row of rows) {
-    if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
-    const observation =
-      row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observed(row.boxId, row.botId);
-    const item = createItem(ctx, row, observation, at, registry);
-    if (item) items.push(item);
-  }
-
-  let listed: readonly { id: string; name: string | null; state: string }[] = [];
-  let providerError: string | null = null;
-  try {
-    listed = await ctx.client.listAllSandboxes();
-  } catch (error) {
-    // Quoted inside other sentences (status, the server's report): without its own final full stop.
-    providerError = (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "");
-  }
-  const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
-  const keyOnly = rows.filter((row) => row.boxId === undefined);
-  const byName = await namesOfKnownBots(ctx, rows, fences, planOptions.botIds ?? [], registry);
-  const claimantOf = (name: string | null): string | null => {
-    const owners = name === null ? [] : (byName.get(name) ?? []);
-    return owners.length === 1 ? (owners[0] ?? null) : null;
-  };
-  /** Whether a Boat no journal knows becomes a plan item: this installation's name, or unnamed beside a key-only row. */
-  const planned = (name: string | null): boolean =>
-    name !== null ? claimantOf(name) !== null || scopeOfBoatName(name) === ctx.ownScope : keyOnly.length > 0;
-  // boat.dev's list is eventually consistent: a Boat deleted moments ago may still be listed. Before one
-  // no journal knows is reported (and a person told to delete it), a direct GET confirms it: boat.dev's
-  // own 404/410 leaves it out, a failed read keeps it and says so. Such Boats are rare; at most
-  // UNKNOWN_BOAT_READS are read per plan, the rest are reported as listed (and say so).
-  let reads = 0;
-  const unknown: { boat: ListedBoat; claimant: string | null; read: UnknownBoatRead }[] = [];
-  for (const listedBoat of listed) {
-    if (known.has(listedBoat.id) || !planned(listedBoat.name)) continue;
-    let boat: ListedBoat = listedBoat;
-    let read: UnknownBoatRead = "confirmed";
-    if (reads >= UNKNOWN_BOAT_READS) {
-      read = "listed_only";
-    } else {
-      reads += 1;
-      try {
-        const fresh = await ctx.client.getSandbox(listedBoat.id);
-        boat = { id: listedBoat.id, name: fresh.name, state: fresh.state };
-      } catch (error) {
-        if (absenceProof(error) !== null) continue; // deleted: the list has not caught up yet
-        read = { failed: (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "") };
-      }
-      // Renamed since it was listed: judged by the name boat.dev shows now, as adopt will.
-      if (!planned(boat.name)) continue;
-    }
-    unknown.push({ boat, claimant: claimantOf(boat.name), read });
-  }
+  const { items, unreadBoats } = await journaledItems(ctx, rows, fences, at, registry);
+  const { unknown, providerError } = await unknownBoats(ctx, rows, fences, planOptions, registry);
   /** Bots whose still-retried key cannot settle: a Boat named for them pauses their provisioning. */
   const pausedBy = new Map<string, string>();
   for (const { boat, claimant } of unknown) {
@@ -485,11 +429,7 @@ export async function plan(ctx: BoatContext, planOptions: BoatPlanOptions = {}):
     if (boxId === undefined) continue;
     // Retrying provisioning is what settles a key inside its window, except while a Boat carries the
     // bot's name: provisioning then refuses (a retry could bill a second Boat). Say so, not "retry".
-    item.action = {
-      name: null,
-      command: null,
-      advice: `Provisioning bot ${item.botId} is paused while boat.dev has Boat ${boxId} carrying its name and this request is open, so retrying it would be refused. See the line for Boat ${boxId}.`,
-    };
+    item.action = { name: null, command: null, advice: pausedProvisioningAdvice(item.botId!, boxId) };
   }
   return {
     items,
@@ -498,4 +438,94 @@ export async function plan(ctx: BoatContext, planOptions: BoatPlanOptions = {}):
     unreadBoats,
     ...(registry.kind === "unreadable" ? { registryError: registry.reason } : {}),
   };
+}
+
+/** The items of every deletion fence and create row, each from a fresh direct read of its Boat. */
+async function journaledItems(
+  ctx: BoatContext,
+  rows: readonly CreateRow[],
+  fences: readonly RecoveryDeletionRecord[],
+  at: number,
+  registry: Registry,
+): Promise<{ items: PlanItem[]; unreadBoats: BoatPlan["unreadBoats"] }> {
+  const fencedIds = new Set(fences.map((record) => record.boxId));
+  const items: PlanItem[] = [];
+  // A journaled Boat whose read failed: a resolved create row then makes no item at all, so without this
+  // the report would read as if boat.dev had been checked.
+  const unreadBoats: BoatPlan["unreadBoats"] = [];
+  const observed = async (boxId: string, botId: string | null): Promise<BoatObservation> => {
+    const observation = await observe(ctx, boxId);
+    if (observation.kind === "unknown")
+      unreadBoats.push({ boxId, botId, reason: observation.reason.replace(/[.\s]+$/, "") });
+    return observation;
+  };
+  for (const record of fences)
+    items.push(fenceItem(ctx, record, await observed(record.boxId, record.ownerBotId), at));
+  for (const row of rows) {
+    if (row.boxId !== undefined && fencedIds.has(row.boxId)) continue; // the fence item covers it
+    const observation =
+      row.boxId === undefined ? ({ kind: "not_checked" } as const) : await observed(row.boxId, row.botId);
+    const item = createItem(ctx, row, observation, at, registry);
+    if (item) items.push(item);
+  }
+  return { items, unreadBoats };
+}
+
+/**
+ * The listed Boats no journal knows that become plan items (this installation's name, or unnamed beside
+ * a key-only row), each with the bot whose deterministic name it carries when exactly one known bot does.
+ */
+async function unknownBoats(
+  ctx: BoatContext,
+  rows: readonly CreateRow[],
+  fences: readonly RecoveryDeletionRecord[],
+  planOptions: BoatPlanOptions,
+  registry: Registry,
+): Promise<{ unknown: UnknownBoat[]; providerError: string | null }> {
+  let listed: readonly { id: string; name: string | null; state: string }[] = [];
+  let providerError: string | null = null;
+  try {
+    listed = await ctx.client.listAllSandboxes();
+  } catch (error) {
+    // Quoted inside other sentences (status, the server's report): without its own final full stop.
+    providerError = (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "");
+  }
+  const fencedIds = fences.map((record) => record.boxId);
+  const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
+  const keyOnly = rows.filter((row) => row.boxId === undefined);
+  const byName = await namesOfKnownBots(ctx, rows, fences, planOptions.botIds ?? [], registry);
+  const claimantOf = (name: string | null): string | null => {
+    const owners = name === null ? [] : (byName.get(name) ?? []);
+    return owners.length === 1 ? (owners[0] ?? null) : null;
+  };
+  /** Whether a Boat no journal knows becomes a plan item: this installation's name, or unnamed beside a key-only row. */
+  const planned = (name: string | null): boolean =>
+    name !== null ? claimantOf(name) !== null || scopeOfBoatName(name) === ctx.ownScope : keyOnly.length > 0;
+  // boat.dev's list is eventually consistent: a Boat deleted moments ago may still be listed. Before one
+  // no journal knows is reported (and a person told to delete it), a direct GET confirms it: boat.dev's
+  // own 404/410 leaves it out, a failed read keeps it and says so. Such Boats are rare; at most
+  // UNKNOWN_BOAT_READS are read per plan, the rest are reported as listed (and say so).
+  let reads = 0;
+  const unknown: UnknownBoat[] = [];
+  for (const listedBoat of listed) {
+    if (known.has(listedBoat.id) || !planned(listedBoat.name)) continue;
+    let boat: ListedBoat = listedBoat;
+    let read: UnknownBoatRead = "confirmed";
+    if (reads >= UNKNOWN_BOAT_READS) {
+      read = "listed_only";
+    } else {
+      reads += 1;
+      try {
+        const fresh = await ctx.client.getSandbox(listedBoat.id);
+        boat = { id: listedBoat.id, name: fresh.name, state: fresh.state };
+      } catch (error) {
+        if (absenceProof(error) !== null) continue; // deleted: the list has not caught up yet
+        read = { failed: (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "") };
+      }
+      // Renamed since it was listed: judged by the name boat.dev shows now, as adopt will.
+      if (!planned(boat.name)) continue;
+    }
+    unknown.push({ boat, claimant: claimantOf(boat.name), read });
+  }
+  return { unknown, providerError };
 }
