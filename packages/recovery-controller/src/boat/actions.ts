@@ -7,7 +7,7 @@ import { DELETE_IN_FLIGHT_MS, deletionInFlightLeftMs, isLifecycleError } from "@
 import { recoveryError } from "../errors.js";
 import type { RecoveryDeletionRecord } from "../ports.js";
 import type { BoatObservation } from "../schema.js";
-import { BOAT_ID_PATTERN, BOT_ID_PATTERN, fenceInFlightLeftMs } from "../schema.js";
+import { BOAT_ID_PATTERN, BOT_ID_PATTERN, DIGEST_PATTERN, fenceInFlightLeftMs } from "../schema.js";
 import {
   type BoatContext,
   type CreateRow,
@@ -18,7 +18,7 @@ import {
   readRegistry,
   registrationOf,
 } from "./context.js";
-import { DIGEST, fenceDigest, renamedTo, rowOf } from "./facts.js";
+import { fenceDigest, renamedTo, rowOf } from "./facts.js";
 import { createItem, fenceItem, unknownBoatItem } from "./plan.js";
 import { adoptRefusal } from "./rules.js";
 import type { BoatActionOptions, BoatActionResult } from "./types.js";
@@ -48,7 +48,7 @@ export function checkExpected(
   moved?: string,
 ): void {
   if (expected === undefined) return;
-  if (!DIGEST.test(expected)) {
+  if (!DIGEST_PATTERN.test(expected)) {
     throw recoveryError(
       "INVALID_ARGUMENT",
       "--expected-state must be the sha256:… digest printed by the preview.",

@@ -8,7 +8,6 @@ import type { BoatObservation } from "../schema.js";
 import type { CreateRow } from "./context.js";
 
 export const ITEM_DOMAIN = "drydock-recovery-plan-item-v1";
-export const DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 export function rowFacts(row: CreateRow | undefined): unknown {
   return row === undefined ? null : rowOf(row);
