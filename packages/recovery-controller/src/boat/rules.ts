@@ -1,8 +1,4 @@
-/**
- * Why an adopt would be refused: the rule the Boat plan and the adopt action share. The plan prints an action's command only where these allow it, so a printed command never
- * merely refuses.
- */
-
+/** Why an adopt would be refused: the rule the Boat plan and the adopt action share. */
 import type { RecoveryDeletionRecord } from "../ports.js";
 import { keyWindowRefusal, registryUnreadableAdvice } from "./advice.js";
 import {
