@@ -10,7 +10,6 @@ import {
   rollbackFromSafetyCheckpoint,
   tornLockDigest,
   type WorkspaceLease,
-  type WorkspaceLockOwner,
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
@@ -44,14 +43,14 @@ export function defaultRestorePorts(options: {
     async inspect() {
       return inspectWorkspaceLock({ dataDir, workspaceRoot, ...probe });
     },
-    ownerDigest: (owner: WorkspaceOwner) => ownerDigest(owner as WorkspaceLockOwner),
+    ownerDigest: (owner: WorkspaceOwner) => ownerDigest(owner),
     withRecovery(operationId, expectedOwner, fn) {
       return withWorkspaceRecoveryLock(
         {
           dataDir,
           workspaceRoot,
           transactionId: operationId,
-          expectedOwner: expectedOwner as WorkspaceLockOwner,
+          expectedOwner,
           ...probe,
         },
         (lease) => fn(lease),
