@@ -21,13 +21,7 @@ import {
 } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import { fsyncDirectory, judgeOwnerLiveness, nodeFileOps } from "@drydock/file-lock";
-import {
-  type BoatPlan,
-  listWorkspaces,
-  type PlanItem,
-  planItemNeedsAttention,
-  strayRestoreShards,
-} from "@drydock/recovery-controller";
+import { type BoatPlan, listWorkspaces, strayRestoreShards } from "@drydock/recovery-controller";
 import type { CrashHook, SagaState } from "@drydock/restore-saga";
 import {
   findUnsettledRestore,
@@ -56,7 +50,7 @@ import { z } from "zod";
 import { BOT_ID, type Bot, type BotRegistry } from "./bots.js";
 import { HttpProblem, toHttpError } from "./http-errors.js";
 import type { Metrics } from "./metrics.js";
-import { collectRestoreRecovery, drydockCommandPrefix, type Unreadable } from "./recovery.js";
+import { drydockCommandPrefix, recoveryAnswer } from "./recovery.js";
 import {
   BIDI_CONTROLS,
   sweepStaleWorkspaceTemps,
@@ -1414,72 +1408,15 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   /** The recount a scrape started and has not finished, shared by the scrapes that come meanwhile. */
   let recount: Promise<void> | null = null;
   async function recoveryReport() {
-    const commandPrefix = drydockCommandPrefix(deps.dataDir);
-    const unreadable: Unreadable[] = [];
-    let boats: (PlanItem & { attention: boolean })[] = [];
-    try {
-      const plan = await deps.recovery.plan();
-      if (!plan.providerListed) {
-        unreadable.push({
-          area: "boats",
-          subject: "boat.dev",
-          message: `boat.dev could not be listed (${plan.providerError ?? "unknown error"}), so Boats no journal knows were not looked for; retry, or run \`${commandPrefix} reconcile\` with the provider configured.`,
-        });
-      }
-      // As `drydock status`: a journaled Boat whose direct read failed is unverified, so the answer is
-      // incomplete (the status command's INCOMPLETE verdict, exit 6).
-      for (const boat of plan.unreadBoats) {
-        unreadable.push({
-          area: "boats",
-          subject: boat.boxId,
-          message: `boat.dev could not read Boat ${boat.boxId}${boat.botId === null ? "" : ` (bot ${boat.botId})`} (${boat.reason}), so what is said of it is unverified; retry, or run \`${commandPrefix} status\` once boat.dev answers.`,
-        });
-      }
-      if (plan.registryError !== undefined) {
-        unreadable.push({
-          area: "bots",
-          subject: "bot registry",
-          message: `The bot registry could not be read (${scrubPaths(plan.registryError)}), so whether the bots of recorded Boats still exist was not checked.`,
-        });
-      }
-      // As `drydock status` (one rule, in the recovery controller): work in progress needs no person.
-      boats = plan.items.map((item) => ({ ...item, attention: planItemNeedsAttention(item) }));
-    } catch (error) {
-      unreadable.push({
-        area: "boats",
-        subject: "journals",
-        message: `The Boat recovery plan could not be made (${error instanceof Error ? error.message : String(error)}); run \`${commandPrefix} status\` to see what is unreadable.`,
-      });
-    }
-    const found = await collectRestoreRecovery(deps.dataDir, commandPrefix);
-    unreadable.push(...found.unreadable);
-    let retirements: { botId: string; message: string }[] = [];
-    try {
-      retirements = await unfinishedRetirements();
-    } catch (error) {
-      unreadable.push({
-        area: "bots",
-        subject: "bot registry",
-        message: `The bot registry could not be read (${scrubPaths(error instanceof Error ? error.message : String(error))}), so deleted bots whose workspace retirement did not finish were not looked for.`,
-      });
-    }
-    const open =
-      boats.filter((item) => item.attention).length +
-      found.restores.filter((item) => item.attention).length +
-      unreadable.length +
-      retirements.length;
-    deps.metrics.recoveryItemsOpen.set(open);
+    const answer = await recoveryAnswer({
+      dataDir: deps.dataDir,
+      plan: () => deps.recovery.plan(),
+      unfinishedRetirements,
+      scrubPaths,
+    });
+    deps.metrics.recoveryItemsOpen.set(answer.open);
     recoveryCountedAt = performance.now();
-    return {
-      ok: true,
-      open,
-      complete: unreadable.length === 0,
-      boats,
-      restores: found.restores,
-      retirements,
-      unreadable,
-      startup: deps.startupReport(),
-    };
+    return { ok: true, ...answer, startup: deps.startupReport() };
   }
 
   /**

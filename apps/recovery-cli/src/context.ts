@@ -10,8 +10,18 @@ import {
 } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
-import type { MainOptions } from "./program.js";
 import { type Colors, colors } from "./render.js";
+
+/** What `main` runs with besides the command line: the streams, the environment, the test seams. */
+export interface MainOptions {
+  io: CliIo;
+  /** The environment variables the CLI honours (DRYDOCK_DATA_DIR, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR). */
+  env: Readonly<Record<string, string | undefined>>;
+  now?: () => number;
+  /** Injected for tests: replaces global fetch for the provider client. */
+  fetch?: typeof fetch;
+  cwd?: string;
+}
 
 export interface GlobalOptions {
   dataDir?: string;

@@ -3,7 +3,8 @@ import { CREATE_WINDOW_MS } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { isCliError } from "../errors.js";
 import { duration, type Rendered, table } from "../render.js";
-import { boatAction, journals } from "./boats.js";
+import { boatAction } from "../shared/boat-action.js";
+import { journals } from "../shared/boats.js";
 
 export interface CreateRow {
   botId: string;

@@ -1,7 +1,8 @@
 import { fenceInFlightLeftMs } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { duration, type Rendered, table } from "../render.js";
-import { boatAction, journals } from "./boats.js";
+import { boatAction } from "../shared/boat-action.js";
+import { journals } from "../shared/boats.js";
 
 export interface DeletionRow {
   boxId: string;

@@ -1,7 +1,7 @@
 import type { CommandContext } from "../context.js";
 import { EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
-import { boatRecovery, pasteLine, planTable } from "./boats.js";
+import { boatRecovery, pasteLine, planTable } from "../shared/boats.js";
 
 /** The Boat recovery plan: journals vs boat.dev. Read-only, whatever flags are given. */
 export async function reconcilePlan(ctx: CommandContext): Promise<Rendered> {

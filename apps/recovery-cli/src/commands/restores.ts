@@ -9,7 +9,7 @@ import {
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
-import { controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
+import { controllerFor, findSaga, type Workspace, workspaces } from "../shared/workspaces.js";
 
 const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "complete", "rollback"];
 
