@@ -32,7 +32,9 @@ function restore(overrides: Partial<RestoreReportItem>): RestoreReportItem {
   };
 }
 
-function planItem(overrides: Partial<PlanItem> & { facts?: Partial<PlanItem["facts"]> }): PlanItem {
+function planItem(
+  overrides: Partial<Omit<PlanItem, "facts">> & { facts?: Partial<PlanItem["facts"]> },
+): PlanItem {
   const { facts, ...rest } = overrides;
   return {
     kind: "deletion_fence",
@@ -41,7 +43,7 @@ function planItem(overrides: Partial<PlanItem> & { facts?: Partial<PlanItem["fac
     name: null,
     summary: "a deletion fence",
     facts: { provider: { kind: "not_checked" }, ...facts },
-    action: { name: "retryDelete", command: "drydock deletions retry box-1 --yes", advice: "retry" },
+    action: { name: "retryDeletion", command: "drydock deletions retry box-1 --yes", advice: "retry" },
     stateDigest: `sha256:${"0".repeat(64)}`,
     ...rest,
   };
