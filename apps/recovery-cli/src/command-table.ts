@@ -15,13 +15,31 @@ export type Handler = (ctx: CommandContext, ...args: string[]) => Promise<Render
 /** Wraps a handler as commander's action (`main` builds it: it makes the context and keeps the outcome). */
 export type Runner = (handler: Handler) => (...commanderArgs: unknown[]) => Promise<void>;
 
-/** Every command line `drydock` knows, each calling its command function through `run`. */
+/** Every command line `drydock` knows, each calling its command function through `run` (in help's order). */
 export function registerCommands(program: Command, run: Runner): void {
   program
     .command("status")
     .description("what needs attention, one line each, and the command to act on it")
     .action(run((ctx) => status(ctx)));
+  registerBoatCommands(program, run);
+  registerRestoreCommands(program, run);
+  program
+    .command("reconcile")
+    .description("plan for all Boats vs the provider; nothing is changed")
+    .action(run((ctx) => reconcilePlan(ctx)));
+  const locks = program.command("locks").description("lock files under the data directory");
+  locks
+    .command("list")
+    .description("lock files, owners (digest only), liveness")
+    .action(run((ctx) => locksList(ctx)));
+  locks
+    .command("gc")
+    .description("remove garbage election records (only with --yes)")
+    .action(run((ctx) => locksGc(ctx)));
+}
 
+/** `creates …` and `deletions …`: the Boat journals, each change fenced by `--expected-state`. */
+function registerBoatCommands(program: Command, run: Runner): void {
   const creates = program.command("creates").description("the Boat create journal");
   creates
     .command("list")
@@ -53,7 +71,10 @@ export function registerCommands(program: Command, run: Runner): void {
     .description("re-send DELETE for a blocked or unconfirmed fence")
     .option("--expected-state <digest>", "the state digest printed by the preview")
     .action(run((ctx, boxId) => deletionsRetry(ctx, boxId!)));
+}
 
+/** `restores …`: the checkpoint restore sagas, each action fenced by the saga's seq, hash and owner. */
+function registerRestoreCommands(program: Command, run: Runner): void {
   const restores = program.command("restores").description("checkpoint restore sagas");
   restores
     .command("list")
@@ -90,19 +111,4 @@ export function registerCommands(program: Command, run: Runner): void {
     .addOption(new Option("--older-than-days <n>", "finished at least this many days ago").default("30"))
     .option("--expected-state <digest>", "the digest of the list printed by the preview")
     .action(run((ctx) => restoresPurge(ctx)));
-
-  program
-    .command("reconcile")
-    .description("plan for all Boats vs the provider; nothing is changed")
-    .action(run((ctx) => reconcilePlan(ctx)));
-
-  const locks = program.command("locks").description("lock files under the data directory");
-  locks
-    .command("list")
-    .description("lock files, owners (digest only), liveness")
-    .action(run((ctx) => locksList(ctx)));
-  locks
-    .command("gc")
-    .description("remove garbage election records (only with --yes)")
-    .action(run((ctx) => locksGc(ctx)));
 }

@@ -9,7 +9,7 @@ import {
   type SagaStore,
 } from "@drydock/restore-saga";
 import { sagaStateDir } from "./defaults.js";
-import { createRestoreRecoveryController } from "./restore.js";
+import { createRestoreRecoveryController, type RestoreRecoveryController } from "./restore.js";
 import type { BoatPlan, PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
 
 /**
@@ -263,6 +263,81 @@ function settlingItem(
   };
 }
 
+/** One saga as the listing named it: its bot, its id, its pending item (if listed), the listing's diagnostic. */
+interface ListedSaga {
+  botId: string;
+  operationId: string;
+  item: PendingList["items"][number] | undefined;
+  diagnostic: PendingDiagnostic["status"] | null;
+}
+
+/**
+ * One listed saga previewed by the restore recovery controller: its fenced command for the one eligible
+ * action, whether its owner runs (work in progress), kept the lock after failing, or stalled; settled or in
+ * progress when the preview says so (`settlingReason`); a problem for a person otherwise.
+ */
+async function previewedItem(
+  listed: ListedSaga,
+  controller: RestoreRecoveryController,
+  commandPrefix: string,
+  now: () => number,
+): Promise<RestoreReportItem> {
+  const { botId, operationId, item, diagnostic } = listed;
+  try {
+    const preview = await controller.preview(operationId);
+    const next = preview.recommended;
+    const ownerAlive = preview.owner?.alive ?? null;
+    // A live owner that wrote recovery_required retained the lock and stopped: no progress will come.
+    const retainedByLiveOwner =
+      ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
+        ? { pid: preview.owner.pid }
+        : null;
+    const lastAt = Date.parse(preview.saga.events.at(-1)?.timestamp ?? "");
+    const quietMs = Number.isFinite(lastAt) ? now() - lastAt : 0;
+    const stalledForMs =
+      ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS ? quietMs : null;
+    if (preview.saga.archived && preview.owner === null && preview.tornLock === null && next === null) {
+      // Archived since the listing, its lock let go: settled, nothing left for anyone.
+      return {
+        ...settlingItem(botId, operationId, item, diagnostic),
+        phase: preview.saga.phase,
+        basePhase: preview.saga.basePhase,
+        seq: preview.saga.seq,
+        problem: "it ended and was archived while this report was made: settled, nothing to do",
+      };
+    }
+    const attention = ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null;
+    return {
+      botId,
+      operationId,
+      phase: preview.saga.phase,
+      basePhase: preview.saga.basePhase,
+      seq: preview.saga.seq,
+      updatedAt: item?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
+      ownerAlive,
+      next,
+      command: next === null ? null : restoreCommand(commandPrefix, next, preview),
+      problem: null,
+      diagnostic,
+      attention,
+      inProgress: !attention,
+      retainedByLiveOwner,
+      stalledForMs,
+    };
+  } catch (error) {
+    const settling = settlingReason(error);
+    if (settling !== null)
+      return { ...settlingItem(botId, operationId, item, diagnostic), problem: settling };
+    // Not work in progress: a person must look (the same facts, the error as the problem).
+    return {
+      ...settlingItem(botId, operationId, item, diagnostic),
+      problem: messageOf(error),
+      attention: true,
+      inProgress: false,
+    };
+  }
+}
+
 /**
  * Every restore of a data directory that a person may have to settle: each workspace's pending sagas (all
  * pages) and the store's diagnostics (a finished saga not archived yet still holds its lock; a corrupt or
@@ -315,69 +390,12 @@ export async function reportRestores(options: {
     for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {
       const item = listed.get(operationId);
       const found = diagnostics.get(operationId);
-      const diagnostic = found?.status ?? null;
       if (item === undefined && found?.status === "orphan_unpublished") {
         restores.push(orphanItem(botId, operationId, found.code, sagaStateDir(dataDir)));
         continue;
       }
-      try {
-        const preview = await controller.preview(operationId);
-        const next = preview.recommended;
-        const ownerAlive = preview.owner?.alive ?? null;
-        // A live owner that wrote recovery_required retained the lock and stopped: no progress will come.
-        const retainedByLiveOwner =
-          ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
-            ? { pid: preview.owner.pid }
-            : null;
-        const lastAt = Date.parse(preview.saga.events.at(-1)?.timestamp ?? "");
-        const quietMs = Number.isFinite(lastAt) ? now() - lastAt : 0;
-        const stalledForMs =
-          ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS
-            ? quietMs
-            : null;
-        if (preview.saga.archived && preview.owner === null && preview.tornLock === null && next === null) {
-          // Archived since the listing, its lock let go: settled, nothing left for anyone.
-          restores.push({
-            ...settlingItem(botId, operationId, item, diagnostic),
-            phase: preview.saga.phase,
-            basePhase: preview.saga.basePhase,
-            seq: preview.saga.seq,
-            problem: "it ended and was archived while this report was made: settled, nothing to do",
-          });
-          continue;
-        }
-        const attention = ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null;
-        restores.push({
-          botId,
-          operationId,
-          phase: preview.saga.phase,
-          basePhase: preview.saga.basePhase,
-          seq: preview.saga.seq,
-          updatedAt: item?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
-          ownerAlive,
-          next,
-          command: next === null ? null : restoreCommand(commandPrefix, next, preview),
-          problem: null,
-          diagnostic,
-          attention,
-          inProgress: !attention,
-          retainedByLiveOwner,
-          stalledForMs,
-        });
-      } catch (error) {
-        const settling = settlingReason(error);
-        if (settling !== null) {
-          restores.push({ ...settlingItem(botId, operationId, item, diagnostic), problem: settling });
-          continue;
-        }
-        // Not work in progress: a person must look (the same facts, the error as the problem).
-        restores.push({
-          ...settlingItem(botId, operationId, item, diagnostic),
-          problem: messageOf(error),
-          attention: true,
-          inProgress: false,
-        });
-      }
+      const listing = { botId, operationId, item, diagnostic: found?.status ?? null };
+      restores.push(await previewedItem(listing, controller, commandPrefix, now));
     }
   }
   if (shards !== null) gaps.push(...strayShardGaps(dataDir, shards));
