@@ -45,8 +45,16 @@ export async function collectCreates(
   return { rows, environmentIdMissing: environmentId === null };
 }
 
+/** `creates list`: the create journal (`collectCreates`), rendered by `renderCreates`. */
 export async function createsList(ctx: CommandContext): Promise<Rendered> {
-  const { rows, environmentIdMissing } = await collectCreates(ctx);
+  return renderCreates(ctx, await collectCreates(ctx));
+}
+
+/** The create journal as a table: each row's age against boat.dev's 24-hour window, and its Boat name. */
+export function renderCreates(
+  ctx: CommandContext,
+  { rows, environmentIdMissing }: { rows: CreateRow[]; environmentIdMissing: boolean },
+): Rendered {
   const note = environmentIdMissing
     ? "note: <dataDir>/environment-id is missing, so Boat names cannot be shown.\n"
     : "";

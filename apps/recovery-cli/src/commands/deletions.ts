@@ -37,8 +37,13 @@ export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow
   }));
 }
 
+/** `deletions list`: the deletion fences (`collectDeletions`), rendered by `renderDeletions`. */
 export async function deletionsList(ctx: CommandContext): Promise<Rendered> {
-  const rows = await collectDeletions(ctx);
+  return renderDeletions(ctx, await collectDeletions(ctx));
+}
+
+/** The deletion fences as a table, with the command group that moves each on. */
+export function renderDeletions(ctx: CommandContext, rows: DeletionRow[]): Rendered {
   const human =
     rows.length === 0
       ? "No deletion fences.\n"
