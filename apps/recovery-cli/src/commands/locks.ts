@@ -170,8 +170,13 @@ export function collectLocks(ctx: CommandContext): LockRow[] {
   });
 }
 
+/** `locks list`: the lock files (`collectLocks`), rendered by `renderLocks`. */
 export async function locksList(ctx: CommandContext): Promise<Rendered> {
-  const rows = collectLocks(ctx);
+  return renderLocks(ctx, collectLocks(ctx));
+}
+
+/** The lock files as a table: owner liveness (digest only), the restore or edit holding each, leftovers. */
+export function renderLocks(ctx: CommandContext, rows: LockRow[]): Rendered {
   const human =
     rows.length === 0
       ? "No lock files.\n"
