@@ -2,6 +2,17 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import {
+  BOTS_FILE,
+  CHECKPOINTS_DIR,
+  CREATE_JOURNAL_FILE,
+  DELETE_JOURNAL_FILE,
+  EMBEDDED_PROVIDER_FILE,
+  ENVIRONMENT_ID_FILE,
+  PROVIDER_BINDING_FILE,
+  RESTORE_SAGAS_DIR,
+  WORKSPACES_DIR,
+} from "@drydock/facts";
+import {
   drydockCommandPrefix,
   providerIdentity,
   providerMismatch,
@@ -107,14 +118,14 @@ function assertDataDir(dataDir: string): void {
 
 /** What a data directory holds once anything of drydock ran on it; one holding none of them is not one. */
 const DATA_DIR_MARKERS = [
-  "environment-id",
-  "boat-provider",
-  "bots.json",
-  "box-create-requests.json",
-  "box-delete-requests.json",
-  "restore-sagas",
-  "checkpoints",
-  "workspaces",
+  ENVIRONMENT_ID_FILE,
+  PROVIDER_BINDING_FILE,
+  BOTS_FILE,
+  CREATE_JOURNAL_FILE,
+  DELETE_JOURNAL_FILE,
+  RESTORE_SAGAS_DIR,
+  CHECKPOINTS_DIR,
+  WORKSPACES_DIR,
 ];
 
 /** The URL as a printable word, or null when it carries credentials (user:password@) and must not be shown. */
@@ -211,7 +222,7 @@ function checkedProvider(provider: ProviderChoice, dataDir: string): { url: stri
 
 /** `<dataDir>/environment-id`; throws ENVIRONMENT_ID_MISSING when it is missing or not a UUID. */
 function readEnvironmentId(dataDir: string): string {
-  const file = path.join(dataDir, "environment-id");
+  const file = path.join(dataDir, ENVIRONMENT_ID_FILE);
   let text: string;
   try {
     text = readFileSync(file, "utf8").trim();
@@ -276,7 +287,7 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
 function readEmbeddedProvider(dataDir: string): { apiUrl: string; token: string } | null {
   let saved: unknown;
   try {
-    saved = JSON.parse(readFileSync(path.join(dataDir, "embedded-boat-dev.json"), "utf8"));
+    saved = JSON.parse(readFileSync(path.join(dataDir, EMBEDDED_PROVIDER_FILE), "utf8"));
   } catch {
     return null;
   }

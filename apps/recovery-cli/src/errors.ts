@@ -1,8 +1,5 @@
-import {
-  isJournalStateError as isCreateJournalError,
-  TRANSIENTLY_UNREADABLE,
-} from "@drydock/boat-create-journal";
-import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
+import { isBoatCreateJournalError, TRANSIENTLY_UNREADABLE } from "@drydock/boat-create-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isLifecycleError, type LifecycleErrorCode } from "@drydock/boat-lifecycle";
 import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
 import { isLockError } from "@drydock/file-lock";
@@ -166,7 +163,7 @@ function classifyRaw(error: unknown): { exitCode: ExitCode; code: string } {
     }
   }
   if (isSagaError(error)) return { exitCode: SAGA_EXIT[error.code] ?? EXIT_CODES.FAILURE, code: error.code };
-  if (isCreateJournalError(error) || isDeleteJournalError(error)) {
+  if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) {
     return {
       exitCode:
         error.code === "INVALID_ARGUMENT"

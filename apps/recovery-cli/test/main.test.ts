@@ -1,12 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  JournalStateError as CreateJournalError,
-  NEWER_FORMAT,
-  TRANSIENTLY_UNREADABLE,
-} from "@drydock/boat-create-journal";
-import { JournalStateError as DeleteJournalError } from "@drydock/boat-delete-journal";
+import { BoatCreateJournalError, NEWER_FORMAT, TRANSIENTLY_UNREADABLE } from "@drydock/boat-create-journal";
+import { BoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { BoatApiError, BoatTransportError } from "@drydock/boat-provider";
 import { RecoveryError } from "@drydock/recovery-controller";
 import { SagaError } from "@drydock/restore-saga";
@@ -39,8 +35,8 @@ describe("main (in-process, injected streams)", () => {
     expect(classifyError(new CliError("USAGE", "x")).exitCode).toBe(EXIT_CODES.USAGE);
     // A journal paused as damaged needs a person (5); one not read just now (EMFILE) is a failure to retry (1).
     for (const make of [
-      (detail: string) => new CreateJournalError({ code: "BOAT_CREATE_PAUSED", detail, message: detail }),
-      (detail: string) => new DeleteJournalError({ code: "BOAT_DELETE_PAUSED", detail, message: detail }),
+      (detail: string) => new BoatCreateJournalError({ code: "BOAT_CREATE_PAUSED", detail, message: detail }),
+      (detail: string) => new BoatDeleteJournalError({ code: "BOAT_DELETE_PAUSED", detail, message: detail }),
     ]) {
       expect(classifyError(make("unreadable")).exitCode).toBe(EXIT_CODES.UNSAFE);
       expect(classifyError(make(`${TRANSIENTLY_UNREADABLE} (EMFILE: …; retry)`)).exitCode).toBe(

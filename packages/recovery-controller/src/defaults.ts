@@ -1,5 +1,6 @@
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
+import { RESTORE_SAGAS_DIR } from "@drydock/facts";
 import type { LockIdentity } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
@@ -18,7 +19,7 @@ import type { RecoveryRollback, RecoverySagaStore, RecoveryWorkspaceLock, Worksp
 
 /** Where the CLI and server keep restore sagas: `<dataDir>/restore-sagas`. */
 export function sagaStateDir(dataDir: string): string {
-  return join(dataDir, "restore-sagas");
+  return join(dataDir, RESTORE_SAGAS_DIR);
 }
 
 /** The real store, workspace lock and rollback for one workspace of a drydock data directory. */

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { WORKSPACES_DIR } from "@drydock/facts";
 import { isLockError } from "@drydock/file-lock";
 import {
   isSagaError,
@@ -69,7 +70,7 @@ export function planItemWaitMs(item: PlanItem): number {
 
 /** `<dataDir>/workspaces/<botId>` directories that exist, sorted by bot id (a deleted bot's too). */
 export function listWorkspaces(dataDir: string): { botId: string; root: string }[] {
-  const dir = join(dataDir, "workspaces");
+  const dir = join(dataDir, WORKSPACES_DIR);
   let names: string[];
   try {
     names = readdirSync(dir).sort();
@@ -437,7 +438,7 @@ function strayShardGaps(dataDir: string, known: ReadonlySet<string>): RestoreRep
     if (sagas.length === 0) continue;
     const recorded = recordedWorkspace(join(stateDir, name), sagas);
     const botId =
-      recorded !== null && basename(dirname(recorded)) === "workspaces" ? basename(recorded) : "(unknown)";
+      recorded !== null && basename(dirname(recorded)) === WORKSPACES_DIR ? basename(recorded) : "(unknown)";
     gaps.push({
       botId,
       message: `restore saga(s) ${sagas.join(", ")} in ${join(stateDir, name)} were recorded for the workspace at ${recorded ?? "(unreadable)"}, which is not where this data directory's workspaces are now: was the data directory moved or copied? They may record a half-restored workspace, and nothing here can verify or settle them. Put the data directory back where it was and settle them there (drydock status), then move it again`,

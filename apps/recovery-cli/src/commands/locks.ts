@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
+import { LOCKS_DIR, RESTORE_SAGAS_DIR } from "@drydock/facts";
 import { collectLockGarbage, inspectLock } from "@drydock/file-lock";
 import { ownerMayBeAlive } from "@drydock/recovery-controller";
 import {
@@ -57,8 +58,8 @@ function keptByLiveProcess(file: string): boolean {
 }
 
 function lockDirs(dataDir: string): string[] {
-  const dirs = [dataDir, join(dataDir, "locks")];
-  const sagas = join(dataDir, "restore-sagas");
+  const dirs = [dataDir, join(dataDir, LOCKS_DIR)];
+  const sagas = join(dataDir, RESTORE_SAGAS_DIR);
   try {
     for (const shard of readdirSync(sagas).sort()) {
       if (shard.startsWith("workspace-")) dirs.push(join(sagas, shard, ".locks"));

@@ -2,15 +2,16 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import {
   type BoatCreateJournal,
-  isJournalStateError as isCreateJournalError,
+  isBoatCreateJournalError,
   openBoatCreateJournal,
 } from "@drydock/boat-create-journal";
 import {
   type BoatDeleteJournal,
-  isJournalStateError as isDeleteJournalError,
+  isBoatDeleteJournalError,
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { createBoatLifecycle } from "@drydock/boat-lifecycle";
+import { BOTS_FILE, CREATE_JOURNAL_FILE, DELETE_JOURNAL_FILE, WORKSPACES_DIR } from "@drydock/facts";
 import {
   type BoatRecovery,
   createBoatRecovery,
@@ -33,7 +34,10 @@ function namingFile<T extends object>(journal: T, file: string): T {
         try {
           return await value.apply(target, args);
         } catch (error) {
-          if ((isCreateJournalError(error) || isDeleteJournalError(error)) && !error.message.includes(file)) {
+          if (
+            (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) &&
+            !error.message.includes(file)
+          ) {
             error.message = `${file}: ${error.message}`;
           }
           throw error;
@@ -50,11 +54,11 @@ export function journals(ctx: CommandContext): {
   return {
     createJournal: namingFile(
       openBoatCreateJournal({ dataDir: ctx.dataDir, now: ctx.now }),
-      path.join(ctx.dataDir, "box-create-requests.json"),
+      path.join(ctx.dataDir, CREATE_JOURNAL_FILE),
     ),
     deleteJournal: namingFile(
       openBoatDeleteJournal({ dataDir: ctx.dataDir, now: ctx.now }),
-      path.join(ctx.dataDir, "box-delete-requests.json"),
+      path.join(ctx.dataDir, DELETE_JOURNAL_FILE),
     ),
   };
 }
@@ -67,7 +71,7 @@ export function journals(ctx: CommandContext): {
  * as "no bots" (the recovery then refuses to adopt and says it could not check).
  */
 function registryBotIds(dataDir: string): string[] | null {
-  const file = path.join(dataDir, "bots.json");
+  const file = path.join(dataDir, BOTS_FILE);
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -76,7 +80,7 @@ function registryBotIds(dataDir: string): string[] | null {
     // bots, as the server reads it: the verdict is the same with or without the server (decision 22).
     // Elsewhere (a library user's directory) there is no registry, and nothing is judged by one.
     if ((error as NodeJS.ErrnoException).code === "ENOENT") {
-      return existsSync(path.join(dataDir, "workspaces")) ? [] : null;
+      return existsSync(path.join(dataDir, WORKSPACES_DIR)) ? [] : null;
     }
     throw new Error(`${file} could not be read: ${(error as Error).message}`);
   }

@@ -1,4 +1,5 @@
 import path from "node:path";
+import { BOTS_FILE } from "@drydock/facts";
 import {
   createInFlightLeftMs,
   type NeedsPersonItem,
@@ -95,7 +96,7 @@ export function reportFinding(ctx: CommandContext, item: NeedsPersonItem): Findi
         subject: "bot registry",
         message: `The bot registry could not be read (${item.error}), so whether the bots of recorded Boats still exist was not checked, and nothing is offered for adoption.`,
         command,
-        advice: `Make ${path.join(ctx.dataDir, "bots.json")} readable (repair it from a backup after checking boat.dev, or upgrade this drydock if it is in a newer format), then run status again.`,
+        advice: `Make ${path.join(ctx.dataDir, BOTS_FILE)} readable (repair it from a backup after checking boat.dev, or upgrade this drydock if it is in a newer format), then run status again.`,
       };
     case "plan_failed":
       return { area: "boat", attention, subject: "boats", message: messageOf(item.error), command };

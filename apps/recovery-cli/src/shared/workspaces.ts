@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { RESTORE_OPERATION_ID } from "@drydock/facts";
 import {
   createRestoreRecoveryController,
   listWorkspaces,
@@ -27,7 +28,7 @@ export function workspaces(ctx: CommandContext): Workspace[] {
 
 /** The workspace whose shard holds `operationId`, active or archived. */
 export function findSaga(ctx: CommandContext, operationId: string): Workspace {
-  if (!/^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/.test(operationId)) {
+  if (!RESTORE_OPERATION_ID.test(operationId)) {
     throw new CliError(
       "USAGE",
       "An operation id is 1-128 letters, digits, '_' or '-', starting with a letter or digit.",
