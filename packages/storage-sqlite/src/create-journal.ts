@@ -77,7 +77,8 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
       throw corruptFailure(handle.path, `create row ${raw.seq} is not JSON`, error);
     }
     const parsed = BoatCreateRequestSchema.safeParse(value);
-    if (!parsed.success) throw corruptFailure(handle.path, `create row ${raw.seq} breaks the journal's format`);
+    if (!parsed.success)
+      throw corruptFailure(handle.path, `create row ${raw.seq} breaks the journal's format`);
     return { seq: raw.seq, row: parsed.data };
   };
   const rows = (statement: { all(...params: unknown[]): unknown[] }, ...params: unknown[]) =>
@@ -160,16 +161,28 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
     async beginBoatCreate(botId, requestBody) {
       assertBotId(botId, "invalid bot id for cloud computer creation");
       assertRequestBody(requestBody);
-      return run(() => rows(byBot, botId), (doc) => beginStep(doc, botId, requestBody, context()), true);
+      return run(
+        () => rows(byBot, botId),
+        (doc) => beginStep(doc, botId, requestBody, context()),
+        true,
+      );
     },
     async rememberCreatedBoat(request, boxId) {
       assertBoatId(boxId, "boat.dev returned an invalid cloud computer id");
       const held = parseRequest(request);
-      return run(() => rows(byBot, held.botId), (doc) => rememberStep(doc, held, boxId), true);
+      return run(
+        () => rows(byBot, held.botId),
+        (doc) => rememberStep(doc, held, boxId),
+        true,
+      );
     },
     async resolveBoatCreate(request) {
       const held = parseRequest(request);
-      return run(() => rows(byBot, held.botId), (doc) => resolveStep(doc, held), false);
+      return run(
+        () => rows(byBot, held.botId),
+        (doc) => resolveStep(doc, held),
+        false,
+      );
     },
     async boatCreateRecoverySnapshot() {
       const at = readClock(options.now);
@@ -184,14 +197,20 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
         throw isStorageError(error) ? asJournalError("create", error) : error;
       }
       if (peeked?.version === version) return peeked.rows;
-      const views = readAll((slice) => Object.freeze(slice.map((stored) => Object.freeze(viewOf(stored.row)))));
+      const views = readAll((slice) =>
+        Object.freeze(slice.map((stored) => Object.freeze(viewOf(stored.row)))),
+      );
       peeked = { version, rows: views };
       return views;
     },
     async adoptResolvedBoat(botId, boxId) {
       assertBotId(botId, "invalid bot id for cloud computer ownership");
       assertBoatId(boxId, "invalid cloud computer id for ownership");
-      return run(() => rows(byBotOrBoat, botId, boxId), (doc) => adoptStep(doc, botId, boxId, context()), true);
+      return run(
+        () => rows(byBotOrBoat, botId, boxId),
+        (doc) => adoptStep(doc, botId, boxId, context()),
+        true,
+      );
     },
     async adoptResolvedBoatOnce(botId, boxId, expected) {
       assertBotId(botId, "invalid bot id for cloud computer ownership");
@@ -206,16 +225,28 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
     },
     async retireDeletedBoatCreate(boxId) {
       assertBoatId(boxId, "invalid deleted cloud computer id");
-      return run(() => rows(byBoat, boxId), (doc) => retireStep(doc, boxId), false);
+      return run(
+        () => rows(byBoat, boxId),
+        (doc) => retireStep(doc, boxId),
+        false,
+      );
     },
     async retireDeletedBoatCreateOnce(expected) {
       const facts = rowFacts(expected, expected?.botId);
       assertBoatId(facts.boxId, "invalid deleted cloud computer id");
-      return run(() => rows(byBot, facts.botId), (doc) => retireOnceStep(doc, facts), false);
+      return run(
+        () => rows(byBot, facts.botId),
+        (doc) => retireOnceStep(doc, facts),
+        false,
+      );
     },
     async discardBoatCreate(request) {
       const held = parseRequest(request);
-      return run(() => rows(byKey, held.idempotencyKey), (doc) => discardStep(doc, held), false);
+      return run(
+        () => rows(byKey, held.idempotencyKey),
+        (doc) => discardStep(doc, held),
+        false,
+      );
     },
   };
 }
@@ -236,7 +267,12 @@ function rowFacts(expected: BoatCreateRowFacts, botId: unknown): BoatCreateRowFa
     );
   }
   assertBotId(expected.botId, "invalid bot id for cloud computer ownership");
-  return { botId: expected.botId, boxId: expected.boxId, resolved: expected.resolved, createdAt: expected.createdAt };
+  return {
+    botId: expected.botId,
+    boxId: expected.boxId,
+    resolved: expected.resolved,
+    createdAt: expected.createdAt,
+  };
 }
 
 function readClock(now: () => number): number {

@@ -1,7 +1,23 @@
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readSync, statSync, unlinkSync } from "node:fs";
 import { randomBytes } from "node:crypto";
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  statSync,
+  unlinkSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
-import { busyFailure, corruptFailure, osFailure, type StorageCrashHook, StorageError } from "@drydock/storage";
+import {
+  busyFailure,
+  corruptFailure,
+  osFailure,
+  type StorageCrashHook,
+  StorageError,
+} from "@drydock/storage";
 import Database from "better-sqlite3";
 import { MIGRATIONS } from "./schema.js";
 
@@ -25,6 +41,7 @@ export interface OpenDatabaseOptions {
   dataDir: string;
   busyTimeoutMs: number;
   crash?: StorageCrashHook | undefined;
+  configure?: ((db: Database.Database) => void) | undefined;
 }
 
 /**
@@ -52,7 +69,8 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteHandle {
   } catch (error) {
     throw toStorageError(error, path, options.busyTimeoutMs);
   }
-  const crash = options.crash ?? (() => {});
+  // No crash points (and no test configuration) during open's own migration: they name the steps of a journal call.
+  let crash: StorageCrashHook = () => {};
   let commits = 0;
   const dataVersion = db.prepare("PRAGMA data_version").pluck();
   const handle: SqliteHandle = {
@@ -109,6 +127,13 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteHandle {
   };
   try {
     handle.write(() => migrate(db, path));
+  } catch (error) {
+    handle.close();
+    throw error;
+  }
+  if (options.crash) crash = options.crash;
+  try {
+    options.configure?.(db);
   } catch (error) {
     handle.close();
     throw error;
@@ -217,7 +242,8 @@ function migrate(db: Database.Database, path: string): void {
   }
   for (let version = current; version < SCHEMA_VERSION; version += 1) db.exec(MIGRATIONS[version] as string);
   if (row === undefined) db.prepare("INSERT INTO schema_version (version) VALUES (?)").run(SCHEMA_VERSION);
-  else if (current !== SCHEMA_VERSION) db.prepare("UPDATE schema_version SET version = ?").run(SCHEMA_VERSION);
+  else if (current !== SCHEMA_VERSION)
+    db.prepare("UPDATE schema_version SET version = ?").run(SCHEMA_VERSION);
 }
 
 /** SQLite's and the OS's failures as StorageErrors: busy (retryable), damaged bytes, OS refusals. */
@@ -225,9 +251,13 @@ export function toStorageError(error: unknown, path: string, busyTimeoutMs: numb
   if (error instanceof StorageError) return error;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return error;
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return busyFailure(path, busyTimeoutMs, error);
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+    return busyFailure(path, busyTimeoutMs, error);
   if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB") return corruptFailure(path, code, error);
-  if (code === "SQLITE_FULL" || code === "SQLITE_IOERR_WRITE" && /full/i.test(String((error as Error).message))) {
+  if (
+    code === "SQLITE_FULL" ||
+    (code === "SQLITE_IOERR_WRITE" && /full/i.test(String((error as Error).message)))
+  ) {
     return osFailure("ENOSPC", path, error);
   }
   if (code.startsWith("SQLITE_READONLY")) return osFailure("EROFS", path, error);

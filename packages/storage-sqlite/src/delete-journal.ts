@@ -46,7 +46,9 @@ export function sqliteDeleteJournal(
   const byBoatOrOperation = db.prepare(
     "SELECT seq, row_json FROM delete_rows WHERE box_id = ? OR operation_id = ? ORDER BY seq",
   );
-  const byOwner = db.prepare("SELECT seq, row_json FROM delete_rows WHERE owner_bot_id = ? ORDER BY seq LIMIT 1");
+  const byOwner = db.prepare(
+    "SELECT seq, row_json FROM delete_rows WHERE owner_bot_id = ? ORDER BY seq LIMIT 1",
+  );
   const all = db.prepare("SELECT seq, row_json FROM delete_rows ORDER BY seq");
   const count = db.prepare("SELECT n FROM row_counts WHERE name = 'delete'").pluck();
   const remove = db.prepare("DELETE FROM delete_rows WHERE seq = ?");
@@ -65,7 +67,8 @@ export function sqliteDeleteJournal(
       throw corruptFailure(handle.path, `deletion fence ${raw.seq} is not JSON`, error);
     }
     const parsed = BoatDeletionRecordSchema.safeParse(value);
-    if (!parsed.success) throw corruptFailure(handle.path, `deletion fence ${raw.seq} breaks the journal's format`);
+    if (!parsed.success)
+      throw corruptFailure(handle.path, `deletion fence ${raw.seq} breaks the journal's format`);
     return { seq: raw.seq, row: parsed.data };
   };
   const rows = (statement: { all(...params: unknown[]): unknown[] }, ...params: unknown[]) =>
@@ -137,7 +140,11 @@ export function sqliteDeleteJournal(
   return {
     async prepareBoatDeletion(identity) {
       const target = parseIdentity(identity);
-      return run(() => rows(byBoat, target.boxId), (doc, at) => prepareStep(doc, target, at), true);
+      return run(
+        () => rows(byBoat, target.boxId),
+        (doc, at) => prepareStep(doc, target, at),
+        true,
+      );
     },
     async prepareBoatDeletionOnce(identity) {
       const target = parseIdentity(identity);
@@ -153,7 +160,11 @@ export function sqliteDeleteJournal(
     async restampBoatDeletion(boxId, expected) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");
       const fence = parseExpected(boxId, expected);
-      return run(() => rows(byBoat, boxId), (doc, at) => restampStep(doc, boxId, fence, at), false);
+      return run(
+        () => rows(byBoat, boxId),
+        (doc, at) => restampStep(doc, boxId, fence, at),
+        false,
+      );
     },
     async markBoatDeletionAccepted(boxId, value) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");
@@ -197,15 +208,25 @@ export function sqliteDeleteJournal(
     },
     async getBoatDeletion(boxId) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");
-      return read(() => rows(byBoat, boxId), (doc) => getOf(doc, boxId));
+      return read(
+        () => rows(byBoat, boxId),
+        (doc) => getOf(doc, boxId),
+      );
     },
     async hasPendingBoatDeletionForBot(botId) {
       assertBotId(botId, "invalid bot id for cloud computer deletion");
-      return read(() => rows(byOwner, botId), (doc) => hasPendingForBot(doc, botId));
+      return read(
+        () => rows(byOwner, botId),
+        (doc) => hasPendingForBot(doc, botId),
+      );
     },
     async retireBoatDeletion(boxId) {
       assertBoatId(boxId, "invalid deleted cloud computer id");
-      return run(() => rows(byBoat, boxId), (doc) => retireStep(doc, boxId), false);
+      return run(
+        () => rows(byBoat, boxId),
+        (doc) => retireStep(doc, boxId),
+        false,
+      );
     },
   };
 }

@@ -29,6 +29,11 @@ export interface SqliteStorageOptions extends BackendOptions {
   busyTimeoutMs?: number;
   /** Rows per journal at most (the file backend's is 4,096). */
   maxRows?: number;
+  /**
+   * Test seam: runs on the connection after it is opened and migrated (e.g. `PRAGMA max_page_count` to make
+   * writes fail as on a full disk, `PRAGMA query_only` as on a read-only file system).
+   */
+  configure?: (db: import("better-sqlite3").Database) => void;
 }
 
 /** Opens (creating on first use) `<dataDir>/drydock.sqlite`. Throws a StorageError when it is damaged or busy. */
@@ -36,12 +41,21 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
   const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
   const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS;
   if (!Number.isSafeInteger(maxRows) || maxRows < 1) {
-    throw new StorageError({ code: "STORAGE_INVALID_ARGUMENT", message: "maxRows must be a positive integer" });
+    throw new StorageError({
+      code: "STORAGE_INVALID_ARGUMENT",
+      message: "maxRows must be a positive integer",
+    });
   }
-  const handle = openDatabase({ dataDir: options.dataDir, busyTimeoutMs, crash: options.crash });
+  const handle = openDatabase({
+    dataDir: options.dataDir,
+    busyTimeoutMs,
+    crash: options.crash,
+    configure: options.configure,
+  });
   let closed = false;
   const live = () => {
-    if (closed) throw new StorageError({ code: "STORAGE_CLOSED", message: "this storage was closed; open it again" });
+    if (closed)
+      throw new StorageError({ code: "STORAGE_CLOSED", message: "this storage was closed; open it again" });
   };
   const common = { now: options.now ?? Date.now, maxRows, live };
   const { db } = handle;
@@ -80,12 +94,12 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
     async exportAll() {
       live();
       return handle.read(() => {
-        const creates = (db.prepare("SELECT row_json FROM create_rows ORDER BY seq").pluck().all() as string[]).map(
-          (json) => JSON.parse(json) as BoatCreateRequest,
-        );
-        const deletes = (db.prepare("SELECT row_json FROM delete_rows ORDER BY seq").pluck().all() as string[]).map(
-          (json) => JSON.parse(json) as BoatDeletionRecord,
-        );
+        const creates = (
+          db.prepare("SELECT row_json FROM create_rows ORDER BY seq").pluck().all() as string[]
+        ).map((json) => JSON.parse(json) as BoatCreateRequest);
+        const deletes = (
+          db.prepare("SELECT row_json FROM delete_rows ORDER BY seq").pluck().all() as string[]
+        ).map((json) => JSON.parse(json) as BoatDeletionRecord);
         const meta: Record<string, string> = {};
         for (const row of db.prepare("SELECT key, value FROM meta ORDER BY key").all() as {
           key: string;

@@ -58,8 +58,16 @@ export function isStorageError(value: unknown): value is StorageError {
 /** What happened and what to do, per OS cause; the caller adds where and that nothing was changed. */
 const OS_CAUSES: Record<string, { what: string; todo: string; retryable: boolean }> = {
   ENOSPC: { what: "the disk is full", todo: "free space on that file system, then retry", retryable: true },
-  EDQUOT: { what: "the disk quota is exhausted", todo: "raise the quota or free space, then retry", retryable: true },
-  EROFS: { what: "the file system is read-only", todo: "remount it read-write, then retry", retryable: false },
+  EDQUOT: {
+    what: "the disk quota is exhausted",
+    todo: "raise the quota or free space, then retry",
+    retryable: true,
+  },
+  EROFS: {
+    what: "the file system is read-only",
+    todo: "remount it read-write, then retry",
+    retryable: false,
+  },
   EACCES: {
     what: "permission was denied",
     todo: "give the user running drydock read and write access to the data directory, then retry",
@@ -70,10 +78,22 @@ const OS_CAUSES: Record<string, { what: string; todo: string; retryable: boolean
     todo: "check the data directory's ownership and attributes, then retry",
     retryable: false,
   },
-  EMFILE: { what: "this process has too many open files", todo: "retry in a moment, or raise the open-file limit", retryable: true },
-  ENFILE: { what: "the system has too many open files", todo: "retry in a moment, or raise the open-file limit", retryable: true },
+  EMFILE: {
+    what: "this process has too many open files",
+    todo: "retry in a moment, or raise the open-file limit",
+    retryable: true,
+  },
+  ENFILE: {
+    what: "the system has too many open files",
+    todo: "retry in a moment, or raise the open-file limit",
+    retryable: true,
+  },
   ENOMEM: { what: "the system is out of memory", todo: "retry in a moment", retryable: true },
-  EIO: { what: "the disk reported an I/O error", todo: "check the disk's health; retry once it is sound", retryable: true },
+  EIO: {
+    what: "the disk reported an I/O error",
+    todo: "check the disk's health; retry once it is sound",
+    retryable: true,
+  },
 };
 
 /** The OS cause of `error` (its `code`), if it is one this module can explain. */
@@ -96,7 +116,7 @@ export function osFailure(errno: string, where: string, cause?: unknown): Storag
     code: "STORAGE_UNAVAILABLE",
     errno,
     retryable: known.retryable,
-    message: `drydock could not use ${where} because ${known.what} (${errno}). Nothing was changed. To continue, ${known.todo}; the stored state is intact and needs no repair.`,
+    message: `drydock could not use ${where} because ${known.what} (${errno}). Nothing was changed. To continue, ${known.todo}; the stored state is intact.`,
     cause,
   });
 }

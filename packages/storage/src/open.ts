@@ -18,7 +18,10 @@ export interface OpenStorageOptions extends BackendOptions {
 /** Opens the storage of a data directory with the chosen backend. */
 export async function openStorage(options: OpenStorageOptions): Promise<Storage> {
   if (typeof options?.dataDir !== "string" || options.dataDir.length === 0) {
-    throw new StorageError({ code: "STORAGE_INVALID_ARGUMENT", message: "openStorage needs a dataDir (a non-empty path)" });
+    throw new StorageError({
+      code: "STORAGE_INVALID_ARGUMENT",
+      message: "openStorage needs a dataDir (a non-empty path)",
+    });
   }
   const kind = options.storage ?? "file";
   if (!(STORAGE_KINDS as readonly string[]).includes(kind)) {

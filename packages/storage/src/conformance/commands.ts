@@ -37,7 +37,10 @@ const boat = fc.constantFrom(...BOATS);
 const held = fc.nat(7);
 
 export const journalCommandArb: fc.Arbitrary<JournalCommand> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ op: fc.constant("begin" as const), bot, body: fc.constantFrom(...BODIES) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({ op: fc.constant("begin" as const), bot, body: fc.constantFrom(...BODIES) }),
+  },
   { weight: 3, arbitrary: fc.record({ op: fc.constant("remember" as const), held, boat }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("resolve" as const), held }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("discard" as const), held }) },
@@ -68,7 +71,11 @@ export const journalCommandArb: fc.Arbitrary<JournalCommand> = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc.record({ op: fc.constant("block" as const), boat, operation: fc.option(fc.nat(1), { nil: null }) }),
+    arbitrary: fc.record({
+      op: fc.constant("block" as const),
+      boat,
+      operation: fc.option(fc.nat(1), { nil: null }),
+    }),
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("retireFence" as const), boat }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("getFence" as const), boat }) },
@@ -106,7 +113,11 @@ export function newRunState(): RunState {
   return { clock: { now: T0 }, minted: { n: 0 }, held: [] };
 }
 
-function hold(state: RunState, outcome: Outcome, pick: (value: unknown) => BoatCreateRequest | undefined): void {
+function hold(
+  state: RunState,
+  outcome: Outcome,
+  pick: (value: unknown) => BoatCreateRequest | undefined,
+): void {
   if (!outcome.ok) return;
   if (typeof outcome.value !== "object" || outcome.value === null) return;
   const request = pick(outcome.value);

@@ -141,7 +141,9 @@ export function describeStorageConformance(target: ConformanceTarget): void {
       try {
         await storage.createJournal.beginBoatCreate("bot-a", BODY);
         const before = await storage.exportAll();
-        const notBotId = fc.anything().filter((v) => !(typeof v === "string" && /^[A-Za-z0-9_-]{1,120}$/.test(v)));
+        const notBotId = fc
+          .anything()
+          .filter((v) => !(typeof v === "string" && /^[A-Za-z0-9_-]{1,120}$/.test(v)));
         const notBoatId = fc.anything().filter((v) => !(typeof v === "string" && /^bx_[2-9a-z]{8}$/.test(v)));
         let tried = 0;
         await fc.assert(
@@ -152,7 +154,12 @@ export function describeStorageConformance(target: ConformanceTarget): void {
               () => storage.createJournal.retireDeletedBoatCreate(boat as string),
               () => storage.createJournal.rememberCreatedBoat(other as never, "bx_aaaaaaaa"),
               () => storage.createJournal.discardBoatCreate(other as never),
-              () => storage.deleteJournal.prepareBoatDeletion({ boxId: boat, name: "n", ownerBotId: null } as never),
+              () =>
+                storage.deleteJournal.prepareBoatDeletion({
+                  boxId: boat,
+                  name: "n",
+                  ownerBotId: null,
+                } as never),
               () => storage.deleteJournal.markBoatDeletionAccepted("bx_aaaaaaaa", other),
               () => storage.deleteJournal.hasPendingBoatDeletionForBot(bot as string),
             ];
@@ -269,7 +276,11 @@ export function describeStorageConformance(target: ConformanceTarget): void {
           const dir = fresh();
           const seed = await target.open(dir.dataDir);
           await seed.createJournal.beginBoatCreate("other-bot", BODY);
-          await seed.deleteJournal.prepareBoatDeletion({ boxId: "bx_cccccccc", name: "old", ownerBotId: null });
+          await seed.deleteJournal.prepareBoatDeletion({
+            boxId: "bx_cccccccc",
+            name: "old",
+            ownerBotId: null,
+          });
           const before = await seed.exportAll();
           await seed.close();
           const worker = spawnWorker(WORKER, [target.workerModule, dir.dataDir, "-", `crash-${mode}`, point]);

@@ -48,7 +48,8 @@ export class CreateModel {
 
   remember(held: BoatCreateRequest, boxId: string): Outcome {
     const current = this.rows.find((r) => same(r, held));
-    if (!current || (current.boxId !== undefined && current.boxId !== boxId)) return createFail("out of date");
+    if (!current || (current.boxId !== undefined && current.boxId !== boxId))
+      return createFail("out of date");
     const completed = { ...current, boxId };
     this.rows = [...this.rows.filter((r) => r.botId !== held.botId), completed];
     return ok({ ...completed });
@@ -151,7 +152,8 @@ export class DeleteModel {
     const index = this.rows.findIndex((r) => r.boxId === boxId);
     const existing = this.rows[index];
     if (!existing || existing.phase === "blocked") return deleteFail("out of date");
-    if (this.conflict(boxId, receipt, existing)) return deleteFail("conflicted with another deletion operation");
+    if (this.conflict(boxId, receipt, existing))
+      return deleteFail("conflicted with another deletion operation");
     if (
       existing.phase === "accepted" &&
       existing.status !== undefined &&

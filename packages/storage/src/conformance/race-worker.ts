@@ -8,7 +8,8 @@ import { pathToFileURL } from "node:url";
 import type { Storage, StorageCrashHook } from "../contract.js";
 
 const [moduleFile, dataDir, goFile, mode, arg] = process.argv.slice(2);
-if (!moduleFile || !dataDir || !goFile || !mode) throw new Error("usage: race-worker <module> <dataDir> <goFile> <mode> [arg]");
+if (!moduleFile || !dataDir || !goFile || !mode)
+  throw new Error("usage: race-worker <module> <dataDir> <goFile> <mode> [arg]");
 const backend = (await import(pathToFileURL(moduleFile).href)) as {
   open(dataDir: string, options?: { crash?: StorageCrashHook }): Promise<Storage>;
 };
@@ -24,7 +25,12 @@ if (mode.startsWith("crash-")) {
   };
   const storage = await backend.open(dataDir, { crash });
   if (mode === "crash-begin") await storage.createJournal.beginBoatCreate("bot-1", BODY);
-  else await storage.deleteJournal.prepareBoatDeletion({ boxId: "bx_aaaaaaaa", name: "drydock-bx_aaaaaaaa", ownerBotId: "bot-1" });
+  else
+    await storage.deleteJournal.prepareBoatDeletion({
+      boxId: "bx_aaaaaaaa",
+      name: "drydock-bx_aaaaaaaa",
+      ownerBotId: "bot-1",
+    });
   process.stdout.write("finished\n");
 } else {
   const storage = await backend.open(dataDir);

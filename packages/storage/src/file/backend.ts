@@ -5,8 +5,8 @@ import {
   BoatCreateJournalFileSchema,
   CREATE_JOURNAL_FILE,
   CREATE_JOURNAL_LOCK_FILE,
-  openBoatCreateJournal,
   isJournalStateError as isCreateJournalError,
+  openBoatCreateJournal,
 } from "@drydock/boat-create-journal";
 import { checkCreateJournal, createPaused } from "@drydock/boat-create-journal/logic";
 import {
@@ -15,8 +15,8 @@ import {
   BoatDeleteJournalFileSchema,
   DELETE_JOURNAL_FILE,
   DELETE_JOURNAL_LOCK_FILE,
-  openBoatDeleteJournal,
   isJournalStateError as isDeleteJournalError,
+  openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
@@ -51,7 +51,10 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     lock,
     ...(options.now ? { now: options.now } : {}),
   };
-  const createJournal = openBoatCreateJournal({ ...common, ...(options.newKey ? { newKey: options.newKey } : {}) });
+  const createJournal = openBoatCreateJournal({
+    ...common,
+    ...(options.newKey ? { newKey: options.newKey } : {}),
+  });
   const deleteJournal = openBoatDeleteJournal(common);
   const meta = openFileMeta(dataDir);
   // Readers of the whole documents, for exportAll: the same schema, invariants and lock as the journals.
@@ -77,17 +80,25 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
   });
   let closed = false;
   const guard = <T extends object>(journal: "create" | "delete", target: T): T =>
-    wrapMethods(target, () => {
-      if (closed) throw closedError();
-    }, (error) => reword(journal, dataDir, error));
+    wrapMethods(
+      target,
+      () => {
+        if (closed) throw closedError();
+      },
+      (error) => reword(journal, dataDir, error),
+    );
   return {
     kind: "file",
     dataDir,
     createJournal: guard<BoatCreateJournal>("create", createJournal),
     deleteJournal: guard<BoatDeleteJournal>("delete", deleteJournal),
-    meta: wrapMethods(meta, () => {
-      if (closed) throw closedError();
-    }, (error) => error),
+    meta: wrapMethods(
+      meta,
+      () => {
+        if (closed) throw closedError();
+      },
+      (error) => error,
+    ),
     async exportAll() {
       if (closed) throw closedError();
       let creates: BoatCreateJournalFile;
