@@ -54,14 +54,19 @@ describe("differential: file and sqlite", () => {
     let commandsRun = 0;
     let refusals = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(journalCommandArb, { minLength: 1, maxLength: 40 }), async (commands) => {
-        const T = 1_767_000_000_000;
-        const file = await run((dataDir, o) => openFileStorage({ dataDir, ...o }), commands, { now: T });
-        const sqlite = await run((dataDir, o) => openSqliteStorage({ dataDir, ...o }), commands, { now: T });
-        expect(sqlite).toEqual(file);
-        commandsRun += commands.length;
-        refusals += file.filter((step) => !step.outcome.ok).length;
-      }),
+      fc.asyncProperty(
+        fc.array(journalCommandArb, { minLength: 1, maxLength: 60, size: "large" }),
+        async (commands) => {
+          const T = 1_767_000_000_000;
+          const file = await run((dataDir, o) => openFileStorage({ dataDir, ...o }), commands, { now: T });
+          const sqlite = await run((dataDir, o) => openSqliteStorage({ dataDir, ...o }), commands, {
+            now: T,
+          });
+          expect(sqlite).toEqual(file);
+          commandsRun += commands.length;
+          refusals += file.filter((step) => !step.outcome.ok).length;
+        },
+      ),
       { numRuns: 30 },
     );
     // The sequences exercised refusals too, not only happy paths.

@@ -61,7 +61,10 @@ export interface ConformanceTarget {
   runs?: number;
 }
 
-const WORKER = fileURLToPath(new URL("./race-worker.ts", import.meta.url));
+// The sources (tests, tsx) or the built dist/ next to this module.
+const WORKER = fileURLToPath(
+  new URL(import.meta.url.endsWith(".ts") ? "./race-worker.ts" : "./race-worker.js", import.meta.url),
+);
 const BODY = BODIES[0];
 
 function tempDir(): { dataDir: string; root: string; cleanup(): void } {
@@ -124,7 +127,10 @@ export function describeStorageConformance(target: ConformanceTarget): void {
       // fc.commands shrinks a failing sequence; each run replays its commands on the model and the backend.
       await fc.assert(
         fc.asyncProperty(
-          fc.commands([journalCommandArb.map((command) => new Step(command))], { maxCommands: 40 }),
+          fc.commands([journalCommandArb.map((command) => new Step(command))], {
+            maxCommands: 60,
+            size: "large",
+          }),
           async (cmds) => {
             const collected = { commands: [] as JournalCommand[] };
             await fc.asyncModelRun(() => ({ model: collected, real: collected }), cmds);
@@ -208,6 +214,33 @@ export function describeStorageConformance(target: ConformanceTarget): void {
         expect((await again.exportAll()).meta["environment-id"]).toBe("first");
       } finally {
         await again.close();
+      }
+    });
+
+    it("peeks are frozen, the same array while nothing changed, and see another handle's commits", async () => {
+      const dir = fresh();
+      const a = await target.open(dir.dataDir);
+      const b = await target.open(dir.dataDir);
+      try {
+        await a.createJournal.beginBoatCreate("bot-a", BODY);
+        await a.deleteJournal.prepareBoatDeletion({ boxId: "bx_aaaaaaaa", name: "n", ownerBotId: "bot-a" });
+        const creates = await a.createJournal.peekBoatCreates();
+        const fences = await a.deleteJournal.peekBoatDeletions();
+        expect(await a.createJournal.peekBoatCreates()).toBe(creates);
+        expect(await a.deleteJournal.peekBoatDeletions()).toBe(fences);
+        expect(Object.isFrozen(creates) && Object.isFrozen(creates[0])).toBe(true);
+        expect(Object.isFrozen(fences) && Object.isFrozen(fences[0])).toBe(true);
+        expect(creates.map((row) => row.botId)).toEqual(["bot-a"]);
+        expect(Object.keys(creates[0] ?? {})).not.toContain("idempotencyKey");
+        await b.createJournal.beginBoatCreate("bot-b", BODY);
+        await b.deleteJournal.retireBoatDeletion("bx_aaaaaaaa");
+        const later = await a.createJournal.peekBoatCreates();
+        expect(later).not.toBe(creates);
+        expect(later.map((row) => row.botId)).toEqual(["bot-a", "bot-b"]);
+        expect(await a.deleteJournal.peekBoatDeletions()).toEqual([]);
+      } finally {
+        await a.close();
+        await b.close();
       }
     });
 
