@@ -249,6 +249,8 @@ function migrate(db: Database.Database, path: string): void {
 /** SQLite's and the OS's failures as StorageErrors: busy (retryable), damaged bytes, OS refusals. */
 export function toStorageError(error: unknown, path: string, busyTimeoutMs: number): unknown {
   if (error instanceof StorageError) return error;
+  // A journal's own refusal (thrown by a pure step inside the transaction) is an answer, not a fault.
+  if ((error as Error | null)?.name === "JournalStateError") return error;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return error;
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))

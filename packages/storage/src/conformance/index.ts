@@ -255,11 +255,13 @@ export function describeStorageConformance(target: ConformanceTarget): void {
       expect(isStorageError(error) && error.code).toBe("STORAGE_CLOSED");
     });
 
-    async function race(mode: "begin" | "prepare" | "meta", args: (i: number) => string[]) {
+    async function race(mode: "begin" | "prepare" | "meta" | "meta-fresh", args: (i: number) => string[]) {
       const dir = fresh();
-      const seed = await target.open(dir.dataDir);
-      await seed.createJournal.beginBoatCreate("other-bot", BODY);
-      await seed.close();
+      if (mode !== "meta-fresh") {
+        const seed = await target.open(dir.dataDir);
+        await seed.createJournal.beginBoatCreate("other-bot", BODY);
+        await seed.close();
+      }
       const goFile = join(dir.root, "go");
       const workers: Worker[] = [];
       try {
@@ -301,6 +303,13 @@ export function describeStorageConformance(target: ConformanceTarget): void {
       expect(results[0]?.value).toBe(results[1]?.value);
       expect(["value-0", "value-1"]).toContain(results[0]?.value);
       expect(stored.meta["environment-id"]).toBe(results[0]?.value);
+    });
+
+    it("two real processes opening a data directory nobody created yet: one store, one value", async () => {
+      const { results, stored } = await race("meta-fresh", (i) => [`value-${i}`]);
+      expect(results[0]?.value).toBe(results[1]?.value);
+      expect(stored.meta["environment-id"]).toBe(results[0]?.value);
+      expect(stored.creates).toEqual([]);
     });
 
     for (const { point, leaves } of target.crashPoints) {

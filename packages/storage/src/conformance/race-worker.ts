@@ -32,13 +32,21 @@ if (mode.startsWith("crash-")) {
       ownerBotId: "bot-1",
     });
   process.stdout.write("finished\n");
+} else if (mode === "meta-fresh") {
+  // Both processes open a data directory nobody created yet at the same moment: one creates the store,
+  // the other must find it whole (never a half-created one), and both agree on the first writer's value.
+  process.stdout.write("ready\n");
+  await waitForGo(goFile);
+  const storage = await backend.open(dataDir);
+  const value = await storage.meta.getOrCreate("environment-id", () => arg as string);
+  await storage.close();
+  process.stdout.write(`${JSON.stringify({ value })}\n`);
 } else {
   const storage = await backend.open(dataDir);
   // Primed: this process has read the state before the race, so a stale in-memory view would show.
   await storage.exportAll();
   process.stdout.write("ready\n");
-  for (let i = 0; i < 2_000 && !existsSync(goFile); i += 1) await sleep(5);
-  if (!existsSync(goFile)) throw new Error("go file never appeared");
+  await waitForGo(goFile);
   let line: unknown;
   if (mode === "begin") {
     const attempt = await storage.createJournal.beginBoatCreate(arg as string, BODY);
@@ -55,4 +63,9 @@ if (mode.startsWith("crash-")) {
   }
   await storage.close();
   process.stdout.write(`${JSON.stringify(line)}\n`);
+}
+
+async function waitForGo(file: string): Promise<void> {
+  for (let i = 0; i < 2_000 && !existsSync(file); i += 1) await sleep(5);
+  if (!existsSync(file)) throw new Error("go file never appeared");
 }
