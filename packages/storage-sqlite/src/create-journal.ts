@@ -26,13 +26,11 @@ import {
   snapshotOf,
   viewOf,
 } from "@drydock/boat-create-journal/logic";
-import { asJournalError, corruptFailure, isStorageError } from "@drydock/storage";
+import { asJournalError, isStorageError } from "@drydock/storage";
 import type { SqliteHandle } from "./database.js";
+import { rowTable, type Stored } from "./rows.js";
 
-interface StoredRow {
-  seq: number;
-  row: BoatCreateRequest;
-}
+type StoredRow = Stored<BoatCreateRequest>;
 
 export interface SqliteJournalOptions {
   now: () => number;
@@ -58,73 +56,33 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
   const byBoat = db.prepare("SELECT seq, row_json FROM create_rows WHERE box_id = ? ORDER BY seq");
   const byKey = db.prepare("SELECT seq, row_json FROM create_rows WHERE idempotency_key = ? ORDER BY seq");
   const all = db.prepare("SELECT seq, row_json FROM create_rows ORDER BY seq");
-  const count = db.prepare("SELECT n FROM row_counts WHERE name = 'create'").pluck();
-  const remove = db.prepare("DELETE FROM create_rows WHERE seq = ?");
-  const insert = db.prepare(
-    `INSERT INTO create_rows (bot_id, request_body, idempotency_key, created_at, box_id, resolved, row_json)
-     VALUES (@botId, @requestBody, @idempotencyKey, @createdAt, @boxId, @resolved, @json)`,
-  );
-  const update = db.prepare(
-    `UPDATE create_rows SET bot_id = @botId, request_body = @requestBody, idempotency_key = @idempotencyKey,
-       created_at = @createdAt, box_id = @boxId, resolved = @resolved, row_json = @json WHERE seq = @seq`,
-  );
-
-  const parse = (raw: { seq: number; row_json: string }): StoredRow => {
-    let value: unknown;
-    try {
-      value = JSON.parse(raw.row_json);
-    } catch (error) {
-      throw corruptFailure(handle.path, `create row ${raw.seq} is not JSON`, error);
-    }
-    const parsed = BoatCreateRequestSchema.safeParse(value);
-    if (!parsed.success)
-      throw corruptFailure(handle.path, `create row ${raw.seq} breaks the journal's format`);
-    return { seq: raw.seq, row: parsed.data };
-  };
-  const rows = (statement: { all(...params: unknown[]): unknown[] }, ...params: unknown[]) =>
-    (statement.all(...params) as { seq: number; row_json: string }[]).map(parse);
+  const table = rowTable<BoatCreateRequest>(handle, {
+    table: "create_rows",
+    countName: "create",
+    what: "create row",
+    key: (row) => row.idempotencyKey,
+    schema: BoatCreateRequestSchema,
+    columns: ["bot_id", "request_body", "idempotency_key", "created_at", "box_id", "resolved"],
+    values: (row) => ({
+      bot_id: row.botId,
+      request_body: row.requestBody,
+      idempotency_key: row.idempotencyKey,
+      created_at: row.createdAt,
+      box_id: row.boxId ?? null,
+      resolved: row.resolved === true ? 1 : 0,
+    }),
+  });
+  const rows = table.rows;
   const docOf = (slice: StoredRow[]): BoatCreateJournalFile => ({
     version: 1,
     requests: slice.map((stored) => stored.row),
   });
-  const columns = (row: BoatCreateRequest) => ({
-    botId: row.botId,
-    requestBody: row.requestBody,
-    idempotencyKey: row.idempotencyKey,
-    createdAt: row.createdAt,
-    boxId: row.boxId ?? null,
-    resolved: row.resolved === true ? 1 : 0,
-    json: JSON.stringify(row),
-  });
-
-  /**
-   * Writes `next` over `slice`. Rows of `next` keep their place (updated where changed); rows gone are
-   * deleted. With `appendsLast`, the step put its last row at the end of the journal (`[...others, row]`),
-   * so that row gets the next `seq`, as it gets the last place in the file.
-   */
-  function applyDiff(slice: StoredRow[], next: BoatCreateRequest[], appendsLast: boolean): void {
-    const last = appendsLast ? next.at(-1) : undefined;
-    const inPlace = appendsLast ? next.slice(0, -1) : next;
-    const kept = new Map(inPlace.map((row) => [row.idempotencyKey, row]));
-    for (const stored of slice) {
-      if (!kept.has(stored.row.idempotencyKey)) remove.run(stored.seq);
-    }
-    for (const stored of slice) {
-      const row = kept.get(stored.row.idempotencyKey);
-      if (row !== undefined && JSON.stringify(row) !== JSON.stringify(stored.row)) {
-        update.run({ ...columns(row), seq: stored.seq });
-      }
-    }
-    for (const row of inPlace) {
-      if (!slice.some((stored) => stored.row.idempotencyKey === row.idempotencyKey)) insert.run(columns(row));
-    }
-    if (last !== undefined) {
-      // Counted after the removals above, so this is the file journal's rule exactly: begin refuses when the
-      // journal holds maxRows rows, adopt when the rows it keeps (all but the bot's) are maxRows.
-      if ((count.get() as number) >= options.maxRows) throw createPaused("full");
-      insert.run(columns(last));
-    }
-  }
+  const applyDiff = (slice: StoredRow[], next: BoatCreateRequest[], appendsLast: boolean) =>
+    table.applyDiff(slice, next, appendsLast, () => {
+      // Counted after the step's removals, so this is the file journal's rule exactly: begin refuses when
+      // the journal holds maxRows rows, adopt when the rows it keeps (all but the bot's) are maxRows.
+      if (table.count() >= options.maxRows) throw createPaused("full");
+    });
 
   /** One transaction: read the slice, run the pure step on it, write the difference. */
   function run<R>(

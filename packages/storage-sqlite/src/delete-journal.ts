@@ -22,14 +22,12 @@ import {
   type Step,
   snapshotOf,
 } from "@drydock/boat-delete-journal/logic";
-import { asJournalError, corruptFailure, isStorageError } from "@drydock/storage";
+import { asJournalError, isStorageError } from "@drydock/storage";
 import type { SqliteJournalOptions } from "./create-journal.js";
 import type { SqliteHandle } from "./database.js";
+import { rowTable, type Stored } from "./rows.js";
 
-interface StoredFence {
-  seq: number;
-  row: BoatDeletionRecord;
-}
+type StoredFence = Stored<BoatDeletionRecord>;
 
 /**
  * The delete journal on SQLite: each method reads the fences its pure step needs (the Boat's fence, plus
@@ -50,62 +48,29 @@ export function sqliteDeleteJournal(
     "SELECT seq, row_json FROM delete_rows WHERE owner_bot_id = ? ORDER BY seq LIMIT 1",
   );
   const all = db.prepare("SELECT seq, row_json FROM delete_rows ORDER BY seq");
-  const count = db.prepare("SELECT n FROM row_counts WHERE name = 'delete'").pluck();
-  const remove = db.prepare("DELETE FROM delete_rows WHERE seq = ?");
-  const insert = db.prepare(
-    "INSERT INTO delete_rows (box_id, owner_bot_id, operation_id, row_json) VALUES (@boxId, @owner, @operationId, @json)",
-  );
-  const update = db.prepare(
-    "UPDATE delete_rows SET box_id = @boxId, owner_bot_id = @owner, operation_id = @operationId, row_json = @json WHERE seq = @seq",
-  );
-
-  const parse = (raw: { seq: number; row_json: string }): StoredFence => {
-    let value: unknown;
-    try {
-      value = JSON.parse(raw.row_json);
-    } catch (error) {
-      throw corruptFailure(handle.path, `deletion fence ${raw.seq} is not JSON`, error);
-    }
-    const parsed = BoatDeletionRecordSchema.safeParse(value);
-    if (!parsed.success)
-      throw corruptFailure(handle.path, `deletion fence ${raw.seq} breaks the journal's format`);
-    return { seq: raw.seq, row: parsed.data };
-  };
-  const rows = (statement: { all(...params: unknown[]): unknown[] }, ...params: unknown[]) =>
-    (statement.all(...params) as { seq: number; row_json: string }[]).map(parse);
+  const table = rowTable<BoatDeletionRecord>(handle, {
+    table: "delete_rows",
+    countName: "delete",
+    what: "deletion fence",
+    key: (row) => row.boxId,
+    schema: BoatDeletionRecordSchema,
+    columns: ["box_id", "owner_bot_id", "operation_id"],
+    values: (row) => ({
+      box_id: row.boxId,
+      owner_bot_id: row.ownerBotId,
+      operation_id: row.operationId ?? null,
+    }),
+  });
+  const rows = table.rows;
   const docOf = (slice: StoredFence[]): BoatDeleteJournalFile => ({
     version: 1,
     records: slice.map((stored) => stored.row),
   });
-  const columns = (row: BoatDeletionRecord) => ({
-    boxId: row.boxId,
-    owner: row.ownerBotId,
-    operationId: row.operationId ?? null,
-    json: JSON.stringify(row),
-  });
-
-  /** As the create journal's: in place unless the step appended its last fence (`[...others, prepared]`). */
-  function applyDiff(slice: StoredFence[], next: BoatDeletionRecord[], appendsLast: boolean): void {
-    const last = appendsLast ? next.at(-1) : undefined;
-    const inPlace = appendsLast ? next.slice(0, -1) : next;
-    const kept = new Map(inPlace.map((row) => [row.boxId, row]));
-    for (const stored of slice) if (!kept.has(stored.row.boxId)) remove.run(stored.seq);
-    for (const stored of slice) {
-      const row = kept.get(stored.row.boxId);
-      if (row !== undefined && JSON.stringify(row) !== JSON.stringify(stored.row)) {
-        update.run({ ...columns(row), seq: stored.seq });
-      }
-    }
-    for (const row of inPlace) {
-      if (!slice.some((stored) => stored.row.boxId === row.boxId)) insert.run(columns(row));
-    }
-    if (last !== undefined) {
+  const applyDiff = (slice: StoredFence[], next: BoatDeletionRecord[], appendsLast: boolean) =>
+    table.applyDiff(slice, next, appendsLast, (_row, replaces) => {
       // The file journal's rule: a new fence is refused when maxRows stand (a replaced blocked one is not new).
-      const replaces = slice.some((stored) => stored.row.boxId === last.boxId);
-      if (!replaces && (count.get() as number) >= options.maxRows) throw deletePaused("full");
-      insert.run(columns(last));
-    }
-  }
+      if (!replaces && table.count() >= options.maxRows) throw deletePaused("full");
+    });
 
   function run<R>(
     read: () => StoredFence[],
