@@ -54,6 +54,9 @@ const kindOf = (spec: string) =>
 /** Libraries that use zod; the others must not depend on it at all. */
 const WITHOUT_ZOD = new Set(["packages/facts"]);
 const PRIVATE = [
+  // Not published until the storage contract covers every store and the server and CLI run on it.
+  "packages/storage",
+  "packages/storage-sqlite",
   "packages/power-loss",
   "packages/test-kit",
   "packages/doc-examples",
@@ -216,6 +219,13 @@ afterAll(async () => {
 
 describe("the packed tarballs", () => {
   test("only the public packages are publishable, and each is packed", () => {
+    // Every workspace package is named in exactly one list, so a new one cannot skip these checks.
+    const workspace = ["packages", "apps"].flatMap((top) =>
+      readdirSync(join(root, top))
+        .filter((name) => existsSync(join(root, top, name, "package.json")))
+        .map((name) => `${top}/${name}`),
+    );
+    expect([...Object.keys(PUBLIC), ...PRIVATE].sort()).toEqual(workspace.sort());
     for (const dir of PRIVATE) expect(readJson(join(root, dir, "package.json")).private, dir).toBe(true);
     for (const dir of Object.keys(PUBLIC)) {
       const pkg = readJson(join(root, dir, "package.json"));
