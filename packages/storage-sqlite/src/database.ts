@@ -11,6 +11,8 @@ import {
   unlinkSync,
 } from "node:fs";
 import { dirname, join } from "node:path";
+import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import {
   busyFailure,
   corruptFailure,
@@ -250,7 +252,7 @@ function migrate(db: Database.Database, path: string): void {
 export function toStorageError(error: unknown, path: string, busyTimeoutMs: number): unknown {
   if (error instanceof StorageError) return error;
   // A journal's own refusal (thrown by a pure step inside the transaction) is an answer, not a fault.
-  if ((error as Error | null)?.name === "JournalStateError") return error;
+  if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) return error;
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== "string") return error;
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))

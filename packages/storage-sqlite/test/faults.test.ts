@@ -11,7 +11,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { isJournalStateError } from "@drydock/boat-create-journal";
+import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isStorageError, type Storage } from "@drydock/storage";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
@@ -118,7 +119,10 @@ describe("the database file", () => {
     const storage = await openSqliteStorage({ dataDir: dataDir(), maxRows: 5 });
     for (let i = 0; i < 5; i += 1) await storage.createJournal.beginBoatCreate(`bot-${i}`, BODY);
     const error = await refusal(() => storage.createJournal.beginBoatCreate("bot-5", BODY));
-    expect(isJournalStateError(error) && [error.code, error.detail]).toEqual(["BOAT_CREATE_PAUSED", "full"]);
+    expect(isBoatCreateJournalError(error) && [error.code, error.detail]).toEqual([
+      "BOAT_CREATE_PAUSED",
+      "full",
+    ]);
     // An existing bot's key is still handed back.
     expect((await storage.createJournal.beginBoatCreate("bot-0", BODY)).startedNow).toBe(false);
     await storage.close();
@@ -193,7 +197,8 @@ describe("a database busy beyond the bounded wait", () => {
       ]) {
         const error = await refusal(call);
         // The journals' own error (create's or delete's class) carries the StorageError as its cause; meta throws it.
-        const storageError = (error as Error).name === "JournalStateError" ? (error as Error).cause : error;
+        const storageError =
+          isBoatCreateJournalError(error) || isBoatDeleteJournalError(error) ? error.cause : error;
         expect(isStorageError(storageError) && [storageError.code, storageError.retryable]).toEqual([
           "STORAGE_BUSY",
           true,
@@ -245,7 +250,7 @@ describe("OS-level refusals say what happened, that nothing changed, and what to
           (e: unknown) => e,
         );
       }
-      expect(isJournalStateError(error)).toBe(true);
+      expect(isBoatCreateJournalError(error)).toBe(true);
       const journalError = error as { detail: string; message: string; cause: unknown };
       expect(journalError.detail).toBe("unavailable");
       expect(journalError.message).toMatch(message);

@@ -1,5 +1,5 @@
-import { JournalStateError as CreateJournalError } from "@drydock/boat-create-journal";
-import { JournalStateError as DeleteJournalError } from "@drydock/boat-delete-journal";
+import { BoatCreateJournalError } from "@drydock/boat-create-journal";
+import { BoatDeleteJournalError } from "@drydock/boat-delete-journal";
 
 /**
  * Faults of the store itself, below the journals' rules. Each code says what happened; the message adds
@@ -151,6 +151,6 @@ export function asJournalError(journal: "create" | "delete", error: StorageError
     journal === "create" ? "Cloud computer creation is paused: " : "Cloud computer deletion is paused: ";
   const options = { detail, message: `${prefix}${error.message}`, cause: error };
   return journal === "create"
-    ? new CreateJournalError({ code: "BOAT_CREATE_PAUSED", ...options })
-    : new DeleteJournalError({ code: "BOAT_DELETE_PAUSED", ...options });
+    ? new BoatCreateJournalError({ code: "BOAT_CREATE_PAUSED", ...options })
+    : new BoatDeleteJournalError({ code: "BOAT_DELETE_PAUSED", ...options });
 }

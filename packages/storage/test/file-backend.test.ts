@@ -99,7 +99,7 @@ describe("the file backend", () => {
           message: string;
           cause: unknown;
         };
-        expect(journalError.name).toBe("JournalStateError");
+        expect(journalError.name).toBe("BoatCreateJournalError");
         expect(journalError.code).toBe("BOAT_CREATE_PAUSED");
         if (!isStorageError(journalError.cause)) continue; // a failure after the rename keeps the journal's wording
         refused += 1;

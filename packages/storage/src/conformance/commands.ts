@@ -1,4 +1,6 @@
 import type { BoatCreateRequest } from "@drydock/boat-create-journal";
+import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import fc from "fast-check";
 import type { Storage } from "../contract.js";
 import { CreateModel, DeleteModel, type Outcome, type Receipt } from "./model.js";
@@ -198,7 +200,11 @@ export function applyToModel(
 /** A journal refusal as data: the code and the short detail (messages may differ in wording per backend). */
 export function outcomeOfError(error: unknown): Outcome {
   const e = error as { code?: unknown; detail?: unknown; name?: unknown };
-  if (e?.name === "JournalStateError" && typeof e.code === "string" && typeof e.detail === "string") {
+  if (
+    (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) &&
+    typeof e.code === "string" &&
+    typeof e.detail === "string"
+  ) {
     return { ok: false, code: e.code, detail: e.detail };
   }
   throw error;

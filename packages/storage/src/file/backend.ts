@@ -5,7 +5,7 @@ import {
   BoatCreateJournalFileSchema,
   CREATE_JOURNAL_FILE,
   CREATE_JOURNAL_LOCK_FILE,
-  isJournalStateError as isCreateJournalError,
+  isBoatCreateJournalError,
   openBoatCreateJournal,
 } from "@drydock/boat-create-journal";
 import { checkCreateJournal, createPaused } from "@drydock/boat-create-journal/logic";
@@ -15,7 +15,7 @@ import {
   BoatDeleteJournalFileSchema,
   DELETE_JOURNAL_FILE,
   DELETE_JOURNAL_LOCK_FILE,
-  isJournalStateError as isDeleteJournalError,
+  isBoatDeleteJournalError,
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
@@ -106,12 +106,12 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
       try {
         creates = await createDoc.read();
       } catch (error) {
-        throw reword("create", dataDir, toJournalStateError(error, isCreateJournalError, createPaused));
+        throw reword("create", dataDir, toJournalStateError(error, isBoatCreateJournalError, createPaused));
       }
       try {
         deletes = await deleteDoc.read();
       } catch (error) {
-        throw reword("delete", dataDir, toJournalStateError(error, isDeleteJournalError, deletePaused));
+        throw reword("delete", dataDir, toJournalStateError(error, isBoatDeleteJournalError, deletePaused));
       }
       return {
         creates: creates.requests.map((row) => ({ ...row })),
@@ -152,7 +152,7 @@ function wrapMethods<T extends object>(target: T, before: () => void, map: (erro
  * as the journal words it, because then the new state is already visible and "nothing was changed" is false.
  */
 function reword(journal: "create" | "delete", dataDir: string, error: unknown): unknown {
-  if (!(isCreateJournalError(error) || isDeleteJournalError(error))) return error;
+  if (!(isBoatCreateJournalError(error) || isBoatDeleteJournalError(error))) return error;
   if (error.code === "INVALID_ARGUMENT") return error;
   let errno: string | undefined;
   let cause: unknown = error;
