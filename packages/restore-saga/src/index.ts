@@ -110,7 +110,7 @@ export {
   type SagaState,
   type SagaStore,
   type SagaStoreOptions,
-} from "./store.js";
+} from "./store/index.js";
 export {
   acquireWorkspaceLock,
   type HeldWorkspaceLock,

@@ -31,7 +31,7 @@ import { boundedText } from "./internal/text.js";
 import { type ScannedEntry, scanTree } from "./internal/tree.js";
 import { PRE_MUTATION_PHASES, ROLLBACK_BASE_PHASES } from "./phases.js";
 import type { ManifestEntry, Phase } from "./schema.js";
-import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store.js";
+import { openSagaStore, type SagaFence, type SagaState, type SagaStore } from "./store/index.js";
 import {
   acquireWorkspaceLock,
   type HeldWorkspaceLock,
