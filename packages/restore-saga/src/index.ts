@@ -47,16 +47,24 @@ export {
   type ArchiveWarning,
   findUnsettledRestore,
   isAbortable,
+  openRestoreStores,
   RESTORE_CRASH_POINTS,
   type RestoreCrashPoint,
   type RestoreOptions,
   type RestoreResult,
+  type RestoreRunOptions,
+  type RestoreStaging,
+  type RestoreStores,
+  type RestoreWorkspaceLock,
   type RollbackOptions,
+  type RollbackRunOptions,
   restoreCheckpoint,
+  restoreCheckpointWith,
   rollbackBlockers,
   rollbackFromSafetyCheckpoint,
+  rollbackFromSafetyCheckpointWith,
   type UnsettledRestore,
-} from "./restore.js";
+} from "./restore/index.js";
 // Formats
 export {
   AbortedEvidenceSchema,
