@@ -14,7 +14,7 @@ export {
   MAX_CHECKPOINT_FILE_BYTES,
   openCheckpointStore,
   type VerifiedManifest,
-} from "./checkpoints.js";
+} from "./checkpoints/index.js";
 // Errors
 export {
   type CommitState,

@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { type FileOps, isProcessLevelErrno } from "@drydock/file-lock";
-import type { CheckpointStore } from "../checkpoints.js";
+import type { CheckpointStore } from "../checkpoints/index.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";

@@ -1,6 +1,6 @@
 import { basename, isAbsolute, join, resolve } from "node:path";
 import type { FileOps } from "@drydock/file-lock";
-import { assertDataDirOutside, canonicalWorkspaceRoot } from "../checkpoints.js";
+import { assertDataDirOutside, canonicalWorkspaceRoot } from "../checkpoints/index.js";
 import { errnoOf, isSagaError, SagaError } from "../errors.js";
 import { domainDigest } from "../internal/canonical.js";
 import { boundedText } from "../internal/text.js";

@@ -1,5 +1,5 @@
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import type { CheckpointStore } from "../checkpoints.js";
+import type { CheckpointStore } from "../checkpoints/index.js";
 import type { CrashHook } from "../internal/crash.js";
 import type { Phase } from "../schema.js";
 import type { SagaFence, SagaStore } from "../store/index.js";

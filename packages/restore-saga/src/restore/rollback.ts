@@ -6,7 +6,7 @@ import {
   type CheckpointStore,
   canonicalWorkspaceRoot,
   openCheckpointStore,
-} from "../checkpoints.js";
+} from "../checkpoints/index.js";
 import { SagaError } from "../errors.js";
 import {
   applyPlan,

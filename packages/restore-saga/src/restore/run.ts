@@ -7,7 +7,7 @@ import {
   canonicalWorkspaceRoot,
   openCheckpointStore,
   type VerifiedManifest,
-} from "../checkpoints.js";
+} from "../checkpoints/index.js";
 import { isSagaError, SagaError } from "../errors.js";
 import {
   applyPlan,

@@ -1,6 +1,6 @@
 import { isAbsolute, join, resolve } from "node:path";
 import { type FileOps, flushAncestry, isProcessLevelErrno, nodeFileOps } from "@drydock/file-lock";
-import { assertDataDirOutside } from "../checkpoints.js";
+import { assertDataDirOutside } from "../checkpoints/index.js";
 import { errnoOf, SagaError } from "../errors.js";
 import { domainDigest, sha256Hex } from "../internal/canonical.js";
 import { type CrashHook, noCrash } from "../internal/crash.js";
