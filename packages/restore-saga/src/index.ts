@@ -143,4 +143,4 @@ export {
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
-} from "./workspace-lock.js";
+} from "./workspace-lock/index.js";

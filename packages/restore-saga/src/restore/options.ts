@@ -3,7 +3,7 @@ import type { CheckpointStore } from "../checkpoints/index.js";
 import type { CrashHook } from "../internal/crash.js";
 import type { Phase } from "../schema.js";
 import type { SagaFence, SagaStore } from "../store/index.js";
-import type { HeldWorkspaceLock, WorkspaceLease } from "../workspace-lock.js";
+import type { HeldWorkspaceLock, WorkspaceLease } from "../workspace-lock/index.js";
 
 /**
  * Every named crash point of a restore, in the order a successful restore passes them. Points marked

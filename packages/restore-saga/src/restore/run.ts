@@ -26,7 +26,7 @@ import { type CrashHook, noCrash } from "../internal/crash.js";
 import { boundedText } from "../internal/text.js";
 import type { Phase } from "../schema.js";
 import { openSagaStore, type SagaState } from "../store/index.js";
-import { acquireWorkspaceLock, type HeldWorkspaceLock } from "../workspace-lock.js";
+import { acquireWorkspaceLock, type HeldWorkspaceLock } from "../workspace-lock/index.js";
 import {
   archiveQuietly,
   checkLayout,

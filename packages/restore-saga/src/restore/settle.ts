@@ -3,7 +3,7 @@ import type { CrashHook } from "../internal/crash.js";
 import { boundedText } from "../internal/text.js";
 import type { Phase } from "../schema.js";
 import type { SagaState, SagaStore } from "../store/index.js";
-import { type HeldWorkspaceLock, lostWithCallbackError } from "../workspace-lock.js";
+import { type HeldWorkspaceLock, lostWithCallbackError } from "../workspace-lock/index.js";
 import { archiveQuietly, step, toSagaError } from "./common.js";
 import type { RestoreResult } from "./options.js";
 
