@@ -14,7 +14,7 @@ export {
   MAX_CHECKPOINT_FILE_BYTES,
   openCheckpointStore,
   type VerifiedManifest,
-} from "./checkpoints.js";
+} from "./checkpoints/index.js";
 // Errors
 export {
   type CommitState,
@@ -47,16 +47,24 @@ export {
   type ArchiveWarning,
   findUnsettledRestore,
   isAbortable,
+  openRestoreStores,
   RESTORE_CRASH_POINTS,
   type RestoreCrashPoint,
   type RestoreOptions,
   type RestoreResult,
+  type RestoreRunOptions,
+  type RestoreStaging,
+  type RestoreStores,
+  type RestoreWorkspaceLock,
   type RollbackOptions,
+  type RollbackRunOptions,
   restoreCheckpoint,
+  restoreCheckpointWith,
   rollbackBlockers,
   rollbackFromSafetyCheckpoint,
+  rollbackFromSafetyCheckpointWith,
   type UnsettledRestore,
-} from "./restore.js";
+} from "./restore/index.js";
 // Formats
 export {
   AbortedEvidenceSchema,
@@ -110,7 +118,7 @@ export {
   type SagaState,
   type SagaStore,
   type SagaStoreOptions,
-} from "./store.js";
+} from "./store/index.js";
 export {
   acquireWorkspaceLock,
   type HeldWorkspaceLock,
@@ -135,4 +143,4 @@ export {
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
-} from "./workspace-lock.js";
+} from "./workspace-lock/index.js";

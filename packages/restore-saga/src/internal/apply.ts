@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { type FileOps, isProcessLevelErrno } from "@drydock/file-lock";
-import type { CheckpointStore } from "../checkpoints.js";
+import type { CheckpointStore } from "../checkpoints/index.js";
 import { errnoOf, SagaError } from "../errors.js";
 import type { ManifestEntry } from "../schema.js";
 import { domainDigest } from "./canonical.js";
@@ -505,7 +505,7 @@ const OWNER_RWX = 0o700;
  * changes inside it fails (WRITE_FAILED) for a process that is not root.
  */
 export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<number> {
-  const { fs, root } = ctx;
+  const { fs } = ctx;
   // Only files are staged: a plan that writes none (removals, directories, modes: a rollback of a restore
   // that stopped before writing any file) does not need the staging directory at all.
   if (writesFiles(plan)) {
@@ -518,124 +518,177 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
       // Unreadable just now: the next apply that writes files sweeps it, or fails on it before its intent.
     }
   }
-  const touchedDirs = new Set<string>();
-  const durable = ctx.durable !== false;
-  const flusher = flushBehind(fs);
-  const closer = closeBehind(fs);
-  const staged = new Set<string>();
-  const state = { besideTarget: false };
-  const finalModes: { path: string; mode: number }[] = [];
-  let index = 0;
-  const applied = (abs: string): void => {
-    touchedDirs.add(dirname(abs));
-    index += 1;
-    ctx.onApplied(index);
-  };
-  const setDirMode = (rel: string, mode: (current: number) => number): void => {
-    assertInside(fs, root, rel);
-    chmodDir(fs, join(root, rel), mode);
+  const run: Applying = {
+    ctx,
+    touchedDirs: new Set<string>(),
+    durable: ctx.durable !== false,
+    flusher: flushBehind(fs),
+    closer: closeBehind(fs),
+    staged: new Set<string>(),
+    state: { besideTarget: false },
+    finalModes: [],
+    index: 0,
   };
   try {
-    // First, shallowest first: the directories to remove are made owner-writable, those to re-mode get
-    // their new mode plus owner rwx, so that what is removed from or written into them can be.
-    const opened = plan.ops.filter(
-      (op) => (op.op === "remove" && op.kind === "dir") || op.op === "chmod",
-    ) as Extract<PlanOp, { path: string }>[];
-    for (const op of opened.sort((a, b) => depth(a.path) - depth(b.path))) {
-      try {
-        ctx.beforeEach?.();
-        setDirMode(op.path, (current) => (op.op === "chmod" ? op.mode : current) | OWNER_RWX);
-      } catch (error) {
-        // A directory to remove that is gone already (a retry after a crash) is what we wanted.
-        if (op.op !== "remove" || errnoOf(error) !== "ENOENT") throw applyFailure(op.path, error);
-      }
-    }
-    for (const op of plan.ops) {
-      const rel = op.op === "write" ? op.entry.path : op.path;
-      const abs = join(root, rel);
-      try {
-        if (op.op !== "write") ctx.beforeEach?.();
-        switch (op.op) {
-          case "remove":
-            assertInside(fs, root, rel);
-            try {
-              if (op.kind === "dir") fs.rmdirSync(abs);
-              else fs.unlinkSync(abs);
-            } catch (error) {
-              // Idempotent: already gone (a retry after a crash) is what we wanted.
-              if (errnoOf(error) !== "ENOENT") throw error;
-            }
-            applied(abs);
-            break;
-          case "mkdir":
-          case "chmod":
-            if (op.op === "mkdir") {
-              assertInside(fs, root, rel);
-              try {
-                fs.mkdirSync(abs, { mode: op.mode | OWNER_RWX });
-              } catch (error) {
-                if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
-              }
-              setDirMode(rel, () => op.mode | OWNER_RWX);
-            }
-            if ((op.mode | OWNER_RWX) !== op.mode) finalModes.push({ path: rel, mode: op.mode });
-            // A mode is inode metadata: durable once the directory itself is flushed, not its parent.
-            touchedDirs.add(abs);
-            applied(abs);
-            break;
-          case "write": {
-            const { entry } = op;
-            const bytes = ctx.verified?.get(entry.sha256) ?? ctx.checkpoints.readBlob(entry);
-            // The path is checked right before the rename; a temp written beside its target must be
-            // checked before it is written too (a symlinked directory would take it outside the workspace).
-            if (state.besideTarget) assertInside(fs, root, rel);
-            const stageIn = state.besideTarget ? dirname(abs) : ctx.stagingDir;
-            const temp = writeTemp(fs, stageIn, basename(rel), bytes, entry.mode, false);
-            staged.add(temp);
-            const publish = (): void => {
-              try {
-                ctx.beforeEach?.();
-                assertInside(fs, root, rel);
-                staged.delete(temp);
-                renameIntoPlace(ctx, state, temp, entry, bytes, durable, closer);
-              } catch (error) {
-                throw applyFailure(rel, error);
-              }
-              applied(abs);
-            };
-            if (durable) await flusher.add(temp, publish);
-            else publish();
-            break;
-          }
-        }
-      } catch (error) {
-        throw applyFailure(rel, error, ctx.stagingDir);
-      }
-    }
+    openDirsFirst(run, plan);
+    for (const op of plan.ops) await applyOp(run, op);
     try {
-      await flusher.drain();
+      await run.flusher.drain();
     } catch (error) {
       throw applyFailure(errnoPath(error) ?? "a restored file", error, ctx.stagingDir);
     }
     // Children sort after their parents: reversed, the deepest directories get their final modes first.
-    for (const { path, mode } of finalModes.reverse()) {
+    for (const { path, mode } of run.finalModes.reverse()) {
       try {
         ctx.beforeEach?.();
-        setDirMode(path, () => mode);
+        setDirMode(run, path, () => mode);
       } catch (error) {
         throw applyFailure(path, error);
       }
     }
   } finally {
-    await flusher.settle();
-    await closer.settle();
-    for (const temp of staged) removeQuietly(fs, temp);
+    await run.flusher.settle();
+    await run.closer.settle();
+    for (const temp of run.staged) removeQuietly(fs, temp);
   }
-  // A directory removed later in the plan has nothing left to flush (and its parent was touched too).
-  // The names (and the modes of the directories created or changed) are flushed after every file's bytes
-  // and final directory mode, before workspace_applied is journaled, so that phase never claims more than
-  // the disk holds (a file's mode is set before its temp is flushed). The re-scan runs while they flush.
-  const dirs = durable ? [...touchedDirs].sort().filter((dir) => fs.existsSync(dir)) : [];
+  await flushTouchedDirs(run);
+  return run.index;
+}
+
+/** One apply under way: what its steps share. */
+interface Applying {
+  readonly ctx: ApplyContext;
+  /** Directories whose names (or, for a directory made or re-moded, whose mode) must be flushed. */
+  readonly touchedDirs: Set<string>;
+  readonly durable: boolean;
+  readonly flusher: ReturnType<typeof flushBehind>;
+  readonly closer: ReturnType<typeof closeBehind>;
+  /** Temps written and not yet renamed into place (removed if the apply fails). */
+  readonly staged: Set<string>;
+  readonly state: { besideTarget: boolean };
+  /** Modes without owner rwx, set once every file is in place. */
+  readonly finalModes: { path: string; mode: number }[];
+  /** Changes in place so far. */
+  index: number;
+}
+
+function applied(run: Applying, abs: string): void {
+  run.touchedDirs.add(dirname(abs));
+  run.index += 1;
+  run.ctx.onApplied(run.index);
+}
+
+function setDirMode(run: Applying, rel: string, mode: (current: number) => number): void {
+  assertInside(run.ctx.fs, run.ctx.root, rel);
+  chmodDir(run.ctx.fs, join(run.ctx.root, rel), mode);
+}
+
+/**
+ * First, shallowest first: the directories to remove are made owner-writable, those to re-mode get
+ * their new mode plus owner rwx, so that what is removed from or written into them can be.
+ */
+function openDirsFirst(run: Applying, plan: RestorePlan): void {
+  const opened = plan.ops.filter(
+    (op) => (op.op === "remove" && op.kind === "dir") || op.op === "chmod",
+  ) as Extract<PlanOp, { path: string }>[];
+  for (const op of opened.sort((a, b) => depth(a.path) - depth(b.path))) {
+    try {
+      run.ctx.beforeEach?.();
+      setDirMode(run, op.path, (current) => (op.op === "chmod" ? op.mode : current) | OWNER_RWX);
+    } catch (error) {
+      // A directory to remove that is gone already (a retry after a crash) is what we wanted.
+      if (op.op !== "remove" || errnoOf(error) !== "ENOENT") throw applyFailure(op.path, error);
+    }
+  }
+}
+
+/** One change of the plan, in plan order (a file is staged here and renamed into place once flushed). */
+async function applyOp(run: Applying, op: PlanOp): Promise<void> {
+  const { ctx } = run;
+  const { fs, root } = ctx;
+  const rel = op.op === "write" ? op.entry.path : op.path;
+  const abs = join(root, rel);
+  try {
+    if (op.op !== "write") ctx.beforeEach?.();
+    switch (op.op) {
+      case "remove":
+        assertInside(fs, root, rel);
+        try {
+          if (op.kind === "dir") fs.rmdirSync(abs);
+          else fs.unlinkSync(abs);
+        } catch (error) {
+          // Idempotent: already gone (a retry after a crash) is what we wanted.
+          if (errnoOf(error) !== "ENOENT") throw error;
+        }
+        applied(run, abs);
+        break;
+      case "mkdir":
+      case "chmod":
+        if (op.op === "mkdir") {
+          assertInside(fs, root, rel);
+          try {
+            fs.mkdirSync(abs, { mode: op.mode | OWNER_RWX });
+          } catch (error) {
+            if (errnoOf(error) !== "EEXIST" || !fs.lstatSync(abs).isDirectory()) throw error;
+          }
+          setDirMode(run, rel, () => op.mode | OWNER_RWX);
+        }
+        if ((op.mode | OWNER_RWX) !== op.mode) run.finalModes.push({ path: rel, mode: op.mode });
+        // A mode is inode metadata: durable once the directory itself is flushed, not its parent.
+        run.touchedDirs.add(abs);
+        applied(run, abs);
+        break;
+      case "write":
+        await stageWrite(run, op, rel, abs);
+        break;
+    }
+  } catch (error) {
+    throw applyFailure(rel, error, ctx.stagingDir);
+  }
+}
+
+/** Writes a file's temp and hands its rename to the flusher (or renames it at once when not durable). */
+async function stageWrite(
+  run: Applying,
+  op: Extract<PlanOp, { op: "write" }>,
+  rel: string,
+  abs: string,
+): Promise<void> {
+  const { ctx, state, durable, closer } = run;
+  const { fs, root } = ctx;
+  const { entry } = op;
+  const bytes = ctx.verified?.get(entry.sha256) ?? ctx.checkpoints.readBlob(entry);
+  // The path is checked right before the rename; a temp written beside its target must be
+  // checked before it is written too (a symlinked directory would take it outside the workspace).
+  if (state.besideTarget) assertInside(fs, root, rel);
+  const stageIn = state.besideTarget ? dirname(abs) : ctx.stagingDir;
+  const temp = writeTemp(fs, stageIn, basename(rel), bytes, entry.mode, false);
+  run.staged.add(temp);
+  const publish = (): void => {
+    try {
+      ctx.beforeEach?.();
+      assertInside(fs, root, rel);
+      run.staged.delete(temp);
+      renameIntoPlace(ctx, state, temp, entry, bytes, durable, closer);
+    } catch (error) {
+      throw applyFailure(rel, error);
+    }
+    applied(run, abs);
+  };
+  if (durable) await run.flusher.add(temp, publish);
+  else publish();
+}
+
+/**
+ * A directory removed later in the plan has nothing left to flush (and its parent was touched too).
+ * The names (and the modes of the directories created or changed) are flushed after every file's bytes
+ * and final directory mode, before workspace_applied is journaled, so that phase never claims more than
+ * the disk holds (a file's mode is set before its temp is flushed). The re-scan runs while they flush.
+ */
+async function flushTouchedDirs(run: Applying): Promise<void> {
+  const { ctx } = run;
+  const { fs } = ctx;
+  const dirs = run.durable ? [...run.touchedDirs].sort().filter((dir) => fs.existsSync(dir)) : [];
   const flushingDirs = fsyncPaths(fs, dirs);
   let rescan: { error: unknown } | null = null;
   try {
@@ -650,7 +703,6 @@ export async function applyPlan(ctx: ApplyContext, plan: RestorePlan): Promise<n
     if (rescan === null) throw applyFailure(errnoPath(error) ?? "a restored directory", error);
   }
   if (rescan !== null) throw rescan.error;
-  return index;
 }
 
 /** Scans the workspace again and demands it equal the target tree exactly. Returns the post-state digest. */
