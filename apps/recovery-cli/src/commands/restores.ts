@@ -50,7 +50,14 @@ export async function collectRestores(
 
 /** `restores list`: every restore that may need a person (`collectRestores`), rendered by `renderRestoresList`. */
 export async function restoresList(ctx: CommandContext): Promise<Rendered> {
-  return renderRestoresList(ctx, await collectRestores(ctx));
+  // One report over every workspace shard (the recovery controller's): the line says how many it reads.
+  const progress = ctx.progress("restores list");
+  progress.phase(`reading the restore sagas of ${workspaces(ctx).length} workspace(s)`);
+  try {
+    return renderRestoresList(ctx, await collectRestores(ctx));
+  } finally {
+    progress.done();
+  }
 }
 
 /** The restores as a table (the next step of each), the command of each, and the gaps. */
@@ -237,6 +244,7 @@ export async function restoresAction(
         command,
       },
       human,
+      ...(command === null ? {} : { confirm: { command } }),
     };
   }
 
@@ -329,7 +337,10 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
   const cutoff = ctx.now() - days * DAY_MS;
   const candidates: (PurgeCandidate & { store: Workspace["store"] })[] = [];
   const kept: { botId: string; operationId: string; problem: string }[] = [];
-  for (const workspace of workspaces(ctx)) {
+  const all = workspaces(ctx);
+  const reading = ctx.progress("restores purge: reading archives", all.length);
+  for (const workspace of all) {
+    reading.step(`bot ${workspace.botId}`);
     for (const operationId of await workspace.store.listArchived()) {
       try {
         const saga = await workspace.store.loadArchived(operationId);
@@ -349,6 +360,7 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
       }
     }
   }
+  reading.done();
   const listed = candidates.map(({ store: _store, ...rest }) => rest);
   const stateDigest = purgeDigest(listed);
   const keptText = kept.map((k) => `kept ${k.botId}/${k.operationId}: ${k.problem}\n`).join("");
@@ -365,6 +377,7 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
     return {
       data: { ok: true, preview: true, changed: false, candidates: listed, kept, stateDigest, command },
       human,
+      ...(listed.length === 0 ? {} : { confirm: { command } }),
     };
   }
   if (ctx.options.expectedState === undefined) {
@@ -380,12 +393,18 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
     );
   }
   const purged: PurgeCandidate[] = [];
-  for (const { store, ...candidate } of candidates) {
-    await store.purgeArchived(candidate.operationId, {
-      expectedSeq: candidate.seq,
-      expectedHash: candidate.headHash,
-    });
-    purged.push(candidate);
+  const purging = ctx.progress("restores purge", candidates.length);
+  try {
+    for (const { store, ...candidate } of candidates) {
+      purging.step(`${candidate.botId}/${candidate.operationId}`);
+      await store.purgeArchived(candidate.operationId, {
+        expectedSeq: candidate.seq,
+        expectedHash: candidate.headHash,
+      });
+      purged.push(candidate);
+    }
+  } finally {
+    purging.done();
   }
   return {
     data: { ok: true, purged, kept },
