@@ -45,6 +45,6 @@ export {
   RestoresShowDocumentSchema,
   StatusDocumentSchema,
 } from "./json-schemas.js";
-export { fencedOptions, type MainOptions, main } from "./program.js";
+export { commandTree, fencedOptions, type MainOptions, main } from "./program.js";
 export { type Progress, progressReporter } from "./progress.js";
 export type { Rendered } from "./render.js";

@@ -45,6 +45,21 @@ export async function main(argv: readonly string[], options: MainOptions): Promi
   return finish(argv, io, run);
 }
 
+/**
+ * The whole command tree, with actions that do nothing: for walking it (completion, help and schema
+ * tests). `main` builds its own, with the runners.
+ */
+export function commandTree(): Command {
+  const quiet: CliIo = { stdout: { write: () => true }, stderr: { write: () => true }, stdoutIsTTY: false };
+  const program = createProgram(quiet);
+  registerCommands(
+    program,
+    () => async () => {},
+    () => () => {},
+  );
+  return program;
+}
+
 /** The `drydock` program with its global options; commands are added by `registerCommands`. */
 function createProgram(io: CliIo): Command {
   return (
@@ -173,8 +188,7 @@ async function confirmed(
   io.stdout.write(preview.human);
   const answer = await io.prompt!("apply? [y/N] ");
   if (/^y(es)?$/i.test(answer.trim())) {
-    const applied = await apply(fencedOptions(globals, command));
-    return { ...applied, human: applied.human };
+    return apply(fencedOptions(globals, command));
   }
   return {
     data: { ...(preview.data as Record<string, unknown>), confirmed: false },

@@ -78,7 +78,7 @@ function pathWalk(nodes: readonly CompletionNode[], wordAt: (i: string) => strin
     `      ${valueFlags(nodes).join("|")}) skip=1; continue ;;`,
     "      -*) continue ;;",
     "    esac",
-    '    case "${cmdpath:+$cmdpath }$word" in',
+    `    case "\${cmdpath:+$cmdpath }$word" in`,
     `      ${paths.join("|")}) cmdpath="\${cmdpath:+$cmdpath }$word" ;;`,
     "    esac",
     "  done",
