@@ -32,7 +32,15 @@ const exitCode = await main(process.argv.slice(2), {
     async prompt(question: string) {
       const lines = createInterface({ input: process.stdin, output: process.stdout });
       try {
-        return await lines.question(question);
+        // End of input (Ctrl-D) and Ctrl-C answer "no": the question never hangs and never means yes.
+        return await new Promise<string>((resolve) => {
+          lines.once("close", () => resolve(""));
+          lines.once("SIGINT", () => {
+            process.stdout.write("\n");
+            resolve("");
+          });
+          lines.question(question).then(resolve, () => resolve(""));
+        });
       } finally {
         lines.close();
       }
