@@ -211,10 +211,16 @@ describe("progress on stderr", () => {
     const pipe = await run(["--data-dir", root, "restores", "list"], {}, bufferIo({ stderrTty: false }));
     expect(pipe.code).toBe(0);
     expect(pipe.err).toBe("");
-    const json = await run(["--data-dir", root, "locks", "gc", "--json"], {}, bufferIo({ stderrTty: true }));
-    expect(json.code).toBe(0);
-    expect(json.err).toBe("");
-    expect(JSON.parse(json.out).schemaVersion).toBe(1);
+    // The same runs that draw progress on a TTY stderr (see above), with --json: not a byte on stderr.
+    for (const args of [
+      ["locks", "gc", "--yes"],
+      ["restores", "list"],
+    ]) {
+      const json = await run(["--data-dir", root, ...args, "--json"], {}, bufferIo({ stderrTty: true }));
+      expect(json.code, args.join(" ")).toBe(0);
+      expect(json.err, args.join(" ")).toBe("");
+      expect(JSON.parse(json.out).schemaVersion).toBe(1);
+    }
   });
 });
 
