@@ -1,5 +1,6 @@
 import type { Command } from "commander";
-import { Option } from "commander";
+import { Argument, Option } from "commander";
+import { COMPLETION_SHELLS, type CompletionShell, completion } from "./commands/completion.js";
 import { createsAdopt, createsList, createsRetire } from "./commands/creates.js";
 import { deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
 import { locksGc, locksList } from "./commands/locks.js";
@@ -7,6 +8,7 @@ import { reconcilePlan } from "./commands/reconcile.js";
 import { restoresAction, restoresList, restoresPurge, restoresShow } from "./commands/restores.js";
 import { status } from "./commands/status.js";
 import type { CommandContext } from "./context.js";
+import { addExamples } from "./help.js";
 import type { Rendered } from "./render.js";
 
 /** A command as the table calls it: the context, then its positional arguments. */
@@ -15,11 +17,19 @@ export type Handler = (ctx: CommandContext, ...args: string[]) => Promise<Render
 /** Wraps a handler as commander's action (`main` builds it: it makes the context and keeps the outcome). */
 export type Runner = (handler: Handler) => (...commanderArgs: unknown[]) => Promise<void>;
 
+/** A command that needs no data directory (`completion`): its arguments in, its rendering out. */
+export type PlainRunner = (handler: (...args: string[]) => Rendered) => (...commanderArgs: unknown[]) => void;
+
 /** Every command line `drydock` knows, each calling its command function through `run` (in help's order). */
-export function registerCommands(program: Command, run: Runner): void {
+export function registerCommands(program: Command, run: Runner, plain: PlainRunner): void {
   program
     .command("status")
     .description("what needs attention, one line each, and the command to act on it")
+    .option(
+      "--fail-on-attention",
+      "monitoring: exit 7 when anything needs a person (6 when incomplete, 0 when OK)",
+      false,
+    )
     .action(run((ctx) => status(ctx)));
   registerBoatCommands(program, run);
   registerRestoreCommands(program, run);
@@ -36,6 +46,12 @@ export function registerCommands(program: Command, run: Runner): void {
     .command("gc")
     .description("remove garbage election records (only with --yes)")
     .action(run((ctx) => locksGc(ctx)));
+  program
+    .command("completion")
+    .description("print a shell completion script (bash, zsh or fish), generated from this command table")
+    .addArgument(new Argument("<shell>", "the shell").choices(COMPLETION_SHELLS))
+    .action(plain((shell) => completion(program, shell as CompletionShell)));
+  addExamples(program);
 }
 
 /** `creates …` and `deletions …`: the Boat journals, each change fenced by `--expected-state`. */

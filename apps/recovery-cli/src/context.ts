@@ -21,6 +21,7 @@ import {
 } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
+import { type Progress, progressReporter } from "./progress.js";
 import { type Colors, colors } from "./render.js";
 
 /** What `main` runs with besides the command line: the streams, the environment, the test seams. */
@@ -47,6 +48,10 @@ export interface GlobalOptions {
   expectedState?: string;
   reason?: string;
   olderThanDays?: string;
+  /** `status --fail-on-attention`: exit 7 when anything needs a person (monitoring). */
+  failOnAttention?: boolean;
+  /** False with `--no-input`: never ask `apply? [y/N]`, whatever the terminal. */
+  input?: boolean;
 }
 
 /** Everything a command may use. Commands get it as an argument; nothing reads globals. */
@@ -77,6 +82,8 @@ export interface CommandContext {
    * the provider when none is configured, the token when it came from `--provider-token` (never printed).
    */
   providerNote: string | null;
+  /** A progress line on stderr for a long operation (silent unless stderr is a TTY and not --json). */
+  progress(title: string, total?: number | null): Progress;
 }
 
 /** What a data directory holds, for the message when the one given is not one. */
@@ -276,6 +283,8 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     commandPrefix,
     boatCommandPrefix: provider.boatCommandPrefix,
     providerNote: provider.providerNote,
+    progress: (title, total) =>
+      progressReporter(io, { json: globals.json === true, title, total: total ?? null }),
   };
 }
 

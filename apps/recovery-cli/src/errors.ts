@@ -25,6 +25,11 @@ export const EXIT_CODES = {
   UNSAFE: 5,
   /** boat.dev could not be reached or did not answer usefully. */
   PROVIDER_UNAVAILABLE: 6,
+  /**
+   * Only `status --fail-on-attention` (monitoring): something needs a person. A code of its own, so a
+   * cron job or a Nagios check tells "a person is needed" from "could not look" (6) and from a refusal (5).
+   */
+  ATTENTION: 7,
 } as const;
 
 export type ExitCode = (typeof EXIT_CODES)[keyof typeof EXIT_CODES];

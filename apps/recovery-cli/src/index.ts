@@ -27,5 +27,24 @@ export {
   toSnakeCode,
 } from "./errors.js";
 export { type BufferIo, bufferIo, type CliIo } from "./io.js";
-export { type MainOptions, main } from "./program.js";
+export {
+  BoatActionDocumentSchema,
+  CompletionDocumentSchema,
+  CreatesListDocumentSchema,
+  DeletionsListDocumentSchema,
+  ErrorDocumentSchema,
+  JSON_SCHEMA_VERSION,
+  JSON_SCHEMAS,
+  type JsonCommand,
+  LocksGcDocumentSchema,
+  LocksListDocumentSchema,
+  ReconcileDocumentSchema,
+  RestoreActionDocumentSchema,
+  RestoresListDocumentSchema,
+  RestoresPurgeDocumentSchema,
+  RestoresShowDocumentSchema,
+  StatusDocumentSchema,
+} from "./json-schemas.js";
+export { commandTree, fencedOptions, type MainOptions, main } from "./program.js";
+export { type Progress, progressReporter } from "./progress.js";
 export type { Rendered } from "./render.js";

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `drydock` binary: the process's streams and environment go in, an exit code comes out. Everything
 // else lives in main() so tests run the same code with buffers.
+import { createInterface } from "node:readline/promises";
 import { main } from "./program.js";
 
 const token = process.env.BOAT_API_TOKEN;
@@ -24,6 +25,26 @@ const exitCode = await main(process.argv.slice(2), {
     stdout: { write: (chunk: string) => process.stdout.write(redact(chunk)) },
     stderr: { write: (chunk: string) => process.stderr.write(redact(chunk)) },
     stdoutIsTTY: process.stdout.isTTY === true,
+    stderrIsTTY: process.stderr.isTTY === true,
+    stdinIsTTY: process.stdin.isTTY === true,
+    // Asked only after a preview on a terminal (program.ts `mayAsk`); stdin is not touched otherwise, so a
+    // pipe or a cron job never waits for an answer.
+    async prompt(question: string) {
+      const lines = createInterface({ input: process.stdin, output: process.stdout });
+      try {
+        // End of input (Ctrl-D) and Ctrl-C answer "no": the question never hangs and never means yes.
+        return await new Promise<string>((resolve) => {
+          lines.once("close", () => resolve(""));
+          lines.once("SIGINT", () => {
+            process.stdout.write("\n");
+            resolve("");
+          });
+          lines.question(question).then(resolve, () => resolve(""));
+        });
+      } finally {
+        lines.close();
+      }
+    },
   },
   env: process.env,
 });

@@ -2,6 +2,7 @@ import Table from "cli-table3";
 import { createColors } from "picocolors";
 import type { ExitCode } from "./errors.js";
 import type { CliIo } from "./io.js";
+import { JSON_SCHEMA_VERSION } from "./json-schemas.js";
 
 /** What a command hands to `main`: the data (printed as is with --json) and its human rendering. */
 export interface Rendered {
@@ -9,6 +10,12 @@ export interface Rendered {
   human: string;
   /** Defaults to 0. `status` uses 6 when it could not look at the provider. */
   exitCode?: ExitCode;
+  /**
+   * Set on a preview that could be applied: the exact paste-back command it printed. On a terminal (and
+   * without --yes, --json, --no-input or CI) `main` asks `apply? [y/N]` and, on `y`, runs the same command
+   * with `--yes` and the fences read from this line, never with freshly read state.
+   */
+  confirm?: { command: string };
 }
 
 export type Colors = ReturnType<typeof createColors>;
@@ -49,7 +56,7 @@ export function renderError(
 ): void {
   if (error.json) {
     io.stderr.write(
-      `${JSON.stringify({ ok: false, error: { code: error.code, message: error.message }, exitCode: error.exitCode })}\n`,
+      `${JSON.stringify({ schemaVersion: JSON_SCHEMA_VERSION, ok: false, error: { code: error.code, message: error.message }, exitCode: error.exitCode })}\n`,
     );
     return;
   }

@@ -229,6 +229,7 @@ export async function locksGc(ctx: CommandContext): Promise<Rendered> {
   if (!ctx.yes) {
     const command = `${ctx.commandPrefix} locks gc --yes`;
     return {
+      ...(leftovers.length === 0 ? {} : { confirm: { command } }),
       data: { ok: true, preview: true, changed: false, candidates: leftovers, command },
       human:
         leftovers.length === 0
@@ -243,8 +244,15 @@ export async function locksGc(ctx: CommandContext): Promise<Rendered> {
       removed.push(relative(ctx.dataDir, workspaceLockPath(ctx.dataDir, owner.payload.workspaceRoot)));
     }
   }
-  for (const { path } of lockPaths(ctx.dataDir)) {
-    for (const file of collectLockGarbage(path).removed) removed.push(relative(ctx.dataDir, file));
+  const now = lockPaths(ctx.dataDir);
+  const progress = ctx.progress("locks gc", now.length);
+  try {
+    for (const { path } of now) {
+      progress.step(relative(ctx.dataDir, path));
+      for (const file of collectLockGarbage(path).removed) removed.push(relative(ctx.dataDir, file));
+    }
+  } finally {
+    progress.done();
   }
   return {
     data: { ok: true, removed, kept: leftovers.filter((file) => !removed.includes(file)) },

@@ -6,7 +6,14 @@ import { boatRecovery, pasteLine, planTable } from "../shared/boats.js";
 
 /** The Boat recovery plan: journals vs boat.dev. Read-only, whatever flags are given. */
 export async function reconcilePlan(ctx: CommandContext): Promise<Rendered> {
-  return renderPlan(ctx, await boatRecovery(ctx).plan());
+  // One plan over every Boat (the recovery controller's): the line says what it is waiting for.
+  const progress = ctx.progress("reconcile");
+  progress.phase("reading the Boat journals and boat.dev's list of Boats");
+  try {
+    return renderPlan(ctx, await boatRecovery(ctx).plan());
+  } finally {
+    progress.done();
+  }
 }
 
 /** The plan's warnings (what boat.dev could not be asked), its table and commands, and the INCOMPLETE footer. */

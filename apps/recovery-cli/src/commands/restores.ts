@@ -50,7 +50,14 @@ export async function collectRestores(
 
 /** `restores list`: every restore that may need a person (`collectRestores`), rendered by `renderRestoresList`. */
 export async function restoresList(ctx: CommandContext): Promise<Rendered> {
-  return renderRestoresList(ctx, await collectRestores(ctx));
+  // One report over every workspace shard (the recovery controller's): the line says how many it reads.
+  const progress = ctx.progress("restores list");
+  progress.phase(`reading the restore sagas of ${workspaces(ctx).length} workspace(s)`);
+  try {
+    return renderRestoresList(ctx, await collectRestores(ctx));
+  } finally {
+    progress.done();
+  }
 }
 
 /** The restores as a table (the next step of each), the command of each, and the gaps. */
@@ -237,6 +244,7 @@ export async function restoresAction(
         command,
       },
       human,
+      ...(command === null ? {} : { confirm: { command } }),
     };
   }
 
@@ -290,6 +298,13 @@ export async function restoresAction(
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** An archive a purge keeps (its chain does not verify, or it cannot be read), and why. */
+interface PurgeKept {
+  botId: string;
+  operationId: string;
+  problem: string;
+}
+
 export interface PurgeCandidate {
   botId: string;
   operationId: string;
@@ -313,6 +328,46 @@ function purgeDigest(candidates: readonly PurgeCandidate[]): string {
 }
 
 /**
+ * Every archived saga finished at or before `cutoff`, with the store that holds it; an archive whose chain
+ * does not verify (or cannot be read) is `kept`, with why: it is evidence, never purged.
+ */
+async function findPurgeCandidates(
+  ctx: CommandContext,
+  cutoff: number,
+): Promise<{ candidates: (PurgeCandidate & { store: Workspace["store"] })[]; kept: PurgeKept[] }> {
+  const candidates: (PurgeCandidate & { store: Workspace["store"] })[] = [];
+  const kept: PurgeKept[] = [];
+  const all = workspaces(ctx);
+  const reading = ctx.progress("restores purge: reading archives", all.length);
+  try {
+    for (const workspace of all) {
+      reading.step(`bot ${workspace.botId}`);
+      for (const operationId of await workspace.store.listArchived()) {
+        try {
+          const saga = await workspace.store.loadArchived(operationId);
+          const finishedAt = saga.events.at(-1)?.timestamp ?? "";
+          if (Date.parse(finishedAt) > cutoff) continue;
+          candidates.push({
+            botId: workspace.botId,
+            operationId,
+            phase: saga.phase,
+            seq: saga.seq,
+            headHash: saga.headHash,
+            finishedAt,
+            store: workspace.store,
+          });
+        } catch (error) {
+          kept.push({ botId: workspace.botId, operationId, problem: (error as Error).message });
+        }
+      }
+    }
+  } finally {
+    reading.done();
+  }
+  return { candidates, kept };
+}
+
+/**
  * Archived restore sagas finished at least `--older-than-days` days ago (default 30). Without --yes: the
  * list and its digest, nothing changed. With --yes and that digest (`--expected-state`): each is purged
  * with the fence just read (its events deleted, a receipt with its final phase, seq and head hash kept, the
@@ -326,29 +381,7 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
   if (!Number.isSafeInteger(days) || days < 0) {
     throw new CliError("USAGE", "--older-than-days takes a whole number of days (0 or more).");
   }
-  const cutoff = ctx.now() - days * DAY_MS;
-  const candidates: (PurgeCandidate & { store: Workspace["store"] })[] = [];
-  const kept: { botId: string; operationId: string; problem: string }[] = [];
-  for (const workspace of workspaces(ctx)) {
-    for (const operationId of await workspace.store.listArchived()) {
-      try {
-        const saga = await workspace.store.loadArchived(operationId);
-        const finishedAt = saga.events.at(-1)?.timestamp ?? "";
-        if (Date.parse(finishedAt) > cutoff) continue;
-        candidates.push({
-          botId: workspace.botId,
-          operationId,
-          phase: saga.phase,
-          seq: saga.seq,
-          headHash: saga.headHash,
-          finishedAt,
-          store: workspace.store,
-        });
-      } catch (error) {
-        kept.push({ botId: workspace.botId, operationId, problem: (error as Error).message });
-      }
-    }
-  }
+  const { candidates, kept } = await findPurgeCandidates(ctx, ctx.now() - days * DAY_MS);
   const listed = candidates.map(({ store: _store, ...rest }) => rest);
   const stateDigest = purgeDigest(listed);
   const keptText = kept.map((k) => `kept ${k.botId}/${k.operationId}: ${k.problem}\n`).join("");
@@ -365,6 +398,7 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
     return {
       data: { ok: true, preview: true, changed: false, candidates: listed, kept, stateDigest, command },
       human,
+      ...(listed.length === 0 ? {} : { confirm: { command } }),
     };
   }
   if (ctx.options.expectedState === undefined) {
@@ -380,12 +414,18 @@ export async function restoresPurge(ctx: CommandContext): Promise<Rendered> {
     );
   }
   const purged: PurgeCandidate[] = [];
-  for (const { store, ...candidate } of candidates) {
-    await store.purgeArchived(candidate.operationId, {
-      expectedSeq: candidate.seq,
-      expectedHash: candidate.headHash,
-    });
-    purged.push(candidate);
+  const purging = ctx.progress("restores purge", candidates.length);
+  try {
+    for (const { store, ...candidate } of candidates) {
+      purging.step(`${candidate.botId}/${candidate.operationId}`);
+      await store.purgeArchived(candidate.operationId, {
+        expectedSeq: candidate.seq,
+        expectedHash: candidate.headHash,
+      });
+      purged.push(candidate);
+    }
+  } finally {
+    purging.done();
   }
   return {
     data: { ok: true, purged, kept },

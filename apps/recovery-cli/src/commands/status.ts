@@ -137,8 +137,8 @@ function verdictLine(ctx: CommandContext, data: StatusData): string {
 
 /**
  * `drydock status` for people and for --json: one line each with the command to act on it, and the verdict.
- * Exit 0 even when attention is needed (the verdict says so); 6 (INCOMPLETE) when it could not look at
- * boat.dev (not configured, or not reached, or a Boat not read).
+ * Exit 0 even when attention is needed (the verdict says so), or 7 with `--fail-on-attention`; 6
+ * (INCOMPLETE) when it could not look at boat.dev (not configured, or not reached, or a Boat not read).
  */
 export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
   const { findings, tally } = data;
@@ -160,7 +160,14 @@ export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
   return {
     data: { findings, attention: tally.attention, providerChecked: data.providerChecked, verdict },
     human: `${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
-    exitCode: incomplete ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
+    // Monitoring (`--fail-on-attention`): a person is needed (7) outranks "could not look everywhere" (6),
+    // since it is known for sure; without the flag a verdict of ATTENTION still exits 0 (the verdict says so).
+    exitCode:
+      ctx.options.failOnAttention === true && tally.attention > 0
+        ? EXIT_CODES.ATTENTION
+        : incomplete
+          ? EXIT_CODES.PROVIDER_UNAVAILABLE
+          : EXIT_CODES.OK,
   };
 }
 

@@ -84,6 +84,7 @@ export async function boatAction(
         command: item?.action.command ?? null,
       },
       human,
+      ...(item?.action.command ? { confirm: { command: item.action.command } } : {}),
     };
   }
   let result: Record<string, unknown>;
