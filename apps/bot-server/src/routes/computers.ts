@@ -3,34 +3,66 @@ import { z } from "zod";
 import type { ServerContext } from "../context.js";
 import { deleteComputer, provisionComputer } from "../domain/computers.js";
 import { BotIdParam, requireBot } from "./params.js";
+import { answers, ComputerBody, okBody } from "./schemas.js";
+
+const Provisioned = okBody({
+  computer: ComputerBody.extend({ boxId: z.string(), name: z.string(), createdThisAttempt: z.boolean() }),
+});
 
 const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
 
 /** GET/POST/DELETE /v1/bots/:botId/computer and GET /v1/computers. */
 export const computerRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request) => {
-    await requireBot(ctx, request.params.botId, { peek: true });
-    return { ok: true, computer: ctx.computerView(request.params.botId, await ctx.readJournals()) };
-  });
-
-  app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
-    const { botId } = request.params;
-    await requireBot(ctx, botId);
-    const result = await provisionComputer(ctx, botId, request.log);
-    return reply.code(result.createdThisAttempt ? 201 : 200).send({
-      ok: true,
-      computer: {
-        status: "ready",
-        boxId: result.boxId,
-        name: result.name,
-        createdThisAttempt: result.createdThisAttempt,
+  app.get(
+    "/v1/bots/:botId/computer",
+    {
+      schema: {
+        summary: "The bot's computer (its Boat)",
+        params: BotIdParam,
+        response: answers({ 200: okBody({ computer: ComputerBody }) }),
       },
-    });
-  });
+    },
+    async (request) => {
+      await requireBot(ctx, request.params.botId, { peek: true });
+      return { ok: true, computer: ctx.computerView(request.params.botId, await ctx.readJournals()) };
+    },
+  );
+
+  app.post(
+    "/v1/bots/:botId/computer",
+    {
+      schema: {
+        summary: "Provision the bot's computer (idempotent)",
+        params: BotIdParam,
+        response: answers({ 200: Provisioned, 201: Provisioned }),
+      },
+    },
+    async (request, reply) => {
+      const { botId } = request.params;
+      await requireBot(ctx, botId);
+      const result = await provisionComputer(ctx, botId, request.log);
+      return reply.code(result.createdThisAttempt ? 201 : 200).send({
+        ok: true,
+        computer: {
+          status: "ready",
+          boxId: result.boxId,
+          name: result.name,
+          createdThisAttempt: result.createdThisAttempt,
+        },
+      });
+    },
+  );
 
   app.delete(
     "/v1/bots/:botId/computer",
-    { schema: { params: BotIdParam, body: DeleteComputerBody } },
+    {
+      schema: {
+        summary: "Delete the bot's Boat (fenced, named)",
+        params: BotIdParam,
+        body: DeleteComputerBody,
+        response: answers({ 200: okBody({}), 202: okBody({ pending: z.literal(true) }) }),
+      },
+    },
     async (request, reply) => {
       const { botId } = request.params;
       await requireBot(ctx, botId);
@@ -41,5 +73,14 @@ export const computerRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, 
     },
   );
 
-  app.get("/v1/computers", async () => ({ ok: true, computers: await ctx.lifecycle.inventory() }));
+  app.get(
+    "/v1/computers",
+    {
+      schema: {
+        summary: "Sanitized inventory of every Boat",
+        response: answers({ 200: okBody({ computers: z.array(z.looseObject({})) }) }),
+      },
+    },
+    async () => ({ ok: true, computers: await ctx.lifecycle.inventory() }),
+  );
 };
