@@ -32,6 +32,18 @@ export {
   type ServerDeps,
 } from "./deps.js";
 
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+}
+
+const ROUTES = new WeakMap<FastifyInstance, RegisteredRoute[]>();
+
+/** Every route `buildServer` registered on `app` (also Fastify's HEAD twins and the docs page's own). */
+export function registeredRoutes(app: FastifyInstance): readonly RegisteredRoute[] {
+  return ROUTES.get(app) ?? [];
+}
+
 /** Methods a `read` token may use; every other one is a write (403 `forbidden` for a read token). */
 const READ_METHODS = new Set(["GET", "HEAD"]);
 
@@ -85,6 +97,11 @@ function withRequestId(request: FastifyRequest, payload: unknown): unknown {
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const app = createFastify(deps);
   const ctx = createServerContext(deps);
+  const routes: RegisteredRoute[] = [];
+  ROUTES.set(app, routes);
+  app.addHook("onRoute", (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
 
   app.addHook("onRequest", async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);

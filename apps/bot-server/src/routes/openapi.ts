@@ -1,7 +1,11 @@
 import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance } from "fastify";
-import { createJsonSchemaTransform, type FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import {
+  createJsonSchemaTransform,
+  type FastifyPluginAsyncZod,
+  jsonSchemaTransformObject,
+} from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
 import { serverVersion } from "../metrics.js";
@@ -37,11 +41,38 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       security: [{ bearer: [] }],
     },
     transform: createJsonSchemaTransform({ skipList: [] }),
+    // Schemas with a registry id (the shared ErrorBody) become components the routes refer to.
+    transformObject: (input) => namedWildcards(jsonSchemaTransformObject(input) as OpenApiDocument),
   });
   await app.register(fastifySwaggerUi, {
     routePrefix: DOCS_PREFIX,
     uiConfig: { url: "/openapi.json" },
   });
+}
+
+interface OpenApiDocument {
+  paths?: Record<string, Record<string, { parameters?: { in: string; name: string; description?: string }[] }>>;
+}
+
+/**
+ * Fastify's wildcard (`/files/*`) is documented as the parameter `path` (`/files/{path}`): a name a client
+ * generator can use, which may contain slashes (the file's path in the workspace, URL-encoded per segment).
+ */
+function namedWildcards<T extends OpenApiDocument>(doc: T): T {
+  if (doc.paths === undefined) return doc;
+  const paths: NonNullable<OpenApiDocument["paths"]> = {};
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const operation of Object.values(item)) {
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.in === "path" && parameter.name === "*") {
+          parameter.name = "path";
+          parameter.description = "The file's path in the workspace (it may contain '/')";
+        }
+      }
+    }
+    paths[path.replace("{*}", "{path}")] = item;
+  }
+  return { ...doc, paths };
 }
 
 /** GET /openapi.json: the OpenAPI 3 document generated from the route schemas. */
