@@ -110,6 +110,17 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.addHook("preSerialization", async (request, _reply, payload) => withRequestId(request, payload));
 
+  // Once closing, every answer still sent closes its connection: a client's keep-alive connection would
+  // otherwise hold the close (and so the shutdown) until Fastify's keep-alive timeout.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (closing) reply.header("connection", "close");
+    return payload;
+  });
+
   app.addHook("onResponse", async (request, reply) => {
     const route = request.routeOptions.url ?? "unmatched";
     const status = reply.statusCode;
