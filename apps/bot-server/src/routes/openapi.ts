@@ -51,7 +51,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
 }
 
 interface OpenApiDocument {
-  paths?: Record<string, Record<string, { parameters?: { in: string; name: string; description?: string }[] }>>;
+  paths?: Record<
+    string,
+    Record<string, { parameters?: { in: string; name: string; description?: string }[] }>
+  >;
 }
 
 /**
