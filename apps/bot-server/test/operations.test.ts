@@ -3,6 +3,7 @@
  * tokens with a read-only role, token rotation without a restart, request ids in the header, every error
  * body and the log, and the `*_FILE` secrets.
  */
+import { spawnSync } from "node:child_process";
 import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -16,7 +17,7 @@ import { ConfigError, loadConfig } from "../src/config.js";
 import { READYZ_PROVIDER_TIMEOUT_MS } from "../src/deps.js";
 import { createMetrics } from "../src/metrics.js";
 import { type RunningServer, startServer } from "../src/server.js";
-import { api, tempDir } from "./helpers.js";
+import { api, REPO_ROOT, tempDir } from "./helpers.js";
 
 const ADMIN = "admin-token-0123456789abcdef";
 const READER = "read-token-0123456789abcdef";
@@ -435,5 +436,30 @@ describe("configuration: token lists and *_FILE secrets", () => {
     expect(refusal({ DRYDOCK_SHUTDOWN_TIMEOUT_MS: "soon" })).toMatch(
       /^invalid configuration: DRYDOCK_SHUTDOWN_TIMEOUT_MS: /,
     );
+  });
+
+  it("drydock-server stops with one line naming the variable and the OS's reason (exit 2)", () => {
+    const missing = join(tmp.dir, "secret-that-is-not-there");
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=@drydock/source", "--import", "tsx", join(REPO_ROOT, "apps/bot-server/src/main.ts")],
+      {
+        cwd: REPO_ROOT,
+        env: {
+          ...process.env,
+          DRYDOCK_DATA_DIR: tmp.dir,
+          PORT: "0",
+          BOAT_API_URL: "https://boat.example/api/v1",
+          BOAT_API_TOKEN_FILE: missing,
+        },
+        encoding: "utf8",
+        timeout: 60_000,
+      },
+    );
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe(
+      `drydock-server: invalid configuration: BOAT_API_TOKEN_FILE: cannot read ${missing}: ENOENT\n`,
+    );
+    expect(run.stdout).toBe("");
   });
 });
