@@ -103,6 +103,36 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url });
   });
 
+  addRequestHooks(app, ctx);
+
+  app.setNotFoundHandler(async (request, reply) => {
+    await reply.code(404).send({
+      ok: false,
+      error: { code: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}.` },
+    });
+  });
+
+  setErrorHandler(app, ctx);
+
+  // Before the routes, so that it sees each of them (its onRoute hook) and documents it from its schemas.
+  await registerOpenApi(app);
+  await app.register(openApiRoutes, ctx);
+  await app.register(healthRoutes, ctx);
+  await app.register(botRoutes, ctx);
+  await app.register(computerRoutes, ctx);
+  await app.register(fileRoutes, ctx);
+  await app.register(checkpointRoutes, ctx);
+  await app.register(recoveryRoutes, ctx);
+
+  finishRetirementsWhenReady(app, ctx);
+  return app;
+}
+
+/**
+ * Every request: its id in the response header, the token check, the request id put into error bodies,
+ * `Connection: close` once closing, and on its end the request metrics and the access log line.
+ */
+function addRequestHooks(app: FastifyInstance, ctx: ServerContext): void {
   app.addHook("onRequest", async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     await authorize(ctx, request, reply);
@@ -139,28 +169,6 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
       "request",
     );
   });
-
-  app.setNotFoundHandler(async (request, reply) => {
-    await reply.code(404).send({
-      ok: false,
-      error: { code: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}.` },
-    });
-  });
-
-  setErrorHandler(app, ctx);
-
-  // Before the routes, so that it sees each of them (its onRoute hook) and documents it from its schemas.
-  await registerOpenApi(app);
-  await app.register(openApiRoutes, ctx);
-  await app.register(healthRoutes, ctx);
-  await app.register(botRoutes, ctx);
-  await app.register(computerRoutes, ctx);
-  await app.register(fileRoutes, ctx);
-  await app.register(checkpointRoutes, ctx);
-  await app.register(recoveryRoutes, ctx);
-
-  finishRetirementsWhenReady(app, ctx);
-  return app;
 }
 
 function createFastify(deps: ServerDeps) {

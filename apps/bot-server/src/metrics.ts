@@ -26,14 +26,10 @@ export function serverVersion(): string {
 const JOURNAL_CAPS = { create: MAX_REQUESTS, delete: MAX_RECORDS, bots: MAX_BOTS } as const;
 
 /**
- * The server's Prometheus metrics, on a registry of its own (never prom-client's global one), so two
- * servers in one process (tests) never share or double-register series.
+ * Gauges read at scrape time: the build, and each journal's rows against its cap (`journals.sources`, set by
+ * buildServer; none before it is).
  */
-export function createMetrics() {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
-  /** Set by buildServer: the journals the size gauges read when scraped. */
-  const journals: { sources: JournalSizes | null } = { sources: null };
+function registerStateGauges(registry: Registry, journals: { sources: JournalSizes | null }): void {
   new Gauge({
     name: "drydock_build_info",
     help: "Always 1; the labels say which drydock server and Node.js run.",
@@ -72,6 +68,18 @@ export function createMetrics() {
       ]);
     },
   });
+}
+
+/**
+ * The server's Prometheus metrics, on a registry of its own (never prom-client's global one), so two
+ * servers in one process (tests) never share or double-register series.
+ */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  /** Set by buildServer: the journals the size gauges read when scraped. */
+  const journals: { sources: JournalSizes | null } = { sources: null };
+  registerStateGauges(registry, journals);
   return {
     journals,
     registry,

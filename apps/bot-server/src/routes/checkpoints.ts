@@ -26,104 +26,102 @@ const RestoreParams = z.object({
 });
 const OperationParams = z.object({ operationId: z.string().regex(OPERATION_ID, "is not an operation id") });
 
+/** POST /v1/bots/:botId/checkpoints */
+const createCheckpointSchema = {
+  schema: {
+    summary: "Snapshot the workspace",
+    params: BotIdParam,
+    response: answers({
+      201: okBody({
+        checkpoint: z.looseObject({ checkpointId: z.string(), files: z.number(), bytes: z.number() }),
+      }),
+    }),
+  },
+};
+
+/** GET /v1/bots/:botId/checkpoints */
+const listCheckpointsSchema = {
+  schema: {
+    summary: "List the workspace's checkpoints",
+    params: BotIdParam,
+    response: answers({ 200: okBody({ checkpoints: z.array(CheckpointRow) }) }),
+  },
+};
+
+/** POST /v1/bots/:botId/checkpoints/:checkpointId/restore */
+const restoreSchema = {
+  schema: {
+    summary: "Restore the workspace to a checkpoint (the restore saga)",
+    params: RestoreParams,
+    response: answers({
+      200: okBody({
+        operationId: z.string(),
+        phase: z.string(),
+        // Set when the saga finished but could not be archived (restore-saga's ArchiveWarning).
+        warning: z.looseObject({ code: z.string(), message: z.string() }).nullable(),
+      }),
+    }),
+  },
+};
+
+/** GET /v1/restores/:operationId */
+const restoreSummarySchema = {
+  schema: {
+    summary: "A restore saga's summary",
+    params: OperationParams,
+    response: answers({ 200: okBody({ botId: z.string(), restore: RestoreView }) }),
+  },
+};
+
 /** POST/GET /v1/bots/:botId/checkpoints, POST …/checkpoints/:checkpointId/restore, GET /v1/restores/:operationId. */
 export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.post(
-    "/v1/bots/:botId/checkpoints",
-    {
-      schema: {
-        summary: "Snapshot the workspace",
-        params: BotIdParam,
-        response: answers({
-          201: okBody({
-            checkpoint: z.looseObject({ checkpointId: z.string(), files: z.number(), bytes: z.number() }),
-          }),
-        }),
-      },
-    },
-    async (request, reply) => {
-      const { botId } = request.params;
-      const bot = await requireBot(ctx, botId);
-      const created = await ctx.exclusivity.run(botId, () => {
-        ensureWorkspace(ctx, botId);
-        return withWorkspace(
-          ctx,
-          botId,
-          "checkpoint",
-          () => {
-            // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
-            sweepStaleWorkspaceTemps(workspaceRoot(ctx, botId));
-            return ctx.checkpoints.createCheckpoint(workspaceRoot(ctx, botId));
-          },
-          bot,
-        );
-      });
-      return reply.code(201).send({ ok: true, checkpoint: created });
-    },
+  app.post("/v1/bots/:botId/checkpoints", createCheckpointSchema, async (request, reply) => {
+    const { botId } = request.params;
+    const bot = await requireBot(ctx, botId);
+    const created = await ctx.exclusivity.run(botId, () => {
+      ensureWorkspace(ctx, botId);
+      return withWorkspace(
+        ctx,
+        botId,
+        "checkpoint",
+        () => {
+          // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
+          sweepStaleWorkspaceTemps(workspaceRoot(ctx, botId));
+          return ctx.checkpoints.createCheckpoint(workspaceRoot(ctx, botId));
+        },
+        bot,
+      );
+    });
+    return reply.code(201).send({ ok: true, checkpoint: created });
+  });
+
+  app.get("/v1/bots/:botId/checkpoints", listCheckpointsSchema, async (request) => {
+    const { botId } = request.params;
+    await requireBot(ctx, botId);
+    // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
+    const rows = await listWorkspaceCheckpoints(ctx, botId);
+    return {
+      ok: true,
+      checkpoints: rows.map((c) => ({
+        checkpointId: c.checkpointId,
+        createdAt: c.createdAt,
+        ...(c.kind === undefined ? {} : { kind: c.kind }),
+        files: c.files,
+        bytes: c.bytes,
+      })),
+    };
+  });
+
+  app.post("/v1/bots/:botId/checkpoints/:checkpointId/restore", restoreSchema, async (request) =>
+    restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
   );
 
-  app.get(
-    "/v1/bots/:botId/checkpoints",
-    {
-      schema: {
-        summary: "List the workspace's checkpoints",
-        params: BotIdParam,
-        response: answers({ 200: okBody({ checkpoints: z.array(CheckpointRow) }) }),
-      },
-    },
-    async (request) => {
-      const { botId } = request.params;
-      await requireBot(ctx, botId);
-      // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
-      const rows = await listWorkspaceCheckpoints(ctx, botId);
-      return {
-        ok: true,
-        checkpoints: rows.map((c) => ({
-          checkpointId: c.checkpointId,
-          createdAt: c.createdAt,
-          ...(c.kind === undefined ? {} : { kind: c.kind }),
-          files: c.files,
-          bytes: c.bytes,
-        })),
-      };
-    },
-  );
-
-  app.post(
-    "/v1/bots/:botId/checkpoints/:checkpointId/restore",
-    {
-      schema: {
-        summary: "Restore the workspace to a checkpoint (the restore saga)",
-        params: RestoreParams,
-        response: answers({
-          200: okBody({
-            operationId: z.string(),
-            phase: z.string(),
-            // Set when the saga finished but could not be archived (restore-saga's ArchiveWarning).
-            warning: z.looseObject({ code: z.string(), message: z.string() }).nullable(),
-          }),
-        }),
-      },
-    },
-    async (request) => restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
-  );
-
-  app.get(
-    "/v1/restores/:operationId",
-    {
-      schema: {
-        summary: "A restore saga's summary",
-        params: OperationParams,
-        response: answers({ 200: okBody({ botId: z.string(), restore: RestoreView }) }),
-      },
-    },
-    async (request) => {
-      const { operationId } = request.params;
-      const found = await findRestore(ctx, operationId);
-      if (found === null) {
-        throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
-      }
-      return { ok: true, botId: found.botId, restore: found.restore };
-    },
-  );
+  app.get("/v1/restores/:operationId", restoreSummarySchema, async (request) => {
+    const { operationId } = request.params;
+    const found = await findRestore(ctx, operationId);
+    if (found === null) {
+      throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
+    }
+    return { ok: true, botId: found.botId, restore: found.restore };
+  });
 };

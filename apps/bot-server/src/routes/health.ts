@@ -1,4 +1,5 @@
 import { accessSync, constants as fsConstants } from "node:fs";
+import type { FastifyBaseLogger } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
@@ -63,6 +64,86 @@ function readyzProvider(ctx: ServerContext, probe: ProviderProbe): Promise<z.inf
   return probe.running;
 }
 
+/** GET /readyz */
+const readyzSchema = {
+  schema: {
+    summary: "Readiness: storage and journals; boat.dev's reachability is reported, not required",
+    response: answers({ 200: ReadyBody, 503: ReadyBody }),
+  },
+};
+
+/** GET /metrics */
+const metricsSchema = {
+  schema: {
+    summary: "Prometheus metrics",
+    response: answers({
+      200: {
+        description: "Prometheus text exposition format",
+        content: { "text/plain": { schema: z.string() } },
+      },
+    }),
+  },
+};
+
+/** The storage checks of GET /readyz: data directory readable and writable, journals and registry readable. */
+async function storageChecks(ctx: ServerContext) {
+  const checks: Record<string, { ok: boolean; message?: string }> = {};
+  try {
+    accessSync(ctx.dataDir, fsConstants.R_OK | fsConstants.W_OK);
+    checks.dataDir = { ok: true };
+  } catch (error) {
+    checks.dataDir = { ok: false, message: ctx.scrubPaths((error as Error).message) };
+  }
+  for (const [name, read] of [
+    ["createJournal", () => ctx.createJournal.boatCreateRecoverySnapshot()],
+    ["deleteJournal", () => ctx.deleteJournal.boatDeletionSnapshot()],
+    ["bots", () => ctx.bots.list()],
+  ] as const) {
+    try {
+      await read();
+      checks[name] = { ok: true };
+    } catch (error) {
+      checks[name] = { ok: false, message: ctx.scrubPaths((error as Error).message) };
+    }
+  }
+  const ok = Object.values(checks).every((c) => c.ok);
+  return { ok, checks };
+}
+
+/** Recounts the open recovery items for a scrape when the count is old (the rule is explained inside). */
+async function freshRecoveryGauge(ctx: ServerContext, log: FastifyBaseLogger): Promise<void> {
+  // An alert on open recovery items must not wait for someone to GET /v1/recovery: a scrape starts a
+  // recount when the count is older than RECOVERY_GAUGE_MAX_AGE_MS (the plan lists boat.dev, so not on
+  // every scrape). One recount at a time, shared by every scrape meanwhile, and timed from its start (a
+  // failing one is not retried by the next scrape); a scrape waits for it at most
+  // RECOVERY_GAUGE_WAIT_MS, then answers with the last count, so a slow boat.dev never fails the scrape.
+  const gauge = ctx.recoveryGauge;
+  if (gauge.countedAt === null || performance.now() - gauge.countedAt > RECOVERY_GAUGE_MAX_AGE_MS) {
+    gauge.countedAt = performance.now();
+    gauge.recount ??= recoveryReport(ctx)
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          log.warn({ err: error }, "could not count open recovery items for /metrics");
+        },
+      )
+      .finally(() => {
+        gauge.recount = null;
+      });
+  }
+  const running = gauge.recount;
+  if (running !== null) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      running,
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, RECOVERY_GAUGE_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+}
+
 /**
  * GET /healthz (process up), GET /readyz (this instance can serve: storage and journals; boat.dev's state
  * reported, never failing the probe) and GET /metrics (Prometheus text). None needs an API token; /metrics
@@ -76,89 +157,18 @@ export const healthRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ct
   );
 
   const probe: ProviderProbe = { last: null, running: null };
-  app.get(
-    "/readyz",
-    {
-      schema: {
-        summary: "Readiness: storage and journals; boat.dev's reachability is reported, not required",
-        response: answers({ 200: ReadyBody, 503: ReadyBody }),
-      },
-    },
-    async (_request, reply) => {
-      const checks: Record<string, { ok: boolean; message?: string }> = {};
-      try {
-        accessSync(ctx.dataDir, fsConstants.R_OK | fsConstants.W_OK);
-        checks.dataDir = { ok: true };
-      } catch (error) {
-        checks.dataDir = { ok: false, message: ctx.scrubPaths((error as Error).message) };
-      }
-      for (const [name, read] of [
-        ["createJournal", () => ctx.createJournal.boatCreateRecoverySnapshot()],
-        ["deleteJournal", () => ctx.deleteJournal.boatDeletionSnapshot()],
-        ["bots", () => ctx.bots.list()],
-      ] as const) {
-        try {
-          await read();
-          checks[name] = { ok: true };
-        } catch (error) {
-          checks[name] = { ok: false, message: ctx.scrubPaths((error as Error).message) };
-        }
-      }
-      // A boat.dev outage is every replica's at once: pulling them all out of the load balancer would stop
-      // file routes, listings and recovery too. It is reported here (and in /metrics), not failed on.
-      const provider = await readyzProvider(ctx, probe);
-      const ok = Object.values(checks).every((c) => c.ok);
-      return reply.code(ok ? 200 : 503).send({ ok, checks, provider });
-    },
-  );
+  app.get("/readyz", readyzSchema, async (_request, reply) => {
+    const { ok, checks } = await storageChecks(ctx);
+    // A boat.dev outage is every replica's at once: pulling them all out of the load balancer would stop
+    // file routes, listings and recovery too. It is reported here (and in /metrics), not failed on.
+    const provider = await readyzProvider(ctx, probe);
+    return reply.code(ok ? 200 : 503).send({ ok, checks, provider });
+  });
 
-  app.get(
-    "/metrics",
-    {
-      schema: {
-        summary: "Prometheus metrics",
-        response: answers({
-          200: {
-            description: "Prometheus text exposition format",
-            content: { "text/plain": { schema: z.string() } },
-          },
-        }),
-      },
-    },
-    async (request, reply) => {
-      // An alert on open recovery items must not wait for someone to GET /v1/recovery: a scrape starts a
-      // recount when the count is older than RECOVERY_GAUGE_MAX_AGE_MS (the plan lists boat.dev, so not on
-      // every scrape). One recount at a time, shared by every scrape meanwhile, and timed from its start (a
-      // failing one is not retried by the next scrape); a scrape waits for it at most
-      // RECOVERY_GAUGE_WAIT_MS, then answers with the last count, so a slow boat.dev never fails the scrape.
-      const gauge = ctx.recoveryGauge;
-      if (gauge.countedAt === null || performance.now() - gauge.countedAt > RECOVERY_GAUGE_MAX_AGE_MS) {
-        gauge.countedAt = performance.now();
-        gauge.recount ??= recoveryReport(ctx)
-          .then(
-            () => undefined,
-            (error: unknown) => {
-              request.log.warn({ err: error }, "could not count open recovery items for /metrics");
-            },
-          )
-          .finally(() => {
-            gauge.recount = null;
-          });
-      }
-      const running = gauge.recount;
-      if (running !== null) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([
-          running,
-          new Promise<void>((resolve) => {
-            timer = setTimeout(resolve, RECOVERY_GAUGE_WAIT_MS);
-          }),
-        ]);
-        clearTimeout(timer);
-      }
-      return reply
-        .header("content-type", ctx.metrics.registry.contentType)
-        .send(await ctx.metrics.registry.metrics());
-    },
-  );
+  app.get("/metrics", metricsSchema, async (request, reply) => {
+    await freshRecoveryGauge(ctx, request.log);
+    return reply
+      .header("content-type", ctx.metrics.registry.contentType)
+      .send(await ctx.metrics.registry.metrics());
+  });
 };

@@ -14,16 +14,15 @@ const RecoveryBody = okBody({
   startup: z.looseObject({}).nullable(),
 });
 
+/** GET /v1/recovery */
+const recoverySchema = {
+  schema: {
+    summary: "Everything that needs a person (the same data as drydock status)",
+    response: answers({ 200: RecoveryBody }),
+  },
+};
+
 /** GET /v1/recovery: what needs a person, as `drydock status` shows it (see `recoveryReport`). */
 export const recoveryRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get(
-    "/v1/recovery",
-    {
-      schema: {
-        summary: "Everything that needs a person (the same data as drydock status)",
-        response: answers({ 200: RecoveryBody }),
-      },
-    },
-    async () => recoveryReport(ctx),
-  );
+  app.get("/v1/recovery", recoverySchema, async () => recoveryReport(ctx));
 };
