@@ -104,6 +104,12 @@ describe("the OpenAPI document", () => {
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
     expect(page.text).toContain("swagger-ui");
+    // Its assets come inside @fastify/swagger-ui's package: nothing is fetched from elsewhere.
+    const bundle = await api(server.url, null)("GET", "/docs/static/swagger-ui-bundle.js");
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers.get("content-type")).toMatch(/javascript/);
+    expect(bundle.text.length).toBeGreaterThan(100_000);
+    expect((await api(server.url, null)("GET", "/docs/json")).json.paths).toEqual(doc.paths);
     const redirect = await fetch(`${server.url}/docs`, { redirect: "manual" });
     expect([200, 302]).toContain(redirect.status);
   });
