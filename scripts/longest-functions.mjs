@@ -22,7 +22,8 @@ function* sourceFiles(dir) {
     if (name === "node_modules" || name === "dist" || name === "test" || name.startsWith(".")) continue;
     const path = join(dir, name);
     if (statSync(path).isDirectory()) yield* sourceFiles(path);
-    else if (/\.tsx?$/.test(name) && !/\.(test|spec)\.tsx?$/.test(name) && !name.endsWith(".d.ts")) yield path;
+    else if (/\.tsx?$/.test(name) && !/\.(test|spec)\.tsx?$/.test(name) && !name.endsWith(".d.ts"))
+      yield path;
   }
 }
 
@@ -49,7 +50,11 @@ for (const root of roots) {
       ) {
         const start = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
         const end = source.getLineAndCharacterOfPosition(node.getEnd()).line + 1;
-        rows.push({ lines: end - start + 1, where: `${relative(process.cwd(), file)}:${start}`, name: nameOf(node) });
+        rows.push({
+          lines: end - start + 1,
+          where: `${relative(process.cwd(), file)}:${start}`,
+          name: nameOf(node),
+        });
       }
       ts.forEachChild(node, visit);
     };

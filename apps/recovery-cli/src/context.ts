@@ -2,6 +2,17 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import {
+  BOTS_FILE,
+  CHECKPOINTS_DIR,
+  CREATE_JOURNAL_FILE,
+  DELETE_JOURNAL_FILE,
+  EMBEDDED_PROVIDER_FILE,
+  ENVIRONMENT_ID_FILE,
+  PROVIDER_BINDING_FILE,
+  RESTORE_SAGAS_DIR,
+  WORKSPACES_DIR,
+} from "@drydock/facts";
+import {
   drydockCommandPrefix,
   providerIdentity,
   providerMismatch,
@@ -10,8 +21,18 @@ import {
 } from "@drydock/recovery-controller";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
-import type { MainOptions } from "./program.js";
 import { type Colors, colors } from "./render.js";
+
+/** What `main` runs with besides the command line: the streams, the environment, the test seams. */
+export interface MainOptions {
+  io: CliIo;
+  /** The environment variables the CLI honours (DRYDOCK_DATA_DIR, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR). */
+  env: Readonly<Record<string, string | undefined>>;
+  now?: () => number;
+  /** Injected for tests: replaces global fetch for the provider client. */
+  fetch?: typeof fetch;
+  cwd?: string;
+}
 
 export interface GlobalOptions {
   dataDir?: string;
@@ -97,14 +118,14 @@ function assertDataDir(dataDir: string): void {
 
 /** What a data directory holds once anything of drydock ran on it; one holding none of them is not one. */
 const DATA_DIR_MARKERS = [
-  "environment-id",
-  "boat-provider",
-  "bots.json",
-  "box-create-requests.json",
-  "box-delete-requests.json",
-  "restore-sagas",
-  "checkpoints",
-  "workspaces",
+  ENVIRONMENT_ID_FILE,
+  PROVIDER_BINDING_FILE,
+  BOTS_FILE,
+  CREATE_JOURNAL_FILE,
+  DELETE_JOURNAL_FILE,
+  RESTORE_SAGAS_DIR,
+  CHECKPOINTS_DIR,
+  WORKSPACES_DIR,
 ];
 
 /** The URL as a printable word, or null when it carries credentials (user:password@) and must not be shown. */
@@ -131,25 +152,36 @@ export function boundToEmbedded(dataDir: string): boolean {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export function createContext(globals: GlobalOptions, options: MainOptions): CommandContext {
-  const { io, env } = options;
-  const cwd = options.cwd ?? process.cwd();
-  const dataDir = path.resolve(cwd, globals.dataDir ?? env.DRYDOCK_DATA_DIR ?? ".drydock");
-  assertDataDir(dataDir);
+/** The boat.dev a run talks to: its URL and token (flags, then environment, then the embedded simulator). */
+interface ProviderChoice {
+  url: string | undefined;
+  token: string | undefined;
+  /** The embedded simulator found when nothing was given, or null. */
+  embedded: { apiUrl: string; token: string } | null;
+  /** The start of every printed boat.dev command (see `CommandContext.boatCommandPrefix`). */
+  boatCommandPrefix: string;
+  /** See `CommandContext.providerNote`. */
+  providerNote: string | null;
+}
+
+function chooseProvider(
+  globals: GlobalOptions,
+  env: MainOptions["env"],
+  dataDir: string,
+  commandPrefix: string,
+): ProviderChoice {
   const given = Boolean(
     globals.providerUrl ?? globals.providerToken ?? env.BOAT_API_URL ?? env.BOAT_API_TOKEN,
   );
   // Nothing given: the embedded simulator of a server running on this data directory, if there is one.
   const embedded = given ? null : readEmbeddedProvider(dataDir);
-  const providerUrl = globals.providerUrl ?? env.BOAT_API_URL ?? embedded?.apiUrl;
-  const providerToken = globals.providerToken ?? env.BOAT_API_TOKEN ?? embedded?.token;
-  const configured = Boolean(providerUrl && providerToken);
-  const commandPrefix = drydockCommandPrefix(dataDir);
+  const url = globals.providerUrl ?? env.BOAT_API_URL ?? embedded?.apiUrl;
+  const token = globals.providerToken ?? env.BOAT_API_TOKEN ?? embedded?.token;
   // A URL given as a flag is not in the environment a pasted line runs in: the line carries it.
   const flagUrl = globals.providerUrl ? printableUrl(globals.providerUrl) : null;
   const boatCommandPrefix = flagUrl === null ? commandPrefix : `${commandPrefix} --provider-url ${flagUrl}`;
   let providerNote: string | null = null;
-  if (!configured) {
+  if (!(url && token)) {
     // A directory of the embedded simulator is checked with its server up, never with a URL of another.
     providerNote = boundToEmbedded(dataDir)
       ? "with the bot server running on this data directory (its embedded simulator is this directory's boat.dev)"
@@ -160,6 +192,64 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   } else if (globals.providerToken) {
     providerNote = "add --provider-token as you did here (or set BOAT_API_TOKEN): drydock never prints it";
   }
+  return { url, token, embedded, boatCommandPrefix, providerNote };
+}
+
+/**
+ * The URL and token of `provider`, checked (on every use) to be this data directory's boat.dev; throws
+ * PROVIDER_NOT_CONFIGURED without a URL and token, PROVIDER_MISMATCH for another boat.dev.
+ */
+function checkedProvider(provider: ProviderChoice, dataDir: string): { url: string; token: string } {
+  const { url, token, embedded } = provider;
+  if (!url || !token) {
+    throw new CliError(
+      "PROVIDER_NOT_CONFIGURED",
+      url
+        ? "This command talks to boat.dev and its token is missing: pass --provider-token <token> (or set BOAT_API_TOKEN). Nothing was read or sent."
+        : token
+          ? "This command talks to boat.dev and its URL is missing: pass --provider-url <url> (or set BOAT_API_URL). Nothing was read or sent."
+          : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token); with the embedded simulator, start the bot server on this data directory (drydock then finds its address in embedded-boat-dev.json). Nothing was read or sent.",
+    );
+  }
+  // One data directory, one boat.dev: its journals read against another make every Boat look gone.
+  // The embedded simulator is `embedded` also when its address is given by hand.
+  const running = embedded ?? readEmbeddedProvider(dataDir);
+  const isEmbedded = running !== null && providerIdentity(running.apiUrl) === providerIdentity(url);
+  const mismatch = providerMismatch(dataDir, providerIdentity(isEmbedded ? null : url));
+  if (mismatch !== null) throw new CliError("PROVIDER_MISMATCH", `${mismatch} Nothing was read or sent.`);
+  return { url, token };
+}
+
+/** `<dataDir>/environment-id`; throws ENVIRONMENT_ID_MISSING when it is missing or not a UUID. */
+function readEnvironmentId(dataDir: string): string {
+  const file = path.join(dataDir, ENVIRONMENT_ID_FILE);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8").trim();
+  } catch (error) {
+    throw new CliError(
+      "ENVIRONMENT_ID_MISSING",
+      `${file} is missing or unreadable, so this installation's Boat names cannot be computed. ` +
+        "Start drydock-server once with this data directory (it writes the file), or pass the right --data-dir.",
+      error,
+    );
+  }
+  if (!UUID.test(text)) {
+    throw new CliError(
+      "ENVIRONMENT_ID_MISSING",
+      `${file} does not hold a UUID, so this installation's Boat names cannot be computed. Restore the file from a backup; do not invent a new id (Boats are named after it).`,
+    );
+  }
+  return text;
+}
+
+export function createContext(globals: GlobalOptions, options: MainOptions): CommandContext {
+  const { io, env } = options;
+  const cwd = options.cwd ?? process.cwd();
+  const dataDir = path.resolve(cwd, globals.dataDir ?? env.DRYDOCK_DATA_DIR ?? ".drydock");
+  assertDataDir(dataDir);
+  const commandPrefix = drydockCommandPrefix(dataDir);
+  const provider = chooseProvider(globals, env, dataDir, commandPrefix);
   const colorOn = io.stdoutIsTTY && globals.color !== false && !env.NO_COLOR && !globals.json;
   let client: BoatClient | null = null;
   return {
@@ -171,57 +261,21 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     c: colors(colorOn),
     now: options.now ?? Date.now,
     options: globals,
-    providerConfigured: configured,
+    providerConfigured: Boolean(provider.url && provider.token),
     client() {
-      if (!providerUrl || !providerToken) {
-        throw new CliError(
-          "PROVIDER_NOT_CONFIGURED",
-          providerUrl
-            ? "This command talks to boat.dev and its token is missing: pass --provider-token <token> (or set BOAT_API_TOKEN). Nothing was read or sent."
-            : providerToken
-              ? "This command talks to boat.dev and its URL is missing: pass --provider-url <url> (or set BOAT_API_URL). Nothing was read or sent."
-              : "This command talks to boat.dev: set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token); with the embedded simulator, start the bot server on this data directory (drydock then finds its address in embedded-boat-dev.json). Nothing was read or sent.",
-        );
-      }
-      // One data directory, one boat.dev: its journals read against another make every Boat look gone.
-      // The embedded simulator is `embedded` also when its address is given by hand.
-      const running = embedded ?? readEmbeddedProvider(dataDir);
-      const isEmbedded =
-        running !== null && providerIdentity(running.apiUrl) === providerIdentity(providerUrl);
-      const mismatch = providerMismatch(dataDir, providerIdentity(isEmbedded ? null : providerUrl));
-      if (mismatch !== null) throw new CliError("PROVIDER_MISMATCH", `${mismatch} Nothing was read or sent.`);
+      const { url, token } = checkedProvider(provider, dataDir);
       client ??= createBoatClient({
-        baseUrl: providerUrl,
-        token: providerToken,
+        baseUrl: url,
+        token,
         ...(options.fetch ? { fetch: options.fetch } : {}),
         timeoutMs: 5_000,
       });
       return client;
     },
-    environmentId() {
-      const file = path.join(dataDir, "environment-id");
-      let text: string;
-      try {
-        text = readFileSync(file, "utf8").trim();
-      } catch (error) {
-        throw new CliError(
-          "ENVIRONMENT_ID_MISSING",
-          `${file} is missing or unreadable, so this installation's Boat names cannot be computed. ` +
-            "Start drydock-server once with this data directory (it writes the file), or pass the right --data-dir.",
-          error,
-        );
-      }
-      if (!UUID.test(text)) {
-        throw new CliError(
-          "ENVIRONMENT_ID_MISSING",
-          `${file} does not hold a UUID, so this installation's Boat names cannot be computed. Restore the file from a backup; do not invent a new id (Boats are named after it).`,
-        );
-      }
-      return text;
-    },
+    environmentId: () => readEnvironmentId(dataDir),
     commandPrefix,
-    boatCommandPrefix,
-    providerNote,
+    boatCommandPrefix: provider.boatCommandPrefix,
+    providerNote: provider.providerNote,
   };
 }
 
@@ -233,7 +287,7 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
 function readEmbeddedProvider(dataDir: string): { apiUrl: string; token: string } | null {
   let saved: unknown;
   try {
-    saved = JSON.parse(readFileSync(path.join(dataDir, "embedded-boat-dev.json"), "utf8"));
+    saved = JSON.parse(readFileSync(path.join(dataDir, EMBEDDED_PROVIDER_FILE), "utf8"));
   } catch {
     return null;
   }

@@ -1,8 +1,5 @@
-import {
-  isJournalStateError as isCreateJournalError,
-  TRANSIENTLY_UNREADABLE,
-} from "@drydock/boat-create-journal";
-import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
+import { isBoatCreateJournalError, TRANSIENTLY_UNREADABLE } from "@drydock/boat-create-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isLifecycleError, type LifecycleErrorCode } from "@drydock/boat-lifecycle";
 import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
 import { isLockError } from "@drydock/file-lock";
@@ -125,8 +122,26 @@ const LIFECYCLE_EXIT: Record<LifecycleErrorCode, ExitCode | "provider-status"> =
   provision_withdrawn: EXIT_CODES.UNSAFE,
 };
 
-/** Maps anything thrown to an exit code and a public code. Unknown throwables are failures (1). */
+/**
+ * A code as the CLI shows it (`--json`'s `error.code`, the `[code, exit N]` of a human error line): lower
+ * snake_case, the casing of the bot server's HTTP error codes (`WORKSPACE_LOCKED` → `workspace_locked`,
+ * `transport_connect_failed` unchanged, `camelCase` → `camel_case`). The packages' own codes keep their casing.
+ */
+export function toSnakeCode(code: string): string {
+  return code.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
+}
+
+/**
+ * Maps anything thrown to an exit code and its public code (lower snake_case, `toSnakeCode`). Unknown
+ * throwables are failures (1, `cli_failed`).
+ */
 export function classifyError(error: unknown): { exitCode: ExitCode; code: string } {
+  const { exitCode, code } = classifyRaw(error);
+  return { exitCode, code: toSnakeCode(code) };
+}
+
+/** The exit code and the error's own code, in the casing of the package that threw it. */
+function classifyRaw(error: unknown): { exitCode: ExitCode; code: string } {
   if (isCliError(error)) return { exitCode: error.exitCode, code: error.code };
   if (isRecoveryError(error)) {
     switch (error.code) {
@@ -148,7 +163,7 @@ export function classifyError(error: unknown): { exitCode: ExitCode; code: strin
     }
   }
   if (isSagaError(error)) return { exitCode: SAGA_EXIT[error.code] ?? EXIT_CODES.FAILURE, code: error.code };
-  if (isCreateJournalError(error) || isDeleteJournalError(error)) {
+  if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) {
     return {
       exitCode:
         error.code === "INVALID_ARGUMENT"

@@ -14,7 +14,7 @@ export {
   restoresList,
   restoresShow,
 } from "./commands/restores.js";
-export { type Finding, status } from "./commands/status.js";
+export { collectStatus, type Finding, renderStatus, type StatusData, status } from "./commands/status.js";
 export { type CommandContext, createContext, type GlobalOptions } from "./context.js";
 export {
   CLI_ERROR_EXIT,
@@ -24,6 +24,7 @@ export {
   EXIT_CODES,
   type ExitCode,
   isCliError,
+  toSnakeCode,
 } from "./errors.js";
 export { type BufferIo, bufferIo, type CliIo } from "./io.js";
 export { type MainOptions, main } from "./program.js";

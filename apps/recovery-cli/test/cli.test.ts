@@ -291,9 +291,9 @@ describe("drydock against data left by killed processes", () => {
       ]),
     ]);
     expect(unfenced.code).toBe(2);
-    expect(jsonErr(unfenced).error.code).toBe("USAGE");
+    expect(jsonErr(unfenced).error.code).toBe("usage");
     expect(otherList.code).toBe(4);
-    expect(jsonErr(otherList).error.code).toBe("FENCE_MISMATCH");
+    expect(jsonErr(otherList).error.code).toBe("fence_mismatch");
     expect(snapshotTree(d.dataDir)).toEqual(beforePurge);
     const purged = await cli([...argsOf(previewed.command), "--json"]);
     expect(purged.code).toBe(0);
@@ -330,7 +330,7 @@ describe("drydock against data left by killed processes", () => {
       cli(argsOf(shown.commands.rollback.replace(fence.expectedOwnerDigest, otherOwner))),
     ]);
     expect(stale.code).toBe(4);
-    expect(jsonErr(stale)).toMatchObject({ ok: false, error: { code: "FENCE_MISMATCH" }, exitCode: 4 });
+    expect(jsonErr(stale)).toMatchObject({ ok: false, error: { code: "fence_mismatch" }, exitCode: 4 });
     expect(jsonErr(stale).error.message).toContain(
       `its seq is ${fence.expectedSeq}, not ${fence.expectedSeq - 1}`,
     );
@@ -399,9 +399,9 @@ describe("drydock against data left by killed processes", () => {
       command: shown.commands.abort,
     });
     expect(missing.code).toBe(3);
-    expect(jsonErr(missing).error.code).toBe("NOT_FOUND");
+    expect(jsonErr(missing).error.code).toBe("not_found");
     expect(noFence.code).toBe(2);
-    expect(jsonErr(noFence).error.code).toBe("USAGE");
+    expect(jsonErr(noFence).error.code).toBe("usage");
     expect(snapshotTree(d.dataDir)).toEqual(before);
 
     const applied = await cli([...argsOf(shown.commands.abort), "--reason", "operator test"]);
@@ -466,7 +466,7 @@ describe("drydock against data left by killed processes", () => {
       cli(["reconcile", "--data-dir", d.dataDir, "--json"], providerEnv()),
     ]);
     expect(stale.code).toBe(4);
-    expect(jsonErr(stale).error.code).toBe("STATE_CHANGED");
+    expect(jsonErr(stale).error.code).toBe("state_changed");
     expect(readFileSync(journal, "utf8")).toBe(journalBefore);
 
     const replanned = jsonOut(replannedRun);
@@ -541,7 +541,7 @@ describe("drydock against data left by killed processes", () => {
     expect(status.stdout.trim().split("\n").at(-1)).toMatch(/^ATTENTION: 1 item/);
 
     expect(retire.code).toBe(5);
-    expect(jsonErr(retire).error.code).toBe("ACTION_NOT_ALLOWED");
+    expect(jsonErr(retire).error.code).toBe("action_not_allowed");
     expect(down.code).toBe(6);
     expect(jsonErr(down).error.code).toBe("transport_connect_failed");
     expect(readFileSync(journal, "utf8")).toBe(before);
@@ -577,7 +577,7 @@ describe("drydock against data left by killed processes", () => {
     for (const run of unfenced) {
       expect(run.code).toBe(2);
       expect(jsonErr(run).error).toMatchObject({
-        code: "USAGE",
+        code: "usage",
         message: expect.stringContaining("--expected-state"),
       });
     }
@@ -602,7 +602,7 @@ describe("drydock against data left by killed processes", () => {
     );
     expect(missing.code).toBe(4);
     expect(jsonErr(missing).error).toMatchObject({
-      code: "STATE_CHANGED",
+      code: "state_changed",
       message: expect.stringContaining("no record for bot bot-nobody now"),
     });
 
@@ -943,7 +943,7 @@ describe("drydock against data left by killed processes", () => {
     ]);
     // The format is accepted (not a usage error); the fresh preview then refuses the unreadable lock.
     expect(torn.code).toBe(1);
-    expect(jsonErr(torn).error.code).toBe("LOCK_FAILED");
+    expect(jsonErr(torn).error.code).toBe("lock_failed");
     const malformed = await cli([
       "restores",
       "rollback",
@@ -970,7 +970,7 @@ describe("drydock against data left by killed processes", () => {
     ]);
     for (const result of [empty, blank]) {
       expect(result.code).toBe(2);
-      expect(jsonErr(result).error.code).toBe("USAGE");
+      expect(jsonErr(result).error.code).toBe("usage");
     }
     expect(snapshotTree(d.dataDir)).toEqual(before);
   });
@@ -994,7 +994,7 @@ describe("drydock against data left by killed processes", () => {
       ]),
     ]);
     expect(unknown.code).toBe(2);
-    expect(jsonErr(unknown)).toMatchObject({ ok: false, error: { code: "USAGE" }, exitCode: 2 });
+    expect(jsonErr(unknown)).toMatchObject({ ok: false, error: { code: "usage" }, exitCode: 2 });
     expect(unknown.stdout).toBe("");
     expect(badSeq.code).toBe(2);
   });

@@ -1,17 +1,13 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  JournalStateError as CreateJournalError,
-  NEWER_FORMAT,
-  TRANSIENTLY_UNREADABLE,
-} from "@drydock/boat-create-journal";
-import { JournalStateError as DeleteJournalError } from "@drydock/boat-delete-journal";
+import { BoatCreateJournalError, NEWER_FORMAT, TRANSIENTLY_UNREADABLE } from "@drydock/boat-create-journal";
+import { BoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { BoatApiError, BoatTransportError } from "@drydock/boat-provider";
 import { RecoveryError } from "@drydock/recovery-controller";
 import { SagaError } from "@drydock/restore-saga";
 import { afterEach, describe, expect, it } from "vitest";
-import { bufferIo, CliError, classifyError, EXIT_CODES, main } from "../src/index.js";
+import { bufferIo, CliError, classifyError, EXIT_CODES, main, toSnakeCode } from "../src/index.js";
 
 const ANSI = /\u001b\[/;
 let dir: string | undefined;
@@ -39,8 +35,8 @@ describe("main (in-process, injected streams)", () => {
     expect(classifyError(new CliError("USAGE", "x")).exitCode).toBe(EXIT_CODES.USAGE);
     // A journal paused as damaged needs a person (5); one not read just now (EMFILE) is a failure to retry (1).
     for (const make of [
-      (detail: string) => new CreateJournalError({ code: "BOAT_CREATE_PAUSED", detail, message: detail }),
-      (detail: string) => new DeleteJournalError({ code: "BOAT_DELETE_PAUSED", detail, message: detail }),
+      (detail: string) => new BoatCreateJournalError({ code: "BOAT_CREATE_PAUSED", detail, message: detail }),
+      (detail: string) => new BoatDeleteJournalError({ code: "BOAT_DELETE_PAUSED", detail, message: detail }),
     ]) {
       expect(classifyError(make("unreadable")).exitCode).toBe(EXIT_CODES.UNSAFE);
       expect(classifyError(make(`${TRANSIENTLY_UNREADABLE} (EMFILE: …; retry)`)).exitCode).toBe(
@@ -56,7 +52,7 @@ describe("main (in-process, injected streams)", () => {
     expect(classifyError(new RecoveryError({ code: "ACTION_NOT_ALLOWED", message: "x" })).exitCode).toBe(5);
     expect(classifyError(new RecoveryError({ code: "NOT_FOUND", message: "x" }))).toEqual({
       exitCode: 3,
-      code: "NOT_FOUND",
+      code: "not_found",
     });
     expect(
       classifyError(
@@ -77,7 +73,22 @@ describe("main (in-process, injected streams)", () => {
     expect(classifyError(new BoatApiError({ status: 404, code: "not_found", message: "x" })).exitCode).toBe(
       3,
     );
-    expect(classifyError(new Error("boom"))).toEqual({ exitCode: 1, code: "CLI_FAILED" });
+    expect(classifyError(new Error("boom"))).toEqual({ exitCode: 1, code: "cli_failed" });
+  });
+
+  it("shows every code in the bot server's lower snake_case, whichever package threw it", () => {
+    expect(toSnakeCode("WORKSPACE_LOCKED")).toBe("workspace_locked");
+    expect(toSnakeCode("transport_connect_failed")).toBe("transport_connect_failed");
+    expect(toSnakeCode("camelCaseCode")).toBe("camel_case_code");
+    expect(toSnakeCode("503")).toBe("503");
+    expect(classifyError(new CliError("FENCE_MISMATCH", "x"))).toEqual({
+      exitCode: 4,
+      code: "fence_mismatch",
+    });
+    expect(classifyError(new SagaError({ code: "WORKSPACE_LOCKED", message: "x" }))).toEqual({
+      exitCode: 5,
+      code: "workspace_locked",
+    });
   });
 
   it("colours the verdict only on a TTY and never under NO_COLOR or --no-color", async () => {
@@ -115,7 +126,7 @@ describe("main (in-process, injected streams)", () => {
     expect(failed.out()).toBe("");
     expect(JSON.parse(failed.err())).toMatchObject({
       ok: false,
-      error: { code: "ENVIRONMENT_ID_MISSING" },
+      error: { code: "environment_id_missing" },
       exitCode: 3,
     });
   });

@@ -2,8 +2,11 @@
 
 /** The start of a paused journal's `detail` when it could not be read just now (EMFILE and the like): retry. */
 export { NEWER_FORMAT, TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
-// Errors
+// Errors (`JournalStateError` and `isJournalStateError` are deprecated aliases of the first two)
 export {
+  BoatCreateJournalError,
+  type BoatCreateJournalErrorCode,
+  isBoatCreateJournalError,
   isJournalStateError,
   JOURNAL_ERROR_STATUS,
   type JournalErrorCode,

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
+import { CREATE_JOURNAL_FILE, CREATE_JOURNAL_LOCK_FILE } from "@drydock/facts";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
-import { createPaused, invalidArgument, isJournalStateError } from "./errors.js";
+import { openJournalShell } from "@drydock/json-journal";
+import { createPaused, invalidArgument, isBoatCreateJournalError } from "./errors.js";
 import { assertBoatId, assertBotId, assertRequestBody, parseRequest } from "./internal/args.js";
 import { checkCreateJournal } from "./internal/check.js";
 import {
@@ -29,8 +29,7 @@ import {
   type BoatCreateView,
 } from "./schema.js";
 
-export const CREATE_JOURNAL_FILE = "box-create-requests.json";
-export const CREATE_JOURNAL_LOCK_FILE = "box-create-requests.lock";
+export { CREATE_JOURNAL_FILE, CREATE_JOURNAL_LOCK_FILE };
 
 export interface OpenBoatCreateJournalOptions {
   /** Directory holding the journal (created 0700 on first write). */
@@ -93,16 +92,18 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
   }
   const now = options.now ?? Date.now;
   const newKey = options.newKey ?? randomUUID;
-  const fs = options.fs;
-  const journal = openJsonJournal<BoatCreateJournalFile>({
-    file: join(options.dataDir, CREATE_JOURNAL_FILE),
-    lockFile: join(options.dataDir, CREATE_JOURNAL_LOCK_FILE),
+  // Every escape becomes the journal's own error (json-journal's shell, shared with the delete journal).
+  const journal = openJournalShell<BoatCreateJournalFile>({
+    dataDir: options.dataDir,
+    file: CREATE_JOURNAL_FILE,
+    lockFile: CREATE_JOURNAL_LOCK_FILE,
     schema: BoatCreateJournalFileSchema,
     empty: () => ({ version: 1, requests: [] }),
     check: checkCreateJournal,
-    stateError: createPaused,
-    lock: { label: "drydock", ...options.lock, ...(fs ? { fs: options.lock?.fs ?? fs } : {}) },
-    ...(fs ? { fs } : {}),
+    paused: createPaused,
+    isOwn: isBoatCreateJournalError,
+    ...(options.lock ? { lock: options.lock } : {}),
+    ...(options.fs ? { fs: options.fs } : {}),
   });
 
   // peekBoatCreates' rows per peeked document: json-journal hands out one frozen object per unchanged file.
@@ -111,13 +112,7 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
   /** The clock is read once per call, inside the lock, so the decision and the stamp agree. */
   const context = (): CreateContext => ({ now: readClock(now), newKey });
 
-  async function update<R>(step: (doc: BoatCreateJournalFile) => Step<R>): Promise<R> {
-    try {
-      return await journal.update(step);
-    } catch (error) {
-      throw toJournalStateError(error, isJournalStateError, createPaused);
-    }
-  }
+  const update = <R>(step: (doc: BoatCreateJournalFile) => Step<R>): Promise<R> => journal.update(step);
 
   return {
     async beginBoatCreate(botId, requestBody) {
@@ -135,25 +130,17 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
       return update((doc) => resolveStep(doc, held));
     },
     async boatCreateRecoverySnapshot() {
-      try {
-        const doc = await journal.read();
-        return snapshotOf(doc, readClock(now));
-      } catch (error) {
-        throw toJournalStateError(error, isJournalStateError, createPaused);
-      }
+      return journal.read((doc) => snapshotOf(doc, readClock(now)));
     },
     async peekBoatCreates() {
-      try {
-        const doc = await journal.peek();
+      return journal.peek((doc) => {
         let rows = views.get(doc);
         if (rows === undefined) {
           rows = Object.freeze(doc.requests.map((request) => Object.freeze(viewOf(request))));
           views.set(doc, rows);
         }
         return rows;
-      } catch (error) {
-        throw toJournalStateError(error, isJournalStateError, createPaused);
-      }
+      });
     },
     async adoptResolvedBoat(botId, boxId) {
       assertBotId(botId, "invalid bot id for cloud computer ownership");

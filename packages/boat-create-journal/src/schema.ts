@@ -1,3 +1,4 @@
+import { BOAT_ID, BOT_ID, UUID_V4 } from "@drydock/facts";
 import { z } from "zod";
 
 /**
@@ -24,10 +25,10 @@ export const MAX_REQUESTS = 4_096;
 /** Longest provider request body journaled, in UTF-16 code units (JavaScript `length`). */
 export const MAX_REQUEST_BODY_LENGTH = 1_024;
 
-export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
-export const BOAT_ID = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
-/** Lower-case UUID v4, as `crypto.randomUUID()` mints them. */
-export const IDEMPOTENCY_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+// The id patterns are @drydock/facts' (one definition for every layer), re-exported here as before.
+export { BOAT_ID, BOT_ID };
+/** Lower-case UUID v4, as `crypto.randomUUID()` mints them (@drydock/facts' `UUID_V4`). */
+export const IDEMPOTENCY_KEY = UUID_V4;
 
 export const BotIdSchema = z.string().regex(BOT_ID);
 export const BoatIdSchema = z.string().regex(BOAT_ID);

@@ -15,8 +15,10 @@ import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   type BoatCreateJournal,
+  BoatCreateJournalError,
   CREATE_JOURNAL_FILE,
   CREATE_JOURNAL_LOCK_FILE,
+  isBoatCreateJournalError,
   isJournalStateError,
   JournalStateError,
   KEY_RETENTION_MS,
@@ -466,6 +468,53 @@ describe("errors", () => {
     expect(isJournalStateError(error)).toBe(true);
     expect(isJournalStateError(new Error("x"))).toBe(false);
     expect(error.detail).toBe("invalid");
+  });
+
+  it("is exported as BoatCreateJournalError; JournalStateError and isJournalStateError are the same, deprecated", async () => {
+    const s = setup();
+    mkdirSync(s.dataDir, { recursive: true });
+    writeFileSync(s.file, "[]");
+    const error = await refusal(s.open().boatCreateRecoverySnapshot());
+    expect(error).toBeInstanceOf(BoatCreateJournalError);
+    expect(error.name).toBe("BoatCreateJournalError");
+    expect(JournalStateError).toBe(BoatCreateJournalError);
+    expect(isJournalStateError).toBe(isBoatCreateJournalError);
+    expect(isBoatCreateJournalError(error)).toBe(true);
+    expect(error.status).toBe(503);
+    // The guard recognises a copy from another instance of this package by its registered marker alone.
+    const copy = { [Symbol.for("@drydock/boat-create-journal/JournalStateError")]: true };
+    expect(isBoatCreateJournalError(copy)).toBe(true);
+    expect(
+      isBoatCreateJournalError({ [Symbol.for("@drydock/boat-delete-journal/JournalStateError")]: true }),
+    ).toBe(false);
+    const invalid = new BoatCreateJournalError({ code: "INVALID_ARGUMENT", message: "m", detail: "d" });
+    expect([invalid.code, invalid.status, invalid.detail, invalid.message]).toEqual([
+      "INVALID_ARGUMENT",
+      400,
+      "d",
+      "m",
+    ]);
+  });
+
+  it("a cancelled wait for the lock comes back as the journal's own error, for updates and reads alike", async () => {
+    const s = setup();
+    mkdirSync(s.dataDir, { recursive: true, mode: 0o700 });
+    // A live holder (this very process), so the journal must wait, and the wait is cancelled at once.
+    writeFileSync(
+      s.lock,
+      `${JSON.stringify({ version: 1, pid: process.pid, token: randomUUID(), createdAt: 1 })}\n`,
+    );
+    const journal = s.open({ lock: { waitMs: 2_000, signal: AbortSignal.abort() } });
+    for (const call of [journal.beginBoatCreate("bot-1", BODY), journal.boatCreateRecoverySnapshot()]) {
+      const error = await refusal(call);
+      expect(error).toBeInstanceOf(BoatCreateJournalError);
+      expect([error.code, error.detail]).toEqual([
+        "BOAT_CREATE_PAUSED",
+        "locked, and the caller cancelled the wait for it",
+      ]);
+      expect((error.cause as { code?: unknown }).code).toBe("LOCK_ABORTED");
+    }
+    expect(existsSync(s.file)).toBe(false);
   });
 
   it("never quotes journal bytes (keys, bodies) in a parse failure's cause", async () => {

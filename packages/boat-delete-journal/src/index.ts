@@ -1,7 +1,10 @@
 // @drydock/boat-delete-journal: deletion fences and target-bound provider operation receipts for Boats.
 
-// Errors
+// Errors (`JournalStateError` and `isJournalStateError` are deprecated aliases of the first two)
 export {
+  BoatDeleteJournalError,
+  type BoatDeleteJournalErrorCode,
+  isBoatDeleteJournalError,
   isJournalStateError,
   JOURNAL_ERROR_STATUS,
   type JournalErrorCode,

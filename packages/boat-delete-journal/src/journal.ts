@@ -1,7 +1,7 @@
-import { join } from "node:path";
+import { DELETE_JOURNAL_FILE, DELETE_JOURNAL_LOCK_FILE } from "@drydock/facts";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
-import { type DeepReadonly, openJsonJournal, toJournalStateError } from "@drydock/json-journal";
-import { deletePaused, invalidArgument, isJournalStateError } from "./errors.js";
+import { type DeepReadonly, openJournalShell } from "@drydock/json-journal";
+import { deletePaused, invalidArgument, isBoatDeleteJournalError } from "./errors.js";
 import { assertBoatId, assertBotId, parseExpected, parseIdentity, parseOperation } from "./internal/args.js";
 import { checkDeleteJournal } from "./internal/check.js";
 import {
@@ -22,8 +22,7 @@ import {
   type BoatDeletionRecord,
 } from "./schema.js";
 
-export const DELETE_JOURNAL_FILE = "box-delete-requests.json";
-export const DELETE_JOURNAL_LOCK_FILE = "box-delete-requests.lock";
+export { DELETE_JOURNAL_FILE, DELETE_JOURNAL_LOCK_FILE };
 
 export interface OpenBoatDeleteJournalOptions {
   /** Directory holding the journal (created 0700 on first use). */
@@ -88,35 +87,24 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
     throw invalidArgument("openBoatDeleteJournal needs a dataDir (a non-empty path)");
   }
   const now = options.now ?? Date.now;
-  const fs = options.fs;
-  const lockFs = options.lock?.fs ?? fs;
-  const journal = openJsonJournal<BoatDeleteJournalFile>({
-    file: join(options.dataDir, DELETE_JOURNAL_FILE),
-    lockFile: join(options.dataDir, DELETE_JOURNAL_LOCK_FILE),
+  // Every escape becomes the journal's own error (json-journal's shell, shared with the create journal).
+  const journal = openJournalShell<BoatDeleteJournalFile>({
+    dataDir: options.dataDir,
+    file: DELETE_JOURNAL_FILE,
+    lockFile: DELETE_JOURNAL_LOCK_FILE,
     schema: BoatDeleteJournalFileSchema,
     empty: () => ({ version: 1, records: [] }),
     check: checkDeleteJournal,
-    stateError: deletePaused,
-    lock: { label: "drydock", ...options.lock, ...(lockFs ? { fs: lockFs } : {}) },
-    ...(fs ? { fs } : {}),
+    paused: deletePaused,
+    isOwn: isBoatDeleteJournalError,
+    ...(options.lock ? { lock: options.lock } : {}),
+    ...(options.fs ? { fs: options.fs } : {}),
   });
 
-  async function update<R>(step: (doc: BoatDeleteJournalFile, now: number) => Step<R>): Promise<R> {
-    try {
-      // The clock is read inside the lock, so stamps follow the order in which writers held it.
-      return await journal.update((doc) => step(doc, readClock(now)));
-    } catch (error) {
-      throw toJournalStateError(error, isJournalStateError, deletePaused);
-    }
-  }
-
-  async function read<R>(view: (doc: BoatDeleteJournalFile) => R): Promise<R> {
-    try {
-      return view(await journal.read());
-    } catch (error) {
-      throw toJournalStateError(error, isJournalStateError, deletePaused);
-    }
-  }
+  // The clock is read inside the lock, so stamps follow the order in which writers held it.
+  const update = <R>(step: (doc: BoatDeleteJournalFile, now: number) => Step<R>): Promise<R> =>
+    journal.update((doc) => step(doc, readClock(now)));
+  const read = <R>(view: (doc: BoatDeleteJournalFile) => R): Promise<R> => journal.read(view);
 
   return {
     async prepareBoatDeletion(identity) {
@@ -153,11 +141,7 @@ export function openBoatDeleteJournal(options: OpenBoatDeleteJournalOptions): Bo
       return read((doc) => snapshotOf(doc));
     },
     async peekBoatDeletions() {
-      try {
-        return (await journal.peek()).records;
-      } catch (error) {
-        throw toJournalStateError(error, isJournalStateError, deletePaused);
-      }
+      return journal.peek((doc) => doc.records);
     },
     async getBoatDeletion(boxId) {
       assertBoatId(boxId, "invalid cloud computer id for deletion");

@@ -1,3 +1,10 @@
+import {
+  BOAT_DELETION_OPERATION_ID,
+  BOAT_DELETION_PHASES,
+  BOAT_DELETION_STATUSES,
+  BOAT_ID,
+  BOT_ID,
+} from "@drydock/facts";
 import { z } from "zod";
 
 /**
@@ -15,15 +22,13 @@ export const BOAT_DELETION_FINISHED = "previous_deletion_finished";
 export const MAX_RECORDS = 4_096;
 export const MAX_NAME_LENGTH = 100;
 
-// The same two patterns are exported by @drydock/boat-create-journal; this package does not depend on it,
-// so they are repeated here, not re-exported (a test checks both copies stay identical).
-export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
-export const BOAT_ID = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
-/** boat.dev deletion operation ids. */
-export const OPERATION_ID = /^bdop_[a-f0-9]{32}$/;
+// The id patterns and the phase sets are @drydock/facts' (one definition for every layer).
+export { BOAT_ID, BOT_ID };
+/** boat.dev deletion operation ids (@drydock/facts' `BOAT_DELETION_OPERATION_ID`). */
+export const OPERATION_ID = BOAT_DELETION_OPERATION_ID;
 
-export const BoatDeletionPhaseSchema = z.enum(["prepared", "accepted", "blocked"]);
-export const BoatDeletionStatusSchema = z.enum(["pending", "processing", "blocked", "completed"]);
+export const BoatDeletionPhaseSchema = z.enum(BOAT_DELETION_PHASES);
+export const BoatDeletionStatusSchema = z.enum(BOAT_DELETION_STATUSES);
 
 /** Positive safe integer milliseconds, as the original journal requires. */
 const TimestampSchema = z.number().int().positive();

@@ -1,14 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import * as facts from "@drydock/facts";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   BOAT_DELETING,
   BOAT_DELETION_FINISHED,
   type BoatDeleteJournal,
+  BoatDeleteJournalError,
   DELETE_JOURNAL_FILE,
   DELETE_JOURNAL_LOCK_FILE,
+  isBoatDeleteJournalError,
   isJournalStateError,
   JournalStateError,
   OPERATION_ID,
@@ -424,6 +426,27 @@ describe("the journal lock", () => {
     await expectPaused(s.open().boatDeletionSnapshot(), "locked by another drydock process");
   });
 
+  it("a cancelled wait for the lock comes back as the journal's own error, for updates and reads alike", async () => {
+    const s = setup();
+    mkdirSync(s.dataDir, { recursive: true, mode: 0o700 });
+    // A live holder (this very process), so the journal must wait, and the wait is cancelled at once.
+    writeFileSync(s.lock, owner(process.pid));
+    const journal = openBoatDeleteJournal({
+      dataDir: s.dataDir,
+      lock: { waitMs: 2_000, signal: AbortSignal.abort() },
+    });
+    for (const call of [journal.prepareBoatDeletion(target), journal.boatDeletionSnapshot()]) {
+      const error = await refusal(call);
+      expect(error).toBeInstanceOf(BoatDeleteJournalError);
+      expect([error.code, error.detail]).toEqual([
+        "BOAT_DELETE_PAUSED",
+        "locked, and the caller cancelled the wait for it",
+      ]);
+      expect((error.cause as { code?: unknown }).code).toBe("LOCK_ABORTED");
+    }
+    expect(existsSync(s.file)).toBe(false);
+  });
+
   it("peekBoatDeletions answers while a live process holds the lock: frozen fences, one array per unchanged file", async () => {
     const s = setup({ waitMs: 100 });
     const writer = s.open();
@@ -451,6 +474,26 @@ describe("the journal lock", () => {
 });
 
 describe("exports", () => {
+  it("names the error BoatDeleteJournalError; JournalStateError and isJournalStateError are the same, deprecated", async () => {
+    const s = setup({ now: () => T0 });
+    mkdirSync(s.dataDir, { recursive: true });
+    writeFileSync(s.file, "[]");
+    const error = await refusal(s.open().boatDeletionSnapshot());
+    expect(error).toBeInstanceOf(BoatDeleteJournalError);
+    expect(error.name).toBe("BoatDeleteJournalError");
+    expect([error.code, error.status, error.detail]).toEqual(["BOAT_DELETE_PAUSED", 503, "invalid"]);
+    expect(JournalStateError).toBe(BoatDeleteJournalError);
+    expect(isJournalStateError).toBe(isBoatDeleteJournalError);
+    // The guard recognises a copy from another instance of this package by its registered marker alone.
+    expect(
+      isBoatDeleteJournalError({ [Symbol.for("@drydock/boat-delete-journal/JournalStateError")]: true }),
+    ).toBe(true);
+    expect(
+      isBoatDeleteJournalError({ [Symbol.for("@drydock/boat-create-journal/JournalStateError")]: true }),
+    ).toBe(false);
+    expect(isBoatDeleteJournalError(new Error("x"))).toBe(false);
+  });
+
   it("names the lifecycle refusal codes and the operation id pattern of the contract", () => {
     expect(BOAT_DELETING).toBe("computer_deleting");
     expect(BOAT_DELETION_FINISHED).toBe("previous_deletion_finished");
@@ -461,15 +504,16 @@ describe("exports", () => {
     ).toBe(true);
   });
 
-  it("repeats the bot and Boat id patterns of @drydock/boat-create-journal exactly", () => {
-    // This package may not depend on the create journal, so the two patterns are duplicated; this keeps
-    // the copies from drifting apart.
-    const createSchema = readFileSync(
-      fileURLToPath(new URL("../../boat-create-journal/src/schema.ts", import.meta.url)),
-      "utf8",
-    );
-    expect(createSchema).toContain(`export const BOT_ID = ${BOT_ID.toString()};`);
-    expect(createSchema).toContain(`export const BOAT_ID = ${BOAT_ID.toString()};`);
+  it("uses the bot and Boat id patterns of @drydock/boat-create-journal exactly", async () => {
+    // This package may not depend on the create journal; both take the patterns from @drydock/facts, so
+    // they are the very same objects and cannot drift apart.
+    const createSchema = await import("../../boat-create-journal/src/schema.js");
+    expect(createSchema.BOT_ID).toBe(BOT_ID);
+    expect(createSchema.BOAT_ID).toBe(BOAT_ID);
+    expect(BOT_ID).toBe(facts.BOT_ID);
+    expect(BOAT_ID).toBe(facts.BOAT_ID);
+    expect(BOT_ID.toString()).toBe("/^[A-Za-z0-9_-]{1,120}$/");
+    expect(BOAT_ID.toString()).toBe("/^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/");
   });
 });
 

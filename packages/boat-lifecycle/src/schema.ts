@@ -1,11 +1,10 @@
+import { BOAT_DELETION_OPERATION_ID, BOAT_ID, BOT_ID } from "@drydock/facts";
 import { z } from "zod";
 
-/** boat.dev's Boat id: `bx_` + 8 of an unambiguous alphabet. */
-export const BOAT_ID = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
-/** The bot ids the journals accept. */
-export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
-/** boat.dev's deletion operation id. */
-export const OPERATION_ID = /^bdop_[a-f0-9]{32}$/;
+// boat.dev's Boat id and the bot ids the journals accept: @drydock/facts' patterns, re-exported as before.
+export { BOAT_ID, BOT_ID };
+/** boat.dev's deletion operation id (@drydock/facts' `BOAT_DELETION_OPERATION_ID`). */
+export const OPERATION_ID = BOAT_DELETION_OPERATION_ID;
 
 export const boatIdSchema = z.string().regex(BOAT_ID);
 export const botIdSchema = z.string().regex(BOT_ID);

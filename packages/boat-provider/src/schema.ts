@@ -1,3 +1,4 @@
+import { BOAT_DELETION_OPERATION_ID, BOAT_ID, UUID_V4 } from "@drydock/facts";
 import { z } from "zod";
 
 /**
@@ -7,12 +8,12 @@ import { z } from "zod";
  * simulator receives are parsed strictly, because an unknown field there is a caller bug.
  */
 
-/** A Boat id: `bx_` + 8 characters of an alphabet without look-alikes (0, 1, i, l, o). */
-export const BOAT_ID = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
-/** A deletion operation id: `bdop_` + 32 lowercase hex. */
-export const OPERATION_ID = /^bdop_[a-f0-9]{32}$/;
-/** Idempotency keys are UUID v4, as the provider requires. */
-export const IDEMPOTENCY_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+/** A Boat id: `bx_` + 8 characters of an alphabet without look-alikes (0, 1, i, l, o); @drydock/facts'. */
+export { BOAT_ID };
+/** A deletion operation id: `bdop_` + 32 lowercase hex (@drydock/facts' `BOAT_DELETION_OPERATION_ID`). */
+export const OPERATION_ID = BOAT_DELETION_OPERATION_ID;
+/** Idempotency keys are UUID v4, as the provider requires (@drydock/facts' `UUID_V4`). */
+export const IDEMPOTENCY_KEY = UUID_V4;
 /** boat.dev keeps an idempotency key for 24 hours; after that the same key creates a new Boat. */
 export const KEY_RETENTION_MS = 24 * 60 * 60 * 1000;
 export const MAX_LIST_LIMIT = 200;

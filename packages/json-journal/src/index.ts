@@ -26,6 +26,16 @@ export {
   openJsonJournal,
   TRANSIENTLY_UNREADABLE,
 } from "./journal.js";
-
+// The shell the Boat journals share: their error class's shape, their refusal's wording, open/read/update
+export {
+  hasMarker,
+  type JournalShell,
+  type JournalShellOptions,
+  JournalStateErrorBase,
+  type JournalStateErrorInit,
+  openJournalShell,
+  pausedMessage,
+  redactParseCause,
+} from "./shell.js";
 // Lock failures as journal state errors (shared by the journals built on this package)
 export { lockErrorDetail, toJournalStateError } from "./state-errors.js";

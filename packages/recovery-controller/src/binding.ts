@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { PROVIDER_BINDING_FILE } from "@drydock/facts";
 
 /**
  * Which boat.dev a data directory's journals describe. Its create and delete journals name Boats of one
@@ -11,7 +12,7 @@ import { join } from "node:path";
  * is bound by its next start: its history cannot be told (one that ran the simulator first may have moved
  * to the real boat.dev since, as older versions allowed), so nothing is guessed.
  */
-export const PROVIDER_BINDING_FILE = "boat-provider";
+export { PROVIDER_BINDING_FILE };
 
 /** A provider as the binding names it: `embedded`, or `<scheme>//<host><path>` of its API base URL. */
 export function providerIdentity(apiUrl: string | null): string {

@@ -1,5 +1,6 @@
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
+import { RESTORE_SAGAS_DIR } from "@drydock/facts";
 import type { LockIdentity } from "@drydock/file-lock";
 import {
   inspectWorkspaceLock,
@@ -10,7 +11,6 @@ import {
   rollbackFromSafetyCheckpoint,
   tornLockDigest,
   type WorkspaceLease,
-  type WorkspaceLockOwner,
   withWorkspaceLock,
   withWorkspaceRecoveryLock,
   workspaceLockPath,
@@ -19,7 +19,7 @@ import type { RecoveryRollback, RecoverySagaStore, RecoveryWorkspaceLock, Worksp
 
 /** Where the CLI and server keep restore sagas: `<dataDir>/restore-sagas`. */
 export function sagaStateDir(dataDir: string): string {
-  return join(dataDir, "restore-sagas");
+  return join(dataDir, RESTORE_SAGAS_DIR);
 }
 
 /** The real store, workspace lock and rollback for one workspace of a drydock data directory. */
@@ -44,14 +44,14 @@ export function defaultRestorePorts(options: {
     async inspect() {
       return inspectWorkspaceLock({ dataDir, workspaceRoot, ...probe });
     },
-    ownerDigest: (owner: WorkspaceOwner) => ownerDigest(owner as WorkspaceLockOwner),
+    ownerDigest: (owner: WorkspaceOwner) => ownerDigest(owner),
     withRecovery(operationId, expectedOwner, fn) {
       return withWorkspaceRecoveryLock(
         {
           dataDir,
           workspaceRoot,
           transactionId: operationId,
-          expectedOwner: expectedOwner as WorkspaceLockOwner,
+          expectedOwner,
           ...probe,
         },
         (lease) => fn(lease),

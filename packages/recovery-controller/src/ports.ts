@@ -1,9 +1,27 @@
+import type { BoatCreateJournal, BoatCreateRowFacts } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete-journal";
+import type { BoatLifecycle } from "@drydock/boat-lifecycle";
+import type { BoatClient } from "@drydock/boat-provider";
+import type {
+  ArchiveResult,
+  SagaStore,
+  TornLock,
+  WorkspaceLease,
+  WorkspaceLockOwner,
+  WorkspaceLockState,
+} from "@drydock/restore-saga";
+
 /**
- * What the restore recovery controller needs from @drydock/restore-saga, as narrow interfaces. The default
- * implementations wrap the real saga store, workspace lock and rollback helper (see `defaults.ts`); tests
+ * What the restore recovery controller needs from @drydock/restore-saga: `Pick`s of its interfaces where it
+ * has one (the saga store, the lease), an adapter interface where it has functions (the lock, the
+ * rollback). The default implementations wrap the real saga store, workspace lock and rollback helper (see `defaults.ts`); tests
  * wrap those to inject a failure at an exact step.
  */
 
+/**
+ * The saga fields the controller and its rules read. A loaded `SagaState` satisfies it, and so does a plain
+ * object literal (the rules' unit tests pass those).
+ */
 export interface SagaEventView {
   readonly seq: number;
   readonly phase: string;
@@ -24,88 +42,44 @@ export interface SagaView {
   readonly archived?: boolean;
 }
 
-export interface ArchiveView {
-  readonly alreadyArchived: boolean;
-  readonly phase: string;
-  readonly seq: number;
-  readonly headHash: string;
-}
+/** What archiving answers, as the controller reads it (restore-saga's `ArchiveResult`). */
+export type ArchiveView = Pick<ArchiveResult, "alreadyArchived" | "phase" | "seq" | "headHash">;
 
-export interface RecoverySagaStore {
-  /** NOT_FOUND (a SagaError) when no active saga exists, even if it is archived. */
-  load(operationId: string): Promise<SagaView>;
-  loadArchived(operationId: string): Promise<SagaView>;
-  advance(
-    operationId: string,
-    input: { expectedSeq: number; expectedHash: string; phase: string; evidence: Record<string, unknown> },
-  ): Promise<SagaView>;
-  /** Idempotent: an already archived saga with the exact fence answers `alreadyArchived: true`. */
-  archiveTerminal(
-    operationId: string,
-    fence: { expectedSeq: number; expectedHash: string },
-  ): Promise<ArchiveView>;
-}
+/**
+ * The saga store calls the controller makes; an `openSagaStore(...)` result satisfies it. `load` answers
+ * NOT_FOUND (a SagaError) when no active saga exists, even if it is archived; `archiveTerminal` is
+ * idempotent (an already archived saga with the exact fence answers `alreadyArchived: true`).
+ */
+export type RecoverySagaStore = Pick<SagaStore, "load" | "loadArchived" | "advance" | "archiveTerminal">;
 
-/** A workspace lock owner as it is on disk. Its token is secret: only its digest leaves this package. */
-export interface WorkspaceOwner {
-  readonly pid: number;
-  readonly token: string;
-  readonly host?: string | undefined;
-  readonly bootId?: string | undefined;
-  readonly startTime?: number | undefined;
-  readonly payload: {
-    readonly transactionId: string;
-    readonly workspaceRoot: string;
-    readonly purpose: string;
-  };
-}
+/**
+ * A workspace lock owner as it is on disk (restore-saga's `WorkspaceLockOwner`). Its token is secret: only its
+ * digest leaves this package.
+ */
+export type WorkspaceOwner = WorkspaceLockOwner;
 
 /**
  * A workspace lock file torn by a power loss (file-lock's `TornLock`): its bytes hold no owner and it was
  * last changed before this machine booted, so whoever wrote it is gone. Only this very file (device, inode,
  * size, ctime) may be taken over.
  */
-export interface TornWorkspaceLock {
-  readonly torn: true;
-  readonly dev: number;
-  readonly ino: number;
-  readonly size: number;
-  readonly ctimeMs: number;
-}
+export type TornWorkspaceLock = TornLock;
 
 /** What the workspace's lock file holds (restore-saga's `WorkspaceLockState`), read-only. */
-export type WorkspaceLockView =
-  | { readonly kind: "absent" }
-  | { readonly kind: "owner"; readonly owner: WorkspaceOwner }
-  | {
-      readonly kind: "unreadable";
-      readonly path: string;
-      /** Why no owner could be read, for messages. */
-      readonly reason: string;
-      /** Set when the file is torn by a power loss and may be taken over (`withTornRecovery`). */
-      readonly torn: TornWorkspaceLock | null;
-      readonly identity: {
-        readonly dev: number;
-        readonly ino: number;
-        readonly size: number;
-        readonly ctimeMs: number;
-      } | null;
-    };
+export type WorkspaceLockView = WorkspaceLockState;
 
-/** The lock held while recovering: the taken-over owner, now this process. */
-export interface RecoveryLease {
-  readonly owner: WorkspaceOwner;
-  readonly ownerDigest: string;
-  readonly workspaceRoot: string;
-  /** Throws if the lock file no longer holds this lease's owner. */
-  assertOwned(): void;
-  /**
-   * Keeps the lock on disk after the callback fails, so only another fenced recovery can settle the saga.
-   * Always throws; the callback must let that error propagate. A lock no longer this lease's is never
-   * kept: it throws LOCK_OWNERSHIP_LOST instead (and the lock port reports the loss).
-   */
-  retainForRecovery(reason: string): never;
-}
+/**
+ * The lock held while recovering: the taken-over owner, now this process (the fields of restore-saga's
+ * `WorkspaceLease` the controller uses). `assertOwned` throws if the lock file no longer holds this lease's
+ * owner. `retainForRecovery` keeps the lock on disk after the callback fails, so only another fenced
+ * recovery can settle the saga: it always throws, and the callback must let that error propagate. A lock
+ * no longer this lease's is never kept: it throws LOCK_OWNERSHIP_LOST instead (and the lock port reports
+ * the loss).
+ */
+export type RecoveryLease = Pick<
+  WorkspaceLease,
+  "owner" | "ownerDigest" | "workspaceRoot" | "assertOwned" | "retainForRecovery"
+>;
 
 export interface RecoveryWorkspaceLock {
   /** Read-only: the owner of this workspace's lock when it belongs to `operationId`, null when unlocked. */
@@ -166,3 +140,39 @@ export interface RecoveryRollback {
     recoveryRequestId: string;
   }): Promise<SagaView>;
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Boat recovery: the calls it makes on the journals, the lifecycle and the provider, as Picks of their own
+// interfaces (so a change there reaches here).
+
+/**
+ * The create-journal calls Boat recovery makes; an `openBoatCreateJournal(...)` result satisfies it. The
+ * compare-and-set forms are optional: with them a fenced adopt or retire pasted twice at once applies
+ * once, and the other exits STATE_CHANGED; without them both may report success.
+ */
+export type RecoveryCreateJournal = Pick<
+  BoatCreateJournal,
+  "boatCreateRecoverySnapshot" | "adoptResolvedBoat" | "retireDeletedBoatCreate"
+> &
+  Partial<Pick<BoatCreateJournal, "adoptResolvedBoatOnce" | "retireDeletedBoatCreateOnce">>;
+
+/** A create row's facts as a snapshot shows them (without `ageMs`): boat-create-journal's own. */
+export type CreateRowFacts = BoatCreateRowFacts;
+
+/** A deletion fence as the delete journal holds it. */
+export type RecoveryDeletionRecord = BoatDeletionRecord;
+
+/** The delete-journal calls Boat recovery makes; an `openBoatDeleteJournal(...)` result satisfies it. */
+export type RecoveryDeleteJournal = Pick<BoatDeleteJournal, "boatDeletionSnapshot" | "getBoatDeletion">;
+
+/**
+ * The lifecycle calls Boat recovery makes; a `createBoatLifecycle(...)` result satisfies it. A fenced
+ * `deleteBoat` retry passes `expectedFence`, the fence exactly as read: a compare-and-set on it.
+ */
+export type RecoveryLifecycle = Pick<
+  BoatLifecycle,
+  "boatNameFor" | "legacyBoatNameFor" | "reconcileDeletion" | "deleteBoat"
+>;
+
+/** The provider calls Boat recovery makes; a `createBoatClient(...)` result satisfies it. */
+export type RecoveryClient = Pick<BoatClient, "getSandbox" | "renameSandbox" | "listAllSandboxes">;

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { WORKSPACES_DIR } from "@drydock/facts";
 import { isLockError } from "@drydock/file-lock";
 import {
   isSagaError,
@@ -9,8 +10,8 @@ import {
   type SagaStore,
 } from "@drydock/restore-saga";
 import { sagaStateDir } from "./defaults.js";
-import { createRestoreRecoveryController } from "./restore.js";
-import type { PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
+import { createRestoreRecoveryController, type RestoreRecoveryController } from "./restore.js";
+import type { BoatPlan, PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
 
 /**
  * What needs a person, gathered the one way both the operator CLI (`drydock status`, `restores list`) and
@@ -69,7 +70,7 @@ export function planItemWaitMs(item: PlanItem): number {
 
 /** `<dataDir>/workspaces/<botId>` directories that exist, sorted by bot id (a deleted bot's too). */
 export function listWorkspaces(dataDir: string): { botId: string; root: string }[] {
-  const dir = join(dataDir, "workspaces");
+  const dir = join(dataDir, WORKSPACES_DIR);
   let names: string[];
   try {
     names = readdirSync(dir).sort();
@@ -263,6 +264,81 @@ function settlingItem(
   };
 }
 
+/** One saga as the listing named it: its bot, its id, its pending item (if listed), the listing's diagnostic. */
+interface ListedSaga {
+  botId: string;
+  operationId: string;
+  item: PendingList["items"][number] | undefined;
+  diagnostic: PendingDiagnostic["status"] | null;
+}
+
+/**
+ * One listed saga previewed by the restore recovery controller: its fenced command for the one eligible
+ * action, whether its owner runs (work in progress), kept the lock after failing, or stalled; settled or in
+ * progress when the preview says so (`settlingReason`); a problem for a person otherwise.
+ */
+async function previewedItem(
+  listed: ListedSaga,
+  controller: RestoreRecoveryController,
+  commandPrefix: string,
+  now: () => number,
+): Promise<RestoreReportItem> {
+  const { botId, operationId, item, diagnostic } = listed;
+  try {
+    const preview = await controller.preview(operationId);
+    const next = preview.recommended;
+    const ownerAlive = preview.owner?.alive ?? null;
+    // A live owner that wrote recovery_required retained the lock and stopped: no progress will come.
+    const retainedByLiveOwner =
+      ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
+        ? { pid: preview.owner.pid }
+        : null;
+    const lastAt = Date.parse(preview.saga.events.at(-1)?.timestamp ?? "");
+    const quietMs = Number.isFinite(lastAt) ? now() - lastAt : 0;
+    const stalledForMs =
+      ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS ? quietMs : null;
+    if (preview.saga.archived && preview.owner === null && preview.tornLock === null && next === null) {
+      // Archived since the listing, its lock let go: settled, nothing left for anyone.
+      return {
+        ...settlingItem(botId, operationId, item, diagnostic),
+        phase: preview.saga.phase,
+        basePhase: preview.saga.basePhase,
+        seq: preview.saga.seq,
+        problem: "it ended and was archived while this report was made: settled, nothing to do",
+      };
+    }
+    const attention = ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null;
+    return {
+      botId,
+      operationId,
+      phase: preview.saga.phase,
+      basePhase: preview.saga.basePhase,
+      seq: preview.saga.seq,
+      updatedAt: item?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
+      ownerAlive,
+      next,
+      command: next === null ? null : restoreCommand(commandPrefix, next, preview),
+      problem: null,
+      diagnostic,
+      attention,
+      inProgress: !attention,
+      retainedByLiveOwner,
+      stalledForMs,
+    };
+  } catch (error) {
+    const settling = settlingReason(error);
+    if (settling !== null)
+      return { ...settlingItem(botId, operationId, item, diagnostic), problem: settling };
+    // Not work in progress: a person must look (the same facts, the error as the problem).
+    return {
+      ...settlingItem(botId, operationId, item, diagnostic),
+      problem: messageOf(error),
+      attention: true,
+      inProgress: false,
+    };
+  }
+}
+
 /**
  * Every restore of a data directory that a person may have to settle: each workspace's pending sagas (all
  * pages) and the store's diagnostics (a finished saga not archived yet still holds its lock; a corrupt or
@@ -315,69 +391,12 @@ export async function reportRestores(options: {
     for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {
       const item = listed.get(operationId);
       const found = diagnostics.get(operationId);
-      const diagnostic = found?.status ?? null;
       if (item === undefined && found?.status === "orphan_unpublished") {
         restores.push(orphanItem(botId, operationId, found.code, sagaStateDir(dataDir)));
         continue;
       }
-      try {
-        const preview = await controller.preview(operationId);
-        const next = preview.recommended;
-        const ownerAlive = preview.owner?.alive ?? null;
-        // A live owner that wrote recovery_required retained the lock and stopped: no progress will come.
-        const retainedByLiveOwner =
-          ownerAlive === true && preview.owner && preview.saga.phase === "recovery_required"
-            ? { pid: preview.owner.pid }
-            : null;
-        const lastAt = Date.parse(preview.saga.events.at(-1)?.timestamp ?? "");
-        const quietMs = Number.isFinite(lastAt) ? now() - lastAt : 0;
-        const stalledForMs =
-          ownerAlive === true && retainedByLiveOwner === null && quietMs > RESTORE_STALLED_MS
-            ? quietMs
-            : null;
-        if (preview.saga.archived && preview.owner === null && preview.tornLock === null && next === null) {
-          // Archived since the listing, its lock let go: settled, nothing left for anyone.
-          restores.push({
-            ...settlingItem(botId, operationId, item, diagnostic),
-            phase: preview.saga.phase,
-            basePhase: preview.saga.basePhase,
-            seq: preview.saga.seq,
-            problem: "it ended and was archived while this report was made: settled, nothing to do",
-          });
-          continue;
-        }
-        const attention = ownerAlive !== true || retainedByLiveOwner !== null || stalledForMs !== null;
-        restores.push({
-          botId,
-          operationId,
-          phase: preview.saga.phase,
-          basePhase: preview.saga.basePhase,
-          seq: preview.saga.seq,
-          updatedAt: item?.updatedAt ?? preview.saga.events.at(-1)?.timestamp ?? null,
-          ownerAlive,
-          next,
-          command: next === null ? null : restoreCommand(commandPrefix, next, preview),
-          problem: null,
-          diagnostic,
-          attention,
-          inProgress: !attention,
-          retainedByLiveOwner,
-          stalledForMs,
-        });
-      } catch (error) {
-        const settling = settlingReason(error);
-        if (settling !== null) {
-          restores.push({ ...settlingItem(botId, operationId, item, diagnostic), problem: settling });
-          continue;
-        }
-        // Not work in progress: a person must look (the same facts, the error as the problem).
-        restores.push({
-          ...settlingItem(botId, operationId, item, diagnostic),
-          problem: messageOf(error),
-          attention: true,
-          inProgress: false,
-        });
-      }
+      const listing = { botId, operationId, item, diagnostic: found?.status ?? null };
+      restores.push(await previewedItem(listing, controller, commandPrefix, now));
     }
   }
   if (shards !== null) gaps.push(...strayShardGaps(dataDir, shards));
@@ -419,7 +438,7 @@ function strayShardGaps(dataDir: string, known: ReadonlySet<string>): RestoreRep
     if (sagas.length === 0) continue;
     const recorded = recordedWorkspace(join(stateDir, name), sagas);
     const botId =
-      recorded !== null && basename(dirname(recorded)) === "workspaces" ? basename(recorded) : "(unknown)";
+      recorded !== null && basename(dirname(recorded)) === WORKSPACES_DIR ? basename(recorded) : "(unknown)";
     gaps.push({
       botId,
       message: `restore saga(s) ${sagas.join(", ")} in ${join(stateDir, name)} were recorded for the workspace at ${recorded ?? "(unreadable)"}, which is not where this data directory's workspaces are now: was the data directory moved or copied? They may record a half-restored workspace, and nothing here can verify or settle them. Put the data directory back where it was and settle them there (drydock status), then move it again`,
@@ -463,4 +482,242 @@ function recordedWorkspace(shard: string, sagas: readonly string[]): string | nu
     }
   }
   return null;
+}
+
+// --- The one "needs a person" report -------------------------------------------------------------------
+
+/**
+ * One thing the report lists, with the facts it came from (`kind`) and the report's one rule about it: whether
+ * a person must act, whether it is work in progress that asks to look again, and the command that acts on it.
+ * A caller renders it (the CLI as a line of `drydock status`, the server as JSON); it never decides these.
+ */
+export type NeedsPersonItem = NeedsPersonSource & NeedsPersonTallied;
+
+/** The facts an item of the report comes from. */
+export type NeedsPersonSource =
+  /** A restore that needs (or may need) a person, from `reportRestores`. */
+  | { kind: "restore"; restore: RestoreReportItem }
+  /** A workspace whose restores could not be listed (or only in part): the report is incomplete there. */
+  | { kind: "restores_unlisted"; gap: RestoreReportGap }
+  /**
+   * The bot registry could not be read (the Boat plan's `registryError`): whether the bots of recorded Boats
+   * still exist was not checked, and nothing is offered for adoption.
+   */
+  | { kind: "registry_unreadable"; error: string }
+  /** The Boat plan could not be made at all (the journals, the environment id): `error` is what it threw. */
+  | { kind: "plan_failed"; error: unknown }
+  /** A Boat plan item. */
+  | { kind: "boat"; item: PlanItem };
+
+/** How an item (the report's, or one a caller adds) counts towards the verdict. */
+export interface NeedsPersonTallied {
+  /** true: a person must act; false: informational, or work in progress. */
+  attention: boolean;
+  /**
+   * Work in progress that settles by itself and asks to look again: after `waitMs` when it says, else shortly
+   * (a restore whose process still runs, a saga another process is writing just now). Never with `attention`.
+   */
+  lookAgain: boolean;
+  /** How long (ms) before looking again offers its command; 0 when it asks for no wait. */
+  waitMs: number;
+  /** The command that acts on it, or null (then a person reads the message and settles it by hand). */
+  command: string | null;
+}
+
+/** What the report could not look at: while any is listed, the answer is incomplete (never "OK"). */
+export type NeedsPersonUnchecked =
+  /** No boat.dev was given: a Boat no journal knows (still billed) shows only in its list. */
+  | { kind: "provider_unconfigured" }
+  /** boat.dev could not be listed: Boats no journal knows were not looked for. */
+  | { kind: "provider_unlisted"; error: string | null }
+  /** A Boat the journals know whose own read failed: what is said of it is unverified. */
+  | { kind: "boat_unread"; boxId: string; botId: string | null; reason: string };
+
+/** The counts and the one-word verdict of a report (or of a report and the items a caller adds). */
+export interface NeedsPersonTally {
+  /** Items that need a person. */
+  attention: number;
+  /** Of those, the ones with no command to run. */
+  commandless: number;
+  /** Items of work in progress that ask to look again. */
+  lookAgain: number;
+  /** The longest wait any of them asks for, in ms (0: none asks for one). */
+  waitMs: number;
+  /** `incomplete` while anything could not be looked at; else `attention` while one needs a person; else `ok`. */
+  verdict: "ok" | "attention" | "incomplete";
+}
+
+/** Everything that needs a person in a data directory, as both `drydock status` and `GET /v1/recovery` show it. */
+export interface NeedsPersonReport {
+  /** In order: restores, unlisted workspaces, the registry or plan failure, then the Boat plan's items. */
+  items: NeedsPersonItem[];
+  /** What could not be looked at, in order: boat.dev unconfigured or unlisted, then each unread Boat. */
+  unchecked: NeedsPersonUnchecked[];
+  /** Whether boat.dev was listed and every Boat the journals know was read. */
+  providerChecked: boolean;
+  tally: NeedsPersonTally;
+}
+
+/** The counts and verdict of `entries` (a report's items, and any a caller adds) and what was not looked at. */
+export function tallyNeedsPerson(
+  entries: readonly NeedsPersonTallied[],
+  unchecked: readonly NeedsPersonUnchecked[],
+): NeedsPersonTally {
+  const attention = entries.filter((entry) => entry.attention).length;
+  const waiting = entries.filter((entry) => entry.lookAgain);
+  return {
+    attention,
+    commandless: entries.filter((entry) => entry.attention && entry.command === null).length,
+    lookAgain: waiting.length,
+    waitMs: Math.max(0, ...waiting.map((entry) => entry.waitMs)),
+    verdict: unchecked.length > 0 ? "incomplete" : attention > 0 ? "attention" : "ok",
+  };
+}
+
+/**
+ * The command a restore item is acted on with: its fenced action's command; `restores show` for one that
+ * needs a person without one (stopped with nothing eligible, failed in a live process that keeps its lock,
+ * stalled); none for work in progress or for one that could not be read (its `problem` says what to do).
+ */
+function restoreItemCommand(restore: RestoreReportItem, commandPrefix: string): string | null {
+  if (restore.problem !== null || !restore.attention) return null;
+  const show = `${commandPrefix} restores show ${restore.operationId}`;
+  if (restore.retainedByLiveOwner !== null || restore.stalledForMs !== null) return show;
+  return restore.command ?? show;
+}
+
+function restoreItems(
+  restores: readonly RestoreReportItem[],
+  gaps: readonly RestoreReportGap[],
+  commandPrefix: string,
+): NeedsPersonItem[] {
+  return [
+    ...restores.map(
+      (restore): NeedsPersonItem => ({
+        kind: "restore",
+        restore,
+        attention: restore.attention,
+        lookAgain: restore.inProgress,
+        waitMs: 0,
+        command: restoreItemCommand(restore, commandPrefix),
+      }),
+    ),
+    // A workspace whose restores could not be listed (or only in part) needs a person, naming the bot.
+    ...gaps.map(
+      (gap): NeedsPersonItem => ({
+        kind: "restores_unlisted",
+        gap,
+        attention: true,
+        lookAgain: false,
+        waitMs: 0,
+        command: null,
+      }),
+    ),
+  ];
+}
+
+/** The Boat plan's part of the report: its items by the plan's one rule, and what it could not look at. */
+function planPart(plan: BoatPlan): { items: NeedsPersonItem[]; unchecked: NeedsPersonUnchecked[] } {
+  const items: NeedsPersonItem[] = [];
+  if (plan.registryError !== undefined) {
+    // Whether recorded Boats' bots still exist was not checked: a billed Boat of a deleted bot hides here.
+    items.push({
+      kind: "registry_unreadable",
+      error: plan.registryError,
+      attention: true,
+      lookAgain: false,
+      waitMs: 0,
+      command: null,
+    });
+  }
+  for (const item of plan.items) {
+    const waitMs = planItemWaitMs(item);
+    items.push({
+      kind: "boat",
+      item,
+      attention: planItemNeedsAttention(item),
+      lookAgain: waitMs > 0,
+      waitMs,
+      command: item.action.command,
+    });
+  }
+  // A Boat the journals know whose own read failed is unverified, like a list that failed: never OK.
+  const unchecked: NeedsPersonUnchecked[] = [
+    ...(plan.providerListed ? [] : [{ kind: "provider_unlisted" as const, error: plan.providerError }]),
+    ...plan.unreadBoats.map((boat) => ({ kind: "boat_unread" as const, ...boat })),
+  ];
+  return { items, unchecked };
+}
+
+/** The Boat plan as the report receives it: made, failed (what it threw), or not asked (no boat.dev given). */
+export type NeedsPersonPlan = { made: BoatPlan } | { failed: unknown } | null;
+
+/**
+ * The report from what was read, a pure function of plain values: the restores and the workspaces that
+ * could not be listed (`reportRestores`'s answer), then the Boat plan's items (or why there is no plan),
+ * each with the report's rule (needs a person, work in progress, the command), what could not be looked
+ * at, and the tally with its verdict.
+ */
+export function needsPersonReport(input: {
+  restores: readonly RestoreReportItem[];
+  gaps: readonly RestoreReportGap[];
+  plan: NeedsPersonPlan;
+  /** Start of every printed command, e.g. `drydockCommandPrefix(dataDir)`. */
+  commandPrefix: string;
+}): NeedsPersonReport {
+  const items = restoreItems(input.restores, input.gaps, input.commandPrefix);
+  const unchecked: NeedsPersonUnchecked[] = [];
+  let providerChecked = false;
+  if (input.plan === null) {
+    unchecked.push({ kind: "provider_unconfigured" });
+  } else if ("failed" in input.plan) {
+    items.push({
+      kind: "plan_failed",
+      error: input.plan.failed,
+      attention: true,
+      lookAgain: false,
+      waitMs: 0,
+      command: null,
+    });
+  } else {
+    const part = planPart(input.plan.made);
+    items.push(...part.items);
+    unchecked.push(...part.unchecked);
+    providerChecked = part.unchecked.length === 0;
+  }
+  return { items, unchecked, providerChecked, tally: tallyNeedsPerson(items, unchecked) };
+}
+
+/**
+ * What needs a person in a data directory, built the one way both `drydock status` and `GET /v1/recovery`
+ * render it: every restore (`reportRestores`), then the Boat plan, put together by `needsPersonReport`.
+ * Never throws for what it reads: a failure is an item or an unchecked fact (a plan that throws is a
+ * `plan_failed` item carrying the error). The restores are read before the plan.
+ */
+export async function reportNeedsPerson(options: {
+  dataDir: string;
+  /** Start of every printed command, e.g. `drydockCommandPrefix(dataDir)`. */
+  commandPrefix: string;
+  /** The Boat recovery plan against boat.dev, or null when no boat.dev was given (then `provider_unconfigured`). */
+  plan: (() => Promise<BoatPlan>) | null;
+  /** As `reportRestores`'s. */
+  now?: () => number;
+  /** The restores to report; default `reportRestores` of this data directory (a seam for a caller's own). */
+  restores?: () => Promise<{ restores: RestoreReportItem[]; gaps: RestoreReportGap[] }>;
+}): Promise<NeedsPersonReport> {
+  const { dataDir, commandPrefix } = options;
+  const found = await (
+    options.restores ??
+    (() =>
+      reportRestores({ dataDir, commandPrefix, ...(options.now === undefined ? {} : { now: options.now }) }))
+  )();
+  let plan: NeedsPersonPlan = null;
+  if (options.plan !== null) {
+    try {
+      plan = { made: await options.plan() };
+    } catch (error) {
+      plan = { failed: error };
+    }
+  }
+  return needsPersonReport({ restores: found.restores, gaps: found.gaps, plan, commandPrefix });
 }

@@ -1,10 +1,17 @@
 import { KEY_RETENTION_MS, KEY_SAFETY_MARGIN_MS } from "@drydock/boat-create-journal";
 import { deletionInFlightLeftMs } from "@drydock/boat-lifecycle";
+import {
+  BOAT_DELETION_PHASES,
+  BOAT_DELETION_STATUSES,
+  BOAT_ID,
+  BOT_ID,
+  RESTORE_OPERATION_ID,
+} from "@drydock/facts";
 import { z } from "zod";
 
 /** `sha256:` + 64 lower-case hex: saga hashes and owner digests. */
 export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
-export const OPERATION_ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/;
+export const OPERATION_ID_PATTERN = RESTORE_OPERATION_ID;
 
 export const DigestSchema = z.string().regex(DIGEST_PATTERN);
 /** `torn:sha256:` + 64 hex: the owner fence of a workspace lock file torn by a power loss (no owner to digest). */
@@ -118,8 +125,8 @@ export type RestoreActionResult = z.infer<typeof RestoreActionResultSchema>;
 // ---------------------------------------------------------------------------------------------------------
 // Boat recovery plan
 
-export const BOAT_ID_PATTERN = /^bx_[23456789abcdefghjkmnpqrstuvwxyz]{8}$/;
-export const BOT_ID_PATTERN = /^[A-Za-z0-9_-]{1,120}$/;
+export const BOAT_ID_PATTERN = BOAT_ID;
+export const BOT_ID_PATTERN = BOT_ID;
 /**
  * How long drydock retries a create key: boat.dev's 24-hour idempotency window less the create journal's
  * 1-hour safety margin (clock skew, waits inside a call). Past it the key is never sent again.
@@ -208,8 +215,8 @@ export const PlanItemSchema = z.object({
     ageMs: z.number().optional(),
     /** Time left in the 24 h window; 0 once past it. */
     windowLeftMs: z.number().optional(),
-    fencePhase: z.enum(["prepared", "accepted", "blocked"]).optional(),
-    fenceStatus: z.enum(["pending", "processing", "blocked", "completed"]).optional(),
+    fencePhase: z.enum(BOAT_DELETION_PHASES).optional(),
+    fenceStatus: z.enum(BOAT_DELETION_STATUSES).optional(),
     /**
      * A prepared fence younger than the in-flight window: time until a retry may send DELETE again. A create
      * row younger than CREATE_IN_FLIGHT_MS: time until it stops counting as a provisioning call running.

@@ -3,7 +3,8 @@ import { CREATE_WINDOW_MS } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { isCliError } from "../errors.js";
 import { duration, type Rendered, table } from "../render.js";
-import { boatAction, journals } from "./boats.js";
+import { boatAction } from "../shared/boat-action.js";
+import { journals } from "../shared/boats.js";
 
 export interface CreateRow {
   botId: string;
@@ -44,8 +45,16 @@ export async function collectCreates(
   return { rows, environmentIdMissing: environmentId === null };
 }
 
+/** `creates list`: the create journal (`collectCreates`), rendered by `renderCreates`. */
 export async function createsList(ctx: CommandContext): Promise<Rendered> {
-  const { rows, environmentIdMissing } = await collectCreates(ctx);
+  return renderCreates(ctx, await collectCreates(ctx));
+}
+
+/** The create journal as a table: each row's age against boat.dev's 24-hour window, and its Boat name. */
+export function renderCreates(
+  ctx: CommandContext,
+  { rows, environmentIdMissing }: { rows: CreateRow[]; environmentIdMissing: boolean },
+): Rendered {
   const note = environmentIdMissing
     ? "note: <dataDir>/environment-id is missing, so Boat names cannot be shown.\n"
     : "";

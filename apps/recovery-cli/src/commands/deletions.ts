@@ -1,7 +1,8 @@
 import { fenceInFlightLeftMs } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { duration, type Rendered, table } from "../render.js";
-import { boatAction, journals } from "./boats.js";
+import { boatAction } from "../shared/boat-action.js";
+import { journals } from "../shared/boats.js";
 
 export interface DeletionRow {
   boxId: string;
@@ -36,8 +37,13 @@ export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow
   }));
 }
 
+/** `deletions list`: the deletion fences (`collectDeletions`), rendered by `renderDeletions`. */
 export async function deletionsList(ctx: CommandContext): Promise<Rendered> {
-  const rows = await collectDeletions(ctx);
+  return renderDeletions(ctx, await collectDeletions(ctx));
+}
+
+/** The deletion fences as a table, with the command group that moves each on. */
+export function renderDeletions(ctx: CommandContext, rows: DeletionRow[]): Rendered {
   const human =
     rows.length === 0
       ? "No deletion fences.\n"

@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
+import { LOCKS_DIR, RESTORE_SAGAS_DIR } from "@drydock/facts";
 import { collectLockGarbage, inspectLock } from "@drydock/file-lock";
 import { ownerMayBeAlive } from "@drydock/recovery-controller";
 import {
@@ -57,8 +58,8 @@ function keptByLiveProcess(file: string): boolean {
 }
 
 function lockDirs(dataDir: string): string[] {
-  const dirs = [dataDir, join(dataDir, "locks")];
-  const sagas = join(dataDir, "restore-sagas");
+  const dirs = [dataDir, join(dataDir, LOCKS_DIR)];
+  const sagas = join(dataDir, RESTORE_SAGAS_DIR);
   try {
     for (const shard of readdirSync(sagas).sort()) {
       if (shard.startsWith("workspace-")) dirs.push(join(sagas, shard, ".locks"));
@@ -170,8 +171,13 @@ export function collectLocks(ctx: CommandContext): LockRow[] {
   });
 }
 
+/** `locks list`: the lock files (`collectLocks`), rendered by `renderLocks`. */
 export async function locksList(ctx: CommandContext): Promise<Rendered> {
-  const rows = collectLocks(ctx);
+  return renderLocks(ctx, collectLocks(ctx));
+}
+
+/** The lock files as a table: owner liveness (digest only), the restore or edit holding each, leftovers. */
+export function renderLocks(ctx: CommandContext, rows: LockRow[]): Rendered {
   const human =
     rows.length === 0
       ? "No lock files.\n"

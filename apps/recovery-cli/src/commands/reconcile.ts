@@ -1,11 +1,16 @@
+import type { BoatPlan } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
-import { boatRecovery, pasteLine, planTable } from "./boats.js";
+import { boatRecovery, pasteLine, planTable } from "../shared/boats.js";
 
 /** The Boat recovery plan: journals vs boat.dev. Read-only, whatever flags are given. */
 export async function reconcilePlan(ctx: CommandContext): Promise<Rendered> {
-  const plan = await boatRecovery(ctx).plan();
+  return renderPlan(ctx, await boatRecovery(ctx).plan());
+}
+
+/** The plan's warnings (what boat.dev could not be asked), its table and commands, and the INCOMPLETE footer. */
+export function renderPlan(ctx: CommandContext, plan: BoatPlan): Rendered {
   // A journaled Boat boat.dev could not read directly is unverified, like a list that could not be read:
   // the plan is printed either way, and exit 6 says it is incomplete (as `status` says INCOMPLETE).
   const complete = plan.providerListed && plan.unreadBoats.length === 0;

@@ -9,7 +9,7 @@ import {
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
-import { controllerFor, findSaga, type Workspace, workspaces } from "./workspaces.js";
+import { controllerFor, findSaga, type Workspace, workspaces } from "../shared/workspaces.js";
 
 const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "complete", "rollback"];
 
@@ -48,8 +48,16 @@ export async function collectRestores(
   return { restores, gaps: gaps.map(({ botId, message }) => ({ botId, message })) };
 }
 
+/** `restores list`: every restore that may need a person (`collectRestores`), rendered by `renderRestoresList`. */
 export async function restoresList(ctx: CommandContext): Promise<Rendered> {
-  const { restores: items, gaps } = await collectRestores(ctx);
+  return renderRestoresList(ctx, await collectRestores(ctx));
+}
+
+/** The restores as a table (the next step of each), the command of each, and the gaps. */
+export function renderRestoresList(
+  ctx: CommandContext,
+  { restores: items, gaps }: { restores: RestoreListItem[]; gaps: RestoreListGap[] },
+): Rendered {
   const { c } = ctx;
   const gapLines = gaps
     .map((gap) => `${c.yellow("!")} bot ${gap.botId}: ${gap.message}; the list above is incomplete there\n`)
@@ -87,7 +95,22 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
   return { data: { restores: items, gaps }, human };
 }
 
+/** What `restores show` shows: the saga's preview, its workspace, and the command of each eligible action. */
+export interface RestoreShown {
+  operationId: string;
+  workspace: Workspace;
+  preview: RestorePreview;
+  /** The exact command of each action, null when it is not eligible. */
+  commands: Record<RestoreActionName, string | null>;
+}
+
+/** `restores show`: one restore's preview (`showRestore`), rendered by `renderRestoreShow`. */
 export async function restoresShow(ctx: CommandContext, operationId: string): Promise<Rendered> {
+  return renderRestoreShow(ctx, await showRestore(ctx, operationId));
+}
+
+/** The restore recovery controller's preview of one restore, with the command of each eligible action. */
+export async function showRestore(ctx: CommandContext, operationId: string): Promise<RestoreShown> {
   const workspace = findSaga(ctx, operationId);
   const preview = await controllerFor(ctx, workspace).preview(operationId);
   const commands = Object.fromEntries(
@@ -95,7 +118,15 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
       action,
       preview.actions[action].eligible ? restoreCommand(ctx, action, preview) : null,
     ]),
-  );
+  ) as Record<RestoreActionName, string | null>;
+  return { operationId, workspace, preview, commands };
+}
+
+/** The saga, its events, the live owner, the fence to echo, each action's verdict and command. */
+export function renderRestoreShow(
+  ctx: CommandContext,
+  { operationId, workspace, preview, commands }: RestoreShown,
+): Rendered {
   const { c } = ctx;
   const lines = [
     `${c.bold(`Restore ${operationId}`)} (bot ${workspace.botId}, ${workspace.root})`,

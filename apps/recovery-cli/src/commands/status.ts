@@ -1,255 +1,104 @@
-import path from "node:path";
 import {
-  createInFlightLeftMs,
-  type PlanItem,
-  planItemNeedsAttention,
-  planItemWaitMs,
+  type NeedsPersonTally,
+  type NeedsPersonUnchecked,
+  reportNeedsPerson,
+  reportRestores,
+  tallyNeedsPerson,
 } from "@drydock/recovery-controller";
 import { boundToEmbedded, type CommandContext } from "../context.js";
 import { CliError, EXIT_CODES } from "../errors.js";
 import type { Rendered } from "../render.js";
-import { boatRecovery } from "./boats.js";
+import { boatRecovery } from "../shared/boats.js";
+import {
+  createFinding,
+  deletionFinding,
+  type Finding,
+  journalFinding,
+  lockFinding,
+  reportFinding,
+  tallied,
+} from "../shared/findings.js";
 import { collectCreates } from "./creates.js";
 import { collectDeletions } from "./deletions.js";
 import { collectLocks } from "./locks.js";
-import { collectRestores } from "./restores.js";
 
-export interface Finding {
-  area: "restore" | "create" | "deletion" | "boat" | "lock" | "journal" | "provider";
-  /** true: a person must act; false: informational (work in progress). */
-  attention: boolean;
-  subject: string;
-  message: string;
-  /** The command that acts on it, or null. */
-  command: string | null;
-  /** What to do about it in words (a Boat plan item's advice); shown under it when it has no command. */
-  advice?: string;
-  /** Work in progress that asks for a wait: how long (ms) before looking again offers its command. */
-  waitMs?: number;
-  /**
-   * Work in progress with no known wait (a restore whose process still runs, a saga another process is
-   * writing just now): the verdict says to run status again, as for `waitMs`.
-   */
-  inProgress?: true;
-  /**
-   * What the command needs besides its words (boat.dev's URL and token, which are never printed), shown
-   * after it as a shell comment so the whole line still pastes.
-   */
-  note?: string;
-}
+export type { Finding } from "../shared/findings.js";
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/** What `drydock status` found: its lines, their tally, what could not be looked at. Rendered by `renderStatus`. */
+export interface StatusData {
+  findings: Finding[];
+  tally: NeedsPersonTally;
+  unchecked: NeedsPersonUnchecked[];
+  providerChecked: boolean;
 }
 
 /**
- * Everything that needs attention, one line each with the command to act on it, and a one-line verdict.
- * Exit 0 even when attention is needed (the verdict says so); non-zero only when it could not look (the
- * data directory is missing, or boat.dev was not configured, or could not be reached: INCOMPLETE, exit 6).
+ * Everything that needs attention: the shared "needs a person" report (restores, the Boat plan), then what
+ * only this tool reads: without a plan the Boat journals themselves, and the lock files.
  */
-export async function status(ctx: CommandContext): Promise<Rendered> {
+export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
   // A missing data directory (exit 3) is refused by createContext, for every command alike.
-  const boatNote = ctx.providerNote === null ? {} : { note: ctx.providerNote };
-  const findings: Finding[] = [];
-  let providerChecked = false;
-  let couldNotLook: string | null = null;
-
-  const restoreReport = await collectRestores(ctx);
-  for (const item of restoreReport.restores) {
-    if (item.problem) {
-      findings.push({
-        area: "restore",
-        // True for every restore that could not be read for a reason that does not settle by itself (its
-        // message says what to do); false for work in progress: a saga another process is writing just now,
-        // one settled since the listing, an unpublished directory the next look removes.
-        attention: item.attention,
-        ...(item.inProgress ? { inProgress: true as const } : {}),
-        subject: item.operationId,
-        message: item.problem,
-        command: null,
-      });
-    } else if (item.retainedByLiveOwner) {
-      // Failed in a process that runs on (a bot server) and keeps the lock: it will not settle it, and no
-      // recovery may take its lock over while it lives.
-      findings.push({
-        area: "restore",
-        attention: true,
-        subject: item.operationId,
-        message: `failed in process ${item.retainedByLiveOwner.pid}, which is still running and keeps the workspace lock for recovery (${item.phase}): it will not settle this restore itself. Stop or restart that process (a bot server keeps the lock on disk when it stops), then run the command shown`,
-        command: `${ctx.commandPrefix} restores show ${item.operationId}`,
-      });
-    } else if (item.stalledForMs !== null) {
-      findings.push({
-        area: "restore",
-        attention: true,
-        subject: item.operationId,
-        message: `running (${item.phase}), but its saga has not moved for ${Math.round(item.stalledForMs / 60_000)} min: the process that holds its workspace lock may be stuck, or may have failed without being able to journal it. Check that process; if it is stuck, stop or restart it, then run the command shown (a very large restore may just be slow)`,
-        command: `${ctx.commandPrefix} restores show ${item.operationId}`,
-      });
-    } else if (item.ownerAlive) {
-      findings.push({
-        area: "restore",
-        attention: false,
-        inProgress: true,
-        subject: item.operationId,
-        message: `running (${item.phase})`,
-        command: null,
-      });
-    } else {
-      findings.push({
-        area: "restore",
-        attention: true,
-        subject: item.operationId,
-        message: `stopped at ${item.phase} (base ${item.basePhase ?? "-"})${item.next ? `: ${item.next} it` : ": inspect it"}`,
-        command: item.command ?? `${ctx.commandPrefix} restores show ${item.operationId}`,
-      });
-    }
-  }
-  // A workspace whose restores could not be listed (or only in part) is a finding of its own, naming the bot.
-  for (const gap of restoreReport.gaps) {
-    findings.push({
-      area: "restore",
-      attention: true,
-      subject: `bot ${gap.botId}`,
-      message: gap.message,
-      command: null,
-    });
-  }
-
-  let planItems: PlanItem[] | null = null;
-  if (ctx.providerConfigured) {
-    try {
-      const plan = await boatRecovery(ctx).plan();
-      providerChecked = plan.providerListed && plan.unreadBoats.length === 0;
-      // A Boat the journals know whose own read failed is unverified, like a list that failed: never OK.
-      const notRead = plan.unreadBoats.map(
-        (boat) =>
-          `boat.dev could not read Boat ${boat.boxId}${boat.botId === null ? "" : ` (bot ${boat.botId})`}: ${boat.reason}`,
-      );
-      const missed = [
-        ...(plan.providerListed ? [] : [`boat.dev could not be listed: ${plan.providerError}`]),
-        ...notRead,
-      ];
-      if (missed.length > 0) couldNotLook = missed.join("; ");
-      planItems = plan.items;
-      if (plan.registryError !== undefined) {
-        // Whether recorded Boats' bots still exist was not checked: a billed Boat of a deleted bot hides here.
-        findings.push({
-          area: "boat",
-          attention: true,
-          subject: "bot registry",
-          message: `The bot registry could not be read (${plan.registryError}), so whether the bots of recorded Boats still exist was not checked, and nothing is offered for adoption.`,
-          command: null,
-          advice: `Make ${path.join(ctx.dataDir, "bots.json")} readable (repair it from a backup after checking boat.dev, or upgrade this drydock if it is in a newer format), then run status again.`,
-        });
-      }
-    } catch (error) {
-      if (error instanceof CliError && error.code !== "ENVIRONMENT_ID_MISSING") throw error;
-      findings.push({
-        area: "boat",
-        attention: true,
-        subject: "boats",
-        message: messageOf(error),
-        command: null,
-      });
-    }
-  }
-  if (planItems !== null) {
-    for (const item of planItems) {
-      const waitMs = planItemWaitMs(item);
-      findings.push({
-        area:
-          item.kind === "deletion_fence" ? "deletion" : item.kind.startsWith("create") ? "create" : "boat",
-        attention: planItemNeedsAttention(item),
-        subject: item.boxId ?? item.botId ?? item.kind,
-        message: item.summary,
-        command: item.action.command,
-        ...(item.action.command === null ? {} : boatNote),
-        advice: item.action.advice,
-        ...(waitMs > 0 ? { waitMs } : {}),
-      });
-    }
-  } else {
-    try {
-      const { rows } = await collectCreates(ctx);
-      for (const row of rows.filter((candidate) => !candidate.resolved)) {
-        // The plan's rule without boat.dev: a create started moments ago may still be in a server's call.
-        const inFlightLeftMs =
-          row.boxId === null && !row.expired ? createInFlightLeftMs(Date.parse(row.createdAt), ctx.now()) : 0;
-        findings.push({
-          area: "create",
-          attention: inFlightLeftMs === 0,
-          ...(inFlightLeftMs > 0 ? { waitMs: inFlightLeftMs } : {}),
-          subject: row.botId,
-          message: row.expired
-            ? "create request without a recorded Boat whose key is no longer sent (its last hour of boat.dev's 24-hour window, or past it): creation is paused for this bot"
-            : row.boxId
-              ? `Boat ${row.boxId} remembered but not resolved`
-              : inFlightLeftMs > 0
-                ? "create request started moments ago: a provisioning call may still be running"
-                : "create request whose answer was never recorded, and nothing retries it by itself: unless a provisioning call for this bot runs right now, retry provisioning (POST the bot's computer again; it reuses the key)",
-          // The plan (which needs boat.dev) prints the fenced command; the provider is never printed here.
-          command: `${ctx.boatCommandPrefix} reconcile`,
-          ...boatNote,
-        });
-      }
-    } catch (error) {
-      findings.push({
-        area: "journal",
-        attention: true,
-        subject: "create journal",
-        message: messageOf(error),
-        command: null,
-      });
-    }
-    try {
-      for (const row of await collectDeletions(ctx)) {
-        findings.push({
-          area: "deletion",
-          // As the plan: boat.dev is working on an accepted one, and a prepared one's DELETE may be on the wire.
-          attention: row.phase !== "accepted" && row.inFlightLeftMs === 0,
-          ...(row.inFlightLeftMs > 0 ? { waitMs: row.inFlightLeftMs } : {}),
-          subject: row.boxId,
-          message: `deletion fence ${row.phase}${row.status ? `/${row.status}` : ""} (${row.name})`,
-          // Which of `deletions reconcile|retry` applies depends on boat.dev: the plan decides and prints it.
-          command: `${ctx.boatCommandPrefix} reconcile`,
-          ...boatNote,
-        });
-      }
-    } catch (error) {
-      findings.push({
-        area: "journal",
-        attention: true,
-        subject: "delete journal",
-        message: messageOf(error),
-        command: null,
-      });
-    }
-  }
-
+  const report = await reportNeedsPerson({
+    dataDir: ctx.dataDir,
+    commandPrefix: ctx.commandPrefix,
+    plan: ctx.providerConfigured ? () => boatRecovery(ctx).plan() : null,
+    // The restores through this module's own import of `reportRestores`, the seam a test stubs (a listing
+    // cut short takes 4,097 real sagas to make).
+    restores: () => reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix }),
+  });
+  const failed = report.items.find((item) => item.kind === "plan_failed");
+  // A refusal of this command line (another provider than the data directory's) fails the command; a
+  // missing environment id is a line of the report, like a journal that cannot be read.
+  if (failed?.error instanceof CliError && failed.error.code !== "ENVIRONMENT_ID_MISSING") throw failed.error;
+  const findings = report.items.map((item) => reportFinding(ctx, item));
+  const planMade = ctx.providerConfigured && failed === undefined;
+  if (!planMade) findings.push(...(await journalFindings(ctx)));
   for (const lock of collectLocks(ctx)) {
-    if (lock.problem) {
-      findings.push({
-        area: "lock",
-        attention: true,
-        subject: lock.path,
-        message: lock.problem,
-        command: null,
-      });
-    } else if (lock.purpose === "workspace-edit" && lock.alive === false && lock.note) {
-      // Guards nothing and goes by itself (next write, server start); informational, with the command.
-      findings.push({
-        area: "lock",
-        attention: false,
-        subject: lock.path,
-        message: `${lock.note} (${lock.transactionId})`,
-        command: `${ctx.commandPrefix} locks gc --yes`,
-      });
-    }
+    const finding = lockFinding(ctx, lock);
+    if (finding !== null) findings.push(finding);
   }
+  return {
+    findings,
+    tally: tallyNeedsPerson(findings.map(tallied), report.unchecked),
+    unchecked: report.unchecked,
+    providerChecked: report.providerChecked,
+  };
+}
 
-  const attention = findings.filter((finding) => finding.attention).length;
-  const commandless = findings.filter((finding) => finding.attention && finding.command === null).length;
+/** The Boat journals read directly, when there is no Boat plan (no boat.dev, or the plan failed). */
+async function journalFindings(ctx: CommandContext): Promise<Finding[]> {
+  const findings: Finding[] = [];
+  try {
+    const { rows } = await collectCreates(ctx);
+    for (const row of rows.filter((candidate) => !candidate.resolved)) findings.push(createFinding(ctx, row));
+  } catch (error) {
+    findings.push(journalFinding("create journal", error));
+  }
+  try {
+    for (const row of await collectDeletions(ctx)) findings.push(deletionFinding(ctx, row));
+  } catch (error) {
+    findings.push(journalFinding("delete journal", error));
+  }
+  return findings;
+}
+
+/** What boat.dev could not be asked, in words, or null when nothing is unchecked but boat.dev's absence. */
+function couldNotLook(unchecked: readonly NeedsPersonUnchecked[]): string | null {
+  const missed = unchecked.flatMap((fact) =>
+    fact.kind === "provider_unlisted"
+      ? [`boat.dev could not be listed: ${fact.error}`]
+      : fact.kind === "boat_unread"
+        ? [
+            `boat.dev could not read Boat ${fact.boxId}${fact.botId === null ? "" : ` (bot ${fact.botId})`}: ${fact.reason}`,
+          ]
+        : [],
+  );
+  return missed.length > 0 ? missed.join("; ") : null;
+}
+
+/** The one-line verdict of `drydock status`, from its tally. */
+function verdictLine(ctx: CommandContext, data: StatusData): string {
+  const { attention, commandless } = data.tally;
   const todo =
     commandless === 0
       ? "run the command shown beside each"
@@ -259,14 +108,14 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   // Work in progress that only asks for a wait (a deletion whose DELETE may still be on the wire, a restore
   // whose process still runs): no person settles it; looking again once the wait is over shows how it ended.
   // Never a plain "OK: nothing needs attention" while one is listed.
-  const waiting = findings.filter((finding) => finding.waitMs !== undefined || finding.inProgress);
-  const waitS = Math.ceil(Math.max(0, ...waiting.map((finding) => finding.waitMs ?? 0)) / 1_000);
+  const waitS = Math.ceil(data.tally.waitMs / 1_000);
   const again =
-    waiting.length === 0
+    data.tally.lookAgain === 0
       ? ""
-      : `${waiting.length} item(s) are still in progress; run \`${ctx.boatCommandPrefix} status\` again ${waitS > 0 ? `in ${waitS} s` : "shortly"}${ctx.providerNote === null ? "" : ` (${ctx.providerNote})`}`;
+      : `${data.tally.lookAgain} item(s) are still in progress; run \`${ctx.boatCommandPrefix} status\` again ${waitS > 0 ? `in ${waitS} s` : "shortly"}${ctx.providerNote === null ? "" : ` (${ctx.providerNote})`}`;
+  const missed = couldNotLook(data.unchecked);
   let verdict: string;
-  if (couldNotLook) verdict = `INCOMPLETE: ${couldNotLook}; ${attention} item(s) need attention locally.`;
+  if (missed) verdict = `INCOMPLETE: ${missed}; ${attention} item(s) need attention locally.`;
   else if (attention === 0)
     verdict = again ? `OK: nothing needs a person now; ${again}.` : "OK: nothing needs attention.";
   else verdict = `ATTENTION: ${attention} item(s) need a person; ${todo}.${again ? ` ${again}.` : ""}`;
@@ -274,8 +123,7 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
   // verdict says what was not checked and how to check it, and the exit is 6 (INCOMPLETE) as for a
   // provider that could not be reached. A data directory bound to the embedded simulator (or holding its
   // state file) needs its server started, not a URL.
-  const unchecked = !ctx.providerConfigured && !couldNotLook;
-  if (unchecked) {
+  if (data.unchecked.some((fact) => fact.kind === "provider_unconfigured")) {
     const how = boundToEmbedded(ctx.dataDir)
       ? "this data directory uses the bot server's embedded simulator, which runs only with its server: start the bot server on it (drydock then finds the simulator by itself) and run status again"
       : "set BOAT_API_URL and BOAT_API_TOKEN (or pass --provider-url and --provider-token) and run status again";
@@ -284,7 +132,17 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         ? `INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat.dev was not checked: ${how}.${again ? ` ${again}.` : ""}`
         : `${verdict} INCOMPLETE: boat.dev was not checked: ${how}.`;
   }
+  return verdict;
+}
 
+/**
+ * `drydock status` for people and for --json: one line each with the command to act on it, and the verdict.
+ * Exit 0 even when attention is needed (the verdict says so); 6 (INCOMPLETE) when it could not look at
+ * boat.dev (not configured, or not reached, or a Boat not read).
+ */
+export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
+  const { findings, tally } = data;
+  const verdict = verdictLine(ctx, data);
   const { c } = ctx;
   const lines = findings.map((finding) => {
     const mark = finding.attention ? c.yellow("!") : c.dim("·");
@@ -295,15 +153,22 @@ export async function status(ctx: CommandContext): Promise<Rendered> {
         : "";
     return `${mark} ${finding.area} ${finding.subject}: ${finding.message}${next}`;
   });
-  const colored =
-    couldNotLook || (unchecked && attention === 0)
-      ? c.red(verdict)
-      : attention === 0
-        ? c.green(verdict)
-        : c.yellow(verdict);
+  const incomplete = tally.verdict === "incomplete";
+  // Red for every INCOMPLETE verdict but one that also counts items needing a person (those come first).
+  const red = couldNotLook(data.unchecked) !== null || (incomplete && tally.attention === 0);
+  const colored = red ? c.red(verdict) : tally.attention === 0 ? c.green(verdict) : c.yellow(verdict);
   return {
-    data: { findings, attention, providerChecked, verdict },
+    data: { findings, attention: tally.attention, providerChecked: data.providerChecked, verdict },
     human: `${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
-    exitCode: couldNotLook || unchecked ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
+    exitCode: incomplete ? EXIT_CODES.PROVIDER_UNAVAILABLE : EXIT_CODES.OK,
   };
+}
+
+/**
+ * Everything that needs attention, one line each with the command to act on it, and a one-line verdict.
+ * Exit 0 even when attention is needed (the verdict says so); non-zero only when it could not look (the
+ * data directory is missing, or boat.dev was not configured, or could not be reached: INCOMPLETE, exit 6).
+ */
+export async function status(ctx: CommandContext): Promise<Rendered> {
+  return renderStatus(ctx, await collectStatus(ctx));
 }

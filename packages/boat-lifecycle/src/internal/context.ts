@@ -1,7 +1,7 @@
 import type { BoatCreateJournal } from "@drydock/boat-create-journal";
-import { isJournalStateError as isCreateJournalError } from "@drydock/boat-create-journal";
+import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { isJournalStateError as isDeleteJournalError } from "@drydock/boat-delete-journal";
+import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import type { BoatClient } from "@drydock/boat-provider";
 import { isBoatApiError, isBoatTransportError, provesAbsence } from "@drydock/boat-provider";
 import type { CrashHook } from "../crash.js";
@@ -109,7 +109,7 @@ export async function journal<T>(call: () => Promise<T>): Promise<T> {
 
 export function fromJournalError(error: unknown): unknown {
   if (isLifecycleError(error)) return error;
-  if (isCreateJournalError(error) || isDeleteJournalError(error)) {
+  if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) {
     return new LifecycleError({
       code: error.code === "INVALID_ARGUMENT" ? "invalid_argument" : "recovery_paused",
       message: error.message,

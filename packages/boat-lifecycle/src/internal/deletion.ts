@@ -1,4 +1,4 @@
-import { type BoatDeletionRecord, isJournalStateError } from "@drydock/boat-delete-journal";
+import { type BoatDeletionRecord, isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
 import type { DeletionOutcome } from "../schema.js";
 import { OPERATION_ID } from "../schema.js";
@@ -255,7 +255,7 @@ function isOutOfDate(error: unknown): boolean {
   return (
     isLifecycleError(error) &&
     error.code === "recovery_paused" &&
-    isJournalStateError(error.cause) &&
+    isBoatDeleteJournalError(error.cause) &&
     error.cause.detail === "out of date"
   );
 }

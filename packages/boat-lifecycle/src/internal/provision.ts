@@ -1,4 +1,8 @@
-import { type BoatCreateRequest, isJournalStateError, keyTrustDeadline } from "@drydock/boat-create-journal";
+import {
+  type BoatCreateRequest,
+  isBoatCreateJournalError,
+  keyTrustDeadline,
+} from "@drydock/boat-create-journal";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError, retryIn } from "../errors.js";
 import { type Boat, CREATE_REQUEST_BODY } from "../schema.js";
 import {
@@ -357,7 +361,7 @@ async function finalCreateFailure(
     try {
       await ctx.createJournal.discardBoatCreate(request);
     } catch (error) {
-      if (isJournalStateError(error) && error.detail === "out of date") return kept;
+      if (isBoatCreateJournalError(error) && error.detail === "out of date") return kept;
       throw fromJournalError(error);
     }
     // Crash window: the key is gone; nothing was created under it, so there is nothing to recover.

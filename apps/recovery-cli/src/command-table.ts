@@ -1,0 +1,114 @@
+import type { Command } from "commander";
+import { Option } from "commander";
+import { createsAdopt, createsList, createsRetire } from "./commands/creates.js";
+import { deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
+import { locksGc, locksList } from "./commands/locks.js";
+import { reconcilePlan } from "./commands/reconcile.js";
+import { restoresAction, restoresList, restoresPurge, restoresShow } from "./commands/restores.js";
+import { status } from "./commands/status.js";
+import type { CommandContext } from "./context.js";
+import type { Rendered } from "./render.js";
+
+/** A command as the table calls it: the context, then its positional arguments. */
+export type Handler = (ctx: CommandContext, ...args: string[]) => Promise<Rendered>;
+
+/** Wraps a handler as commander's action (`main` builds it: it makes the context and keeps the outcome). */
+export type Runner = (handler: Handler) => (...commanderArgs: unknown[]) => Promise<void>;
+
+/** Every command line `drydock` knows, each calling its command function through `run` (in help's order). */
+export function registerCommands(program: Command, run: Runner): void {
+  program
+    .command("status")
+    .description("what needs attention, one line each, and the command to act on it")
+    .action(run((ctx) => status(ctx)));
+  registerBoatCommands(program, run);
+  registerRestoreCommands(program, run);
+  program
+    .command("reconcile")
+    .description("plan for all Boats vs the provider; nothing is changed")
+    .action(run((ctx) => reconcilePlan(ctx)));
+  const locks = program.command("locks").description("lock files under the data directory");
+  locks
+    .command("list")
+    .description("lock files, owners (digest only), liveness")
+    .action(run((ctx) => locksList(ctx)));
+  locks
+    .command("gc")
+    .description("remove garbage election records (only with --yes)")
+    .action(run((ctx) => locksGc(ctx)));
+}
+
+/** `creates …` and `deletions …`: the Boat journals, each change fenced by `--expected-state`. */
+function registerBoatCommands(program: Command, run: Runner): void {
+  const creates = program.command("creates").description("the Boat create journal");
+  creates
+    .command("list")
+    .description("create journal (redacted): bot, boxId, resolved, age vs the 24 h window")
+    .action(run((ctx) => createsList(ctx)));
+  creates
+    .command("adopt <botId> <boxId>")
+    .description("adopt a Boat found by its deterministic name")
+    .option("--expected-state <digest>", "the state digest printed by the preview")
+    .action(run((ctx, botId, boxId) => createsAdopt(ctx, botId!, boxId!)));
+  creates
+    .command("retire <botId>")
+    .description("retire a create record, only after boat.dev proves no Boat exists for it")
+    .option("--expected-state <digest>", "the state digest printed by the preview")
+    .action(run((ctx, botId) => createsRetire(ctx, botId!)));
+
+  const deletions = program.command("deletions").description("Boat deletion fences");
+  deletions
+    .command("list")
+    .description("deletion fences by phase")
+    .action(run((ctx) => deletionsList(ctx)));
+  deletions
+    .command("reconcile <boxId>")
+    .description("one poll; finishes the fence when boat.dev proves deletion")
+    .option("--expected-state <digest>", "the state digest printed by the preview")
+    .action(run((ctx, boxId) => deletionsReconcile(ctx, boxId!)));
+  deletions
+    .command("retry <boxId>")
+    .description("re-send DELETE for a blocked or unconfirmed fence")
+    .option("--expected-state <digest>", "the state digest printed by the preview")
+    .action(run((ctx, boxId) => deletionsRetry(ctx, boxId!)));
+}
+
+/** `restores …`: the checkpoint restore sagas, each action fenced by the saga's seq, hash and owner. */
+function registerRestoreCommands(program: Command, run: Runner): void {
+  const restores = program.command("restores").description("checkpoint restore sagas");
+  restores
+    .command("list")
+    .description("active restore sagas and what each needs")
+    .action(run((ctx) => restoresList(ctx)));
+  restores
+    .command("show <operationId>")
+    .description("saga, events, chain check, live owner, the fence to echo, eligible actions")
+    .action(run((ctx, operationId) => restoresShow(ctx, operationId!)));
+  for (const action of ["abort", "release", "complete", "rollback"] as const) {
+    const sub = restores
+      .command(`${action} <operationId>`)
+      .description(
+        action === "abort"
+          ? "abort a restore stopped before its first file change (up to safety_ready)"
+          : action === "release"
+            ? "release the retained lock of a finished restore and archive it"
+            : action === "complete"
+              ? "finish a restore that applied every change (workspace_applied) but did not journal completed"
+              : "roll a restore stopped mid-mutation back to its safety checkpoint",
+      )
+      .addOption(new Option("--expected-seq <n>", "the saga seq from `restores show`"))
+      .addOption(new Option("--expected-hash <hash>", "the saga head hash from `restores show`"))
+      .addOption(new Option("--expected-owner-digest <digest>", "the lock owner digest, or `none`"));
+    if (action === "abort") sub.option("--reason <text>", "why (recorded in the saga)");
+    sub.action(run((ctx, operationId) => restoresAction(ctx, action, operationId!)));
+  }
+
+  restores
+    .command("purge")
+    .description(
+      "delete archived restore sagas finished more than N days ago, keeping a receipt each (only with --yes)",
+    )
+    .addOption(new Option("--older-than-days <n>", "finished at least this many days ago").default("30"))
+    .option("--expected-state <digest>", "the digest of the list printed by the preview")
+    .action(run((ctx) => restoresPurge(ctx)));
+}

@@ -1,0 +1,167 @@
+import { randomBytes } from "node:crypto";
+import {
+  KEY_RETENTION_MS,
+  type SimOperationRecord,
+  type SimSandboxRecord,
+  type SimStateFile,
+  type SimStats,
+} from "../schema.js";
+import type { SimContext } from "./context.js";
+
+/**
+ * The simulator's state: everything committed lives in these structures and, with a state file, on disk
+ * after each change (`ctx.persist()`).
+ */
+export interface SimState {
+  /** Every /_sim/clock advance so far: the simulator's clock is the wall clock plus this. */
+  clockOffsetMs: number;
+  counters: SimStateFile["counters"];
+  boats: Map<string, SimSandboxRecord>;
+  operations: Map<string, SimOperationRecord>;
+  /** By SHA-256 of the Idempotency-Key. */
+  keys: Map<string, KeyState>;
+  /** The fixed window of `rateLimit` (not persisted). */
+  rateWindow: { start: number; count: number };
+}
+
+export interface KeyState {
+  fingerprint: string;
+  firstSeenAt: number;
+  /** Unset while the first request with this key is still running. */
+  boatId?: string;
+}
+
+const BOAT_ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz";
+
+/** A fresh state, or the one a state file recorded. */
+export function restoreState(restored: SimStateFile | null): SimState {
+  const state: SimState = {
+    clockOffsetMs: restored?.clockOffsetMs ?? 0,
+    counters: {
+      createsCommitted: 0,
+      createRequests: 0,
+      deletesAccepted: 0,
+      deleteRequests: 0,
+      ...restored?.counters,
+    },
+    boats: new Map(),
+    operations: new Map(),
+    keys: new Map(),
+    rateWindow: { start: 0, count: 0 },
+  };
+  for (const boat of restored?.sandboxes ?? []) state.boats.set(boat.id, boat);
+  for (const op of restored?.operations ?? []) state.operations.set(op.id, op);
+  for (const key of restored?.keys ?? []) {
+    state.keys.set(key.keyHash, {
+      fingerprint: key.fingerprint,
+      firstSeenAt: key.firstSeenAt,
+      boatId: key.boatId,
+    });
+  }
+  return state;
+}
+
+/** What the state file holds. */
+export function snapshotState(state: SimState): SimStateFile {
+  const keyRecords: SimStateFile["keys"] = [];
+  for (const [keyHash, key] of state.keys) {
+    // A key whose first request is still running is not committed: a restart releases it, as a crash of
+    // the provider before the Boat existed would.
+    if (key.boatId !== undefined) {
+      keyRecords.push({
+        keyHash,
+        fingerprint: key.fingerprint,
+        firstSeenAt: key.firstSeenAt,
+        boatId: key.boatId,
+      });
+    }
+  }
+  return {
+    version: 1,
+    clockOffsetMs: state.clockOffsetMs,
+    counters: { ...state.counters },
+    sandboxes: [...state.boats.values()],
+    operations: [...state.operations.values()],
+    keys: keyRecords,
+  };
+}
+
+export function liveKey(ctx: SimContext, keyHash: string): KeyState | undefined {
+  const key = ctx.state.keys.get(keyHash);
+  if (key === undefined) return undefined;
+  // Retention is measured on the simulator clock from the key's first use: at 24 h − 1 ms it still
+  // replays, from 24 h on it is forgotten and the same key creates a new Boat.
+  if (key.boatId !== undefined && ctx.now() - key.firstSeenAt >= KEY_RETENTION_MS) {
+    ctx.state.keys.delete(keyHash);
+    return undefined;
+  }
+  return key;
+}
+
+export function newBoatId(state: SimState): string {
+  for (;;) {
+    const bytes = randomBytes(8);
+    let id = "bx_";
+    for (const byte of bytes) id += BOAT_ALPHABET[byte % BOAT_ALPHABET.length];
+    if (!state.boats.has(id)) return id;
+  }
+}
+
+export function newOperationId(state: SimState): string {
+  for (;;) {
+    const id = `bdop_${randomBytes(16).toString("hex")}`;
+    if (!state.operations.has(id)) return id;
+  }
+}
+
+export function finishOperation(ctx: SimContext, op: SimOperationRecord): void {
+  const at = ctx.now();
+  op.completedAt = at;
+  const boat = ctx.state.boats.get(op.targetId);
+  if (op.endsBlocked) {
+    op.status = "blocked";
+    boat?.history.push({ at, event: "deletion_blocked", operationId: op.id });
+    return;
+  }
+  op.status = "completed";
+  if (boat && boat.deletedAt === null) {
+    boat.deletedAt = at;
+    boat.history.push({ at, event: "deleted", operationId: op.id });
+  }
+}
+
+/** Finishes every deletion whose simulated time is up; true when one changed. */
+export function settleDueOperations(ctx: SimContext): boolean {
+  let changed = false;
+  for (const op of ctx.state.operations.values()) {
+    if (
+      (op.status === "pending" || op.status === "processing") &&
+      ctx.now() - op.requestedAt >= ctx.config.deletionMs
+    ) {
+      finishOperation(ctx, op);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/** The simulator clock moves forward by `ms`; deletions whose time is up finish. */
+export function advanceClock(ctx: SimContext, ms: number): void {
+  if (!Number.isInteger(ms) || ms < 0) throw new RangeError("advanceMs must be a non-negative integer");
+  ctx.state.clockOffsetMs += ms;
+  settleDueOperations(ctx);
+  ctx.persist();
+}
+
+export function simStats(state: SimState): SimStats {
+  const perName: Record<string, number> = {};
+  let live = 0;
+  let unnamed = 0;
+  for (const boat of state.boats.values()) {
+    if (boat.deletedAt !== null) continue;
+    live += 1;
+    if (boat.name === null) unnamed += 1;
+    else perName[boat.name] = (perName[boat.name] ?? 0) + 1;
+  }
+  return { ...state.counters, live, perName, unnamed };
+}

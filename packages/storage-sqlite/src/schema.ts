@@ -1,0 +1,43 @@
+/**
+ * The database's schema, one migration per version (index 0 takes version 0 to 1, …). Applied in one
+ * transaction at open; never edited once released — a change is a new migration.
+ *
+ * The journals' load-time invariants (`check.ts`) are constraints here, so even a bug cannot write a second
+ * key: unique idempotency key, unique (bot, body), one Boat per bot (a partial unique index), one fence per
+ * Boat, unique operation id. `seq` is the journal's order (a row appended by a step gets the next one).
+ * `row_json` is the row exactly as the journal holds it (unknown members too, in their order); the other
+ * columns are its indexed facts.
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE create_rows (
+    seq INTEGER PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    request_body TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL CHECK (created_at > 0),
+    box_id TEXT,
+    resolved INTEGER NOT NULL CHECK (resolved IN (0, 1)),
+    row_json TEXT NOT NULL,
+    CHECK (resolved = 0 OR box_id IS NOT NULL),
+    UNIQUE (bot_id, request_body)
+  );
+  CREATE UNIQUE INDEX create_one_boat_per_bot ON create_rows (bot_id) WHERE box_id IS NOT NULL;
+  CREATE INDEX create_by_box ON create_rows (box_id) WHERE box_id IS NOT NULL;
+  CREATE TABLE delete_rows (
+    seq INTEGER PRIMARY KEY,
+    box_id TEXT NOT NULL UNIQUE,
+    owner_bot_id TEXT,
+    operation_id TEXT UNIQUE,
+    row_json TEXT NOT NULL
+  );
+  CREATE INDEX delete_by_owner ON delete_rows (owner_bot_id);
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+  CREATE TABLE row_counts (name TEXT PRIMARY KEY, n INTEGER NOT NULL CHECK (n >= 0));
+  INSERT INTO row_counts (name, n) VALUES ('create', 0), ('delete', 0);
+  CREATE TRIGGER create_rows_ins AFTER INSERT ON create_rows BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'create'; END;
+  CREATE TRIGGER create_rows_del AFTER DELETE ON create_rows BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'create'; END;
+  CREATE TRIGGER delete_rows_ins AFTER INSERT ON delete_rows BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'delete'; END;
+  CREATE TRIGGER delete_rows_del AFTER DELETE ON delete_rows BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'delete'; END;
+  `,
+];

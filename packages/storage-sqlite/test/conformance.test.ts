@@ -1,0 +1,14 @@
+import { fileURLToPath } from "node:url";
+import { describeStorageConformance } from "@drydock/storage/conformance";
+import { open } from "./fixtures/sqlite-backend.js";
+
+describeStorageConformance({
+  name: "sqlite",
+  open,
+  workerModule: fileURLToPath(new URL("./fixtures/sqlite-backend.ts", import.meta.url)),
+  crashPoints: [
+    { point: "sqlite:after-begin", leaves: "before" },
+    { point: "sqlite:before-commit", leaves: "before" },
+    { point: "sqlite:after-commit", leaves: "after" },
+  ],
+});

@@ -1,0 +1,94 @@
+import type { BoatCreateJournal, BoatCreateRequest } from "@drydock/boat-create-journal";
+import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete-journal";
+
+/**
+ * The storage contract. A backend implements the very interfaces the journal packages export
+ * (`BoatCreateJournal`, `BoatDeleteJournal`), so a consumer such as boat-lifecycle takes `storage.createJournal`
+ * where it took `openBoatCreateJournal(...)`, unchanged. Each method is one atomic, durable transaction;
+ * every decision is the journal's own pure step (`@drydock/boat-create-journal/logic`,
+ * `@drydock/boat-delete-journal/logic`), run by the backend on the rows it read.
+ */
+
+export const STORAGE_KINDS = ["file", "sqlite"] as const;
+export type StorageKind = (typeof STORAGE_KINDS)[number];
+
+/** A crash point: a test-only hook called at each named durable step (see QUALITY.md, crash points). */
+export type StorageCrashHook = (point: string) => void;
+
+/** Singletons of an installation (`environment-id`, the provider binding, …): first writer wins, never replaced. */
+export interface MetaStore {
+  /** The stored value, or null when none was ever written. */
+  get(key: string): Promise<string | null>;
+  /**
+   * The stored value; when there is none, `mint()` is called and its value stored, unless another writer got
+   * there first, whose value is returned instead. Two processes starting together agree on one value.
+   */
+  getOrCreate(key: string, mint: () => string): Promise<string>;
+}
+
+/** Everything a backend holds, canonically: the differential test and (later) migration compare these. */
+export interface StorageExport {
+  /** Create rows in the journal's order, every field (keys and bodies too: this never leaves the host). */
+  creates: BoatCreateRequest[];
+  /** Deletion fences in the journal's order. */
+  deletes: BoatDeletionRecord[];
+  /** Meta singletons by key (sorted). */
+  meta: Record<string, string>;
+}
+
+export interface Storage {
+  readonly kind: StorageKind;
+  readonly dataDir: string;
+  readonly createJournal: BoatCreateJournal;
+  readonly deleteJournal: BoatDeleteJournal;
+  readonly meta: MetaStore;
+  /** One consistent reading of everything stored (a read transaction, or each file under its lock). */
+  exportAll(): Promise<StorageExport>;
+  /** Releases the backend's handles; calls after it fail. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface BackendOptions {
+  dataDir: string;
+  /** Wall clock, ms since the epoch (default Date.now). */
+  now?: () => number;
+  /** Mints idempotency keys (default crypto.randomUUID). */
+  newKey?: () => string;
+  /** Test-only crash points. */
+  crash?: StorageCrashHook;
+}
+
+/** How `openStorage` reaches a backend that lives in another package (see README: no hard dependency). */
+export type BackendFactory = (options: BackendOptions & Record<string, unknown>) => Promise<Storage>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Placeholders for the rest of issue 23. NOT YET IMPLEMENTED BY ANY BACKEND, and not members of `Storage`:
+// they fix the names and shapes the next wave fills in, nothing more.
+// ---------------------------------------------------------------------------------------------------------
+
+/** @experimental Not yet implemented by any backend. The bot registry (today apps/bot-server's bots.json). */
+export interface BotRegistryStore {
+  get(botId: string): Promise<unknown | null>;
+  /** A bounded page in a stable order; `cursor` is opaque. */
+  list(page: { cursor?: string; limit: number }): Promise<{ items: unknown[]; nextCursor: string | null }>;
+}
+
+/** @experimental Not yet implemented by any backend. Restore sagas (today restore-saga's files). */
+export interface SagaStore {
+  load(sagaId: string): Promise<unknown | null>;
+  /** Appends one event if the saga is still at `expectedLength` events (a compare-and-set). */
+  append(sagaId: string, expectedLength: number, event: unknown): Promise<boolean>;
+}
+
+/** @experimental Not yet implemented by any backend. Checkpoint manifests. */
+export interface CheckpointStore {
+  get(checkpointId: string): Promise<unknown | null>;
+  put(checkpointId: string, manifest: unknown): Promise<void>;
+}
+
+/** @experimental Not yet implemented by any backend. Content-addressed blobs. */
+export interface BlobStore {
+  has(digest: string): Promise<boolean>;
+  put(bytes: Uint8Array): Promise<string>;
+  get(digest: string): Promise<Uint8Array | null>;
+}

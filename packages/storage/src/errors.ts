@@ -1,0 +1,156 @@
+import { BoatCreateJournalError } from "@drydock/boat-create-journal";
+import { BoatDeleteJournalError } from "@drydock/boat-delete-journal";
+
+/**
+ * Faults of the store itself, below the journals' rules. Each code says what happened; the message adds
+ * whether anything was changed and what to do. Only STORAGE_CORRUPT means the stored bytes are invalid.
+ */
+export const STORAGE_ERROR_STATUS = {
+  /** The database was held by another process for longer than the bounded wait. Retry. */
+  STORAGE_BUSY: 503,
+  /** The database file is damaged or truncated (its bytes fail the integrity check). Never recreated over. */
+  STORAGE_CORRUPT: 503,
+  /** The operating system refused (no space, read-only, permissions, too many open files, I/O error). */
+  STORAGE_UNAVAILABLE: 503,
+  /** The data directory belongs to a newer drydock (a schema this one does not know). */
+  STORAGE_NEWER: 503,
+  /** A value or key the store would never hold, or a backend that is not installed. */
+  STORAGE_INVALID_ARGUMENT: 400,
+  /** A write the store's constraints refused (a journal invariant it would break): a bug, nothing written. */
+  STORAGE_CONSTRAINT: 503,
+  /** A call after close(). */
+  STORAGE_CLOSED: 503,
+} as const satisfies Record<string, number>;
+
+export type StorageErrorCode = keyof typeof STORAGE_ERROR_STATUS;
+
+const MARKER = Symbol.for("@drydock/storage/StorageError");
+
+export class StorageError extends Error {
+  override readonly name = "StorageError";
+  readonly code: StorageErrorCode;
+  readonly status: (typeof STORAGE_ERROR_STATUS)[StorageErrorCode];
+  /** True when the same call may succeed unchanged later (busy, too many open files). */
+  readonly retryable: boolean;
+  /** The OS error code (ENOSPC, EROFS, …) or SQLite's (SQLITE_BUSY, …), when there is one. */
+  readonly errno: string | undefined;
+
+  constructor(options: {
+    code: StorageErrorCode;
+    message: string;
+    retryable?: boolean;
+    errno?: string | undefined;
+    cause?: unknown;
+  }) {
+    super(options.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options.code;
+    this.status = STORAGE_ERROR_STATUS[options.code];
+    this.retryable = options.retryable ?? false;
+    this.errno = options.errno;
+    Object.defineProperty(this, MARKER, { value: true });
+  }
+}
+
+export function isStorageError(value: unknown): value is StorageError {
+  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+}
+
+/** What happened and what to do, per OS cause; the caller adds where and that nothing was changed. */
+const OS_CAUSES: Record<string, { what: string; todo: string; retryable: boolean }> = {
+  ENOSPC: { what: "the disk is full", todo: "free space on that file system, then retry", retryable: true },
+  EDQUOT: {
+    what: "the disk quota is exhausted",
+    todo: "raise the quota or free space, then retry",
+    retryable: true,
+  },
+  EROFS: {
+    what: "the file system is read-only",
+    todo: "remount it read-write, then retry",
+    retryable: false,
+  },
+  EACCES: {
+    what: "permission was denied",
+    todo: "give the user running drydock read and write access to the data directory, then retry",
+    retryable: false,
+  },
+  EPERM: {
+    what: "the operation was not permitted",
+    todo: "check the data directory's ownership and attributes, then retry",
+    retryable: false,
+  },
+  EMFILE: {
+    what: "this process has too many open files",
+    todo: "retry in a moment, or raise the open-file limit",
+    retryable: true,
+  },
+  ENFILE: {
+    what: "the system has too many open files",
+    todo: "retry in a moment, or raise the open-file limit",
+    retryable: true,
+  },
+  ENOMEM: { what: "the system is out of memory", todo: "retry in a moment", retryable: true },
+  EIO: {
+    what: "the disk reported an I/O error",
+    todo: "check the disk's health; retry once it is sound",
+    retryable: true,
+  },
+};
+
+/** The OS cause of `error` (its `code`), if it is one this module can explain. */
+export function osCauseOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code in OS_CAUSES ? code : undefined;
+}
+
+/**
+ * A StorageError for an OS-level refusal while reading or writing `where`: says what happened, that nothing
+ * was changed, and what to do — never that the state is invalid (its bytes are fine).
+ */
+export function osFailure(errno: string, where: string, cause?: unknown): StorageError {
+  const known = OS_CAUSES[errno] ?? {
+    what: `the operating system refused (${errno})`,
+    todo: "fix the cause, then retry",
+    retryable: false,
+  };
+  return new StorageError({
+    code: "STORAGE_UNAVAILABLE",
+    errno,
+    retryable: known.retryable,
+    message: `drydock could not use ${where} because ${known.what} (${errno}). Nothing was changed. To continue, ${known.todo}; the stored state is intact.`,
+    cause,
+  });
+}
+
+export function busyFailure(where: string, waitedMs: number, cause?: unknown): StorageError {
+  return new StorageError({
+    code: "STORAGE_BUSY",
+    errno: "SQLITE_BUSY",
+    retryable: true,
+    message: `${where} was busy (another drydock process held it) for longer than ${waitedMs} ms. Nothing was changed. Retry in a moment.`,
+    cause,
+  });
+}
+
+export function corruptFailure(where: string, what: string, cause?: unknown): StorageError {
+  return new StorageError({
+    code: "STORAGE_CORRUPT",
+    message: `${where} is damaged (${what}), so drydock will not use it and has not changed it. Restore it from a backup; drydock never recreates it over the damaged file.`,
+    cause,
+  });
+}
+
+/**
+ * A storage fault as the journal's own error (BOAT_CREATE_PAUSED / BOAT_DELETE_PAUSED, 503), so consumers
+ * that handle journal refusals (boat-lifecycle) need no change; the StorageError is its `cause` and its
+ * message is kept, so a full disk never reads as "repair drydock's local state".
+ */
+export function asJournalError(journal: "create" | "delete", error: StorageError): Error {
+  const detail =
+    error.code === "STORAGE_CORRUPT" ? "invalid" : error.code === "STORAGE_BUSY" ? "busy" : "unavailable";
+  const prefix =
+    journal === "create" ? "Cloud computer creation is paused: " : "Cloud computer deletion is paused: ";
+  const options = { detail, message: `${prefix}${error.message}`, cause: error };
+  return journal === "create"
+    ? new BoatCreateJournalError({ code: "BOAT_CREATE_PAUSED", ...options })
+    : new BoatDeleteJournalError({ code: "BOAT_DELETE_PAUSED", ...options });
+}

@@ -1,0 +1,13 @@
+import { fileURLToPath } from "node:url";
+import { describeStorageConformance } from "../src/conformance/index.js";
+import { open } from "./fixtures/file-backend.js";
+
+describeStorageConformance({
+  name: "file",
+  open,
+  workerModule: fileURLToPath(new URL("./fixtures/file-backend.ts", import.meta.url)),
+  crashPoints: [
+    { point: "file:before-commit", leaves: "before" },
+    { point: "file:after-commit", leaves: "after" },
+  ],
+});
