@@ -4,7 +4,7 @@
  * body and the log, and the `*_FILE` secrets.
  */
 import { spawnSync } from "node:child_process";
-import { renameSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { CREATE_JOURNAL_FILE } from "@drydock/boat-create-journal";
@@ -19,6 +19,10 @@ import { createMetrics } from "../src/metrics.js";
 import { type RunningServer, startServer } from "../src/server.js";
 import { api, REPO_ROOT, tempDir } from "./helpers.js";
 
+/** The server's version, from its package.json. */
+const VERSION = (
+  JSON.parse(readFileSync(join(REPO_ROOT, "apps/bot-server/package.json"), "utf8")) as { version: string }
+).version;
 const ADMIN = "admin-token-0123456789abcdef";
 const READER = "read-token-0123456789abcdef";
 const METRICS = "metrics-token-0123456789abcdef";
@@ -84,7 +88,10 @@ describe("probes and metrics without the admin token", () => {
     expect((await call("POST", "/v1/bots/meter/computer")).status).toBe(201);
     const text = (await api(box.server.url, null)("GET", "/metrics")).text;
     expect(text).toMatch(
-      new RegExp(`^drydock_build_info\\{version="0\\.1\\.0",node="${process.version}"\\} 1$`, "m"),
+      new RegExp(
+        `^drydock_build_info\\{version="${VERSION.replaceAll(".", "\\.")}",node="${process.version}"\\} 1$`,
+        "m",
+      ),
     );
     expect(text).toMatch(/^drydock_journal_capacity\{journal="create"\} 4096$/m);
     expect(text).toMatch(/^drydock_journal_capacity\{journal="delete"\} 4096$/m);
@@ -104,7 +111,6 @@ describe("probes and metrics without the admin token", () => {
 
   it("/readyz fails (503) when a journal cannot be read, and still reports boat.dev", async () => {
     const file = join(box.dir, CREATE_JOURNAL_FILE);
-    const { readFileSync } = await import("node:fs");
     const before = readFileSync(file);
     writeFileSync(file, "{ not json");
     try {
