@@ -1,20 +1,27 @@
-import { timingSafeEqual } from "node:crypto";
-import Fastify, { type FastifyInstance, type FastifyReply, LogController } from "fastify";
+import { randomUUID } from "node:crypto";
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
-  serializerCompiler,
   validatorCompiler,
   type ZodTypeProvider,
 } from "fastify-type-provider-zod";
+import { bearerToken, sameToken } from "./auth.js";
 import { createServerContext, type ServerContext } from "./context.js";
 import type { ServerDeps } from "./deps.js";
 import { retireWorkspace, unfinishedRetirements } from "./domain/workspace-retirement.js";
 import { toHttpError } from "./http-errors.js";
+import { REQUEST_ID_HEADER, requestIdFor } from "./request-id.js";
 import { botRoutes } from "./routes/bots.js";
 import { checkpointRoutes } from "./routes/checkpoints.js";
 import { computerRoutes } from "./routes/computers.js";
 import { fileRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
+import { isPublicRoute, openApiRoutes, registerOpenApi } from "./routes/openapi.js";
 import { recoveryRoutes } from "./routes/recovery.js";
 import { WorkspacePathError } from "./workspace-files.js";
 
@@ -25,12 +32,61 @@ export {
   type ServerDeps,
 } from "./deps.js";
 
-function tokenMatches(expected: string, header: string | undefined): boolean {
-  if (!header?.startsWith("Bearer ")) return false;
-  const given = Buffer.from(header.slice(7));
-  const want = Buffer.from(expected);
-  // Constant-time compare so the token cannot be guessed byte by byte from response timing.
-  return given.length === want.length && timingSafeEqual(given, want);
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+}
+
+const ROUTES = new WeakMap<FastifyInstance, RegisteredRoute[]>();
+
+/** Every route `buildServer` registered on `app` (also Fastify's HEAD twins and the docs page's own). */
+export function registeredRoutes(app: FastifyInstance): readonly RegisteredRoute[] {
+  return ROUTES.get(app) ?? [];
+}
+
+/** Methods a `read` token may use; every other one is a write (403 `forbidden` for a read token). */
+const READ_METHODS = new Set(["GET", "HEAD"]);
+
+/**
+ * Who may call what: probes, the OpenAPI document and its page are open; /metrics is open unless
+ * DRYDOCK_METRICS_TOKEN is set (then it takes that token or any API token); everything else needs an API
+ * token (401), and a write needs an `admin` one (403). A route that does not exist answers 401 without a
+ * token and 404 with any, so an unauthenticated caller learns nothing about the routes.
+ */
+async function authorize(ctx: ServerContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const route = request.routeOptions.url;
+  if (route !== undefined && isPublicRoute(route)) return;
+  const presented = bearerToken(request.headers.authorization);
+  const principal = presented === null ? null : ctx.auth.lookup(presented);
+  if (route === "/metrics") {
+    if (ctx.metricsToken === undefined || principal !== null) return;
+    if (presented !== null && sameToken(ctx.metricsToken, presented)) return;
+  }
+  if (principal === null) {
+    await reply
+      .code(401)
+      .header("www-authenticate", "Bearer")
+      .send({ ok: false, error: { code: "unauthorized", message: "Send Authorization: Bearer <token>." } });
+    return;
+  }
+  if (route !== undefined && principal.role !== "admin" && !READ_METHODS.has(request.method)) {
+    await reply.code(403).send({
+      ok: false,
+      error: {
+        code: "forbidden",
+        message: `The token '${principal.name}' may only read (role ${principal.role}); changes need an admin token.`,
+      },
+    });
+  }
+}
+
+/** The request id goes into every error body (`error.requestId`), as in the header and the log lines. */
+function withRequestId(request: FastifyRequest, payload: unknown): unknown {
+  if (typeof payload !== "object" || payload === null) return payload;
+  const body = payload as { ok?: unknown; error?: unknown };
+  if (body.ok !== false || typeof body.error !== "object" || body.error === null) return payload;
+  if ("requestId" in body.error) return payload;
+  return { ...body, error: { ...body.error, requestId: request.id } };
 }
 
 /**
@@ -41,23 +97,13 @@ function tokenMatches(expected: string, header: string | undefined): boolean {
 export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const app = createFastify(deps);
   const ctx = createServerContext(deps);
-
-  app.addHook("onRequest", async (request, reply) => {
-    if (request.routeOptions.url === "/healthz") return;
-    if (!tokenMatches(ctx.token, request.headers.authorization)) {
-      await reply
-        .code(401)
-        .header("www-authenticate", "Bearer")
-        .send({ ok: false, error: { code: "unauthorized", message: "Send Authorization: Bearer <token>." } });
-    }
+  const routes: RegisteredRoute[] = [];
+  ROUTES.set(app, routes);
+  app.addHook("onRoute", (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
   });
 
-  app.addHook("onResponse", async (request, reply) => {
-    const route = request.routeOptions.url ?? "unmatched";
-    const status = reply.statusCode;
-    ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
-    ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
-  });
+  addRequestHooks(app, ctx);
 
   app.setNotFoundHandler(async (request, reply) => {
     await reply.code(404).send({
@@ -68,6 +114,9 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   setErrorHandler(app, ctx);
 
+  // Before the routes, so that it sees each of them (its onRoute hook) and documents it from its schemas.
+  await registerOpenApi(app);
+  await app.register(openApiRoutes, ctx);
   await app.register(healthRoutes, ctx);
   await app.register(botRoutes, ctx);
   await app.register(computerRoutes, ctx);
@@ -79,9 +128,57 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   return app;
 }
 
+/**
+ * Every request: its id in the response header, the token check, the request id put into error bodies,
+ * `Connection: close` once closing, and on its end the request metrics and the access log line.
+ */
+function addRequestHooks(app: FastifyInstance, ctx: ServerContext): void {
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id);
+    await authorize(ctx, request, reply);
+  });
+
+  app.addHook("preSerialization", async (request, _reply, payload) => withRequestId(request, payload));
+
+  // Once closing, every answer still sent closes its connection: a client's keep-alive connection would
+  // otherwise hold the close (and so the shutdown) until Fastify's keep-alive timeout.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (closing) reply.header("connection", "close");
+    return payload;
+  });
+
+  app.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    const status = reply.statusCode;
+    ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
+    ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
+    // The access log: one line per request, with its id (pino's `reqId`, as every line of the request).
+    // The path without its query, cut short; never headers or bodies (tokens, keys, user files).
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        path: request.url.split("?")[0]?.slice(0, 512),
+        status,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
+      "request",
+    );
+  });
+}
+
 function createFastify(deps: ServerDeps) {
+  // Set once Fastify is built: Node's parser errors (below) are logged with their id too.
+  let log: FastifyInstance["log"] | null = null;
   const app = Fastify({
     logger: deps.logger,
+    // The caller's x-request-id when it is sane (short, plain characters), else a fresh one (request-id.ts).
+    requestIdHeader: false,
+    genReqId: requestIdFor,
     bodyLimit: deps.maxFileBytes,
     // Never log bodies, headers or query strings: they may carry tokens, keys or user files.
     logController: new LogController({ disableRequestLogging: true }),
@@ -91,30 +188,40 @@ function createFastify(deps: ServerDeps) {
     routerOptions: { maxParamLength: 4096 },
     // What Fastify refuses before routing (a path whose percent-encoding does not decode, e.g. `%FF`) gets
     // the same JSON error shape too, instead of Fastify's own.
-    frameworkErrors: (error, _request, reply) => {
-      void (reply as FastifyReply).code(400).send({
-        ok: false,
-        error: { code: "bad_request", message: `Malformed request: ${error.message}` },
-      });
+    frameworkErrors: (error, request, reply) => {
+      void (reply as FastifyReply)
+        .code(400)
+        .header(REQUEST_ID_HEADER, request.id)
+        .send({
+          ok: false,
+          error: {
+            code: "bad_request",
+            message: `Malformed request: ${error.message}`,
+            requestId: request.id,
+          },
+        });
     },
     // Requests Node's HTTP parser rejects (bad bytes in the path, broken headers) get the same JSON error
     // shape as every other refusal, instead of Fastify's default text.
     clientErrorHandler: (error, socket) => {
       if (!socket.writable) return;
+      const requestId = randomUUID();
+      const reason = (error as NodeJS.ErrnoException).code ?? "parse error";
+      log?.info({ reqId: requestId, status: 400, reason }, "malformed HTTP request");
       const body = JSON.stringify({
         ok: false,
-        error: {
-          code: "bad_request",
-          message: `Malformed HTTP request (${(error as NodeJS.ErrnoException).code ?? "parse error"}).`,
-        },
+        error: { code: "bad_request", message: `Malformed HTTP request (${reason}).`, requestId },
       });
       socket.end(
-        `HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        `HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nX-Request-Id: ${requestId}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
       );
     },
   }).withTypeProvider<ZodTypeProvider>();
+  log = app.log;
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  // Response schemas document the answers (OpenAPI) and are checked by the tests (openapi.test.ts); at run
+  // time an answer is sent as the handler built it, never reshaped or turned into a 500 by its schema.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   app.addContentTypeParser("application/octet-stream", { parseAs: "buffer" }, (_req, body, done) =>
     done(null, body),

@@ -1,5 +1,10 @@
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
+import { parseTokenList, type TokenEntry, TokenListError } from "./auth.js";
+
+/** Secrets that may also be given as a file (`<NAME>_FILE`: the file's content, trimmed, is the value). */
+export const SECRET_FILE_VARIABLES = ["DRYDOCK_TOKEN", "BOAT_API_TOKEN", "DRYDOCK_METRICS_TOKEN"] as const;
 
 /**
  * The server's whole configuration, read from the environment once at start (packages never read it).
@@ -19,6 +24,10 @@ export const ConfigSchema = z
       .int()
       .positive()
       .default(8 * 1024 * 1024),
+    DRYDOCK_TOKENS: z.string().min(1).optional(),
+    DRYDOCK_TOKENS_FILE: z.string().min(1).optional(),
+    DRYDOCK_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+    DRYDOCK_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   })
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
@@ -35,23 +44,74 @@ export interface ServerConfig {
   provider?: { apiUrl: string; token: string };
   logLevel: string;
   maxFileBytes: number;
+  /** DRYDOCK_TOKENS: more tokens, each with a name and a role. */
+  tokens?: TokenEntry[];
+  /** DRYDOCK_TOKENS_FILE: the same list in a file, re-read when it changes; `initial` is its content at start. */
+  tokensFile?: { path: string; initial: TokenEntry[] };
+  /** DRYDOCK_METRICS_TOKEN: unset, GET /metrics is open on the listening address. */
+  metricsToken?: string;
+  /** DRYDOCK_SHUTDOWN_TIMEOUT_MS: how long a SIGTERM/SIGINT waits for in-flight requests before exiting. */
+  shutdownTimeoutMs?: number;
 }
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
 }
 
+/** Reads a `*_FILE` variable's file; one that cannot be read stops the start with the OS's reason. */
+function readSecretFile(variable: string, path: string): string {
+  try {
+    return readFileSync(path, "utf8").trim();
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    throw new ConfigError(`invalid configuration: ${variable}: cannot read ${path}: ${e.code ?? e.message}`);
+  }
+}
+
+function parseTokens(variable: string, text: string): TokenEntry[] {
+  try {
+    return parseTokenList(text);
+  } catch (error) {
+    if (error instanceof TokenListError)
+      throw new ConfigError(`invalid configuration: ${variable}: ${error.message}`);
+    throw error;
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
-  const known = Object.fromEntries(
+  const known: Record<string, string | undefined> = Object.fromEntries(
     Object.keys(ConfigSchema.shape).map((k) => [k, env[k] === "" ? undefined : env[k]]),
   );
+  // `<NAME>_FILE` for each secret: the value comes from the file, and an error in it names the _FILE variable.
+  const fromFile = new Set<string>();
+  for (const name of SECRET_FILE_VARIABLES) {
+    const path = env[`${name}_FILE`];
+    if (path === undefined || path === "") continue;
+    if (known[name] !== undefined) {
+      throw new ConfigError(`invalid configuration: ${name}_FILE: set ${name} or ${name}_FILE, not both`);
+    }
+    known[name] = readSecretFile(`${name}_FILE`, path);
+    fromFile.add(name);
+  }
   const parsed = ConfigSchema.safeParse(known);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const variable = issue?.path.join(".") || "environment";
+    const path = issue?.path.join(".") ?? "";
+    const variable = path === "" ? "environment" : fromFile.has(path) ? `${path}_FILE` : path;
     throw new ConfigError(`invalid configuration: ${variable}: ${issue?.message ?? "invalid"}`);
   }
   const c = parsed.data;
+  const tokens = c.DRYDOCK_TOKENS === undefined ? undefined : parseTokens("DRYDOCK_TOKENS", c.DRYDOCK_TOKENS);
+  const tokensFile =
+    c.DRYDOCK_TOKENS_FILE === undefined
+      ? undefined
+      : {
+          path: resolve(c.DRYDOCK_TOKENS_FILE),
+          initial: parseTokens(
+            "DRYDOCK_TOKENS_FILE",
+            readSecretFile("DRYDOCK_TOKENS_FILE", resolve(c.DRYDOCK_TOKENS_FILE)),
+          ),
+        };
   return {
     dataDir: resolve(c.DRYDOCK_DATA_DIR),
     host: c.HOST,
@@ -62,5 +122,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
       : {}),
     logLevel: c.LOG_LEVEL,
     maxFileBytes: c.DRYDOCK_MAX_FILE_BYTES,
+    ...(tokens ? { tokens } : {}),
+    ...(tokensFile ? { tokensFile } : {}),
+    ...(c.DRYDOCK_METRICS_TOKEN ? { metricsToken: c.DRYDOCK_METRICS_TOKEN } : {}),
+    shutdownTimeoutMs: c.DRYDOCK_SHUTDOWN_TIMEOUT_MS,
   };
 }

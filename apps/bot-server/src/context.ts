@@ -4,6 +4,7 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { CrashHook } from "@drydock/restore-saga";
+import { staticTokens, type TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { RecoverySource, ServerDeps } from "./deps.js";
 import {
@@ -34,6 +35,10 @@ export interface RecoveryGauge {
  */
 export type ServerContext = WorkspaceContext & {
   readonly token: string;
+  /** Every accepted token and its role. */
+  readonly auth: TokenSource;
+  /** Unset: GET /metrics is open. */
+  readonly metricsToken: string | undefined;
   readonly maxFileBytes: number;
   readonly bots: BotRegistry;
   readonly lifecycle: BoatLifecycle;
@@ -80,9 +85,16 @@ export function createServerContext(deps: ServerDeps): ServerContext {
   const now = (): number => (deps.now ? deps.now() : Date.now());
   const commandPrefix = () => drydockCommandPrefix(deps.dataDir);
   const exclusivity = new BotExclusivity();
+  deps.metrics.journals.sources = {
+    createRows: async () => (await deps.createJournal.peekBoatCreates()).length,
+    deleteRows: async () => (await deps.deleteJournal.peekBoatDeletions()).length,
+    bots: async () => (await deps.bots.list({ peek: true })).length,
+  };
   return {
     ...workspaces,
     token: deps.token,
+    auth: deps.tokens ?? staticTokens([{ name: "default", role: "admin", token: deps.token }]),
+    metricsToken: deps.metricsToken,
     maxFileBytes: deps.maxFileBytes,
     bots: deps.bots,
     lifecycle: deps.lifecycle,

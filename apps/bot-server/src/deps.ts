@@ -5,6 +5,7 @@ import type { BoatClient } from "@drydock/boat-provider";
 import type { BoatPlan } from "@drydock/recovery-controller";
 import type { CrashHook } from "@drydock/restore-saga";
 import type { FastifyServerOptions } from "fastify";
+import type { TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { Metrics } from "./metrics.js";
 
@@ -15,7 +16,12 @@ export interface RecoverySource {
 
 export interface ServerDeps {
   dataDir: string;
+  /** The admin token (DRYDOCK_TOKEN or `<dataDir>/server-token`); the only one unless `tokens` is given. */
   token: string;
+  /** Every token the server accepts, with its role (DRYDOCK_TOKENS, its file): replaces `token` when set. */
+  tokens?: TokenSource;
+  /** DRYDOCK_METRICS_TOKEN: when set, GET /metrics needs it (or any API token); unset, /metrics is open. */
+  metricsToken?: string;
   maxFileBytes: number;
   bots: BotRegistry;
   lifecycle: BoatLifecycle;

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 /**
  * `drydock-server` / `pnpm start`: reads the environment once, validates it, starts the server, and shuts
- * down gracefully on SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the simulator).
+ * down gracefully on SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the simulator), within
+ * DRYDOCK_SHUTDOWN_TIMEOUT_MS; a second signal exits at once (see shutdown.ts).
  */
 import { ConfigError, loadConfig } from "./config.js";
 import { DataDirError } from "./data-dir.js";
 import { startServer } from "./server.js";
+import { exitOnSignals } from "./shutdown.js";
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -26,21 +28,7 @@ async function main(): Promise<void> {
     process.stderr.write(`drydock-server: could not start: ${message}\n`);
     process.exit(1);
   }
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    server.app.log.info(`${signal}: shutting down`);
-    server.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        process.stderr.write(`drydock-server: shutdown failed: ${String(error)}\n`);
-        process.exit(1);
-      },
-    );
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  exitOnSignals(() => server.close(), { timeoutMs: config.shutdownTimeoutMs ?? 10_000 });
 }
 
 await main();

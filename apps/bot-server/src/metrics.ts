@@ -1,4 +1,74 @@
+import { readFileSync } from "node:fs";
+import { MAX_REQUESTS } from "@drydock/boat-create-journal";
+import { MAX_RECORDS } from "@drydock/boat-delete-journal";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { MAX_BOTS } from "./bots.js";
+
+/** The journals whose sizes /metrics reports against their caps, read (without their locks) at scrape time. */
+export interface JournalSizes {
+  createRows(): Promise<number>;
+  deleteRows(): Promise<number>;
+  bots(): Promise<number>;
+}
+
+/** The server's version (its package.json, one level above both src/ and dist/). */
+export function serverVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+      version?: unknown;
+    };
+    return typeof pkg.version === "string" ? pkg.version : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
+const JOURNAL_CAPS = { create: MAX_REQUESTS, delete: MAX_RECORDS, bots: MAX_BOTS } as const;
+
+/**
+ * Gauges read at scrape time: the build, and each journal's rows against its cap (`journals.sources`, set by
+ * buildServer; none before it is).
+ */
+function registerStateGauges(registry: Registry, journals: { sources: JournalSizes | null }): void {
+  new Gauge({
+    name: "drydock_build_info",
+    help: "Always 1; the labels say which drydock server and Node.js run.",
+    labelNames: ["version", "node"] as const,
+    registers: [registry],
+  }).set({ version: serverVersion(), node: process.version }, 1);
+  new Gauge({
+    name: "drydock_journal_capacity",
+    help: "Rows a journal holds at most (a full create journal refuses new creates, a full bot registry new bots).",
+    labelNames: ["journal"] as const,
+    registers: [registry],
+    collect() {
+      for (const [journal, cap] of Object.entries(JOURNAL_CAPS)) this.set({ journal }, cap);
+    },
+  });
+  new Gauge({
+    name: "drydock_journal_rows",
+    help: "Rows in each journal now (create journal rows, deletion fences, bots), read at scrape time without the journals' locks.",
+    labelNames: ["journal"] as const,
+    registers: [registry],
+    async collect() {
+      const sources = journals.sources;
+      if (sources === null) return;
+      this.reset();
+      const read = async (journal: keyof typeof JOURNAL_CAPS, count: () => Promise<number>) => {
+        try {
+          this.set({ journal }, await count());
+        } catch {
+          // Unreadable now: no sample (GET /readyz names the journal that cannot be read).
+        }
+      };
+      await Promise.all([
+        read("create", sources.createRows),
+        read("delete", sources.deleteRows),
+        read("bots", sources.bots),
+      ]);
+    },
+  });
+}
 
 /**
  * The server's Prometheus metrics, on a registry of its own (never prom-client's global one), so two
@@ -7,7 +77,11 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  /** Set by buildServer: the journals the size gauges read when scraped. */
+  const journals: { sources: JournalSizes | null } = { sources: null };
+  registerStateGauges(registry, journals);
   return {
+    journals,
     registry,
     httpRequests: new Counter({
       name: "drydock_http_requests_total",
@@ -26,6 +100,13 @@ export function createMetrics() {
       name: "drydock_provider_calls_total",
       help: "Calls to boat.dev by method and outcome (2xx, 4xx, 409, 429, 5xx, transport).",
       labelNames: ["method", "outcome"] as const,
+      registers: [registry],
+    }),
+    providerDuration: new Histogram({
+      name: "drydock_provider_call_duration_seconds",
+      help: "boat.dev call latency by method and outcome (2xx, 4xx, 409, 429, 5xx, transport), until the answer's headers.",
+      labelNames: ["method", "outcome"] as const,
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
     providerRetries: new Counter({
@@ -53,14 +134,18 @@ export type Metrics = ReturnType<typeof createMetrics>;
 export function countingFetch(metrics: Metrics, inner: typeof fetch = fetch): typeof fetch {
   return async (input, init) => {
     const method = (init?.method ?? "GET").toUpperCase();
+    const started = performance.now();
+    const observe = (outcome: string) => {
+      metrics.providerCalls.inc({ method, outcome });
+      metrics.providerDuration.observe({ method, outcome }, (performance.now() - started) / 1000);
+    };
     try {
       const response = await inner(input, init);
       const s = response.status;
-      const outcome = s === 409 || s === 429 ? String(s) : `${Math.floor(s / 100)}xx`;
-      metrics.providerCalls.inc({ method, outcome });
+      observe(s === 409 || s === 429 ? String(s) : `${Math.floor(s / 100)}xx`);
       return response;
     } catch (error) {
-      metrics.providerCalls.inc({ method, outcome: "transport" });
+      observe("transport");
       throw error;
     }
   };

@@ -14,6 +14,7 @@ import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controll
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
+import { fileTokens, staticTokens, type TokenEntry, type TokenSource } from "./auth.js";
 import { openBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import {
@@ -219,21 +220,60 @@ const SERVER_LOG_REDACTION = {
 
 function printBanner(
   print: (line: string) => void,
-  facts: { url: string; dataDir: string; tokenPath: string | null; boatDev: BoatDev },
+  facts: { url: string; dataDir: string; tokenPath: string | null; boatDev: BoatDev; config: ServerConfig },
 ): void {
-  const { url, dataDir, tokenPath, boatDev } = facts;
+  const { url, dataDir, tokenPath, boatDev, config } = facts;
   print(`drydock bot server listening on ${url}`);
   print(`  data directory: ${dataDir}`);
   print(
     tokenPath
       ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
-      : "  bearer token:   from DRYDOCK_TOKEN",
+      : config.token
+        ? "  bearer token:   from DRYDOCK_TOKEN"
+        : "  bearer tokens:  from DRYDOCK_TOKENS / DRYDOCK_TOKENS_FILE",
   );
+  if (config.tokens || config.tokensFile) {
+    const count = (config.tokens?.length ?? 0) + (config.tokensFile?.initial.length ?? 0);
+    print(
+      `  more tokens:    ${count} named${config.tokensFile ? `, ${config.tokensFile.path} re-read when it changes` : ""}`,
+    );
+  }
+  print(`  metrics:        ${config.metricsToken ? "need DRYDOCK_METRICS_TOKEN (or an API token)" : "open"}`);
   print(
     boatDev.simulator
       ? `  boat.dev:       embedded simulator at ${boatDev.simulator.apiUrl} (no BOAT_API_URL set; no real Boats are billed; address and token in ${join(dataDir, EMBEDDED_PROVIDER_FILE)}, which drydock reads)`
       : `  boat.dev:       ${redactUrl(boatDev.provider.apiUrl)}`,
   );
+}
+
+/**
+ * The tokens of a start: DRYDOCK_TOKEN (admin, `default`); else, when no token list is configured either,
+ * `<dataDir>/server-token` (generated on first start); then DRYDOCK_TOKENS, and DRYDOCK_TOKENS_FILE re-read
+ * on change. `token` is the one the banner and tests use: the default admin token, else the first admin one.
+ */
+function tokensOf(config: ServerConfig): {
+  token: string;
+  path: string | null;
+  source: (warn: (message: string) => void) => TokenSource;
+} {
+  const listed = config.tokens !== undefined || config.tokensFile !== undefined;
+  const primary: { token: string; path: string | null } | null = config.token
+    ? { token: config.token, path: null }
+    : listed
+      ? null
+      : loadServerToken(config.dataDir);
+  const fixed: TokenEntry[] = [
+    ...(primary ? [{ name: "default", role: "admin" as const, token: primary.token }] : []),
+    ...(config.tokens ?? []),
+  ];
+  const all = [...fixed, ...(config.tokensFile?.initial ?? [])];
+  const first = all.find((e) => e.role === "admin") ?? all[0];
+  const file = config.tokensFile;
+  return {
+    token: first?.token ?? "",
+    path: primary?.path ?? null,
+    source: (warn) => (file ? fileTokens(file.path, file.initial, warn, fixed) : staticTokens(fixed)),
+  };
 }
 
 async function start(
@@ -244,9 +284,7 @@ async function start(
   const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
   ensureDataDir(config.dataDir);
   const environmentId = loadEnvironmentId(config.dataDir);
-  const { token, path: tokenPath } = config.token
-    ? { token: config.token, path: null }
-    : loadServerToken(config.dataDir);
+  const { token, path: tokenPath, source: tokenSource } = tokensOf(config);
 
   const boatDev = await provideBoatDev(config, taken);
   const { simulator, simulatorLock, provider } = boatDev;
@@ -263,6 +301,8 @@ async function start(
   const app = await buildServer({
     dataDir: config.dataDir,
     token,
+    tokens: tokenSource((message) => logs.app?.log.warn(message)),
+    ...(config.metricsToken ? { metricsToken: config.metricsToken } : {}),
     maxFileBytes: config.maxFileBytes,
     bots,
     lifecycle: options.wrapLifecycle ? options.wrapLifecycle(lifecycle) : lifecycle,
@@ -284,7 +324,7 @@ async function start(
 
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace("[::1]", "localhost");
-  printBanner(print, { url, dataDir: config.dataDir, tokenPath, boatDev });
+  printBanner(print, { url, dataDir: config.dataDir, tokenPath, boatDev, config });
 
   const startup = lifecycle.recoverAtStartup().then(
     (report) => {

@@ -12,6 +12,8 @@ import { type RunningServer, startServer } from "../src/server.js";
 const HERE = dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = join(HERE, "..", "..", "..");
 const ENTRY = join(HERE, "fixtures", "server-entry.ts");
+/** The server with main.ts's signal handling and a GET /v1/computers that can be slowed or hung. */
+export const SHUTDOWN_ENTRY = join(HERE, "fixtures", "shutdown-entry.ts");
 
 export function tempDir(label: string): { dir: string; cleanup(): void } {
   const dir = mkdtempSync(join(tmpdir(), `drydock-${label}-`));
@@ -29,8 +31,13 @@ export interface ServerChild {
 }
 
 /** Spawns the real server (via tsx on sources) in its own process group and waits for its banner. */
-export async function spawnServer(dataDir: string, env: Record<string, string> = {}): Promise<ServerChild> {
-  const child = spawn(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", ENTRY], {
+export async function spawnServer(
+  dataDir: string,
+  env: Record<string, string> = {},
+  options: { entry?: string } = {},
+): Promise<ServerChild> {
+  const entry = options.entry ?? ENTRY;
+  const child = spawn(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", entry], {
     cwd: REPO_ROOT,
     env: { ...process.env, DRYDOCK_DATA_DIR: dataDir, PORT: "0", LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],

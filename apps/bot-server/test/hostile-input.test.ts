@@ -43,7 +43,9 @@ interface RawRequest {
   body?: Buffer | string;
 }
 
-function send(req: RawRequest): Promise<{ status: number; body: string }> {
+function send(
+  req: RawRequest,
+): Promise<{ status: number; body: string; headers: import("node:http").IncomingHttpHeaders }> {
   const url = new URL(server.url);
   return new Promise((resolve, reject) => {
     const r = request(
@@ -62,7 +64,7 @@ function send(req: RawRequest): Promise<{ status: number; body: string }> {
         res.on("data", (d: Buffer) => {
           body += d.toString();
         });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
       },
     );
     r.on("error", reject);
@@ -129,8 +131,7 @@ const malformed: fc.Arbitrary<RawRequest> = fc.oneof(
         "/v1/bots/target/computer",
         "/v1/computers",
         "/v1/recovery",
-        "/metrics",
-        "/readyz",
+        // Not /metrics or /readyz: a probe and a scrape need no API token (issue 25, operations.test.ts).
         "/v1/bots/target/files/keep.txt",
       ),
       fc.oneof(
@@ -281,7 +282,12 @@ describe("a path whose percent-encoding does not decode", () => {
       expect(res.status, `${path} → ${res.body}`).toBe(400);
       expect(JSON.parse(res.body)).toEqual({
         ok: false,
-        error: { code: "bad_request", message: expect.stringContaining("Malformed request") },
+        error: {
+          code: "bad_request",
+          message: expect.stringContaining("Malformed request"),
+          // Every error body carries the request id (issue 25), also in the header.
+          requestId: res.headers["x-request-id"],
+        },
       });
     }
   });

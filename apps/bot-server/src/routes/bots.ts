@@ -8,6 +8,7 @@ import { retireWorkspace } from "../domain/workspace-retirement.js";
 import { hasWorkspaceData, workspaceRoot } from "../domain/workspaces.js";
 import { BIDI_CONTROLS } from "../workspace-files.js";
 import { BotIdParam, requireBot } from "./params.js";
+import { answers, BotBody, ComputerBody, okBody } from "./schemas.js";
 
 const CreateBotBody = z
   .object({
@@ -33,9 +34,47 @@ function randomBotId(): string {
   return `bot_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
 }
 
+/** POST /v1/bots */
+const createBotSchema = {
+  schema: {
+    summary: "Create a bot",
+    body: CreateBotBody,
+    response: answers({ 201: okBody({ bot: BotBody }) }),
+  },
+};
+
+/** GET /v1/bots */
+const listBotsSchema = {
+  schema: {
+    summary: "List bots, each with its computer",
+    response: answers({ 200: okBody({ bots: z.array(BotBody.extend({ computer: ComputerBody })) }) }),
+  },
+};
+
+/** GET /v1/bots/:botId */
+const getBotSchema = {
+  schema: {
+    summary: "One bot and its computer",
+    params: BotIdParam,
+    response: answers({ 200: okBody({ bot: BotBody.extend({ computer: ComputerBody }) }) }),
+  },
+};
+
+/** DELETE /v1/bots/:botId */
+const deleteBotSchema = {
+  schema: {
+    summary: "Delete a bot once its Boat is provably gone",
+    params: BotIdParam,
+    body: DeleteBotBody,
+    response: answers({
+      200: okBody({ workspaceRetired: z.boolean(), warning: z.string().optional() }),
+    }),
+  },
+};
+
 /** POST/GET /v1/bots, GET/DELETE /v1/bots/:botId. */
 export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.post("/v1/bots", { schema: { body: CreateBotBody } }, async (request, reply) => {
+  app.post("/v1/bots", createBotSchema, async (request, reply) => {
     const botId = request.body.botId ?? randomBotId();
     // The id of a deleted bot whose workspace was never retired (a server before retirement existed, or a
     // deletion that stopped half-way): retired now, so the new bot starts empty.
@@ -54,7 +93,7 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
   });
 
   // Re-sent from the listing memo while nothing it was rendered from changed (see ListingMemo).
-  app.get("/v1/bots", async (_request, reply) => {
+  app.get("/v1/bots", listBotsSchema, async (_request, reply) => {
     const [bots, journals] = await Promise.all([ctx.bots.list({ peek: true }), ctx.readJournals()]);
     const now = ctx.now();
     const body = ctx.listing.body(bots, journals, ctx.exclusivity.version, now, (botId) =>
@@ -63,7 +102,7 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
     return reply.type("application/json; charset=utf-8").send(body);
   });
 
-  app.get("/v1/bots/:botId", { schema: { params: BotIdParam } }, async (request) => {
+  app.get("/v1/bots/:botId", getBotSchema, async (request) => {
     const bot = await requireBot(ctx, request.params.botId, { peek: true });
     return {
       ok: true,
@@ -71,7 +110,7 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
     };
   });
 
-  app.delete("/v1/bots/:botId", { schema: { params: BotIdParam, body: DeleteBotBody } }, async (request) =>
+  app.delete("/v1/bots/:botId", deleteBotSchema, async (request) =>
     deleteBot(ctx, request.params.botId, request.body?.confirmName, request.log),
   );
 };

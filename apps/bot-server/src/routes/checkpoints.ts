@@ -7,6 +7,15 @@ import { ensureWorkspace, listWorkspaceCheckpoints, workspaceRoot } from "../dom
 import { HttpProblem } from "../http-errors.js";
 import { sweepStaleWorkspaceTemps } from "../workspace-files.js";
 import { BotIdParam, requireBot } from "./params.js";
+import { answers, CheckpointRow, okBody } from "./schemas.js";
+
+const RestoreView = z.looseObject({
+  operationId: z.string(),
+  phase: z.string(),
+  seq: z.number(),
+  headHash: z.string(),
+  events: z.array(z.looseObject({ seq: z.number(), phase: z.string(), timestamp: z.string() })),
+});
 
 const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const OPERATION_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -17,9 +26,56 @@ const RestoreParams = z.object({
 });
 const OperationParams = z.object({ operationId: z.string().regex(OPERATION_ID, "is not an operation id") });
 
+/** POST /v1/bots/:botId/checkpoints */
+const createCheckpointSchema = {
+  schema: {
+    summary: "Snapshot the workspace",
+    params: BotIdParam,
+    response: answers({
+      201: okBody({
+        checkpoint: z.looseObject({ checkpointId: z.string(), files: z.number(), bytes: z.number() }),
+      }),
+    }),
+  },
+};
+
+/** GET /v1/bots/:botId/checkpoints */
+const listCheckpointsSchema = {
+  schema: {
+    summary: "List the workspace's checkpoints",
+    params: BotIdParam,
+    response: answers({ 200: okBody({ checkpoints: z.array(CheckpointRow) }) }),
+  },
+};
+
+/** POST /v1/bots/:botId/checkpoints/:checkpointId/restore */
+const restoreSchema = {
+  schema: {
+    summary: "Restore the workspace to a checkpoint (the restore saga)",
+    params: RestoreParams,
+    response: answers({
+      200: okBody({
+        operationId: z.string(),
+        phase: z.string(),
+        // Set when the saga finished but could not be archived (restore-saga's ArchiveWarning).
+        warning: z.looseObject({ code: z.string(), message: z.string() }).nullable(),
+      }),
+    }),
+  },
+};
+
+/** GET /v1/restores/:operationId */
+const restoreSummarySchema = {
+  schema: {
+    summary: "A restore saga's summary",
+    params: OperationParams,
+    response: answers({ 200: okBody({ botId: z.string(), restore: RestoreView }) }),
+  },
+};
+
 /** POST/GET /v1/bots/:botId/checkpoints, POST …/checkpoints/:checkpointId/restore, GET /v1/restores/:operationId. */
 export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.post("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request, reply) => {
+  app.post("/v1/bots/:botId/checkpoints", createCheckpointSchema, async (request, reply) => {
     const { botId } = request.params;
     const bot = await requireBot(ctx, botId);
     const created = await ctx.exclusivity.run(botId, () => {
@@ -39,7 +95,7 @@ export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app
     return reply.code(201).send({ ok: true, checkpoint: created });
   });
 
-  app.get("/v1/bots/:botId/checkpoints", { schema: { params: BotIdParam } }, async (request) => {
+  app.get("/v1/bots/:botId/checkpoints", listCheckpointsSchema, async (request) => {
     const { botId } = request.params;
     await requireBot(ctx, botId);
     // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
@@ -56,13 +112,11 @@ export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app
     };
   });
 
-  app.post(
-    "/v1/bots/:botId/checkpoints/:checkpointId/restore",
-    { schema: { params: RestoreParams } },
-    async (request) => restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
+  app.post("/v1/bots/:botId/checkpoints/:checkpointId/restore", restoreSchema, async (request) =>
+    restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
   );
 
-  app.get("/v1/restores/:operationId", { schema: { params: OperationParams } }, async (request) => {
+  app.get("/v1/restores/:operationId", restoreSummarySchema, async (request) => {
     const { operationId } = request.params;
     const found = await findRestore(ctx, operationId);
     if (found === null) {

@@ -3,17 +3,58 @@ import { z } from "zod";
 import type { ServerContext } from "../context.js";
 import { deleteComputer, provisionComputer } from "../domain/computers.js";
 import { BotIdParam, requireBot } from "./params.js";
+import { answers, ComputerBody, okBody } from "./schemas.js";
+
+const Provisioned = okBody({
+  computer: ComputerBody.extend({ boxId: z.string(), name: z.string(), createdThisAttempt: z.boolean() }),
+});
 
 const DeleteComputerBody = z.object({ confirmName: z.string().min(1).max(100) }).strict();
 
+/** GET /v1/bots/:botId/computer */
+const getComputerSchema = {
+  schema: {
+    summary: "The bot's computer (its Boat)",
+    params: BotIdParam,
+    response: answers({ 200: okBody({ computer: ComputerBody }) }),
+  },
+};
+
+/** POST /v1/bots/:botId/computer */
+const provisionSchema = {
+  schema: {
+    summary: "Provision the bot's computer (idempotent)",
+    params: BotIdParam,
+    response: answers({ 200: Provisioned, 201: Provisioned }),
+  },
+};
+
+/** DELETE /v1/bots/:botId/computer */
+const deleteComputerSchema = {
+  schema: {
+    summary: "Delete the bot's Boat (fenced, named)",
+    params: BotIdParam,
+    body: DeleteComputerBody,
+    response: answers({ 200: okBody({}), 202: okBody({ pending: z.literal(true) }) }),
+  },
+};
+
+/** GET /v1/computers */
+const inventorySchema = {
+  schema: {
+    summary: "Sanitized inventory of every Boat",
+    response: answers({ 200: okBody({ computers: z.array(z.looseObject({})) }) }),
+  },
+};
+
 /** GET/POST/DELETE /v1/bots/:botId/computer and GET /v1/computers. */
 export const computerRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request) => {
+  app.get("/v1/bots/:botId/computer", getComputerSchema, async (request) => {
     await requireBot(ctx, request.params.botId, { peek: true });
     return { ok: true, computer: ctx.computerView(request.params.botId, await ctx.readJournals()) };
   });
 
-  app.post("/v1/bots/:botId/computer", { schema: { params: BotIdParam } }, async (request, reply) => {
+  app.post("/v1/bots/:botId/computer", provisionSchema, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(ctx, botId);
     const result = await provisionComputer(ctx, botId, request.log);
@@ -28,18 +69,17 @@ export const computerRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, 
     });
   });
 
-  app.delete(
-    "/v1/bots/:botId/computer",
-    { schema: { params: BotIdParam, body: DeleteComputerBody } },
-    async (request, reply) => {
-      const { botId } = request.params;
-      await requireBot(ctx, botId);
-      const result = await deleteComputer(ctx, botId, request.body.confirmName);
-      return reply
-        .code(result.pending ? 202 : 200)
-        .send(result.pending ? { ok: true, pending: true } : { ok: true });
-    },
-  );
+  app.delete("/v1/bots/:botId/computer", deleteComputerSchema, async (request, reply) => {
+    const { botId } = request.params;
+    await requireBot(ctx, botId);
+    const result = await deleteComputer(ctx, botId, request.body.confirmName);
+    return reply
+      .code(result.pending ? 202 : 200)
+      .send(result.pending ? { ok: true, pending: true } : { ok: true });
+  });
 
-  app.get("/v1/computers", async () => ({ ok: true, computers: await ctx.lifecycle.inventory() }));
+  app.get("/v1/computers", inventorySchema, async () => ({
+    ok: true,
+    computers: await ctx.lifecycle.inventory(),
+  }));
 };

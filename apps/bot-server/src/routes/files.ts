@@ -8,15 +8,51 @@ import { ensureWorkspace, workspaceExists, workspaceRoot } from "../domain/works
 import { HttpProblem } from "../http-errors.js";
 import { sweepStaleWorkspaceTemps, workspaceFiles } from "../workspace-files.js";
 import { BotIdParam, requireBot } from "./params.js";
+import { answers, Binary, okBody } from "./schemas.js";
 
 const FileParams = z.object({
   botId: BotIdParam.shape.botId,
   "*": z.string().min(1, "a file path is required"),
 });
 
+/** PUT /v1/bots/:botId/files/* */
+const writeFileSchema = {
+  schema: {
+    summary: "Write a workspace file (raw bytes)",
+    params: FileParams,
+    // Documents the raw body; the handler refuses anything but application/octet-stream (415).
+    consumes: ["application/octet-stream"],
+    body: Binary,
+    response: answers({ 201: okBody({ path: z.string(), bytes: z.number() }) }),
+  },
+};
+
+/** GET /v1/bots/:botId/files/* */
+const readFileSchema = {
+  schema: {
+    summary: "Read a workspace file (raw bytes)",
+    params: FileParams,
+    response: answers({
+      200: {
+        description: "The file's bytes",
+        content: { "application/octet-stream": { schema: Binary } },
+      },
+    }),
+  },
+};
+
+/** DELETE /v1/bots/:botId/files/* */
+const deleteFileSchema = {
+  schema: {
+    summary: "Delete a workspace file",
+    params: FileParams,
+    response: answers({ 200: okBody({}) }),
+  },
+};
+
 /** PUT/GET/DELETE /v1/bots/:botId/files/*: the workspace's files, raw bytes. */
 export const fileRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.put("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
+  app.put("/v1/bots/:botId/files/*", writeFileSchema, async (request, reply) => {
     const { botId } = request.params;
     const bot = await requireBot(ctx, botId);
     if (!Buffer.isBuffer(request.body)) {
@@ -51,7 +87,7 @@ export const fileRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx)
     return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
   });
 
-  app.get("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request, reply) => {
+  app.get("/v1/bots/:botId/files/*", readFileSchema, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(ctx, botId);
     await refuseReadDuringRestore(ctx, botId);
@@ -61,7 +97,7 @@ export const fileRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx)
     return reply.header("content-type", "application/octet-stream").send(data);
   });
 
-  app.delete("/v1/bots/:botId/files/*", { schema: { params: FileParams } }, async (request) => {
+  app.delete("/v1/bots/:botId/files/*", deleteFileSchema, async (request) => {
     const { botId } = request.params;
     const bot = await requireBot(ctx, botId);
     if (!workspaceExists(ctx, botId)) {
