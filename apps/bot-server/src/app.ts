@@ -16,6 +16,7 @@ import { computerRoutes } from "./routes/computers.js";
 import { fileRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
 import { recoveryRoutes } from "./routes/recovery.js";
+import { recoveryActionRoutes } from "./routes/recovery-actions.js";
 import { WorkspacePathError } from "./workspace-files.js";
 
 export {
@@ -74,6 +75,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   await app.register(fileRoutes, ctx);
   await app.register(checkpointRoutes, ctx);
   await app.register(recoveryRoutes, ctx);
+  await app.register(recoveryActionRoutes, ctx);
 
   finishRetirementsWhenReady(app, ctx);
   return app;
