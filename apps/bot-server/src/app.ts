@@ -13,6 +13,7 @@ import { toHttpError } from "./http-errors.js";
 import { botRoutes } from "./routes/bots.js";
 import { checkpointRoutes } from "./routes/checkpoints.js";
 import { computerRoutes } from "./routes/computers.js";
+import { consoleRoutes } from "./routes/console.js";
 import { fileRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
 import { recoveryRoutes } from "./routes/recovery.js";
@@ -44,7 +45,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   const ctx = createServerContext(deps);
 
   app.addHook("onRequest", async (request, reply) => {
-    if (request.routeOptions.url === "/healthz") return;
+    // The console's page and assets hold no data: the page asks for the token and sends it to the API.
+    if (request.routeOptions.url === "/healthz" || request.routeOptions.url?.startsWith("/console")) return;
     if (!tokenMatches(ctx.token, request.headers.authorization)) {
       await reply
         .code(401)
@@ -76,6 +78,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   await app.register(checkpointRoutes, ctx);
   await app.register(recoveryRoutes, ctx);
   await app.register(recoveryActionRoutes, ctx);
+  await app.register(consoleRoutes, ctx);
 
   finishRetirementsWhenReady(app, ctx);
   return app;
