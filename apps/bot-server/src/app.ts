@@ -46,7 +46,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 
   app.addHook("onRequest", async (request, reply) => {
     // The console's page and assets hold no data: the page asks for the token and sends it to the API.
-    if (request.routeOptions.url === "/healthz" || request.routeOptions.url?.startsWith("/console")) return;
+    const url = request.routeOptions.url;
+    if (url === "/healthz" || url === "/console" || url?.startsWith("/console/")) return;
     if (!tokenMatches(ctx.token, request.headers.authorization)) {
       await reply
         .code(401)

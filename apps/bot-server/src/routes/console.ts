@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
@@ -13,15 +13,15 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 
 /**
  * Where the built console is: inside this package's dist (`dist/console`, copied there by the build, so
- * `pnpm start` and an installed server serve it with no extra step), or, running from sources (tests, `pnpm
- * dev`), apps/console's own dist. Null when it was never built.
+ * `pnpm start` and an installed server serve it with no extra step). Running from sources (tests, `pnpm
+ * dev`), apps/console's own build comes first, so a fresh `vite build` is what is served, never an older
+ * copy in dist. Null when it was never built.
  */
 export function consoleAssetsDir(): string | null {
-  const candidates = [
-    join(HERE, "console"), // dist/main.js (tsup bundles into one file)
-    join(HERE, "..", "..", "dist", "console"), // src/routes/console.ts
-    join(HERE, "..", "..", "..", "console", "dist"), // apps/console/dist, beside this app
-  ];
+  const fromSources = basename(HERE) === "routes";
+  const candidates = fromSources
+    ? [join(HERE, "..", "..", "..", "console", "dist"), join(HERE, "..", "..", "dist", "console")]
+    : [join(HERE, "console")]; // dist/main.js: tsup bundles the server into one file beside dist/console
   return candidates.find((dir) => existsSync(join(dir, "index.html"))) ?? null;
 }
 
