@@ -460,13 +460,13 @@ function Bots({ bots, boats }: { bots: Bot[]; boats: BoatItem[] }) {
                     <th scope="row">
                       {bot.name} <code>{bot.botId}</code>
                     </th>
-                    <td>
+                    <td data-label="Computer">
                       <span class={`status ${bot.computer.status}`}>
                         {bot.computer.status.replace("_", " ")}
                       </span>
                       {bot.computer.problem && <p class="problem">{bot.computer.problem}</p>}
                     </td>
-                    <td>
+                    <td data-label="Boat">
                       {bot.computer.boxId ? (
                         <>
                           <code>{bot.computer.boxId}</code> {bot.computer.name}
@@ -475,14 +475,14 @@ function Bots({ bots, boats }: { bots: Bot[]; boats: BoatItem[] }) {
                         "—"
                       )}
                     </td>
-                    <td>
+                    <td data-label="Create key">
                       {create?.facts.windowLeftMs !== undefined
                         ? create.facts.windowLeftMs > 0
                           ? `${duration(create.facts.windowLeftMs)} left`
                           : "expired"
                         : "—"}
                     </td>
-                    <td>
+                    <td data-label="Deletion">
                       {deletion
                         ? `${deletion.facts.fencePhase ?? "fenced"}${deletion.facts.fenceStatus ? ` (${deletion.facts.fenceStatus})` : ""}`
                         : bot.computer.status === "deleting"

@@ -53,10 +53,11 @@ async function killRestoreAt(dataDir: string, botId: string, point: string): Pro
   }
 }
 
-async function shot(page: Page, name: string): Promise<void> {
+/** A screenshot of the whole page, or of the viewport (a modal dialog's backdrop covers only that). */
+async function shot(page: Page, name: string, fullPage = true): Promise<void> {
   if (SHOTS === null) return;
   mkdirSync(SHOTS, { recursive: true });
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 }
 
 describe("the operator console in headless chromium", () => {
@@ -177,7 +178,7 @@ describe("the operator console in headless chromium", () => {
     // Previewing changed nothing.
     expect((await controller.preview(operationId)).fence).toEqual(fence);
     await dialog.getByLabel("Reason (recorded in the restore's journal)").fill("console e2e");
-    await shot(page, "preview");
+    await shot(page, "preview", false);
     await dialog.getByRole("button", { name: "Apply abort" }).click();
     await expect
       .poll(() => page.getByRole("status").textContent())
@@ -208,7 +209,7 @@ describe("the operator console in headless chromium", () => {
     expect(text).toContain("Nothing was applied");
     // No way to repeat the apply: only a fresh preview, which now finds nothing to abort.
     expect(await dialog.getByRole("button", { name: "Apply abort" }).count()).toBe(0);
-    await shot(page, "stale");
+    await shot(page, "stale", false);
     await dialog.getByRole("button", { name: "Preview again" }).click();
     await expect.poll(() => dialog.textContent()).toContain("Not possible now");
     expect(await dialog.getByRole("button", { name: "Apply abort" }).count()).toBe(0);
