@@ -124,9 +124,7 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
   const [selected, setSelected] = useState<string | null>(null);
   const [pending, setPending] = useState<Pending | null>(null);
   const [outcome, setOutcome] = useState<string | null>(null);
-  const [filter, setFilter] = useState("");
-  const [status, setStatus] = useState("all");
-  const [attentionOnly, setAttentionOnly] = useState(false);
+  const [filters, setFilters] = useState<Filters>({ text: "", status: "all", attentionOnly: false });
 
   const load = useCallback(async () => {
     try {
@@ -153,7 +151,7 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
     return () => clearInterval(timer);
   }, [live, load]);
 
-  const needle = filter.trim().toLowerCase();
+  const needle = filters.text.trim().toLowerCase();
   const matches = (...values: (string | null | undefined)[]) =>
     needle === "" || values.some((v) => v?.toLowerCase().includes(needle));
 
@@ -187,38 +185,11 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
       {snapshot && (
         <main>
           <Counts snapshot={snapshot} />
-          <section class="filters" aria-label="Filters">
-            <label>
-              Filter by bot, Boat or operation
-              <input
-                type="search"
-                value={filter}
-                onInput={(e) => setFilter((e.target as HTMLInputElement).value)}
-              />
-            </label>
-            <label>
-              Computer status
-              <select value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
-                {["all", "ready", "provisioning", "deleting", "needs_attention", "none"].map((s) => (
-                  <option key={s} value={s}>
-                    {s}
-                  </option>
-                ))}
-              </select>
-            </label>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={attentionOnly}
-                onChange={(e) => setAttentionOnly((e.target as HTMLInputElement).checked)}
-              />
-              Only items that need a person
-            </label>
-          </section>
+          <FilterBar filters={filters} onChange={setFilters} />
           <Recovery
             recovery={snapshot.recovery}
             matches={matches}
-            attentionOnly={attentionOnly}
+            attentionOnly={filters.attentionOnly}
             onPreview={(p) => {
               setOutcome(null);
               setPending(p);
@@ -229,7 +200,7 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
           <Bots
             bots={snapshot.bots.filter(
               (b) =>
-                (status === "all" || b.computer.status === status) &&
+                (filters.status === "all" || b.computer.status === filters.status) &&
                 matches(b.botId, b.name, b.computer.boxId, b.computer.name),
             )}
             boats={snapshot.recovery.boats}
@@ -249,6 +220,50 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
         />
       )}
     </div>
+  );
+}
+
+interface Filters {
+  text: string;
+  status: string;
+  attentionOnly: boolean;
+}
+
+const STATUSES = ["all", "ready", "provisioning", "deleting", "needs_attention", "none"];
+
+function FilterBar({ filters, onChange }: { filters: Filters; onChange: (filters: Filters) => void }) {
+  return (
+    <section class="filters" aria-label="Filters">
+      <label>
+        Filter by bot, Boat or operation
+        <input
+          type="search"
+          value={filters.text}
+          onInput={(e) => onChange({ ...filters, text: (e.target as HTMLInputElement).value })}
+        />
+      </label>
+      <label>
+        Computer status
+        <select
+          value={filters.status}
+          onChange={(e) => onChange({ ...filters, status: (e.target as HTMLSelectElement).value })}
+        >
+          {STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label class="check">
+        <input
+          type="checkbox"
+          checked={filters.attentionOnly}
+          onChange={(e) => onChange({ ...filters, attentionOnly: (e.target as HTMLInputElement).checked })}
+        />
+        Only items that need a person
+      </label>
+    </section>
   );
 }
 
@@ -622,29 +637,9 @@ function ActionDialog(props: {
     if (!preview) return;
     setApplying(true);
     try {
-      if (preview.kind === "restore") {
-        const { data } = preview;
-        const result = await api.applyRestore(data.operationId, data.action, {
-          fence: data.fence,
-          ...(data.action === "abort" && reason.trim() ? { reason: reason.trim() } : {}),
-        });
-        props.onApplied(
-          `${result.action}: restore ${result.operationId} is ${result.phase} (seq ${result.seq})${result.archived ? ", archived" : ""}.`,
-        );
-      } else {
-        const { data } = preview;
-        const result = await api.applyBoat(data.action, {
-          ...(data.botId ? { botId: data.botId } : {}),
-          ...(data.boxId ? { boxId: data.boxId } : {}),
-          expectedState: data.expectedState ?? "",
-        });
-        props.onApplied(
-          result.action === "reconcileDeletion"
-            ? result.message
-            : `${result.action} applied to ${result.boxId}.`,
-        );
-      }
+      props.onApplied(await applyPreview(api, preview, reason));
     } catch (e) {
+      // The preview is spent: the only way on is a fresh one (never a button that repeats the apply).
       setError(e as Error);
       setPreview(null);
     } finally {
@@ -674,32 +669,7 @@ function ActionDialog(props: {
           <p>
             Nothing has changed yet. Applying sends this fence back; the server refuses it if the state moved.
           </p>
-          {preview.kind === "restore" ? (
-            <dl class="fence" aria-label="Fence">
-              <dt>--expected-seq</dt>
-              <dd>{preview.data.fence.expectedSeq}</dd>
-              <dt>--expected-hash</dt>
-              <dd>
-                <code>{preview.data.fence.expectedHash}</code>
-              </dd>
-              <dt>--expected-owner-digest</dt>
-              <dd>
-                <code>{preview.data.fence.expectedOwnerDigest ?? "none"}</code>
-              </dd>
-            </dl>
-          ) : (
-            <>
-              {preview.data.item && <p>{preview.data.item.summary}</p>}
-              {preview.data.item && <p class="advice">{preview.data.item.action.advice}</p>}
-              {preview.data.instead && <p>The plan says instead: {preview.data.instead.summary}</p>}
-              <dl class="fence" aria-label="Fence">
-                <dt>--expected-state</dt>
-                <dd>
-                  <code>{preview.data.expectedState ?? "none"}</code>
-                </dd>
-              </dl>
-            </>
-          )}
+          <FenceView preview={preview} />
           {!eligible && preview.kind === "restore" && (
             <p class="error">Not possible now: {preview.data.blockers.join("; ")}</p>
           )}
@@ -732,5 +702,61 @@ function ActionDialog(props: {
         </button>
       </div>
     </dialog>
+  );
+}
+
+/** Sends the previewed fence back; the outcome in one sentence. Throws the server's refusal. */
+async function applyPreview(api: Api, preview: Preview, reason: string): Promise<string> {
+  if (preview.kind === "restore") {
+    const { data } = preview;
+    const result = await api.applyRestore(data.operationId, data.action, {
+      fence: data.fence,
+      ...(data.action === "abort" && reason.trim() ? { reason: reason.trim() } : {}),
+    });
+    return `${result.action}: restore ${result.operationId} is ${result.phase} (seq ${result.seq})${result.archived ? ", archived" : ""}.`;
+  }
+  const { data } = preview;
+  const result = await api.applyBoat(data.action, {
+    ...(data.botId ? { botId: data.botId } : {}),
+    ...(data.boxId ? { boxId: data.boxId } : {}),
+    expectedState: data.expectedState ?? "",
+  });
+  return result.action === "reconcileDeletion"
+    ? result.message
+    : `${result.action} applied to ${result.boxId}.`;
+}
+
+/** The fence a preview returned, under the CLI's flag names (what apply sends back). */
+function FenceView({ preview }: { preview: Preview }) {
+  if (preview.kind === "restore") {
+    const { fence } = preview.data;
+    return (
+      <dl class="fence" aria-label="Fence">
+        <dt>--expected-seq</dt>
+        <dd>{fence.expectedSeq}</dd>
+        <dt>--expected-hash</dt>
+        <dd>
+          <code>{fence.expectedHash}</code>
+        </dd>
+        <dt>--expected-owner-digest</dt>
+        <dd>
+          <code>{fence.expectedOwnerDigest ?? "none"}</code>
+        </dd>
+      </dl>
+    );
+  }
+  const { item, instead, expectedState } = preview.data;
+  return (
+    <>
+      {item && <p>{item.summary}</p>}
+      {item && <p class="advice">{item.action.advice}</p>}
+      {instead && <p>The plan says instead: {instead.summary}</p>}
+      <dl class="fence" aria-label="Fence">
+        <dt>--expected-state</dt>
+        <dd>
+          <code>{expectedState ?? "none"}</code>
+        </dd>
+      </dl>
+    </>
   );
 }

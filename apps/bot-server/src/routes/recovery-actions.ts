@@ -351,7 +351,14 @@ function applyBoatAction(
 // ---------------------------------------------------------------------------------------------------------
 // Routes
 
+/** The restore and Boat action routes: one plugin for app.ts to register. */
 export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  await app.register(restoreActionRoutes, ctx);
+  await app.register(boatActionRoutes, ctx);
+};
+
+/** GET /v1/recovery/restores/:operationId, GET|POST /v1/recovery/restores/:operationId/:action. */
+const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.get(
     "/v1/recovery/restores/:operationId",
     { schema: { params: RestoreParams, response: { 200: RestoreDetailResponse, ...errors } } },
@@ -417,7 +424,10 @@ export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async 
       return applyRestoreAction(ctx, action, operationId, request.body);
     },
   );
+};
 
+/** GET|POST /v1/recovery/boats/:action (adopt, retireCreate, reconcileDeletion, retryDeletion). */
+const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.get(
     "/v1/recovery/boats/:action",
     {
