@@ -8,6 +8,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createRestoreRecoveryController } from "@drydock/recovery-controller";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -68,6 +69,7 @@ describe("the operator console in headless chromium", () => {
   let page: Page;
   const restores = new Map<string, string>();
   let boxId = "";
+  let boatName = "";
 
   beforeAll(async () => {
     await killRestoreAt(data.dir, "alpha", "restore.after-locked");
@@ -78,6 +80,7 @@ describe("the operator console in headless chromium", () => {
     const computer = await call("POST", "/v1/bots/gamma/computer");
     expect(computer.status).toBe(201);
     boxId = computer.json.computer.boxId;
+    boatName = computer.json.computer.name;
     for (const item of (await call("GET", "/v1/recovery")).json.restores)
       restores.set(item.botId, item.operationId);
     expect([...restores.keys()].sort()).toEqual(["alpha", "beta"]);
@@ -243,6 +246,25 @@ describe("the operator console in headless chromium", () => {
       { operationId, wrong: "w".repeat(32) },
     );
     expect(answers).toEqual([401, 401]);
+  });
+
+  it("shows a deletion in progress and refreshes itself while it is (no click needed)", async () => {
+    // As a server does the moment it sends the DELETE: a prepared fence, inside its in-flight window, so the
+    // plan counts it as work in progress, not as something for a person.
+    await openBoatDeleteJournal({ dataDir: data.dir }).prepareBoatDeletion({
+      boxId,
+      name: boatName,
+      ownerBotId: "gamma",
+    });
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await expect
+      .poll(() => page.locator(".refresh").textContent())
+      .toContain("while something is in progress");
+    const row = page.getByTestId("bot-gamma");
+    await expect.poll(() => row.locator('td[data-label="Deletion"]').textContent()).toContain("prepared");
+    const first = await page.locator(".refresh").textContent();
+    // The next "Updated" stamp comes from the page's own timer.
+    await expect.poll(() => page.locator(".refresh").textContent(), { timeout: 10_000 }).not.toBe(first);
   });
 
   it("reads on a phone's width: no sideways scrolling, every action reachable", async () => {
