@@ -19,10 +19,12 @@ import { REQUEST_ID_HEADER, requestIdFor } from "./request-id.js";
 import { botRoutes } from "./routes/bots.js";
 import { checkpointRoutes } from "./routes/checkpoints.js";
 import { computerRoutes } from "./routes/computers.js";
+import { consoleRoutes } from "./routes/console.js";
 import { fileRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
 import { isPublicRoute, openApiRoutes, registerOpenApi } from "./routes/openapi.js";
 import { recoveryRoutes } from "./routes/recovery.js";
+import { recoveryActionRoutes } from "./routes/recovery-actions.js";
 import { WorkspacePathError } from "./workspace-files.js";
 
 export {
@@ -123,6 +125,8 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   await app.register(fileRoutes, ctx);
   await app.register(checkpointRoutes, ctx);
   await app.register(recoveryRoutes, ctx);
+  await app.register(recoveryActionRoutes, ctx);
+  await app.register(consoleRoutes, ctx);
 
   finishRetirementsWhenReady(app, ctx);
   return app;

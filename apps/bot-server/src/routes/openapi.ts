@@ -14,11 +14,21 @@ import { answers } from "./schemas.js";
 /** Where the OpenAPI document's page is (Swagger UI, its assets served from its npm package). */
 export const DOCS_PREFIX = "/docs";
 
-/** Routes anyone on the listening address may call: probes, the API's description and its page. */
+/** Where the operator console's page and assets are (they hold no data: the page asks for a token). */
+export const CONSOLE_PREFIX = "/console";
+
+/**
+ * Routes anyone on the listening address may call: probes, the API's description and its page, and the
+ * console's static page (every call the console makes goes to the API, with the token the person typed).
+ */
 const PUBLIC_ROUTES = new Set(["/healthz", "/readyz", "/openapi.json"]);
+const PUBLIC_PREFIXES = [DOCS_PREFIX, CONSOLE_PREFIX];
 
 export function isPublicRoute(route: string): boolean {
-  return PUBLIC_ROUTES.has(route) || route === DOCS_PREFIX || route.startsWith(`${DOCS_PREFIX}/`);
+  return (
+    PUBLIC_ROUTES.has(route) ||
+    PUBLIC_PREFIXES.some((prefix) => route === prefix || route.startsWith(`${prefix}/`))
+  );
 }
 
 /**

@@ -1,0 +1,464 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import {
+  type BoatActionName,
+  BoatActionNameSchema,
+  type BoatRecovery,
+  createRestoreRecoveryController,
+  listWorkspaces,
+  PlanItemSchema,
+  type RestoreActionName,
+  RestoreActionNameSchema,
+  RestoreActionResultSchema,
+  type RestoreFence,
+  RestoreFenceSchema,
+  RestorePreviewSchema,
+  restoreCommand,
+} from "@drydock/recovery-controller";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import { BOT_ID } from "../bots.js";
+import type { ServerContext } from "../context.js";
+import { sagaStore } from "../domain/workspaces.js";
+import { HttpProblem } from "../http-errors.js";
+
+/**
+ * The fenced actions `drydock` offers, over HTTP: each is a preview (the fence and the exact CLI command, as
+ * data; nothing changes) and an apply that takes the previewed fence back and goes through the recovery
+ * controller exactly as the CLI does. A fence that no longer matches is refused with the CLI's "state
+ * changed" answer (409 `state_changed`, the message saying which part moved). Restores: abort, release,
+ * complete, rollback (`restores <action>`); Boats: adopt and retireCreate (`creates adopt|retire`),
+ * reconcileDeletion and retryDeletion (`deletions reconcile|retry`). Writes need the server's token (the
+ * app's one auth hook).
+ */
+
+// ---------------------------------------------------------------------------------------------------------
+// Schemas (exported: the console's typed client derives its types from them)
+
+export const ErrorResponse = z.object({
+  ok: z.literal(false),
+  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
+});
+
+const OperationIdParam = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/, "must be an operation id");
+
+export const RestoreParams = z.object({ operationId: OperationIdParam });
+export const RestoreActionParams = z.object({
+  operationId: OperationIdParam,
+  action: RestoreActionNameSchema,
+});
+
+/** GET /v1/recovery/restores/:operationId: the controller's preview (timeline, owner, fence, verdicts). */
+export const RestoreDetailResponse = z.object({
+  ok: z.literal(true),
+  botId: z.string(),
+  /** The preview replayed the saga's hash chain: a chain that does not verify answers an error instead. */
+  chain: z.literal("verified"),
+  restore: RestorePreviewSchema,
+  /** The exact `drydock restores <action> … --yes` command for every eligible action, else null. */
+  commands: z.object({
+    abort: z.string().nullable(),
+    release: z.string().nullable(),
+    complete: z.string().nullable(),
+    rollback: z.string().nullable(),
+  }),
+});
+
+/** GET /v1/recovery/restores/:operationId/:action: what `drydock restores <action> <id>` (no --yes) prints. */
+export const RestoreActionPreviewResponse = z.object({
+  ok: z.literal(true),
+  preview: z.literal(true),
+  changed: z.literal(false),
+  action: RestoreActionNameSchema,
+  operationId: z.string(),
+  botId: z.string(),
+  eligible: z.boolean(),
+  blockers: z.array(z.string()),
+  /** The `--expected-*` values, to send back to apply. */
+  fence: RestoreFenceSchema,
+  /** The exact CLI command that applies it against this fence, or null when not eligible. */
+  command: z.string().nullable(),
+});
+
+export const RestoreActionBody = z.strictObject({
+  fence: RestoreFenceSchema,
+  /** abort only: the reason recorded in the saga (the CLI's --reason). */
+  reason: z.string().min(1).max(500).optional(),
+});
+
+export const RestoreActionApplyResponse = RestoreActionResultSchema;
+
+const BotIdField = z.string().regex(BOT_ID, "must be 1–120 letters, digits, '_' or '-'");
+const BoxIdField = z.string().min(1).max(64);
+
+export const BoatActionParams = z.object({ action: BoatActionNameSchema });
+export const BoatTarget = z.object({ botId: BotIdField.optional(), boxId: BoxIdField.optional() });
+
+/** GET /v1/recovery/boats/:action?botId=&boxId=: what `drydock creates|deletions <action>` (no --yes) prints. */
+export const BoatActionPreviewResponse = z.object({
+  ok: z.literal(true),
+  preview: z.literal(true),
+  changed: z.literal(false),
+  action: BoatActionNameSchema,
+  botId: z.string().optional(),
+  boxId: z.string().optional(),
+  eligible: z.boolean(),
+  /** The plan item that proposes exactly this action for this target (its `stateDigest` is the fence). */
+  item: PlanItemSchema.nullable(),
+  /** What the plan says about this target instead, when it does not propose the action. */
+  instead: PlanItemSchema.nullable(),
+  /** The fence to send back to apply (`--expected-state`), or null when not eligible. */
+  expectedState: z.string().nullable(),
+  command: z.string().nullable(),
+});
+
+export const BoatActionBody = z.strictObject({
+  botId: BotIdField.optional(),
+  boxId: BoxIdField.optional(),
+  expectedState: z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256: and 64 hex digits"),
+});
+
+const PlanActionSchema = PlanItemSchema.shape.action;
+export const BoatActionApplyResponse = z.discriminatedUnion("action", [
+  z.object({
+    ok: z.literal(true),
+    action: z.literal("adopt"),
+    botId: z.string(),
+    boxId: z.string(),
+    name: z.string(),
+    renamed: z.boolean(),
+    alreadyAdopted: z.boolean(),
+  }),
+  z.object({
+    ok: z.literal(true),
+    action: z.literal("retireCreate"),
+    botId: z.string(),
+    boxId: z.string(),
+    proof: z.number(),
+  }),
+  z.object({
+    ok: z.literal(true),
+    action: z.literal("reconcileDeletion"),
+    boxId: z.string(),
+    outcome: z.enum(["confirmed", "pending", "blocked", "not_running"]),
+    message: z.string(),
+    next: PlanActionSchema.nullable(),
+  }),
+  z.object({
+    ok: z.literal(true),
+    action: z.literal("retryDeletion"),
+    boxId: z.string(),
+    pending: z.boolean(),
+  }),
+]);
+
+const errors = { 400: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse, 503: ErrorResponse };
+
+// ---------------------------------------------------------------------------------------------------------
+// Restores
+
+/** The bot whose saga shard holds `operationId`, active or archived (the CLI's `findSaga`). */
+function findRestoreBot(ctx: ServerContext, operationId: string): string {
+  for (const { botId } of listWorkspaces(ctx.dataDir)) {
+    const shard = sagaStore(ctx, botId).shardDir;
+    if (existsSync(join(shard, operationId)) || existsSync(join(shard, ".archive", operationId)))
+      return botId;
+  }
+  throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
+}
+
+function controllerOf(ctx: ServerContext, botId: string) {
+  return createRestoreRecoveryController({
+    dataDir: ctx.dataDir,
+    workspaceRoot: join(ctx.dataDir, "workspaces", botId),
+    commandPrefix: ctx.commandPrefix(),
+  });
+}
+
+/** The CLI's FENCE_MISMATCH, word for word: which part of the fence moved, and the preview to run again. */
+export function staleFence(
+  ctx: ServerContext,
+  operationId: string,
+  fresh: RestoreFence,
+  given: RestoreFence,
+): HttpProblem | null {
+  // Say which part of the fence differs: "now seq 6" for a seq that is 6 would send a person looking in the
+  // wrong place.
+  const differs = [
+    fresh.expectedSeq !== given.expectedSeq
+      ? `its seq is ${fresh.expectedSeq}, not ${given.expectedSeq}`
+      : null,
+    fresh.expectedHash !== given.expectedHash ? "its head hash differs" : null,
+    fresh.expectedOwnerDigest !== given.expectedOwnerDigest
+      ? `its workspace lock owner is ${fresh.expectedOwnerDigest ?? "none"}, not ${given.expectedOwnerDigest ?? "none"}`
+      : null,
+  ].filter((part) => part !== null);
+  if (differs.length === 0) return null;
+  return new HttpProblem(
+    409,
+    "state_changed",
+    `Restore ${operationId} is no longer in the state you previewed (${differs.join("; ")}); nothing was changed. Run \`${ctx.commandPrefix()} restores show ${operationId}\` again.`,
+    { operationId, expected: given, actual: fresh },
+  );
+}
+
+async function applyRestoreAction(
+  ctx: ServerContext,
+  action: RestoreActionName,
+  operationId: string,
+  body: z.infer<typeof RestoreActionBody>,
+) {
+  const botId = findRestoreBot(ctx, operationId);
+  const controller = controllerOf(ctx, botId);
+  // As the CLI: a fresh preview, the fence must equal it, the action must be eligible, then the controller
+  // (which re-checks everything under the workspace lock, so a change after this read is refused there).
+  const preview = await controller.preview(operationId);
+  const stale = staleFence(ctx, operationId, preview.fence, body.fence);
+  if (stale !== null) throw stale;
+  const verdict = preview.actions[action];
+  if (!verdict.eligible) {
+    throw new HttpProblem(
+      409,
+      "action_not_eligible",
+      `${action} is not possible for restore ${operationId}: ${verdict.blockers.join("; ")}. Nothing was changed.`,
+      { operationId, blockers: verdict.blockers },
+    );
+  }
+  const fence = body.fence;
+  return action === "abort"
+    ? controller.abort(operationId, { ...fence, ...(body.reason ? { reason: body.reason } : {}) })
+    : action === "release"
+      ? controller.release(operationId, fence)
+      : action === "complete"
+        ? controller.complete(operationId, fence)
+        : controller.rollback(operationId, fence);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Boats
+
+/** The server's Boat recovery (server.ts builds the recovery controller's full `BoatRecovery`). */
+function boatRecovery(ctx: ServerContext): BoatRecovery {
+  const recovery = ctx.recovery as Partial<BoatRecovery>;
+  for (const method of ["adopt", "retireCreate", "reconcileDeletion", "retryDeletion"] as const) {
+    if (typeof recovery[method] !== "function") {
+      throw new HttpProblem(
+        503,
+        "recovery_unavailable",
+        `This server's recovery source cannot ${method}; run \`${ctx.commandPrefix()} reconcile\` instead.`,
+      );
+    }
+  }
+  return recovery as BoatRecovery;
+}
+
+/** Which of botId and boxId each action names, as the CLI's arguments do. */
+const TARGET: Record<BoatActionName, { botId: boolean; boxId: boolean }> = {
+  adopt: { botId: true, boxId: true },
+  retireCreate: { botId: true, boxId: false },
+  reconcileDeletion: { botId: false, boxId: true },
+  retryDeletion: { botId: false, boxId: true },
+};
+
+function boatTarget(
+  action: BoatActionName,
+  given: { botId?: string | undefined; boxId?: string | undefined },
+) {
+  const wants = TARGET[action];
+  const missing = [wants.botId && !given.botId ? "botId" : null, wants.boxId && !given.boxId ? "boxId" : null]
+    .filter((name) => name !== null)
+    .join(" and ");
+  if (missing) throw new HttpProblem(400, "invalid_request", `${action} needs ${missing}.`);
+  return {
+    ...(wants.botId ? { botId: given.botId as string } : {}),
+    ...(wants.boxId ? { boxId: given.boxId as string } : {}),
+  };
+}
+
+/** The CLI's `boatAction` preview: the plan item that proposes exactly this action for this target. */
+async function previewBoatAction(
+  ctx: ServerContext,
+  action: BoatActionName,
+  target: { botId?: string; boxId?: string },
+) {
+  const plan = await boatRecovery(ctx).plan(target.botId === undefined ? {} : { botIds: [target.botId] });
+  const matches = (candidate: (typeof plan.items)[number]) =>
+    (target.boxId === undefined || candidate.boxId === target.boxId) &&
+    (target.botId === undefined ||
+      candidate.botId === target.botId ||
+      // A Boat no bot is known for, matched by its id.
+      (target.boxId !== undefined && candidate.botId === null));
+  const item =
+    plan.items.find(
+      (candidate) =>
+        candidate.action.name === action &&
+        (target.botId === undefined || candidate.botId === target.botId) &&
+        (target.boxId === undefined || candidate.boxId === target.boxId),
+    ) ?? null;
+  const instead = item === null ? (plan.items.find(matches) ?? null) : null;
+  const what = [target.botId, target.boxId].filter(Boolean).join(" ");
+  if (item === null && !plan.providerListed) {
+    // Without boat.dev's list the plan lacks every Boat only the list shows: no verdict on this target.
+    throw new HttpProblem(
+      503,
+      "provider_unlisted",
+      `boat.dev's list of Boats could not be read (${plan.providerError}), so the recovery plan cannot say what it needs for ${what}; nothing was changed. Retry once boat.dev answers.`,
+    );
+  }
+  if (item === null && instead === null) {
+    throw new HttpProblem(
+      404,
+      "not_found",
+      `The recovery plan knows nothing of ${what}: no create request, deletion fence or Boat of boat.dev matches it; nothing was changed. Check the id, and see GET /v1/recovery for what is open.`,
+    );
+  }
+  return {
+    ok: true as const,
+    preview: true as const,
+    changed: false as const,
+    action,
+    ...target,
+    eligible: item !== null,
+    item,
+    instead,
+    expectedState: item?.stateDigest ?? null,
+    command: item?.action.command ?? null,
+  };
+}
+
+function applyBoatAction(
+  ctx: ServerContext,
+  action: BoatActionName,
+  target: { botId?: string; boxId?: string },
+  expectedState: string,
+) {
+  const recovery = boatRecovery(ctx);
+  // The recovery re-reads everything the action depends on and refuses with STATE_CHANGED (409
+  // state_changed) when the digest no longer matches: never applied against what the journals say now.
+  const options = { expectedState };
+  switch (action) {
+    case "adopt":
+      return recovery.adopt(target.botId as string, target.boxId as string, options);
+    case "retireCreate":
+      return recovery.retireCreate(target.botId as string, options);
+    case "reconcileDeletion":
+      return recovery.reconcileDeletion(target.boxId as string, options);
+    case "retryDeletion":
+      return recovery.retryDeletion(target.boxId as string, options);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Routes
+
+/** The restore and Boat action routes: one plugin for app.ts to register. */
+export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  await app.register(restoreActionRoutes, ctx);
+  await app.register(boatActionRoutes, ctx);
+};
+
+/** GET /v1/recovery/restores/:operationId, GET|POST /v1/recovery/restores/:operationId/:action. */
+const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  app.get(
+    "/v1/recovery/restores/:operationId",
+    { schema: { params: RestoreParams, response: { 200: RestoreDetailResponse, ...errors } } },
+    async (request) => {
+      const { operationId } = request.params;
+      const botId = findRestoreBot(ctx, operationId);
+      const preview = await controllerOf(ctx, botId).preview(operationId);
+      const command = (action: RestoreActionName) =>
+        preview.actions[action].eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null;
+      return {
+        ok: true as const,
+        botId,
+        chain: "verified" as const,
+        // The lock file's server path never leaves (answers name no server paths).
+        restore: {
+          ...preview,
+          ...(preview.tornLock ? { tornLock: { ...preview.tornLock, path: null } } : {}),
+        },
+        commands: {
+          abort: command("abort"),
+          release: command("release"),
+          complete: command("complete"),
+          rollback: command("rollback"),
+        },
+      };
+    },
+  );
+
+  app.get(
+    "/v1/recovery/restores/:operationId/:action",
+    { schema: { params: RestoreActionParams, response: { 200: RestoreActionPreviewResponse, ...errors } } },
+    async (request) => {
+      const { operationId, action } = request.params;
+      const botId = findRestoreBot(ctx, operationId);
+      const preview = await controllerOf(ctx, botId).preview(operationId);
+      const verdict = preview.actions[action];
+      return {
+        ok: true as const,
+        preview: true as const,
+        changed: false as const,
+        action,
+        operationId,
+        botId,
+        eligible: verdict.eligible,
+        blockers: verdict.blockers,
+        fence: preview.fence,
+        command: verdict.eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null,
+      };
+    },
+  );
+
+  app.post(
+    "/v1/recovery/restores/:operationId/:action",
+    {
+      schema: {
+        params: RestoreActionParams,
+        body: RestoreActionBody,
+        response: { 200: RestoreActionApplyResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { operationId, action } = request.params;
+      return applyRestoreAction(ctx, action, operationId, request.body);
+    },
+  );
+};
+
+/** GET|POST /v1/recovery/boats/:action (adopt, retireCreate, reconcileDeletion, retryDeletion). */
+const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  app.get(
+    "/v1/recovery/boats/:action",
+    {
+      schema: {
+        params: BoatActionParams,
+        querystring: BoatTarget,
+        response: { 200: BoatActionPreviewResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { action } = request.params;
+      return previewBoatAction(ctx, action, boatTarget(action, request.query));
+    },
+  );
+
+  app.post(
+    "/v1/recovery/boats/:action",
+    {
+      schema: {
+        params: BoatActionParams,
+        body: BoatActionBody,
+        response: { 200: BoatActionApplyResponse, ...errors },
+      },
+    },
+    async (request) => {
+      const { action } = request.params;
+      const target = boatTarget(action, request.body);
+      const run = () => applyBoatAction(ctx, action, target, request.body.expectedState);
+      // One lifecycle operation per bot in this process, as the computer routes: an overlapping click is a
+      // clear 409 bot_busy, not a queue (the journals serialize two processes).
+      return target.botId === undefined ? run() : ctx.exclusivity.run(target.botId, run);
+    },
+  );
+};

@@ -1,0 +1,286 @@
+/**
+ * The console end to end: a real bot server (its own process, on sources) whose data directory holds two
+ * restores SIGKILLed mid-way (crash points, as the bot server's recovery tests make them), and the page in
+ * Debian's headless chromium driven by playwright-core. With DRYDOCK_CONSOLE_SCREENSHOTS=1 the main views
+ * are written to docs/console/*.png (`pnpm --filter @drydock/console screenshots`).
+ */
+
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { createRestoreRecoveryController } from "@drydock/recovery-controller";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, REPO_ROOT, type ServerChild, spawnServer, tempDir } from "../../bot-server/test/helpers.js";
+
+// The page.evaluate callbacks run in the browser. This test's typecheck has no DOM lib (the bot server's
+// helpers are typed against node's fetch), so the few browser globals they touch are declared here.
+declare const document: {
+  activeElement: { id?: string; textContent: string | null } | null;
+  documentElement: { scrollWidth: number };
+};
+declare const window: { innerWidth: number };
+declare const sessionStorage: { getItem(key: string): string | null };
+declare function getComputedStyle(element: unknown): { outlineStyle: string };
+
+const TOKEN = "c".repeat(32);
+const SHOTS = process.env.DRYDOCK_CONSOLE_SCREENSHOTS === "1" ? join(REPO_ROOT, "docs", "console") : null;
+/** TOOLING.md's flags for Debian's chromium here. */
+const CHROMIUM_FLAGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+/** A restore of a new bot `botId` that SIGKILLs its server at `point` (the process is gone after). */
+async function killRestoreAt(dataDir: string, botId: string, point: string): Promise<void> {
+  const crashing = await spawnServer(dataDir, { DRYDOCK_CRASH_POINT: point, DRYDOCK_TOKEN: TOKEN });
+  try {
+    const call = api(crashing.url, crashing.token);
+    expect((await call("POST", "/v1/bots", { name: `Bot ${botId}`, botId })).status).toBe(201);
+    expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+    const checkpointId = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint.checkpointId;
+    expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+    await call("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`).catch(() => undefined);
+    expect((await crashing.exited).signal).toBe("SIGKILL");
+  } finally {
+    crashing.kill();
+  }
+}
+
+/** A screenshot of the whole page, or of the viewport (a modal dialog's backdrop covers only that). */
+async function shot(page: Page, name: string, fullPage = true): Promise<void> {
+  if (SHOTS === null) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
+}
+
+describe("the operator console in headless chromium", () => {
+  const data = tempDir("console-e2e");
+  const profile = mkdtempSync(join(tmpdir(), "drydock-chromium-"));
+  let server: ServerChild;
+  let context: BrowserContext;
+  let page: Page;
+  const restores = new Map<string, string>();
+  let boxId = "";
+  let boatName = "";
+
+  beforeAll(async () => {
+    await killRestoreAt(data.dir, "alpha", "restore.after-locked");
+    await killRestoreAt(data.dir, "beta", "restore.after-locked");
+    server = await spawnServer(data.dir, { DRYDOCK_TOKEN: TOKEN });
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Gamma", botId: "gamma" })).status).toBe(201);
+    const computer = await call("POST", "/v1/bots/gamma/computer");
+    expect(computer.status).toBe(201);
+    boxId = computer.json.computer.boxId;
+    boatName = computer.json.computer.name;
+    for (const item of (await call("GET", "/v1/recovery")).json.restores)
+      restores.set(item.botId, item.operationId);
+    expect([...restores.keys()].sort()).toEqual(["alpha", "beta"]);
+
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      args: CHROMIUM_FLAGS,
+      viewport: { width: 1280, height: 900 },
+    });
+    page = context.pages()[0] ?? (await context.newPage());
+  });
+
+  afterAll(async () => {
+    await context?.close();
+    server?.kill();
+    data.cleanup();
+    rmSync(profile, { recursive: true, force: true });
+  });
+
+  it("asks for a token once, refuses a wrong one, and keeps the right one for the tab", async () => {
+    const response = await page.goto(`${server.url}/console/`);
+    expect(response?.status()).toBe(200);
+    expect(response?.headers()["content-security-policy"]).toContain("default-src 'self'");
+    await page.getByLabel("Server token").fill("w".repeat(32));
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("not this server's");
+    await shot(page, "login");
+    await page.getByLabel("Server token").fill(TOKEN);
+    // Keyboard only: Enter submits the labelled form.
+    await page.getByLabel("Server token").press("Enter");
+    await page.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+    // A reload keeps the tab's token: no second sign-in.
+    await page.reload();
+    await page.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem("drydock.console.token"))).toBe(TOKEN);
+  });
+
+  it("shows a bot and its Boat, the counts, readiness, and the killed restores as recovery items", async () => {
+    const gamma = page.getByTestId("bot-gamma");
+    await expect.poll(() => gamma.textContent()).toContain(boxId);
+    expect(await gamma.textContent()).toContain("ready");
+    expect(await page.getByTestId("bot-alpha").textContent()).toContain("Bot alpha");
+    await expect.poll(() => page.locator(".badge").textContent()).toMatch(/Ready/);
+    const counts = await page.locator(".counts").textContent();
+    expect(counts).toMatch(/3\s*Bots/);
+    expect(counts).toMatch(/2\s*Open recovery items/);
+    const alpha = page.getByTestId(`restore-${restores.get("alpha")}`);
+    const text = await alpha.textContent();
+    expect(text).toContain("locked");
+    expect(text).toContain("dead");
+    expect(text).toContain("abort (recommended)");
+    expect(text).toContain(`restores abort ${restores.get("alpha")} --expected-seq`);
+    await shot(page, "overview");
+
+    // The filter narrows both lists.
+    await page.getByLabel("Filter by bot, Boat or operation").fill("beta");
+    expect(await page.getByTestId(`restore-${restores.get("alpha")}`).count()).toBe(0);
+    expect(await page.getByTestId("bot-gamma").count()).toBe(0);
+    expect(await page.getByTestId(`restore-${restores.get("beta")}`).count()).toBe(1);
+    await page.getByLabel("Filter by bot, Boat or operation").fill("");
+  });
+
+  it("shows a restore's phase timeline with times, its dead owner and a verified chain", async () => {
+    const alpha = page.getByTestId(`restore-${restores.get("alpha")}`);
+    await alpha.getByRole("button", { name: "Timeline" }).click();
+    const timeline = page.locator(".timeline");
+    await expect.poll(() => timeline.textContent()).toContain("verified (2 events");
+    const phases = await timeline.locator(".phases li .phase").allTextContents();
+    expect(phases).toEqual(["created", "locked"]);
+    expect(await timeline.locator(".phases time").first().getAttribute("datetime")).toMatch(
+      /^\d{4}-\d\d-\d\dT/,
+    );
+    expect(await timeline.textContent()).toMatch(/pid \d+, dead/);
+    expect(await timeline.textContent()).toContain("abort: eligible (recommended)");
+    // Focus moved to the timeline's heading, for keyboard and screen-reader users.
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("timeline-heading");
+    await shot(page, "timeline");
+    await timeline.getByRole("button", { name: "Close timeline" }).click();
+  });
+
+  it("previews the abort with its fence, applies it, and the item disappears", async () => {
+    const operationId = restores.get("alpha")!;
+    const item = page.getByTestId(`restore-${operationId}`);
+    await item.getByRole("button", { name: "Preview abort" }).click();
+    const dialog = page.getByRole("dialog", { name: `Preview: abort restore ${operationId}` });
+    await dialog.waitFor();
+    const controller = createRestoreRecoveryController({
+      dataDir: data.dir,
+      workspaceRoot: join(data.dir, "workspaces", "alpha"),
+    });
+    const { fence } = await controller.preview(operationId);
+    await expect.poll(() => dialog.textContent()).toContain(fence.expectedHash);
+    expect(await dialog.textContent()).toContain(`--expected-seq${fence.expectedSeq}`);
+    expect(await dialog.textContent()).toContain(
+      `restores abort ${operationId} --expected-seq ${fence.expectedSeq}`,
+    );
+    // Previewing changed nothing.
+    expect((await controller.preview(operationId)).fence).toEqual(fence);
+    await dialog.getByLabel("Reason (recorded in the restore's journal)").fill("console e2e");
+    await shot(page, "preview", false);
+    await dialog.getByRole("button", { name: "Apply abort" }).click();
+    await expect
+      .poll(() => page.getByRole("status").textContent())
+      .toContain(`restore ${operationId} is aborted`);
+    await expect.poll(() => page.getByTestId(`restore-${operationId}`).count()).toBe(0);
+    const saga = await controller.preview(operationId);
+    expect(saga.saga).toMatchObject({ phase: "aborted", archived: true });
+  });
+
+  it("refuses a preview that went stale, with the server's 'state changed' answer, and applies nothing", async () => {
+    const operationId = restores.get("beta")!;
+    await page.getByTestId(`restore-${operationId}`).getByRole("button", { name: "Preview abort" }).click();
+    const dialog = page.getByRole("dialog", { name: `Preview: abort restore ${operationId}` });
+    await dialog.getByRole("button", { name: "Apply abort" }).waitFor();
+    // Between the preview and the click, someone else settles it (the CLI, with its own fresh fence).
+    const controller = createRestoreRecoveryController({
+      dataDir: data.dir,
+      workspaceRoot: join(data.dir, "workspaces", "beta"),
+    });
+    const previewed = (await controller.preview(operationId)).fence;
+    const settled = await controller.abort(operationId, { ...previewed, reason: "another operator" });
+    await dialog.getByRole("button", { name: "Apply abort" }).click();
+    const alert = dialog.getByRole("alert");
+    await expect.poll(() => alert.textContent()).toContain("State changed (state_changed)");
+    const text = await alert.textContent();
+    expect(text).toContain(`Restore ${operationId} is no longer in the state you previewed`);
+    expect(text).toContain(`its seq is ${settled.seq}, not ${previewed.expectedSeq}`);
+    expect(text).toContain("Nothing was applied");
+    // No way to repeat the apply: only a fresh preview, which now finds nothing to abort.
+    expect(await dialog.getByRole("button", { name: "Apply abort" }).count()).toBe(0);
+    await shot(page, "stale", false);
+    await dialog.getByRole("button", { name: "Preview again" }).click();
+    await expect.poll(() => dialog.textContent()).toContain("Not possible now");
+    expect(await dialog.getByRole("button", { name: "Apply abort" }).count()).toBe(0);
+    // The settled saga is the other operator's: one abort, not two.
+    expect((await controller.preview(operationId)).saga.seq).toBe(settled.seq);
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.count()).toBe(0);
+  });
+
+  it("cannot apply anything without the token, or with a wrong one (no read-only role in this branch yet)", async () => {
+    const operationId = restores.get("beta")!;
+    const answers = await page.evaluate(
+      async ({ operationId, wrong }) => {
+        const body = JSON.stringify({
+          fence: { expectedSeq: 1, expectedHash: `sha256:${"0".repeat(64)}`, expectedOwnerDigest: null },
+        });
+        const out: number[] = [];
+        for (const headers of [
+          { "content-type": "application/json" },
+          { "content-type": "application/json", authorization: `Bearer ${wrong}` },
+        ] as Record<string, string>[]) {
+          const res = await fetch(`/v1/recovery/restores/${operationId}/abort`, {
+            method: "POST",
+            headers,
+            body,
+          });
+          out.push(res.status);
+        }
+        return out;
+      },
+      { operationId, wrong: "w".repeat(32) },
+    );
+    expect(answers).toEqual([401, 401]);
+  });
+
+  it("shows a deletion in progress and refreshes itself while it is (no click needed)", async () => {
+    // As a server does the moment it sends the DELETE: a prepared fence, inside its in-flight window, so the
+    // plan counts it as work in progress, not as something for a person.
+    await openBoatDeleteJournal({ dataDir: data.dir }).prepareBoatDeletion({
+      boxId,
+      name: boatName,
+      ownerBotId: "gamma",
+    });
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await expect
+      .poll(() => page.locator(".refresh").textContent())
+      .toContain("while something is in progress");
+    const row = page.getByTestId("bot-gamma");
+    await expect.poll(() => row.locator('td[data-label="Deletion"]').textContent()).toContain("prepared");
+    const first = await page.locator(".refresh").textContent();
+    // The next "Updated" stamp comes from the page's own timer.
+    await expect.poll(() => page.locator(".refresh").textContent(), { timeout: 10_000 }).not.toBe(first);
+  });
+
+  it("reads on a phone's width: no sideways scrolling, every action reachable", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.reload();
+    await page.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await shot(page, "phone");
+    // Keyboard: Tab reaches the Refresh button with a visible focus ring.
+    await page.keyboard.press("Tab");
+    const focused = await page.evaluate(() => ({
+      text: document.activeElement?.textContent,
+      outline: getComputedStyle(document.activeElement).outlineStyle,
+    }));
+    expect(focused.text).toBe("Refresh");
+    expect(focused.outline).toBe("solid");
+  });
+});
