@@ -33,9 +33,12 @@ export function consoleAssetsDir(): string | null {
  */
 export const consoleRoutes: FastifyPluginAsyncZod<ServerContext> = async (app) => {
   const root = consoleAssetsDir();
-  app.get("/console", async (_request, reply) => reply.redirect(CONSOLE_PATH, 308));
+  // The page is not part of the API: its routes stay out of the OpenAPI document (@fastify/static hides its own).
+  app.get("/console", { schema: { hide: true } }, async (_request, reply) =>
+    reply.redirect(CONSOLE_PATH, 308),
+  );
   if (root === null) {
-    app.get("/console/*", async () => {
+    app.get("/console/*", { schema: { hide: true } }, async () => {
       throw new HttpProblem(
         404,
         "console_not_built",
