@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
+import { BOT_ID, BOTS_FILE } from "@drydock/facts";
 import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
 import { isNotDamaged, openJsonJournal } from "@drydock/json-journal";
 import { z } from "zod";
 import { HttpProblem } from "./http-errors.js";
 
 /** Same rule as the journals' BOT_ID: safe in file names, URLs and Boat names. */
-export const BOT_ID = /^[A-Za-z0-9_-]{1,120}$/;
+export { BOT_ID };
 export const MAX_BOTS = 4096;
 
 export const BotSchema = z.looseObject({
@@ -125,7 +126,7 @@ function thisProcess(): DeletionMark["by"] {
 
 /** The bot registry: `<dataDir>/bots.json` (+ `bots.lock`), a locked, schema-checked JSON journal. */
 export function openBotRegistry(dataDir: string, now: () => number = Date.now): BotRegistry {
-  const file = join(dataDir, "bots.json");
+  const file = join(dataDir, BOTS_FILE);
   const journal = openJsonJournal<BotsFile>({
     file,
     schema: BotsFileSchema,

@@ -11,6 +11,17 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import {
+  CHECKPOINTS_DIR,
+  EMBEDDED_PROVIDER_FILE,
+  EMBEDDED_PROVIDER_LOCK_FILE,
+  ENVIRONMENT_ID_FILE,
+  LOCKS_DIR,
+  RESTORE_SAGAS_DIR,
+  SERVER_TOKEN_FILE,
+  UUID_V4,
+  WORKSPACES_DIR,
+} from "@drydock/facts";
+import {
   acquireLockSync,
   inspectLock,
   isLockError,
@@ -26,7 +37,7 @@ import {
 } from "@drydock/recovery-controller";
 import { processAlive } from "./workspace-files.js";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID = UUID_V4;
 const TOKEN = /^[A-Za-z0-9_-]{16,512}$/;
 
 export class DataDirError extends Error {
@@ -83,14 +94,14 @@ function readValid(path: string, valid: RegExp, what: string): string | null {
 
 export function ensureDataDir(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  for (const sub of ["workspaces", "checkpoints", "restore-sagas", "locks"]) {
+  for (const sub of [WORKSPACES_DIR, CHECKPOINTS_DIR, RESTORE_SAGAS_DIR, LOCKS_DIR]) {
     mkdirSync(join(dataDir, sub), { recursive: true, mode: 0o700 });
   }
 }
 
 /** The installation's id: scopes Boat names so two installations sharing a boat.dev account never collide. */
 export function loadEnvironmentId(dataDir: string): string {
-  const path = join(dataDir, "environment-id");
+  const path = join(dataDir, ENVIRONMENT_ID_FILE);
   return (
     readValid(path, UUID, "the environment id") ?? createOnce(path, randomUUID(), UUID, "the environment id")
   );
@@ -98,7 +109,7 @@ export function loadEnvironmentId(dataDir: string): string {
 
 /** The bearer token clients must send when DRYDOCK_TOKEN is not configured. */
 export function loadServerToken(dataDir: string): { token: string; path: string } {
-  const path = join(dataDir, "server-token");
+  const path = join(dataDir, SERVER_TOKEN_FILE);
   const token =
     readValid(path, TOKEN, "the server token") ??
     createOnce(path, randomBytes(32).toString("base64url"), TOKEN, "the server token");
@@ -106,9 +117,9 @@ export function loadServerToken(dataDir: string): { token: string; path: string 
 }
 
 /** Where a server running the embedded boat.dev twin leaves its address and token for the CLI. */
-export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
+export { EMBEDDED_PROVIDER_FILE };
 
-const EMBEDDED_SIMULATOR_LOCK = "embedded-boat-dev.lock";
+const EMBEDDED_SIMULATOR_LOCK = EMBEDDED_PROVIDER_LOCK_FILE;
 
 /**
  * The holder of the embedded simulator's lock while it may still run (`{}` when the lock cannot be judged:

@@ -9,6 +9,7 @@ import {
 } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { LOCKS_DIR } from "@drydock/facts";
 import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
@@ -93,7 +94,7 @@ async function reapStoppedEdits(dataDir: string, app: FastifyInstance): Promise<
     // What killed processes left beside the locks (a registry lock's candidate, a dead reaper's record),
     // in locks/ and beside the journals in the data directory itself: file-lock judges each file and removes
     // only a dead process's (`drydock locks gc` sweeps the same two directories).
-    const swept = [dataDir, join(dataDir, "locks")].flatMap((dir) => collectLockGarbageIn(dir).removed);
+    const swept = [dataDir, join(dataDir, LOCKS_DIR)].flatMap((dir) => collectLockGarbageIn(dir).removed);
     if (swept.length > 0) {
       app.log.info({ removed: swept.length }, "removed lock leftovers of killed processes");
     }

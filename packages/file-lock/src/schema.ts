@@ -1,7 +1,8 @@
+import { UUID_V4 } from "@drydock/facts";
 import { z } from "zod";
 
 /** RFC 4122 version-4 uuid, lower case: exactly what the original lock accepts as a lock token. */
-export const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+export { UUID_V4 };
 
 /** Largest pid Linux can hand out (and the original lock's bound). */
 export const MAX_PID = 0x7fffffff;

@@ -1,11 +1,12 @@
+import { CHECKPOINT_ID, RESTORE_OPERATION_ID } from "@drydock/facts";
 import { z } from "zod";
 
 /** `sha256:` + 64 lower-case hex digits: every digest and hash in the saga files. */
 export const HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
 /** Operation ids become directory names: one safe path segment, never `.`-prefixed. */
-export const OPERATION_ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/;
+export const OPERATION_ID_PATTERN = RESTORE_OPERATION_ID;
 /** Checkpoint ids become file names the same way. */
-export const CHECKPOINT_ID_PATTERN = /^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/;
+export const CHECKPOINT_ID_PATTERN = CHECKPOINT_ID;
 
 export const HashSchema = z.string().regex(HASH_PATTERN);
 export const OperationIdSchema = z.string().regex(OPERATION_ID_PATTERN);

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { RESTORE_SAGAS_DIR, WORKSPACES_DIR } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { strayRestoreShards } from "@drydock/recovery-controller";
 import {
@@ -51,13 +52,13 @@ export function openWorkspaceContext(
 }
 
 export const workspacesDir = (ctx: Pick<WorkspaceContext, "dataDir">): string =>
-  join(ctx.dataDir, "workspaces");
+  join(ctx.dataDir, WORKSPACES_DIR);
 
 export const workspaceRoot = (ctx: Pick<WorkspaceContext, "dataDir">, botId: string): string =>
-  join(ctx.dataDir, "workspaces", botId);
+  join(ctx.dataDir, WORKSPACES_DIR, botId);
 
 export const sagaStore = (ctx: Pick<WorkspaceContext, "dataDir">, botId: string): SagaStore =>
-  openSagaStore({ stateDir: join(ctx.dataDir, "restore-sagas"), workspaceRoot: workspaceRoot(ctx, botId) });
+  openSagaStore({ stateDir: join(ctx.dataDir, RESTORE_SAGAS_DIR), workspaceRoot: workspaceRoot(ctx, botId) });
 
 /**
  * A bot's workspace is (re)created only by what writes it (file writes, checkpoints, restores), before

@@ -1,3 +1,4 @@
+import { CHECKPOINT_ID, RESTORE_OPERATION_ID } from "@drydock/facts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
@@ -17,14 +18,13 @@ const RestoreView = z.looseObject({
   events: z.array(z.looseObject({ seq: z.number(), phase: z.string(), timestamp: z.string() })),
 });
 
-const CHECKPOINT_ID = /^[A-Za-z0-9_-]{1,128}$/;
-const OPERATION_ID = /^[A-Za-z0-9_-]{1,128}$/;
-
 const RestoreParams = z.object({
   botId: BotIdParam.shape.botId,
   checkpointId: z.string().regex(CHECKPOINT_ID, "is not a checkpoint id"),
 });
-const OperationParams = z.object({ operationId: z.string().regex(OPERATION_ID, "is not an operation id") });
+const OperationParams = z.object({
+  operationId: z.string().regex(RESTORE_OPERATION_ID, "is not an operation id"),
+});
 
 /** POST /v1/bots/:botId/checkpoints */
 const createCheckpointSchema = {

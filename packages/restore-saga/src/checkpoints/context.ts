@@ -1,4 +1,5 @@
 import { isAbsolute, join } from "node:path";
+import { CHECKPOINTS_DIR } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { type CrashHook, noCrash } from "../internal/crash.js";
 import { invalid } from "./failures.js";
@@ -46,7 +47,7 @@ export function makeContext(options: CheckpointStoreOptions): CheckpointContext 
   if (typeof options.dataDir !== "string" || !isAbsolute(options.dataDir)) {
     throw invalid("The checkpoint store needs an absolute dataDir.");
   }
-  const checkpointsDir = join(options.dataDir, "checkpoints");
+  const checkpointsDir = join(options.dataDir, CHECKPOINTS_DIR);
   const manifestsDir = join(checkpointsDir, "manifests");
   const blobsDir = join(checkpointsDir, "blobs");
   return {

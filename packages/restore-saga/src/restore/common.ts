@@ -1,4 +1,5 @@
 import { basename, isAbsolute, join, resolve } from "node:path";
+import { RESTORE_STAGING_DIR } from "@drydock/facts";
 import type { FileOps } from "@drydock/file-lock";
 import { assertDataDirOutside, canonicalWorkspaceRoot } from "../checkpoints/index.js";
 import { errnoOf, isSagaError, SagaError } from "../errors.js";
@@ -70,7 +71,7 @@ export function checkLayout(
  * shard), so the apply, which holds that workspace's lock, may sweep what a dead apply left there.
  */
 export function stagingDirFor(dataDir: string, store: SagaStore): string {
-  return join(dataDir, "restore-staging", basename(store.shardDir));
+  return join(dataDir, RESTORE_STAGING_DIR, basename(store.shardDir));
 }
 
 /** What `intent_committed` commits to: this operation, its target checkpoint and the exact plan. */

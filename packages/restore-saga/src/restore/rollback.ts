@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
+import { RESTORE_SAGAS_DIR } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import {
   assertDataDirOutside,
@@ -196,7 +197,7 @@ export async function rollbackBlockers(options: {
   const fs = options.fs ?? nodeFileOps;
   try {
     const { dataDir, root } = checkLayout(fs, options);
-    const store = openSagaStore({ stateDir: join(dataDir, "restore-sagas"), workspaceRoot: root, fs });
+    const store = openSagaStore({ stateDir: join(dataDir, RESTORE_SAGAS_DIR), workspaceRoot: root, fs });
     const saga = await store.load(options.operationId);
     if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) return [];
     const checkpoints = openCheckpointStore({ dataDir, fs });

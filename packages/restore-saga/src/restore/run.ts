@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
+import { RESTORE_SAGAS_DIR } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import {
   assertDataDirOutside,
@@ -66,7 +67,7 @@ export function openRestoreStores(
   const durable = options.durable ?? true;
   const checkpoints = openCheckpointStore({ dataDir, fs, now, crash, durable });
   const sagas = openSagaStore({
-    stateDir: join(dataDir, "restore-sagas"),
+    stateDir: join(dataDir, RESTORE_SAGAS_DIR),
     workspaceRoot: root,
     fs,
     now,

@@ -1,4 +1,5 @@
 import { isAbsolute, join, sep } from "node:path";
+import { LOCKS_DIR } from "@drydock/facts";
 import {
   createSystemIdentity,
   type FileOps,
@@ -40,7 +41,7 @@ export function canonicalRoot(fs: FileOps, workspaceRoot: string): string {
 export function locksDirOf(dataDir: string): string {
   if (typeof dataDir !== "string" || !isAbsolute(dataDir))
     throw invalid("The workspace lock needs an absolute dataDir.");
-  return join(dataDir, "locks");
+  return join(dataDir, LOCKS_DIR);
 }
 
 /** The lock file of a (canonical) workspace root. */
