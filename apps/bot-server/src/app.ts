@@ -110,7 +110,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   app.setNotFoundHandler(async (request, reply) => {
     await reply.code(404).send({
       ok: false,
-      error: { code: "not_found", message: `No route ${request.method} ${request.url.split("?")[0]}.` },
+      error: { code: "route_not_found", message: `No route ${request.method} ${request.url.split("?")[0]}.` },
     });
   });
 

@@ -572,6 +572,13 @@ describe("auth", () => {
     expect(wrong.status).toBe(401);
   });
 
+  it("an unknown route answers 404 route_not_found, distinct from a package's not_found (a missing saga, a checkpoint)", async () => {
+    const res = await api(server.url, server.token)("GET", "/v1/no-such-thing");
+    expect(res.status).toBe(404);
+    expect(res.json.error.code).toBe("route_not_found");
+    expect(res.json.error.message).toBe("No route GET /v1/no-such-thing.");
+  });
+
   it("GET /healthz needs no token", async () => {
     const res = await api(server.url, null)("GET", "/healthz");
     expect(res.status).toBe(200);
