@@ -58,6 +58,7 @@ const PRIVATE = [
   "packages/storage",
   "packages/storage-sqlite",
   "packages/power-loss",
+  "apps/console", // built into the bot server's package, not published on its own
   "packages/test-kit",
   "packages/doc-examples",
   "packages/install-check",
@@ -112,7 +113,7 @@ async function serveHealthz(
   command: string,
   args: string[],
   cwd: string,
-): Promise<{ status: number; exit: number | null; signal: string | null; output: string }> {
+): Promise<{ status: number; console: string; exit: number | null; signal: string | null; output: string }> {
   const port = await freePort();
   const dataDir = mkdtempSync(join(work, "data-"));
   const child = spawn(command, args, {
@@ -135,6 +136,7 @@ async function serveHealthz(
     child.once("exit", (exit, signal) => done({ exit, signal })),
   );
   let status = 0;
+  let consolePage = "not asked";
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline && child.exitCode === null) {
     try {
@@ -143,6 +145,9 @@ async function serveHealthz(
       });
       status = response.status;
       await response.text();
+      // The operator console ships inside the server's package (dist/console): its page is served as is.
+      const page = await fetch(`http://127.0.0.1:${port}/console/`, { signal: AbortSignal.timeout(5_000) });
+      consolePage = `${page.status} ${(await page.text()).includes('<div id="app"') ? "page" : "no page"}`;
       break;
     } catch {
       await new Promise((r) => setTimeout(r, 200));
@@ -152,7 +157,7 @@ async function serveHealthz(
   const stop = setTimeout(() => child.kill("SIGKILL"), 20_000);
   const { exit, signal } = await exited;
   clearTimeout(stop);
-  return { status, exit, signal, output };
+  return { status, console: consolePage, exit, signal, output };
 }
 
 beforeAll(async () => {
@@ -372,6 +377,7 @@ describe("installed with npm into an empty project", () => {
   test("drydock-server starts on a free loopback port with a fresh data directory and answers /healthz", async () => {
     const served = await serveHealthz(join(consumer, "node_modules", ".bin", "drydock-server"), [], consumer);
     expect(served.status, served.output).toBe(200);
+    expect(served.console, served.output).toBe("200 page");
     expect({ exit: served.exit, signal: served.signal }, served.output).toEqual({ exit: 0, signal: null });
   });
 });
