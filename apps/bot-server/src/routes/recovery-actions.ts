@@ -21,6 +21,7 @@ import { BOT_ID } from "../bots.js";
 import type { ServerContext } from "../context.js";
 import { sagaStore } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
+import { answers, ErrorBody } from "./schemas.js";
 
 /**
  * The fenced actions `drydock` offers, over HTTP: each is a preview (the fence and the exact CLI command, as
@@ -35,10 +36,8 @@ import { HttpProblem } from "../http-errors.js";
 // ---------------------------------------------------------------------------------------------------------
 // Schemas (exported: the console's typed client derives its types from them)
 
-export const ErrorResponse = z.object({
-  ok: z.literal(false),
-  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
-});
+/** The shared error body of every route (schemas.ts), under the name the console's client imports. */
+export const ErrorResponse = ErrorBody;
 
 const OperationIdParam = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/, "must be an operation id");
 
@@ -151,8 +150,6 @@ export const BoatActionApplyResponse = z.discriminatedUnion("action", [
     pending: z.boolean(),
   }),
 ]);
-
-const errors = { 400: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse, 503: ErrorResponse };
 
 // ---------------------------------------------------------------------------------------------------------
 // Restores
@@ -361,7 +358,13 @@ export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async 
 const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.get(
     "/v1/recovery/restores/:operationId",
-    { schema: { params: RestoreParams, response: { 200: RestoreDetailResponse, ...errors } } },
+    {
+      schema: {
+        summary: "A restore that needs a person: its timeline, owner, fence and the actions it allows",
+        params: RestoreParams,
+        response: answers({ 200: RestoreDetailResponse }),
+      },
+    },
     async (request) => {
       const { operationId } = request.params;
       const botId = findRestoreBot(ctx, operationId);
@@ -389,7 +392,13 @@ const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ct
 
   app.get(
     "/v1/recovery/restores/:operationId/:action",
-    { schema: { params: RestoreActionParams, response: { 200: RestoreActionPreviewResponse, ...errors } } },
+    {
+      schema: {
+        summary: "Preview a restore action (abort, release, complete, rollback): its fence and CLI command",
+        params: RestoreActionParams,
+        response: answers({ 200: RestoreActionPreviewResponse }),
+      },
+    },
     async (request) => {
       const { operationId, action } = request.params;
       const botId = findRestoreBot(ctx, operationId);
@@ -414,9 +423,10 @@ const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ct
     "/v1/recovery/restores/:operationId/:action",
     {
       schema: {
+        summary: "Apply a restore action against its previewed fence (409 state_changed when it moved)",
         params: RestoreActionParams,
         body: RestoreActionBody,
-        response: { 200: RestoreActionApplyResponse, ...errors },
+        response: answers({ 200: RestoreActionApplyResponse }),
       },
     },
     async (request) => {
@@ -432,9 +442,10 @@ const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
     "/v1/recovery/boats/:action",
     {
       schema: {
+        summary: "Preview a Boat action (adopt, retireCreate, reconcileDeletion, retryDeletion) for a target",
         params: BoatActionParams,
         querystring: BoatTarget,
-        response: { 200: BoatActionPreviewResponse, ...errors },
+        response: answers({ 200: BoatActionPreviewResponse }),
       },
     },
     async (request) => {
@@ -447,9 +458,10 @@ const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
     "/v1/recovery/boats/:action",
     {
       schema: {
+        summary: "Apply a Boat action against its previewed state (409 state_changed when it moved)",
         params: BoatActionParams,
         body: BoatActionBody,
-        response: { 200: BoatActionApplyResponse, ...errors },
+        response: answers({ 200: BoatActionApplyResponse }),
       },
     },
     async (request) => {
