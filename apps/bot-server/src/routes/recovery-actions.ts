@@ -348,6 +348,54 @@ function applyBoatAction(
 // ---------------------------------------------------------------------------------------------------------
 // Routes
 
+/** GET /v1/recovery/restores/:operationId */
+const restoreDetailSchema = {
+  schema: {
+    summary: "A restore that needs a person: its timeline, owner, fence and the actions it allows",
+    params: RestoreParams,
+    response: answers({ 200: RestoreDetailResponse }),
+  },
+};
+
+/** GET /v1/recovery/restores/:operationId/:action */
+const restorePreviewSchema = {
+  schema: {
+    summary: "Preview a restore action (abort, release, complete, rollback): its fence and CLI command",
+    params: RestoreActionParams,
+    response: answers({ 200: RestoreActionPreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/restores/:operationId/:action */
+const restoreApplySchema = {
+  schema: {
+    summary: "Apply a restore action against its previewed fence (409 state_changed when it moved)",
+    params: RestoreActionParams,
+    body: RestoreActionBody,
+    response: answers({ 200: RestoreActionApplyResponse }),
+  },
+};
+
+/** GET /v1/recovery/boats/:action */
+const boatPreviewSchema = {
+  schema: {
+    summary: "Preview a Boat action (adopt, retireCreate, reconcileDeletion, retryDeletion) for a target",
+    params: BoatActionParams,
+    querystring: BoatTarget,
+    response: answers({ 200: BoatActionPreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/boats/:action */
+const boatApplySchema = {
+  schema: {
+    summary: "Apply a Boat action against its previewed state (409 state_changed when it moved)",
+    params: BoatActionParams,
+    body: BoatActionBody,
+    response: answers({ 200: BoatActionApplyResponse }),
+  },
+};
+
 /** The restore and Boat action routes: one plugin for app.ts to register. */
 export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   await app.register(restoreActionRoutes, ctx);
@@ -356,121 +404,68 @@ export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async 
 
 /** GET /v1/recovery/restores/:operationId, GET|POST /v1/recovery/restores/:operationId/:action. */
 const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get(
-    "/v1/recovery/restores/:operationId",
-    {
-      schema: {
-        summary: "A restore that needs a person: its timeline, owner, fence and the actions it allows",
-        params: RestoreParams,
-        response: answers({ 200: RestoreDetailResponse }),
+  app.get("/v1/recovery/restores/:operationId", restoreDetailSchema, async (request) => {
+    const { operationId } = request.params;
+    const botId = findRestoreBot(ctx, operationId);
+    const preview = await controllerOf(ctx, botId).preview(operationId);
+    const command = (action: RestoreActionName) =>
+      preview.actions[action].eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null;
+    return {
+      ok: true as const,
+      botId,
+      chain: "verified" as const,
+      // The lock file's server path never leaves (answers name no server paths).
+      restore: {
+        ...preview,
+        ...(preview.tornLock ? { tornLock: { ...preview.tornLock, path: null } } : {}),
       },
-    },
-    async (request) => {
-      const { operationId } = request.params;
-      const botId = findRestoreBot(ctx, operationId);
-      const preview = await controllerOf(ctx, botId).preview(operationId);
-      const command = (action: RestoreActionName) =>
-        preview.actions[action].eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null;
-      return {
-        ok: true as const,
-        botId,
-        chain: "verified" as const,
-        // The lock file's server path never leaves (answers name no server paths).
-        restore: {
-          ...preview,
-          ...(preview.tornLock ? { tornLock: { ...preview.tornLock, path: null } } : {}),
-        },
-        commands: {
-          abort: command("abort"),
-          release: command("release"),
-          complete: command("complete"),
-          rollback: command("rollback"),
-        },
-      };
-    },
-  );
+      commands: {
+        abort: command("abort"),
+        release: command("release"),
+        complete: command("complete"),
+        rollback: command("rollback"),
+      },
+    };
+  });
 
-  app.get(
-    "/v1/recovery/restores/:operationId/:action",
-    {
-      schema: {
-        summary: "Preview a restore action (abort, release, complete, rollback): its fence and CLI command",
-        params: RestoreActionParams,
-        response: answers({ 200: RestoreActionPreviewResponse }),
-      },
-    },
-    async (request) => {
-      const { operationId, action } = request.params;
-      const botId = findRestoreBot(ctx, operationId);
-      const preview = await controllerOf(ctx, botId).preview(operationId);
-      const verdict = preview.actions[action];
-      return {
-        ok: true as const,
-        preview: true as const,
-        changed: false as const,
-        action,
-        operationId,
-        botId,
-        eligible: verdict.eligible,
-        blockers: verdict.blockers,
-        fence: preview.fence,
-        command: verdict.eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null,
-      };
-    },
-  );
+  app.get("/v1/recovery/restores/:operationId/:action", restorePreviewSchema, async (request) => {
+    const { operationId, action } = request.params;
+    const botId = findRestoreBot(ctx, operationId);
+    const preview = await controllerOf(ctx, botId).preview(operationId);
+    const verdict = preview.actions[action];
+    return {
+      ok: true as const,
+      preview: true as const,
+      changed: false as const,
+      action,
+      operationId,
+      botId,
+      eligible: verdict.eligible,
+      blockers: verdict.blockers,
+      fence: preview.fence,
+      command: verdict.eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null,
+    };
+  });
 
-  app.post(
-    "/v1/recovery/restores/:operationId/:action",
-    {
-      schema: {
-        summary: "Apply a restore action against its previewed fence (409 state_changed when it moved)",
-        params: RestoreActionParams,
-        body: RestoreActionBody,
-        response: answers({ 200: RestoreActionApplyResponse }),
-      },
-    },
-    async (request) => {
-      const { operationId, action } = request.params;
-      return applyRestoreAction(ctx, action, operationId, request.body);
-    },
-  );
+  app.post("/v1/recovery/restores/:operationId/:action", restoreApplySchema, async (request) => {
+    const { operationId, action } = request.params;
+    return applyRestoreAction(ctx, action, operationId, request.body);
+  });
 };
 
 /** GET|POST /v1/recovery/boats/:action (adopt, retireCreate, reconcileDeletion, retryDeletion). */
 const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get(
-    "/v1/recovery/boats/:action",
-    {
-      schema: {
-        summary: "Preview a Boat action (adopt, retireCreate, reconcileDeletion, retryDeletion) for a target",
-        params: BoatActionParams,
-        querystring: BoatTarget,
-        response: answers({ 200: BoatActionPreviewResponse }),
-      },
-    },
-    async (request) => {
-      const { action } = request.params;
-      return previewBoatAction(ctx, action, boatTarget(action, request.query));
-    },
-  );
+  app.get("/v1/recovery/boats/:action", boatPreviewSchema, async (request) => {
+    const { action } = request.params;
+    return previewBoatAction(ctx, action, boatTarget(action, request.query));
+  });
 
-  app.post(
-    "/v1/recovery/boats/:action",
-    {
-      schema: {
-        summary: "Apply a Boat action against its previewed state (409 state_changed when it moved)",
-        params: BoatActionParams,
-        body: BoatActionBody,
-        response: answers({ 200: BoatActionApplyResponse }),
-      },
-    },
-    async (request) => {
-      const { action } = request.params;
-      const target = boatTarget(action, request.body);
-      const run = () => applyBoatAction(ctx, action, target, request.body.expectedState);
-      // One lifecycle operation per bot in this process, as the computer routes: an overlapping click is a
-      // clear 409 bot_busy, not a queue (the journals serialize two processes).
-      return target.botId === undefined ? run() : ctx.exclusivity.run(target.botId, run);
-    },
-  );
+  app.post("/v1/recovery/boats/:action", boatApplySchema, async (request) => {
+    const { action } = request.params;
+    const target = boatTarget(action, request.body);
+    const run = () => applyBoatAction(ctx, action, target, request.body.expectedState);
+    // One lifecycle operation per bot in this process, as the computer routes: an overlapping click is a
+    // clear 409 bot_busy, not a queue (the journals serialize two processes).
+    return target.botId === undefined ? run() : ctx.exclusivity.run(target.botId, run);
+  });
 };
