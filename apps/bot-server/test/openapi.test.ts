@@ -3,15 +3,16 @@
  * registers, and true: every documented operation is called, and each answer is checked against the
  * schema documented for its status (or the 4XX/5XX error body) and content type.
  */
+import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { Ajv2020 } from "ajv/dist/2020.js";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registeredRoutes } from "../src/app.js";
 import type { RunningServer } from "../src/server.js";
-import { api, inProcessServer } from "./helpers.js";
+import { api, inProcessServer, type ServerChild, spawnServer, tempDir } from "./helpers.js";
 
 let server: RunningServer;
-inProcessServer("openapi", (s) => {
+const home = inProcessServer("openapi", (s) => {
   server = s;
 });
 
@@ -116,7 +117,43 @@ describe("the OpenAPI document", () => {
   });
 });
 
+const ADMIN = "a".repeat(32);
+const READER = "r".repeat(32);
+
+/**
+ * A server (admin and read tokens) on a data directory where an earlier server was SIGKILLed inside a
+ * restore of bot `stuck` (crash point restore.after-locked, before any file changed): a restore that needs
+ * a person, for the recovery-action routes' real previews and applies.
+ */
+async function serverWithStuckRestore(dataDir: string): Promise<ServerChild> {
+  const crashing = await spawnServer(dataDir, {
+    DRYDOCK_CRASH_POINT: "restore.after-locked",
+    DRYDOCK_TOKEN: ADMIN,
+  });
+  try {
+    const call = api(crashing.url, crashing.token);
+    expect((await call("POST", "/v1/bots", { name: "stuck", botId: "stuck" })).status).toBe(201);
+    expect((await call("PUT", "/v1/bots/stuck/files/a.txt", "v1")).status).toBe(201);
+    const checkpointId = (await call("POST", "/v1/bots/stuck/checkpoints")).json.checkpoint.checkpointId;
+    await call("POST", `/v1/bots/stuck/checkpoints/${checkpointId}/restore`).catch(() => undefined);
+    expect((await crashing.exited).signal).toBe("SIGKILL");
+  } finally {
+    crashing.kill();
+  }
+  return spawnServer(dataDir, { DRYDOCK_TOKEN: ADMIN, DRYDOCK_TOKENS: `dash:read:${READER}` });
+}
+
 describe("every documented route answers as documented", () => {
+  const stuckDir = tempDir("openapi-stuck");
+  let stuck: ServerChild;
+  beforeAll(async () => {
+    stuck = await serverWithStuckRestore(stuckDir.dir);
+  });
+  afterAll(() => {
+    stuck?.kill();
+    stuckDir.cleanup();
+  });
+
   it("calls each operation (successes and refusals) and checks every answer against its schema", async () => {
     const ajv = new Ajv2020({ strict: false, validateFormats: false });
     ajv.addSchema({ $id: "openapi.json", components: doc.components });
@@ -147,8 +184,13 @@ describe("every documented route answers as documented", () => {
       expected: number,
       body?: unknown,
       token: string | null = server.token,
+      base: string = server.url,
     ) => {
-      const res = await (token === server.token ? admin : api(server.url, token))(method, url, body);
+      const res = await (token === server.token && base === server.url ? admin : api(base, token))(
+        method,
+        url,
+        body,
+      );
       expect(res.status, `${method} ${url}: ${res.text.slice(0, 300)}`).toBe(expected);
       const type = res.headers.get("content-type") ?? "";
       const schema = schemaFor(method, path, res.status, type);
@@ -200,6 +242,69 @@ describe("every documented route answers as documented", () => {
     await check("GET", "/v1/restores/{operationId}", `/v1/restores/${restored.json.operationId}`, 200);
     await check("GET", "/v1/restores/{operationId}", "/v1/restores/none", 404);
     await check("GET", "/v1/recovery", "/v1/recovery", 200);
+
+    // The fenced recovery actions. Restores: the stuck server's restore, killed after it took the lock.
+    const onStuck = (
+      method: string,
+      path: string,
+      url: string,
+      expected: number,
+      body?: unknown,
+      token = ADMIN,
+    ) => check(method, path, url, expected, body, token, stuck.url);
+    const stuckOp = (await api(stuck.url, ADMIN)("GET", "/v1/recovery")).json.restores[0].operationId;
+    const detail = "/v1/recovery/restores/{operationId}";
+    expect(
+      (await onStuck("GET", detail, `/v1/recovery/restores/${stuckOp}`, 200)).json.commands.abort,
+    ).toEqual(expect.any(String));
+    await check("GET", detail, "/v1/recovery/restores/no-such-op", 404);
+    const action = "/v1/recovery/restores/{operationId}/{action}";
+    const abort = await onStuck("GET", action, `/v1/recovery/restores/${stuckOp}/abort`, 200);
+    expect(abort.json.eligible).toBe(true);
+    const release = await onStuck("GET", action, `/v1/recovery/restores/${stuckOp}/release`, 200);
+    expect(release.json.eligible).toBe(false);
+    await onStuck("GET", action, `/v1/recovery/restores/${stuckOp}/explode`, 400);
+    await check("GET", action, "/v1/recovery/restores/no-such-op/abort", 404);
+    const fence = abort.json.fence;
+    await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/abort`, 403, { fence }, READER);
+    await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/release`, 409, { fence });
+    await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/abort`, 400, {
+      fence: { ...fence, expectedHash: "nope" },
+    });
+    const aborted = await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/abort`, 200, {
+      fence,
+      reason: "openapi test",
+    });
+    expect(aborted.json).toMatchObject({ action: "abort", phase: "aborted" });
+    const stale = await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/abort`, 409, { fence });
+    expect(stale.json.error.code).toBe("state_changed");
+
+    // Boats: a DELETE a stopped server left on the wire (prepared, no receipt, 31 s ago) is retried.
+    const boats = "/v1/recovery/boats/{action}";
+    await check("POST", "/v1/bots", "/v1/bots", 201, { name: "Gone", botId: "gone" });
+    const gone = (await check("POST", "/v1/bots/{botId}/computer", "/v1/bots/gone/computer", 201)).json
+      .computer;
+    await openBoatDeleteJournal({ dataDir: home.dir, now: () => Date.now() - 31_000 }).prepareBoatDeletion({
+      boxId: gone.boxId,
+      name: gone.name,
+      ownerBotId: "gone",
+    });
+    const retry = await check("GET", boats, `/v1/recovery/boats/retryDeletion?boxId=${gone.boxId}`, 200);
+    expect(retry.json.eligible).toBe(true);
+    await check("GET", boats, "/v1/recovery/boats/adopt?botId=gone", 400);
+    await check("GET", boats, "/v1/recovery/boats/reconcileDeletion?boxId=bx_22222222", 404);
+    const expectedState = retry.json.expectedState;
+    await check("POST", boats, "/v1/recovery/boats/retryDeletion", 409, {
+      boxId: gone.boxId,
+      expectedState: `sha256:${"0".repeat(64)}`,
+    });
+    await check("POST", boats, "/v1/recovery/boats/retryDeletion", 400, { boxId: gone.boxId });
+    const retried = await check("POST", boats, "/v1/recovery/boats/retryDeletion", 200, {
+      boxId: gone.boxId,
+      expectedState,
+    });
+    expect(retried.json).toMatchObject({ action: "retryDeletion", boxId: gone.boxId });
+
     await check("DELETE", "/v1/bots/{botId}", "/v1/bots/doc", 409);
     await check("DELETE", "/v1/bots/{botId}/computer", "/v1/bots/doc/computer", 200, {
       confirmName: computer.json.computer.name,

@@ -15,6 +15,8 @@ import type { RunningServer } from "../src/server.js";
 import { type Api, api, inProcessServer, type ServerChild, spawnServer, tempDir } from "./helpers.js";
 
 const TOKEN = "k".repeat(32);
+/** A read-only token (DRYDOCK_TOKENS `dash:read:…`) of the restarted server: it may look, never apply. */
+const READER = "r".repeat(32);
 
 /**
  * A bot `botId` whose restore the server was SIGKILLed in, at `point` (the server is started with the crash
@@ -44,7 +46,7 @@ describe("restores killed mid-way (before any file changed), after a restart", (
   beforeAll(async () => {
     await killRestoreAt(tmp.dir, "alpha", "restore.after-locked");
     await killRestoreAt(tmp.dir, "beta", "restore.after-locked");
-    server = await spawnServer(tmp.dir, { DRYDOCK_TOKEN: TOKEN });
+    server = await spawnServer(tmp.dir, { DRYDOCK_TOKEN: TOKEN, DRYDOCK_TOKENS: `dash:read:${READER}` });
     call = api(server.url, server.token);
     const recovery = (await call("GET", "/v1/recovery")).json;
     for (const item of recovery.restores) items.set(item.botId, item);
@@ -88,6 +90,56 @@ describe("restores killed mid-way (before any file changed), after a restart", (
     );
     const again = (await call("GET", `/v1/recovery/restores/${operationId}/abort`)).json;
     expect(again.fence).toEqual(preview.fence);
+  });
+
+  it("a read token sees the previews but is refused 403 forbidden on every apply, and nothing changes", async () => {
+    const { operationId } = items.get("alpha")!;
+    const reader = api(server.url, READER);
+    const detail = await reader("GET", `/v1/recovery/restores/${operationId}`);
+    expect(detail.status).toBe(200);
+    expect(detail.json.restore.saga.phase).toBe("locked");
+    // A Boat item too: a DELETE a stopped server left on the wire (prepared, no receipt, 31 s ago).
+    expect((await call("POST", "/v1/bots", { name: "rory", botId: "rory" })).status).toBe(201);
+    const computer = (await call("POST", "/v1/bots/rory/computer")).json.computer;
+    await openBoatDeleteJournal({ dataDir: tmp.dir, now: () => Date.now() - 31_000 }).prepareBoatDeletion({
+      boxId: computer.boxId,
+      name: computer.name,
+      ownerBotId: "rory",
+    });
+    const boatPreview = await reader("GET", `/v1/recovery/boats/retryDeletion?boxId=${computer.boxId}`);
+    expect(boatPreview.status, JSON.stringify(boatPreview.json)).toBe(200);
+    expect(boatPreview.json.eligible).toBe(true);
+    const deletionsBefore = await openBoatDeleteJournal({ dataDir: tmp.dir }).boatDeletionSnapshot();
+
+    for (const action of ["abort", "release", "complete", "rollback"]) {
+      const preview = await reader("GET", `/v1/recovery/restores/${operationId}/${action}`);
+      expect(preview.status, action).toBe(200);
+      const refused = await reader("POST", `/v1/recovery/restores/${operationId}/${action}`, {
+        fence: preview.json.fence,
+      });
+      expect(refused.status, action).toBe(403);
+      expect(refused.json.error.code).toBe("forbidden");
+    }
+    for (const [action, target] of [
+      ["adopt", { botId: "rory", boxId: computer.boxId }],
+      ["retireCreate", { botId: "rory" }],
+      ["reconcileDeletion", { boxId: computer.boxId }],
+      ["retryDeletion", { boxId: computer.boxId }],
+    ] as const) {
+      const refused = await reader("POST", `/v1/recovery/boats/${action}`, {
+        ...target,
+        expectedState: boatPreview.json.expectedState,
+      });
+      expect(refused.status, action).toBe(403);
+      expect(refused.json.error.code).toBe("forbidden");
+    }
+
+    // Nothing moved: the same saga (events, fence, owner), the same deletion fence and Boat state.
+    expect((await reader("GET", `/v1/recovery/restores/${operationId}`)).json).toEqual(detail.json);
+    expect(await openBoatDeleteJournal({ dataDir: tmp.dir }).boatDeletionSnapshot()).toEqual(deletionsBefore);
+    expect((await reader("GET", `/v1/recovery/boats/retryDeletion?boxId=${computer.boxId}`)).json).toEqual(
+      boatPreview.json,
+    );
   });
 
   it("refuses an action that is not eligible (409 action_not_eligible) and a malformed fence (400)", async () => {

@@ -25,6 +25,8 @@ declare const sessionStorage: { getItem(key: string): string | null };
 declare function getComputedStyle(element: unknown): { outlineStyle: string };
 
 const TOKEN = "c".repeat(32);
+/** A read-only token of the server under test (DRYDOCK_TOKENS `dash:read:…`, as test/operations.test.ts). */
+const READER = "r".repeat(32);
 const SHOTS = process.env.DRYDOCK_CONSOLE_SCREENSHOTS === "1" ? join(REPO_ROOT, "docs", "console") : null;
 /** TOOLING.md's flags for Debian's chromium here. */
 const CHROMIUM_FLAGS = [
@@ -74,7 +76,7 @@ describe("the operator console in headless chromium", () => {
   beforeAll(async () => {
     await killRestoreAt(data.dir, "alpha", "restore.after-locked");
     await killRestoreAt(data.dir, "beta", "restore.after-locked");
-    server = await spawnServer(data.dir, { DRYDOCK_TOKEN: TOKEN });
+    server = await spawnServer(data.dir, { DRYDOCK_TOKEN: TOKEN, DRYDOCK_TOKENS: `dash:read:${READER}` });
     const call = api(server.url, server.token);
     expect((await call("POST", "/v1/bots", { name: "Gamma", botId: "gamma" })).status).toBe(201);
     const computer = await call("POST", "/v1/bots/gamma/computer");
@@ -162,6 +164,46 @@ describe("the operator console in headless chromium", () => {
     await timeline.getByRole("button", { name: "Close timeline" }).click();
   });
 
+  it("signed in with a read-only token, shows the items and previews, but the apply is refused and nothing changes", async () => {
+    const operationId = restores.get("alpha")!;
+    const controller = createRestoreRecoveryController({
+      dataDir: data.dir,
+      workspaceRoot: join(data.dir, "workspaces", "alpha"),
+    });
+    const before = await controller.preview(operationId);
+    // A tab of its own: its own sessionStorage, so its own sign-in.
+    const reader = await context.newPage();
+    try {
+      await reader.goto(`${server.url}/console/`);
+      await reader.getByLabel("Server token").fill(READER);
+      await reader.getByRole("button", { name: "Sign in" }).click();
+      await reader.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+      const item = reader.getByTestId(`restore-${operationId}`);
+      await expect.poll(() => item.textContent()).toContain("abort (recommended)");
+      expect(await reader.getByTestId("bot-gamma").textContent()).toContain(boxId);
+      await item.getByRole("button", { name: "Preview abort" }).click();
+      const dialog = reader.getByRole("dialog", { name: `Preview: abort restore ${operationId}` });
+      await expect.poll(() => dialog.textContent()).toContain(before.fence.expectedHash);
+      await dialog.getByRole("button", { name: "Apply abort" }).click();
+      const alert = dialog.getByRole("alert");
+      await expect.poll(() => alert.textContent()).toContain("Refused (forbidden)");
+      const text = await alert.textContent();
+      expect(text).toContain("The token 'dash' may only read (role read); changes need an admin token.");
+      expect(text).toContain("Nothing was applied");
+      expect(await dialog.getByRole("button", { name: "Apply abort" }).count()).toBe(0);
+      await reader.keyboard.press("Escape");
+      await expect.poll(() => dialog.count()).toBe(0);
+      // Still signed in (a 403 is not a wrong token), and the item is still there.
+      expect(await reader.getByTestId(`restore-${operationId}`).count()).toBe(1);
+    } finally {
+      await reader.close();
+    }
+    // Nothing changed: the same saga, fence and owner.
+    const after = await controller.preview(operationId);
+    expect(after.fence).toEqual(before.fence);
+    expect(after.saga).toEqual(before.saga);
+  });
+
   it("previews the abort with its fence, applies it, and the item disappears", async () => {
     const operationId = restores.get("alpha")!;
     const item = page.getByTestId(`restore-${operationId}`);
@@ -222,7 +264,7 @@ describe("the operator console in headless chromium", () => {
     await expect.poll(() => dialog.count()).toBe(0);
   });
 
-  it("cannot apply anything without the token, or with a wrong one (no read-only role in this branch yet)", async () => {
+  it("cannot apply anything without the token, or with a wrong one", async () => {
     const operationId = restores.get("beta")!;
     const answers = await page.evaluate(
       async ({ operationId, wrong }) => {

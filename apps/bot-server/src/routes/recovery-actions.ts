@@ -21,6 +21,7 @@ import { BOT_ID } from "../bots.js";
 import type { ServerContext } from "../context.js";
 import { sagaStore } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
+import { answers, ErrorBody } from "./schemas.js";
 
 /**
  * The fenced actions `drydock` offers, over HTTP: each is a preview (the fence and the exact CLI command, as
@@ -35,10 +36,8 @@ import { HttpProblem } from "../http-errors.js";
 // ---------------------------------------------------------------------------------------------------------
 // Schemas (exported: the console's typed client derives its types from them)
 
-export const ErrorResponse = z.object({
-  ok: z.literal(false),
-  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
-});
+/** The shared error body of every route (schemas.ts), under the name the console's client imports. */
+export const ErrorResponse = ErrorBody;
 
 const OperationIdParam = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/, "must be an operation id");
 
@@ -151,8 +150,6 @@ export const BoatActionApplyResponse = z.discriminatedUnion("action", [
     pending: z.boolean(),
   }),
 ]);
-
-const errors = { 400: ErrorResponse, 404: ErrorResponse, 409: ErrorResponse, 503: ErrorResponse };
 
 // ---------------------------------------------------------------------------------------------------------
 // Restores
@@ -351,6 +348,54 @@ function applyBoatAction(
 // ---------------------------------------------------------------------------------------------------------
 // Routes
 
+/** GET /v1/recovery/restores/:operationId */
+const restoreDetailSchema = {
+  schema: {
+    summary: "A restore that needs a person: its timeline, owner, fence and the actions it allows",
+    params: RestoreParams,
+    response: answers({ 200: RestoreDetailResponse }),
+  },
+};
+
+/** GET /v1/recovery/restores/:operationId/:action */
+const restorePreviewSchema = {
+  schema: {
+    summary: "Preview a restore action (abort, release, complete, rollback): its fence and CLI command",
+    params: RestoreActionParams,
+    response: answers({ 200: RestoreActionPreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/restores/:operationId/:action */
+const restoreApplySchema = {
+  schema: {
+    summary: "Apply a restore action against its previewed fence (409 state_changed when it moved)",
+    params: RestoreActionParams,
+    body: RestoreActionBody,
+    response: answers({ 200: RestoreActionApplyResponse }),
+  },
+};
+
+/** GET /v1/recovery/boats/:action */
+const boatPreviewSchema = {
+  schema: {
+    summary: "Preview a Boat action (adopt, retireCreate, reconcileDeletion, retryDeletion) for a target",
+    params: BoatActionParams,
+    querystring: BoatTarget,
+    response: answers({ 200: BoatActionPreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/boats/:action */
+const boatApplySchema = {
+  schema: {
+    summary: "Apply a Boat action against its previewed state (409 state_changed when it moved)",
+    params: BoatActionParams,
+    body: BoatActionBody,
+    response: answers({ 200: BoatActionApplyResponse }),
+  },
+};
+
 /** The restore and Boat action routes: one plugin for app.ts to register. */
 export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   await app.register(restoreActionRoutes, ctx);
@@ -359,106 +404,68 @@ export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async 
 
 /** GET /v1/recovery/restores/:operationId, GET|POST /v1/recovery/restores/:operationId/:action. */
 const restoreActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get(
-    "/v1/recovery/restores/:operationId",
-    { schema: { params: RestoreParams, response: { 200: RestoreDetailResponse, ...errors } } },
-    async (request) => {
-      const { operationId } = request.params;
-      const botId = findRestoreBot(ctx, operationId);
-      const preview = await controllerOf(ctx, botId).preview(operationId);
-      const command = (action: RestoreActionName) =>
-        preview.actions[action].eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null;
-      return {
-        ok: true as const,
-        botId,
-        chain: "verified" as const,
-        // The lock file's server path never leaves (answers name no server paths).
-        restore: {
-          ...preview,
-          ...(preview.tornLock ? { tornLock: { ...preview.tornLock, path: null } } : {}),
-        },
-        commands: {
-          abort: command("abort"),
-          release: command("release"),
-          complete: command("complete"),
-          rollback: command("rollback"),
-        },
-      };
-    },
-  );
-
-  app.get(
-    "/v1/recovery/restores/:operationId/:action",
-    { schema: { params: RestoreActionParams, response: { 200: RestoreActionPreviewResponse, ...errors } } },
-    async (request) => {
-      const { operationId, action } = request.params;
-      const botId = findRestoreBot(ctx, operationId);
-      const preview = await controllerOf(ctx, botId).preview(operationId);
-      const verdict = preview.actions[action];
-      return {
-        ok: true as const,
-        preview: true as const,
-        changed: false as const,
-        action,
-        operationId,
-        botId,
-        eligible: verdict.eligible,
-        blockers: verdict.blockers,
-        fence: preview.fence,
-        command: verdict.eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null,
-      };
-    },
-  );
-
-  app.post(
-    "/v1/recovery/restores/:operationId/:action",
-    {
-      schema: {
-        params: RestoreActionParams,
-        body: RestoreActionBody,
-        response: { 200: RestoreActionApplyResponse, ...errors },
+  app.get("/v1/recovery/restores/:operationId", restoreDetailSchema, async (request) => {
+    const { operationId } = request.params;
+    const botId = findRestoreBot(ctx, operationId);
+    const preview = await controllerOf(ctx, botId).preview(operationId);
+    const command = (action: RestoreActionName) =>
+      preview.actions[action].eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null;
+    return {
+      ok: true as const,
+      botId,
+      chain: "verified" as const,
+      // The lock file's server path never leaves (answers name no server paths).
+      restore: {
+        ...preview,
+        ...(preview.tornLock ? { tornLock: { ...preview.tornLock, path: null } } : {}),
       },
-    },
-    async (request) => {
-      const { operationId, action } = request.params;
-      return applyRestoreAction(ctx, action, operationId, request.body);
-    },
-  );
+      commands: {
+        abort: command("abort"),
+        release: command("release"),
+        complete: command("complete"),
+        rollback: command("rollback"),
+      },
+    };
+  });
+
+  app.get("/v1/recovery/restores/:operationId/:action", restorePreviewSchema, async (request) => {
+    const { operationId, action } = request.params;
+    const botId = findRestoreBot(ctx, operationId);
+    const preview = await controllerOf(ctx, botId).preview(operationId);
+    const verdict = preview.actions[action];
+    return {
+      ok: true as const,
+      preview: true as const,
+      changed: false as const,
+      action,
+      operationId,
+      botId,
+      eligible: verdict.eligible,
+      blockers: verdict.blockers,
+      fence: preview.fence,
+      command: verdict.eligible ? restoreCommand(ctx.commandPrefix(), action, preview) : null,
+    };
+  });
+
+  app.post("/v1/recovery/restores/:operationId/:action", restoreApplySchema, async (request) => {
+    const { operationId, action } = request.params;
+    return applyRestoreAction(ctx, action, operationId, request.body);
+  });
 };
 
 /** GET|POST /v1/recovery/boats/:action (adopt, retireCreate, reconcileDeletion, retryDeletion). */
 const boatActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
-  app.get(
-    "/v1/recovery/boats/:action",
-    {
-      schema: {
-        params: BoatActionParams,
-        querystring: BoatTarget,
-        response: { 200: BoatActionPreviewResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { action } = request.params;
-      return previewBoatAction(ctx, action, boatTarget(action, request.query));
-    },
-  );
+  app.get("/v1/recovery/boats/:action", boatPreviewSchema, async (request) => {
+    const { action } = request.params;
+    return previewBoatAction(ctx, action, boatTarget(action, request.query));
+  });
 
-  app.post(
-    "/v1/recovery/boats/:action",
-    {
-      schema: {
-        params: BoatActionParams,
-        body: BoatActionBody,
-        response: { 200: BoatActionApplyResponse, ...errors },
-      },
-    },
-    async (request) => {
-      const { action } = request.params;
-      const target = boatTarget(action, request.body);
-      const run = () => applyBoatAction(ctx, action, target, request.body.expectedState);
-      // One lifecycle operation per bot in this process, as the computer routes: an overlapping click is a
-      // clear 409 bot_busy, not a queue (the journals serialize two processes).
-      return target.botId === undefined ? run() : ctx.exclusivity.run(target.botId, run);
-    },
-  );
+  app.post("/v1/recovery/boats/:action", boatApplySchema, async (request) => {
+    const { action } = request.params;
+    const target = boatTarget(action, request.body);
+    const run = () => applyBoatAction(ctx, action, target, request.body.expectedState);
+    // One lifecycle operation per bot in this process, as the computer routes: an overlapping click is a
+    // clear 409 bot_busy, not a queue (the journals serialize two processes).
+    return target.botId === undefined ? run() : ctx.exclusivity.run(target.botId, run);
+  });
 };
