@@ -178,9 +178,19 @@ export async function transpileWorker(fixture: string): Promise<{ entry: string;
       if (entry.isDirectory()) return sources(path);
       return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [path] : [];
     });
+  // The one workspace package file-lock imports (@drydock/facts, a leaf) is transpiled beside it too: its
+  // dist/ may not exist yet (a fresh clone before the build) and must never be a stale copy.
+  const factsDir = join(PACKAGE_DIR, "..", "facts", "src");
+  for (const file of sources(factsDir)) {
+    compile(file, join(temp.dir, "facts", relative(factsDir, file)).replace(/\.ts$/, ".js"));
+  }
   const srcDir = join(PACKAGE_DIR, "src");
   for (const file of sources(srcDir)) {
-    compile(file, join(temp.dir, "src", relative(srcDir, file)).replace(/\.ts$/, ".js"));
+    const to = join(temp.dir, "src", relative(srcDir, file)).replace(/\.ts$/, ".js");
+    const facts = relative(dirname(to), join(temp.dir, "facts", "index.js"));
+    compile(file, to, (js) =>
+      js.replaceAll('"@drydock/facts"', JSON.stringify(facts.startsWith(".") ? facts : `./${facts}`)),
+    );
   }
   const entry = join(temp.dir, "fixtures", fixture.replace(/\.ts$/, ".mjs"));
   compile(join(FIXTURES, fixture), entry, (js) => js.replaceAll('"@drydock/file-lock"', '"../src/index.js"'));
