@@ -151,7 +151,7 @@ describe("locks: the view and gc", () => {
     expect((await call("GET", "/v1/recovery/locks/gc")).json.candidates).toEqual([]);
   });
 
-  it("a gc applied after its garbage went removes nothing and reports the listed file as kept", async () => {
+  it("a gc applied again once its garbage is gone removes nothing", async () => {
     const locks = join(tmp.dir, "locks");
     const dead = exitedPid();
     const token = randomUUID();

@@ -559,48 +559,7 @@ function Locks({ locks, onPreview }: { locks: LockRow[] | null; onPreview: (p: P
             </thead>
             <tbody>
               {locks.map((lock) => (
-                <tr key={lock.path} data-testid={`lock-${lock.path}`}>
-                  <th scope="row">
-                    <code>{lock.path}</code>
-                  </th>
-                  <td data-label="Kind">{lock.kind}</td>
-                  <td data-label="Owner">
-                    {lock.problem
-                      ? `unreadable: ${lock.problem}`
-                      : !lock.present
-                        ? "absent"
-                        : `pid ${lock.pid}, ${lock.alive ? "running" : "dead"}`}
-                    {lock.ownerDigest && (
-                      <>
-                        {" "}
-                        <code title={lock.ownerDigest}>{lock.ownerDigest.slice(0, 19)}…</code>
-                      </>
-                    )}
-                    {lock.note && <p class="advice">{lock.note}</p>}
-                  </td>
-                  <td data-label="Since">
-                    {lock.createdAt ? (
-                      <time dateTime={lock.createdAt}>{new Date(lock.createdAt).toLocaleString()}</time>
-                    ) : (
-                      "—"
-                    )}
-                  </td>
-                  <td data-label="Restore or edit">
-                    {lock.transactionId ? (
-                      <code>
-                        {lock.purpose === "workspace-edit"
-                          ? `(edit) ${lock.transactionId}`
-                          : lock.transactionId}
-                      </code>
-                    ) : (
-                      "—"
-                    )}
-                  </td>
-                  <td data-label="Leftovers">
-                    {lock.leftovers}
-                    {lock.kept > 0 ? ` (${lock.kept} kept by a running process)` : ""}
-                  </td>
-                </tr>
+                <LockLine key={lock.path} lock={lock} />
               ))}
             </tbody>
           </table>
@@ -631,6 +590,52 @@ function Locks({ locks, onPreview }: { locks: LockRow[] | null; onPreview: (p: P
         </button>
       </div>
     </section>
+  );
+}
+
+/** One lock file: its owner as pid, liveness and digest (never its token). */
+function LockLine({ lock }: { lock: LockRow }) {
+  return (
+    <tr data-testid={`lock-${lock.path}`}>
+      <th scope="row">
+        <code>{lock.path}</code>
+      </th>
+      <td data-label="Kind">{lock.kind}</td>
+      <td data-label="Owner">
+        {lock.problem
+          ? `unreadable: ${lock.problem}`
+          : !lock.present
+            ? "absent"
+            : `pid ${lock.pid}, ${lock.alive ? "running" : "dead"}`}
+        {lock.ownerDigest && (
+          <>
+            {" "}
+            <code title={lock.ownerDigest}>{lock.ownerDigest.slice(0, 19)}…</code>
+          </>
+        )}
+        {lock.note && <p class="advice">{lock.note}</p>}
+      </td>
+      <td data-label="Since">
+        {lock.createdAt ? (
+          <time dateTime={lock.createdAt}>{new Date(lock.createdAt).toLocaleString()}</time>
+        ) : (
+          "—"
+        )}
+      </td>
+      <td data-label="Restore or edit">
+        {lock.transactionId ? (
+          <code>
+            {lock.purpose === "workspace-edit" ? `(edit) ${lock.transactionId}` : lock.transactionId}
+          </code>
+        ) : (
+          "—"
+        )}
+      </td>
+      <td data-label="Leftovers">
+        {lock.leftovers}
+        {lock.kept > 0 ? ` (${lock.kept} kept by a running process)` : ""}
+      </td>
+    </tr>
   );
 }
 
@@ -881,63 +886,68 @@ async function applyPreview(api: Api, preview: Preview, reason: string): Promise
     : `${result.action} applied to ${result.boxId}.`;
 }
 
+/** What a `locks gc` preview lists (it has no fence: each file is judged again when applied). */
+function GcFence({ candidates }: { candidates: string[] }) {
+  return candidates.length === 0 ? (
+    <p>No election records or candidates beside any lock, and no lock of a stopped workspace edit.</p>
+  ) : (
+    <>
+      <p>
+        {candidates.length} leftover file(s); those still provably garbage when you apply are removed (no
+        fence: each is judged again then, as <code>locks gc --yes</code> does):
+      </p>
+      <ul class="candidates">
+        {candidates.map((file) => (
+          <li key={file}>
+            <code>{file}</code>
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+/** What a `restores purge` preview lists, and its fence (the digest of exactly that list). */
+function PurgeFence({ data }: { data: PurgePreview & { olderThanDays: number } }) {
+  const { candidates, kept, stateDigest } = data;
+  return (
+    <>
+      {candidates.length === 0 ? (
+        <p>No archived restore finished {data.olderThanDays} or more days ago.</p>
+      ) : (
+        <>
+          <p>{candidates.length} archived restore(s) would be purged (events deleted, a receipt kept):</p>
+          <ul class="candidates">
+            {candidates.map((c) => (
+              <li key={`${c.botId}/${c.operationId}`}>
+                <code>
+                  {c.botId}/{c.operationId}
+                </code>{" "}
+                {c.phase}, seq {c.seq}, finished {new Date(c.finishedAt).toLocaleString()}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      {kept.map((k) => (
+        <p key={`${k.botId}/${k.operationId}`}>
+          Kept {k.botId}/{k.operationId}: {k.problem}
+        </p>
+      ))}
+      <dl class="fence" aria-label="Fence">
+        <dt>--expected-state</dt>
+        <dd>
+          <code>{stateDigest}</code>
+        </dd>
+      </dl>
+    </>
+  );
+}
+
 /** The fence a preview returned, under the CLI's flag names (what apply sends back). */
 function FenceView({ preview }: { preview: Preview }) {
-  if (preview.kind === "locksGc") {
-    const { candidates } = preview.data;
-    return candidates.length === 0 ? (
-      <p>No election records or candidates beside any lock, and no lock of a stopped workspace edit.</p>
-    ) : (
-      <>
-        <p>
-          {candidates.length} leftover file(s); those still provably garbage when you apply are removed (no
-          fence: each is judged again then, as <code>locks gc --yes</code> does):
-        </p>
-        <ul class="candidates">
-          {candidates.map((file) => (
-            <li key={file}>
-              <code>{file}</code>
-            </li>
-          ))}
-        </ul>
-      </>
-    );
-  }
-  if (preview.kind === "purge") {
-    const { candidates, kept, stateDigest } = preview.data;
-    return (
-      <>
-        {candidates.length === 0 ? (
-          <p>No archived restore finished {preview.data.olderThanDays} or more days ago.</p>
-        ) : (
-          <>
-            <p>{candidates.length} archived restore(s) would be purged (events deleted, a receipt kept):</p>
-            <ul class="candidates">
-              {candidates.map((c) => (
-                <li key={`${c.botId}/${c.operationId}`}>
-                  <code>
-                    {c.botId}/{c.operationId}
-                  </code>{" "}
-                  {c.phase}, seq {c.seq}, finished {new Date(c.finishedAt).toLocaleString()}
-                </li>
-              ))}
-            </ul>
-          </>
-        )}
-        {kept.map((k) => (
-          <p key={`${k.botId}/${k.operationId}`}>
-            Kept {k.botId}/{k.operationId}: {k.problem}
-          </p>
-        ))}
-        <dl class="fence" aria-label="Fence">
-          <dt>--expected-state</dt>
-          <dd>
-            <code>{stateDigest}</code>
-          </dd>
-        </dl>
-      </>
-    );
-  }
+  if (preview.kind === "locksGc") return <GcFence candidates={preview.data.candidates} />;
+  if (preview.kind === "purge") return <PurgeFence data={preview.data} />;
   if (preview.kind === "restore") {
     const { fence } = preview.data;
     return (
