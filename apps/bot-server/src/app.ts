@@ -22,6 +22,7 @@ import { computerRoutes } from "./routes/computers.js";
 import { consoleRoutes } from "./routes/console.js";
 import { fileRoutes } from "./routes/files.js";
 import { healthRoutes } from "./routes/health.js";
+import { lockRoutes } from "./routes/locks.js";
 import { isPublicRoute, openApiRoutes, registerOpenApi } from "./routes/openapi.js";
 import { recoveryRoutes } from "./routes/recovery.js";
 import { recoveryActionRoutes } from "./routes/recovery-actions.js";
@@ -126,6 +127,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
   await app.register(checkpointRoutes, ctx);
   await app.register(recoveryRoutes, ctx);
   await app.register(recoveryActionRoutes, ctx);
+  await app.register(lockRoutes, ctx);
   await app.register(consoleRoutes, ctx);
 
   finishRetirementsWhenReady(app, ctx);

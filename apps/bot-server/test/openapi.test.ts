@@ -3,6 +3,10 @@
  * registers, and true: every documented operation is called, and each answer is checked against the
  * schema documented for its status (or the 4XX/5XX error body) and content type.
  */
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -278,6 +282,50 @@ describe("every documented route answers as documented", () => {
     expect(aborted.json).toMatchObject({ action: "abort", phase: "aborted" });
     const stale = await onStuck("POST", action, `/v1/recovery/restores/${stuckOp}/abort`, 409, { fence });
     expect(stale.json.error.code).toBe("state_changed");
+
+    // The locks, and their garbage: a candidate an exited process left beside a saga lock of `stuck`.
+    const locksOf = await onStuck("GET", "/v1/locks", "/v1/locks", 200);
+    expect(locksOf.json.locks.length).toBeGreaterThan(0);
+    await check("GET", "/v1/locks", "/v1/locks", 401, undefined, null);
+    const shard = readdirSync(join(stuckDir.dir, "restore-sagas")).find((name) =>
+      name.startsWith("workspace-"),
+    );
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid as number;
+    const deadToken = randomUUID();
+    writeFileSync(
+      join(
+        stuckDir.dir,
+        "restore-sagas",
+        shard as string,
+        ".locks",
+        `doc.lock.candidate-${deadPid}-${deadToken}`,
+      ),
+      `${JSON.stringify({ version: 1, pid: deadPid, token: deadToken, createdAt: Date.now() })}\n`,
+    );
+    const gcPath = "/v1/recovery/locks/gc";
+    const gcPreview = await onStuck("GET", gcPath, gcPath, 200);
+    expect(gcPreview.json.candidates).toHaveLength(1);
+    await onStuck("POST", gcPath, gcPath, 403, { confirm: true }, READER);
+    await onStuck("POST", gcPath, gcPath, 400, {});
+    expect((await onStuck("POST", gcPath, gcPath, 200, { confirm: true })).json.removed).toEqual(
+      gcPreview.json.candidates,
+    );
+
+    // The aborted restore is archived: purged against its previewed list.
+    const purge = "/v1/recovery/restores/purge";
+    const purgePreview = await onStuck("GET", purge, `${purge}?olderThanDays=0`, 200);
+    expect(purgePreview.json.candidates.map((c: { operationId: string }) => c.operationId)).toEqual([
+      stuckOp,
+    ]);
+    await onStuck("GET", purge, `${purge}?olderThanDays=-1`, 400);
+    const { stateDigest } = purgePreview.json;
+    await onStuck("POST", purge, purge, 403, { olderThanDays: 0, expectedState: stateDigest }, READER);
+    await onStuck("POST", purge, purge, 409, { olderThanDays: 0, expectedState: `sha256:${"0".repeat(64)}` });
+    const purgedNow = await onStuck("POST", purge, purge, 200, {
+      olderThanDays: 0,
+      expectedState: stateDigest,
+    });
+    expect(purgedNow.json.purged).toHaveLength(1);
 
     // Boats: a DELETE a stopped server left on the wire (prepared, no receipt, 31 s ago) is retried.
     const boats = "/v1/recovery/boats/{action}";

@@ -7,6 +7,7 @@
 import type { BotView, ComputerView } from "../../bot-server/src/domain/computer-view.js";
 import type { sagaView } from "../../bot-server/src/domain/restores.js";
 import type { recoveryReport } from "../../bot-server/src/recovery-report.js";
+import type * as Locks from "../../bot-server/src/routes/locks.js";
 import type * as Actions from "../../bot-server/src/routes/recovery-actions.js";
 
 /** What a zod 4 schema parses to / accepts, without importing zod. */
@@ -31,6 +32,12 @@ export type BoatActionPreview = Out<typeof Actions.BoatActionPreviewResponse>;
 export type BoatActionBody = In<typeof Actions.BoatActionBody>;
 export type BoatActionResult = Out<typeof Actions.BoatActionApplyResponse>;
 export type ErrorBody = Out<typeof Actions.ErrorResponse>;
+export type LockRow = Out<typeof Locks.LockRowSchema>;
+export type LocksGcPreview = Out<typeof Actions.LocksGcPreviewResponse>;
+export type LocksGcResult = Out<typeof Actions.LocksGcApplyResponse>;
+export type PurgePreview = Out<typeof Actions.PurgePreviewResponse>;
+export type PurgeBody = In<typeof Actions.PurgeBody>;
+export type PurgeResult = Out<typeof Actions.PurgeApplyResponse>;
 
 /** A refusal of the server: its status, its lower-snake-case code and its plain-language message. */
 export class ApiError extends Error {
@@ -58,6 +65,11 @@ export interface Api {
   ): Promise<RestoreActionResult>;
   previewBoat(action: BoatActionName, target: BoatTarget): Promise<BoatActionPreview>;
   applyBoat(action: BoatActionName, body: BoatActionBody): Promise<BoatActionResult>;
+  locks(): Promise<{ ok: true; locks: LockRow[] }>;
+  previewLocksGc(): Promise<LocksGcPreview>;
+  applyLocksGc(): Promise<LocksGcResult>;
+  previewPurge(olderThanDays: number): Promise<PurgePreview>;
+  applyPurge(body: PurgeBody): Promise<PurgeResult>;
 }
 
 export function createApi(token: string, base = ""): Api {
@@ -110,5 +122,11 @@ export function createApi(token: string, base = ""): Api {
       return call("GET", `/v1/recovery/boats/${action}?${query}`);
     },
     applyBoat: (action, body) => call("POST", `/v1/recovery/boats/${action}`, body),
+    locks: () => call("GET", "/v1/locks"),
+    previewLocksGc: () => call("GET", "/v1/recovery/locks/gc"),
+    applyLocksGc: () => call("POST", "/v1/recovery/locks/gc", { confirm: true }),
+    previewPurge: (olderThanDays) =>
+      call("GET", `/v1/recovery/restores/purge?olderThanDays=${olderThanDays}`),
+    applyPurge: (body) => call("POST", "/v1/recovery/restores/purge", body),
   };
 }

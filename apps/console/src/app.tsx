@@ -7,6 +7,9 @@ import {
   type BoatItem,
   type Bot,
   createApi,
+  type LockRow,
+  type LocksGcPreview,
+  type PurgePreview,
   type Readiness,
   type RecoveryReport,
   type RestoreActionName,
@@ -102,6 +105,8 @@ interface Snapshot {
   bots: Bot[];
   recovery: RecoveryReport;
   readiness: Readiness | null;
+  /** Null when the locks could not be read (the rest of the page still shows). */
+  locks: LockRow[] | null;
   at: Date;
 }
 
@@ -116,7 +121,9 @@ function inProgress(snapshot: Snapshot): boolean {
 
 type Pending =
   | { kind: "restore"; operationId: string; action: RestoreActionName }
-  | { kind: "boat"; action: BoatActionName; botId: string | null; boxId: string | null };
+  | { kind: "boat"; action: BoatActionName; botId: string | null; boxId: string | null }
+  | { kind: "locksGc"; action: "locks gc" }
+  | { kind: "purge"; action: "restores purge"; olderThanDays: number };
 
 function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
   const [snapshot, setSnapshot] = useState<Snapshot | null>(null);
@@ -128,12 +135,16 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
 
   const load = useCallback(async () => {
     try {
-      const [bots, recovery, readiness] = await Promise.all([
+      const [bots, recovery, readiness, locks] = await Promise.all([
         api.bots(),
         api.recovery(),
         api.readiness().catch(() => null),
+        api.locks().then(
+          (answer) => answer.locks,
+          () => null,
+        ),
       ]);
-      setSnapshot({ bots: bots.bots, recovery, readiness, at: new Date() });
+      setSnapshot({ bots: bots.bots, recovery, readiness, locks, at: new Date() });
       setLoadError(null);
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) onSignOut();
@@ -204,6 +215,13 @@ function Console({ api, onSignOut }: { api: Api; onSignOut: () => void }) {
                 matches(b.botId, b.name, b.computer.boxId, b.computer.name),
             )}
             boats={snapshot.recovery.boats}
+          />
+          <Locks
+            locks={snapshot.locks}
+            onPreview={(p) => {
+              setOutcome(null);
+              setPending(p);
+            }}
           />
         </main>
       )}
@@ -515,6 +533,112 @@ function Bots({ bots, boats }: { bots: Bot[]; boats: BoatItem[] }) {
   );
 }
 
+/** What `drydock locks list` shows, and the housekeeping actions (`locks gc`, `restores purge`). */
+function Locks({ locks, onPreview }: { locks: LockRow[] | null; onPreview: (p: Pending) => void }) {
+  const [days, setDays] = useState("30");
+  const olderThanDays = /^[0-9]{1,6}$/.test(days) ? Number(days) : null;
+  return (
+    <section aria-labelledby="locks-heading">
+      <h2 id="locks-heading">Locks</h2>
+      {locks === null ? (
+        <p class="error">The lock files could not be read.</p>
+      ) : locks.length === 0 ? (
+        <p class="empty">No lock files.</p>
+      ) : (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Lock</th>
+                <th scope="col">Kind</th>
+                <th scope="col">Owner</th>
+                <th scope="col">Since</th>
+                <th scope="col">Restore or edit</th>
+                <th scope="col">Leftovers</th>
+              </tr>
+            </thead>
+            <tbody>
+              {locks.map((lock) => (
+                <LockLine key={lock.path} lock={lock} />
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <div class="actions">
+        <button type="button" onClick={() => onPreview({ kind: "locksGc", action: "locks gc" })}>
+          Preview locks gc
+        </button>
+        <label>
+          Archived restores finished at least (days)
+          <input
+            type="number"
+            min={0}
+            inputMode="numeric"
+            value={days}
+            onInput={(e) => setDays((e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <button
+          type="button"
+          disabled={olderThanDays === null}
+          onClick={() =>
+            olderThanDays !== null && onPreview({ kind: "purge", action: "restores purge", olderThanDays })
+          }
+        >
+          Preview restores purge
+        </button>
+      </div>
+    </section>
+  );
+}
+
+/** One lock file: its owner as pid, liveness and digest (never its token). */
+function LockLine({ lock }: { lock: LockRow }) {
+  return (
+    <tr data-testid={`lock-${lock.path}`}>
+      <th scope="row">
+        <code>{lock.path}</code>
+      </th>
+      <td data-label="Kind">{lock.kind}</td>
+      <td data-label="Owner">
+        {lock.problem
+          ? `unreadable: ${lock.problem}`
+          : !lock.present
+            ? "absent"
+            : `pid ${lock.pid}, ${lock.alive ? "running" : "dead"}`}
+        {lock.ownerDigest && (
+          <>
+            {" "}
+            <code title={lock.ownerDigest}>{lock.ownerDigest.slice(0, 19)}…</code>
+          </>
+        )}
+        {lock.note && <p class="advice">{lock.note}</p>}
+      </td>
+      <td data-label="Since">
+        {lock.createdAt ? (
+          <time dateTime={lock.createdAt}>{new Date(lock.createdAt).toLocaleString()}</time>
+        ) : (
+          "—"
+        )}
+      </td>
+      <td data-label="Restore or edit">
+        {lock.transactionId ? (
+          <code>
+            {lock.purpose === "workspace-edit" ? `(edit) ${lock.transactionId}` : lock.transactionId}
+          </code>
+        ) : (
+          "—"
+        )}
+      </td>
+      <td data-label="Leftovers">
+        {lock.leftovers}
+        {lock.kept > 0 ? ` (${lock.kept} kept by a running process)` : ""}
+      </td>
+    </tr>
+  );
+}
+
 function Timeline({ api, operationId, onClose }: { api: Api; operationId: string; onClose: () => void }) {
   const [detail, setDetail] = useState<RestoreDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -586,7 +710,38 @@ function Timeline({ api, operationId, onClose }: { api: Api; operationId: string
   );
 }
 
-type Preview = { kind: "restore"; data: RestoreActionPreview } | { kind: "boat"; data: BoatActionPreview };
+type Preview =
+  | { kind: "restore"; data: RestoreActionPreview }
+  | { kind: "boat"; data: BoatActionPreview }
+  | { kind: "locksGc"; data: LocksGcPreview & { eligible: boolean } }
+  | { kind: "purge"; data: PurgePreview & { eligible: boolean; olderThanDays: number } };
+
+/** The server's preview of `pending` (nothing changes). */
+function previewOf(api: Api, pending: Pending): Promise<Preview> {
+  switch (pending.kind) {
+    case "restore":
+      return api
+        .previewRestore(pending.operationId, pending.action)
+        .then((data) => ({ kind: "restore" as const, data }));
+    case "boat":
+      return api
+        .previewBoat(pending.action, {
+          ...(pending.botId ? { botId: pending.botId } : {}),
+          ...(pending.boxId ? { boxId: pending.boxId } : {}),
+        })
+        .then((data) => ({ kind: "boat" as const, data }));
+    case "locksGc":
+      return api.previewLocksGc().then((data) => ({
+        kind: "locksGc" as const,
+        data: { ...data, eligible: data.candidates.length > 0 },
+      }));
+    case "purge":
+      return api.previewPurge(pending.olderThanDays).then((data) => ({
+        kind: "purge" as const,
+        data: { ...data, eligible: data.candidates.length > 0, olderThanDays: pending.olderThanDays },
+      }));
+  }
+}
 
 /**
  * Preview → confirm. The preview is the server's (the fence and the exact CLI command); apply sends that
@@ -614,24 +769,17 @@ function ActionDialog(props: {
   useEffect(() => {
     setPreview(null);
     setError(null);
-    const request =
-      pending.kind === "restore"
-        ? api
-            .previewRestore(pending.operationId, pending.action)
-            .then((data) => ({ kind: "restore" as const, data }))
-        : api
-            .previewBoat(pending.action, {
-              ...(pending.botId ? { botId: pending.botId } : {}),
-              ...(pending.boxId ? { boxId: pending.boxId } : {}),
-            })
-            .then((data) => ({ kind: "boat" as const, data }));
-    request.then(setPreview, (e) => setError(e as Error));
+    previewOf(api, pending).then(setPreview, (e) => setError(e as Error));
   }, [api, pending, round]);
 
   const title =
     pending.kind === "restore"
       ? `${pending.action} restore ${pending.operationId}`
-      : `${pending.action} ${[pending.botId, pending.boxId].filter(Boolean).join(" ")}`;
+      : pending.kind === "boat"
+        ? `${pending.action} ${[pending.botId, pending.boxId].filter(Boolean).join(" ")}`
+        : pending.kind === "purge"
+          ? `${pending.action} (finished ${pending.olderThanDays} or more days ago)`
+          : pending.action;
 
   async function apply() {
     if (!preview) return;
@@ -707,6 +855,18 @@ function ActionDialog(props: {
 
 /** Sends the previewed fence back; the outcome in one sentence. Throws the server's refusal. */
 async function applyPreview(api: Api, preview: Preview, reason: string): Promise<string> {
+  if (preview.kind === "locksGc") {
+    const result = await api.applyLocksGc();
+    return `Removed ${result.removed.length} garbage file(s)${result.kept.length > 0 ? `; ${result.kept.length} listed file(s) were no longer garbage and stay` : ""}.`;
+  }
+  if (preview.kind === "purge") {
+    const { data } = preview;
+    const result = await api.applyPurge({
+      olderThanDays: data.olderThanDays,
+      expectedState: data.stateDigest,
+    });
+    return `Purged ${result.purged.length} archived restore(s).`;
+  }
   if (preview.kind === "restore") {
     const { data } = preview;
     const result = await api.applyRestore(data.operationId, data.action, {
@@ -726,8 +886,68 @@ async function applyPreview(api: Api, preview: Preview, reason: string): Promise
     : `${result.action} applied to ${result.boxId}.`;
 }
 
+/** What a `locks gc` preview lists (it has no fence: each file is judged again when applied). */
+function GcFence({ candidates }: { candidates: string[] }) {
+  return candidates.length === 0 ? (
+    <p>No election records or candidates beside any lock, and no lock of a stopped workspace edit.</p>
+  ) : (
+    <>
+      <p>
+        {candidates.length} leftover file(s); those still provably garbage when you apply are removed (no
+        fence: each is judged again then, as <code>locks gc --yes</code> does):
+      </p>
+      <ul class="candidates">
+        {candidates.map((file) => (
+          <li key={file}>
+            <code>{file}</code>
+          </li>
+        ))}
+      </ul>
+    </>
+  );
+}
+
+/** What a `restores purge` preview lists, and its fence (the digest of exactly that list). */
+function PurgeFence({ data }: { data: PurgePreview & { olderThanDays: number } }) {
+  const { candidates, kept, stateDigest } = data;
+  return (
+    <>
+      {candidates.length === 0 ? (
+        <p>No archived restore finished {data.olderThanDays} or more days ago.</p>
+      ) : (
+        <>
+          <p>{candidates.length} archived restore(s) would be purged (events deleted, a receipt kept):</p>
+          <ul class="candidates">
+            {candidates.map((c) => (
+              <li key={`${c.botId}/${c.operationId}`}>
+                <code>
+                  {c.botId}/{c.operationId}
+                </code>{" "}
+                {c.phase}, seq {c.seq}, finished {new Date(c.finishedAt).toLocaleString()}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+      {kept.map((k) => (
+        <p key={`${k.botId}/${k.operationId}`}>
+          Kept {k.botId}/{k.operationId}: {k.problem}
+        </p>
+      ))}
+      <dl class="fence" aria-label="Fence">
+        <dt>--expected-state</dt>
+        <dd>
+          <code>{stateDigest}</code>
+        </dd>
+      </dl>
+    </>
+  );
+}
+
 /** The fence a preview returned, under the CLI's flag names (what apply sends back). */
 function FenceView({ preview }: { preview: Preview }) {
+  if (preview.kind === "locksGc") return <GcFence candidates={preview.data.candidates} />;
+  if (preview.kind === "purge") return <PurgeFence data={preview.data} />;
   if (preview.kind === "restore") {
     const { fence } = preview.data;
     return (

@@ -164,6 +164,33 @@ describe("the operator console in headless chromium", () => {
     await timeline.getByRole("button", { name: "Close timeline" }).click();
   });
 
+  it("shows the locks: the killed restore's workspace lock with its dead owner as a digest, and previews locks gc", async () => {
+    const locks = page.locator("section", { has: page.getByRole("heading", { name: "Locks" }) });
+    const alphaOp = restores.get("alpha")!;
+    // Its workspace lock (its saga's own state lock shows beside it, under restore-sagas/).
+    const row = locks.locator("tbody tr", { hasText: alphaOp }).filter({ hasText: /^locks\/ws-/ });
+    await expect.poll(() => row.count()).toBe(1);
+    const text = (await row.textContent()) ?? "";
+    expect(text).toMatch(/^locks\/ws-[0-9a-f]{64}\.lock/);
+    expect(text).toContain("workspace");
+    expect(text).toMatch(/pid \d+, dead/);
+    expect(text).toContain("sha256:");
+    // The lock's owner token never reaches the page: only its digest.
+    const owners = (await api(server.url, server.token)("GET", "/v1/locks")).json.locks;
+    expect(owners.find((l: { transactionId: string | null }) => l.transactionId === alphaOp)).toMatchObject({
+      purpose: "checkpoint-restore",
+      alive: false,
+    });
+    await shot(page, "locks");
+    // gc never touches a restore's dead lock: nothing to remove here, so no apply is offered.
+    await locks.getByRole("button", { name: "Preview locks gc" }).click();
+    const dialog = page.getByRole("dialog");
+    await expect.poll(() => dialog.textContent()).toContain("no lock of a stopped workspace edit");
+    expect(await dialog.getByRole("button", { name: /^Apply/ }).count()).toBe(0);
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await expect.poll(() => page.getByRole("dialog").count()).toBe(0);
+  });
+
   it("signed in with a read-only token, shows the items and previews, but the apply is refused and nothing changes", async () => {
     const operationId = restores.get("alpha")!;
     const controller = createRestoreRecoveryController({

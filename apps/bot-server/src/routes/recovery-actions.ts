@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
@@ -21,6 +22,7 @@ import { BOT_ID } from "../bots.js";
 import type { ServerContext } from "../context.js";
 import { sagaStore } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
+import { collectGarbage, lockGarbage } from "./locks.js";
 import { answers, ErrorBody } from "./schemas.js";
 
 /**
@@ -150,6 +152,64 @@ export const BoatActionApplyResponse = z.discriminatedUnion("action", [
     pending: z.boolean(),
   }),
 ]);
+
+/** GET /v1/recovery/locks/gc: what `drydock locks gc` (no --yes) lists; tokens in names shown as digests. */
+export const LocksGcPreviewResponse = z.object({
+  ok: z.literal(true),
+  preview: z.literal(true),
+  changed: z.literal(false),
+  /** Locks of stopped workspace edits, then election records and candidates no running process keeps. */
+  candidates: z.array(z.string()),
+  command: z.string(),
+});
+
+/** POST /v1/recovery/locks/gc: the CLI's --yes, said in the body (a bare POST removes nothing). */
+export const LocksGcBody = z.strictObject({ confirm: z.literal(true) });
+
+/** POST /v1/recovery/locks/gc: what `drydock locks gc --yes` removed, and what it listed but left. */
+export const LocksGcApplyResponse = z.object({
+  ok: z.literal(true),
+  removed: z.array(z.string()),
+  kept: z.array(z.string()),
+});
+
+const PurgeCandidateSchema = z.object({
+  botId: z.string(),
+  operationId: z.string(),
+  phase: z.string(),
+  seq: z.number(),
+  headHash: z.string(),
+  finishedAt: z.string(),
+});
+const PurgeKeptSchema = z.object({ botId: z.string(), operationId: z.string(), problem: z.string() });
+const OlderThanDays = z.coerce.number().int().min(0).max(999_999);
+const PurgeDigest = z.string().regex(/^sha256:[0-9a-f]{64}$/, "must be sha256: and 64 hex digits");
+
+export const PurgeQuery = z.object({ olderThanDays: OlderThanDays.default(30) });
+
+/** GET /v1/recovery/restores/purge: what `drydock restores purge` (no --yes) prints, as data. */
+export const PurgePreviewResponse = z.object({
+  ok: z.literal(true),
+  preview: z.literal(true),
+  changed: z.literal(false),
+  candidates: z.array(PurgeCandidateSchema),
+  /** Archives whose chain does not verify or cannot be read: evidence, never purged. */
+  kept: z.array(PurgeKeptSchema),
+  /** The fence: a digest of exactly the listed archives (the CLI's --expected-state). */
+  stateDigest: PurgeDigest,
+  command: z.string(),
+});
+
+export const PurgeBody = z.strictObject({
+  olderThanDays: z.number().int().min(0).max(999_999).default(30),
+  expectedState: PurgeDigest,
+});
+
+export const PurgeApplyResponse = z.object({
+  ok: z.literal(true),
+  purged: z.array(PurgeCandidateSchema),
+  kept: z.array(PurgeKeptSchema),
+});
 
 // ---------------------------------------------------------------------------------------------------------
 // Restores
@@ -346,6 +406,103 @@ function applyBoatAction(
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// Lock garbage and archived restores (`drydock locks gc`, `drydock restores purge`)
+
+/**
+ * `locks gc` has no fence in the CLI (it removes only what is garbage when it runs, judged by file-lock and
+ * restore-saga again at that moment), and neither has its apply here: the preview lists what would be
+ * removed; the apply removes what is still garbage then, and answers what it removed and which of the
+ * listed files it left (`kept`: no longer garbage, or already gone).
+ */
+function previewLocksGc(ctx: ServerContext) {
+  const { stoppedEdits, leftovers } = lockGarbage(ctx);
+  return {
+    ok: true as const,
+    preview: true as const,
+    changed: false as const,
+    candidates: [...stoppedEdits, ...leftovers],
+    command: `${ctx.commandPrefix()} locks gc --yes`,
+  };
+}
+
+async function applyLocksGc(ctx: ServerContext) {
+  const { stoppedEdits, leftovers } = lockGarbage(ctx);
+  const listed = [...stoppedEdits, ...leftovers];
+  const removed = await collectGarbage(ctx, stoppedEdits.length > 0);
+  return { ok: true as const, removed, kept: listed.filter((file) => !removed.includes(file)) };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+type PurgeCandidate = z.infer<typeof PurgeCandidateSchema>;
+
+/** The CLI's purge fence: a digest of exactly which archives are listed, each at its final seq and head. */
+function purgeDigest(candidates: readonly PurgeCandidate[]): string {
+  const facts = candidates
+    .map((c) => [c.botId, c.operationId, c.seq, c.headHash] as const)
+    .sort((a, b) => (a[0] === b[0] ? a[1].localeCompare(b[1]) : a[0].localeCompare(b[0])));
+  const hash = createHash("sha256").update("drydock-restores-purge-v1\0").update(JSON.stringify(facts));
+  return `sha256:${hash.digest("hex")}`;
+}
+
+/**
+ * The CLI's `findPurgeCandidates`: every archived saga finished at or before `cutoff`, with the store that
+ * holds it; an archive whose chain does not verify (or cannot be read) is `kept`, with why: it is evidence.
+ */
+async function findPurgeCandidates(ctx: ServerContext, cutoff: number) {
+  const candidates: (PurgeCandidate & { store: ReturnType<typeof sagaStore> })[] = [];
+  const kept: z.infer<typeof PurgeKeptSchema>[] = [];
+  for (const { botId } of listWorkspaces(ctx.dataDir)) {
+    const store = sagaStore(ctx, botId);
+    for (const operationId of await store.listArchived()) {
+      try {
+        const saga = await store.loadArchived(operationId);
+        const finishedAt = saga.events.at(-1)?.timestamp ?? "";
+        if (Date.parse(finishedAt) > cutoff) continue;
+        const { phase, seq, headHash } = saga;
+        candidates.push({ botId, operationId, phase, seq, headHash, finishedAt, store });
+      } catch (error) {
+        kept.push({ botId, operationId, problem: ctx.scrubPaths((error as Error).message) });
+      }
+    }
+  }
+  return { candidates, kept };
+}
+
+async function previewPurge(ctx: ServerContext, days: number) {
+  const { candidates, kept } = await findPurgeCandidates(ctx, ctx.now() - days * DAY_MS);
+  const listed = candidates.map(({ store: _store, ...rest }) => rest);
+  const stateDigest = purgeDigest(listed);
+  const command = `${ctx.commandPrefix()} restores purge --older-than-days ${days} --expected-state ${stateDigest} --yes`;
+  return { listed, candidates, kept, stateDigest, command };
+}
+
+/**
+ * `restores purge --yes --expected-state`: each listed archive purged with the fence just read (events
+ * deleted, a receipt kept), but only if the list is still exactly the one previewed (else 409
+ * state_changed, the CLI's FENCE_MISMATCH, nothing purged).
+ */
+async function applyPurge(ctx: ServerContext, days: number, expectedState: string) {
+  const { listed, candidates, kept, stateDigest } = await previewPurge(ctx, days);
+  if (expectedState !== stateDigest) {
+    throw new HttpProblem(
+      409,
+      "state_changed",
+      `The archived restores to purge are not the ones previewed (now ${listed.length}); nothing was purged. Run \`${ctx.commandPrefix()} restores purge --older-than-days ${days}\` again and check the list.`,
+      { expected: expectedState, actual: stateDigest },
+    );
+  }
+  const purged: PurgeCandidate[] = [];
+  for (const { store, ...candidate } of candidates) {
+    await store.purgeArchived(candidate.operationId, {
+      expectedSeq: candidate.seq,
+      expectedHash: candidate.headHash,
+    });
+    purged.push(candidate);
+  }
+  return { ok: true as const, purged, kept };
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Routes
 
 /** GET /v1/recovery/restores/:operationId */
@@ -396,10 +553,69 @@ const boatApplySchema = {
   },
 };
 
+/** GET /v1/recovery/locks/gc */
+const locksGcPreviewSchema = {
+  schema: {
+    summary: "Preview lock garbage collection: the leftovers and stopped-edit locks that would go",
+    response: answers({ 200: LocksGcPreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/locks/gc */
+const locksGcApplySchema = {
+  schema: {
+    summary: "Remove the lock garbage that is still garbage now (as `drydock locks gc --yes`)",
+    body: LocksGcBody,
+    response: answers({ 200: LocksGcApplyResponse }),
+  },
+};
+
+/** GET /v1/recovery/restores/purge */
+const purgePreviewSchema = {
+  schema: {
+    summary: "Preview purging archived restores finished olderThanDays ago: the list and its fence",
+    querystring: PurgeQuery,
+    response: answers({ 200: PurgePreviewResponse }),
+  },
+};
+
+/** POST /v1/recovery/restores/purge */
+const purgeApplySchema = {
+  schema: {
+    summary: "Purge the previewed archived restores (409 state_changed when the list moved)",
+    body: PurgeBody,
+    response: answers({ 200: PurgeApplyResponse }),
+  },
+};
+
 /** The restore and Boat action routes: one plugin for app.ts to register. */
 export const recoveryActionRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   await app.register(restoreActionRoutes, ctx);
   await app.register(boatActionRoutes, ctx);
+  await app.register(housekeepingRoutes, ctx);
+};
+
+/** GET|POST /v1/recovery/locks/gc, GET|POST /v1/recovery/restores/purge. */
+const housekeepingRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
+  app.get("/v1/recovery/locks/gc", locksGcPreviewSchema, async () => previewLocksGc(ctx));
+  app.post("/v1/recovery/locks/gc", locksGcApplySchema, async () => applyLocksGc(ctx));
+
+  app.get("/v1/recovery/restores/purge", purgePreviewSchema, async (request) => {
+    const days = request.query.olderThanDays;
+    const { listed, kept, stateDigest, command } = await previewPurge(ctx, days);
+    return {
+      ok: true as const,
+      preview: true as const,
+      changed: false as const,
+      candidates: listed,
+      kept,
+      stateDigest,
+      command,
+    };
+  });
+  app.post("/v1/recovery/restores/purge", purgeApplySchema, async (request) =>
+    applyPurge(ctx, request.body.olderThanDays, request.body.expectedState),
+  );
 };
 
 /** GET /v1/recovery/restores/:operationId, GET|POST /v1/recovery/restores/:operationId/:action. */
