@@ -30,6 +30,15 @@ export {
 } from "./errors.js";
 export { validateFence } from "./internal/fence.js";
 export { type OwnerClaim, ownerMayBeAlive } from "./internal/liveness.js";
+export {
+  collectGarbage,
+  keptByLiveProcess,
+  type LockListingOptions,
+  type LockRow,
+  listLocks,
+  lockGarbage,
+  lockPaths,
+} from "./locks.js";
 export type {
   ArchiveView,
   RecoveryLease,

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { RESTORE_OPERATION_ID } from "@drydock/facts";
 import {
   type BoatActionName,
   BoatActionNameSchema,
@@ -20,7 +21,7 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { BOT_ID } from "../bots.js";
 import type { ServerContext } from "../context.js";
-import { sagaStore } from "../domain/workspaces.js";
+import { sagaStore, workspaceRoot } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
 import { collectGarbage, lockGarbage } from "./locks.js";
 import { answers, ErrorBody } from "./schemas.js";
@@ -41,7 +42,7 @@ import { answers, ErrorBody } from "./schemas.js";
 /** The shared error body of every route (schemas.ts), under the name the console's client imports. */
 export const ErrorResponse = ErrorBody;
 
-const OperationIdParam = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_-]{0,127}$/, "must be an operation id");
+const OperationIdParam = z.string().regex(RESTORE_OPERATION_ID, "must be an operation id");
 
 export const RestoreParams = z.object({ operationId: OperationIdParam });
 export const RestoreActionParams = z.object({
@@ -227,7 +228,7 @@ function findRestoreBot(ctx: ServerContext, operationId: string): string {
 function controllerOf(ctx: ServerContext, botId: string) {
   return createRestoreRecoveryController({
     dataDir: ctx.dataDir,
-    workspaceRoot: join(ctx.dataDir, "workspaces", botId),
+    workspaceRoot: workspaceRoot(ctx, botId),
     commandPrefix: ctx.commandPrefix(),
   });
 }

@@ -1,174 +1,13 @@
-import { existsSync, readdirSync } from "node:fs";
-import { join, relative } from "node:path";
-import { LOCKS_DIR, RESTORE_SAGAS_DIR } from "@drydock/facts";
-import { collectLockGarbage, inspectLock } from "@drydock/file-lock";
-import { ownerMayBeAlive } from "@drydock/recovery-controller";
-import {
-  ownerDigest,
-  reapDeadEditLocks,
-  type WorkspaceLockOwner,
-  workspaceLockPath,
-} from "@drydock/restore-saga";
+import { relative } from "node:path";
+import { collectGarbage, type LockRow, listLocks, lockGarbage } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { type Rendered, table } from "../render.js";
 
-export interface LockRow {
-  /** Relative to the data directory. */
-  path: string;
-  kind: "workspace" | "workspace-registry" | "journal" | "saga-state" | "other";
-  present: boolean;
-  pid: number | null;
-  createdAt: string | null;
-  alive: boolean | null;
-  /** Digest of the owner (never its token). */
-  ownerDigest: string | null;
-  /** The restore (or workspace edit, see `purpose`) holding a workspace lock. */
-  transactionId: string | null;
-  /**
-   * What a workspace lock guards: `checkpoint-restore` (a restore; dead, it waits for its fenced recovery)
-   * or `workspace-edit` (the bot server's file write, deletion or checkpoint; dead, it guards nothing and
-   * goes by itself). Null for other locks.
-   */
-  purpose: "checkpoint-restore" | "workspace-edit" | null;
-  /** A workspace edit's lock in words (running, or left by a stopped edit and how it goes); else null. */
-  note: string | null;
-  /** Election records and candidates beside the lock (what `locks gc` may remove). */
-  leftovers: number;
-  /**
-   * Owner files of running processes beside the lock: kept for their next acquire (file-lock's
-   * `reuseOwnerFile`; the restore saga store uses it), or being published right now. `locks gc` leaves them.
-   */
-  kept: number;
-  problem: string | null;
-}
+export type { LockRow };
 
-const LOCK_NAME = /\.lock$/;
-const LEFTOVER = /^(.*\.lock)\.(?:reap-|candidate-)/;
-const OWNER_FILE = /\.lock\.candidate-[0-9]+-[0-9a-f-]+$/;
-
-/** A candidate whose owner may still run: kept by it, not garbage. Unreadable ones count as leftovers. */
-function keptByLiveProcess(file: string): boolean {
-  if (!OWNER_FILE.test(file)) return false;
-  try {
-    const owner = inspectLock(file);
-    return owner !== null && ownerMayBeAlive(owner);
-  } catch {
-    return false;
-  }
-}
-
-function lockDirs(dataDir: string): string[] {
-  const dirs = [dataDir, join(dataDir, LOCKS_DIR)];
-  const sagas = join(dataDir, RESTORE_SAGAS_DIR);
-  try {
-    for (const shard of readdirSync(sagas).sort()) {
-      if (shard.startsWith("workspace-")) dirs.push(join(sagas, shard, ".locks"));
-    }
-  } catch {
-    // no sagas yet
-  }
-  return dirs;
-}
-
-function kindOf(dataDir: string, path: string): LockRow["kind"] {
-  const rel = relative(dataDir, path);
-  if (/^locks\/ws-[0-9a-f]{64}\.lock$/.test(rel)) return "workspace";
-  if (rel === "locks/registry.lock") return "workspace-registry";
-  if (rel.startsWith("restore-sagas/")) return "saga-state";
-  if (!rel.includes("/")) return "journal";
-  return "other";
-}
-
-/** Every lock path (present, or absent but with leftovers beside it) under the data directory. */
-export function lockPaths(dataDir: string): { path: string; leftovers: string[] }[] {
-  const out = new Map<string, string[]>();
-  for (const dir of lockDirs(dataDir)) {
-    let names: string[];
-    try {
-      names = readdirSync(dir).sort();
-    } catch {
-      continue;
-    }
-    for (const name of names) {
-      if (LOCK_NAME.test(name)) {
-        const path = join(dir, name);
-        if (!out.has(path)) out.set(path, []);
-        continue;
-      }
-      const leftover = LEFTOVER.exec(name);
-      if (leftover?.[1]) {
-        const path = join(dir, leftover[1]);
-        out.set(path, [...(out.get(path) ?? []), join(dir, name)]);
-      }
-    }
-  }
-  return [...out.entries()].map(([path, leftovers]) => ({ path, leftovers }));
-}
-
+/** The lock files (recovery-controller's `listLocks`, the one listing the bot server's GET /v1/locks shares). */
 export function collectLocks(ctx: CommandContext): LockRow[] {
-  return lockPaths(ctx.dataDir).map(({ path, leftovers }) => {
-    const kept = leftovers.filter(keptByLiveProcess).length;
-    const base = {
-      path: relative(ctx.dataDir, path),
-      kind: kindOf(ctx.dataDir, path),
-      leftovers: leftovers.length - kept,
-      kept,
-    };
-    try {
-      const owner = existsSync(path) ? inspectLock(path) : null;
-      if (owner === null) {
-        return {
-          ...base,
-          present: false,
-          pid: null,
-          createdAt: null,
-          alive: null,
-          ownerDigest: null,
-          transactionId: null,
-          purpose: null,
-          note: null,
-          problem: null,
-        };
-      }
-      const payload = (owner as { payload?: { transactionId?: unknown; purpose?: unknown } }).payload;
-      const alive = ownerMayBeAlive(owner);
-      const purpose =
-        base.kind === "workspace" &&
-        (payload?.purpose === "checkpoint-restore" || payload?.purpose === "workspace-edit")
-          ? payload.purpose
-          : null;
-      return {
-        ...base,
-        present: true,
-        pid: owner.pid,
-        createdAt: new Date(owner.createdAt).toISOString(),
-        alive,
-        ownerDigest: ownerDigest(owner as unknown as WorkspaceLockOwner),
-        transactionId: typeof payload?.transactionId === "string" ? payload.transactionId : null,
-        purpose,
-        note:
-          purpose !== "workspace-edit"
-            ? null
-            : alive
-              ? "a file write, deletion or checkpoint in progress"
-              : `left by a stopped file write, deletion or checkpoint; it guards nothing: the next write, the bot server's start or \`${ctx.commandPrefix} locks gc --yes\` removes it`,
-        problem: null,
-      };
-    } catch (error) {
-      return {
-        ...base,
-        present: true,
-        pid: null,
-        createdAt: null,
-        alive: null,
-        ownerDigest: null,
-        transactionId: null,
-        purpose: null,
-        note: null,
-        problem: error instanceof Error ? error.message : String(error),
-      };
-    }
-  });
+  return listLocks(ctx.dataDir, { commandPrefix: ctx.commandPrefix });
 }
 
 /** `locks list`: the lock files (`collectLocks`), rendered by `renderLocks`. */
@@ -215,16 +54,10 @@ export function renderLocks(ctx: CommandContext, rows: LockRow[]): Rendered {
  * removed.
  */
 export async function locksGc(ctx: CommandContext): Promise<Rendered> {
-  const paths = lockPaths(ctx.dataDir);
-  // A running process's kept owner file is not garbage (and its name holds a live token): not listed.
-  const stoppedEdits = collectLocks(ctx)
-    .filter((row) => row.purpose === "workspace-edit" && row.alive === false)
-    .map((row) => row.path);
+  const garbage = lockGarbage(ctx.dataDir, { commandPrefix: ctx.commandPrefix });
   const leftovers = [
-    ...stoppedEdits,
-    ...paths.flatMap((entry) =>
-      entry.leftovers.filter((file) => !keptByLiveProcess(file)).map((file) => relative(ctx.dataDir, file)),
-    ),
+    ...garbage.stoppedEdits,
+    ...garbage.leftovers.map((file) => relative(ctx.dataDir, file)),
   ];
   if (!ctx.yes) {
     const command = `${ctx.commandPrefix} locks gc --yes`;
@@ -237,22 +70,20 @@ export async function locksGc(ctx: CommandContext): Promise<Rendered> {
           : `Preview: ${leftovers.length} leftover file(s) (beside locks, or locks of stopped workspace edits); those that are provably garbage would be removed:\n${leftovers.map((file) => `  ${file}\n`).join("")}Nothing was changed. To apply it, run:\n  ${command}\n`,
     };
   }
-  const removed: string[] = [];
-  if (stoppedEdits.length > 0) {
-    // file-lock judges each owner again under the registry lock: only a provably dead one goes.
-    for (const owner of (await reapDeadEditLocks({ dataDir: ctx.dataDir })).removed) {
-      removed.push(relative(ctx.dataDir, workspaceLockPath(ctx.dataDir, owner.payload.workspaceRoot)));
-    }
-  }
-  const now = lockPaths(ctx.dataDir);
-  const progress = ctx.progress("locks gc", now.length);
+  let progress: ReturnType<CommandContext["progress"]> | null = null;
+  let removed: string[];
   try {
-    for (const { path } of now) {
-      progress.step(relative(ctx.dataDir, path));
-      for (const file of collectLockGarbage(path).removed) removed.push(relative(ctx.dataDir, file));
-    }
+    const files = await collectGarbage(
+      ctx.dataDir,
+      garbage.stoppedEdits.length > 0,
+      (path, _index, total) => {
+        progress ??= ctx.progress("locks gc", total);
+        progress.step(relative(ctx.dataDir, path));
+      },
+    );
+    removed = files.map((file) => relative(ctx.dataDir, file));
   } finally {
-    progress.done();
+    (progress as ReturnType<CommandContext["progress"]> | null)?.done();
   }
   return {
     data: { ok: true, removed, kept: leftovers.filter((file) => !removed.includes(file)) },
