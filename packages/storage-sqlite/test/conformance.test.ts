@@ -1,3 +1,4 @@
+// The assertions live in the shared suite (packages/storage/src/conformance): every backend runs the same ones.
 import { fileURLToPath } from "node:url";
 import { describeStorageConformance } from "@drydock/storage/conformance";
 import { open } from "./fixtures/sqlite-backend.js";
