@@ -3,7 +3,14 @@ import { CREATE_JOURNAL_FILE, CREATE_JOURNAL_LOCK_FILE } from "@drydock/facts";
 import type { FileOps, LockOptions } from "@drydock/file-lock";
 import { openJournalShell } from "@drydock/json-journal";
 import { createPaused, invalidArgument, isBoatCreateJournalError } from "./errors.js";
-import { assertBoatId, assertBotId, assertRequestBody, parseRequest } from "./internal/args.js";
+import {
+  assertBoatId,
+  assertBotId,
+  assertRequestBody,
+  parseRequest,
+  readClock,
+  rowFacts,
+} from "./internal/args.js";
 import { checkCreateJournal } from "./internal/check.js";
 import {
   adoptOnceStep,
@@ -167,35 +174,4 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
       return update((doc) => discardStep(doc, held));
     },
   };
-}
-
-/** A caller's row facts, checked and copied (only the compared fields). */
-function rowFacts(expected: BoatCreateRowFacts, botId: unknown): BoatCreateRowFacts {
-  if (
-    typeof expected !== "object" ||
-    expected === null ||
-    expected.botId !== botId ||
-    typeof expected.resolved !== "boolean" ||
-    typeof expected.createdAt !== "number"
-  ) {
-    throw invalidArgument(
-      "expected must be a create row's facts (botId, boxId, resolved, createdAt) of this bot",
-    );
-  }
-  assertBotId(expected.botId, "invalid bot id for cloud computer ownership");
-  return {
-    botId: expected.botId,
-    boxId: expected.boxId,
-    resolved: expected.resolved,
-    createdAt: expected.createdAt,
-  };
-}
-
-/** A clock that reads zero, negative or non-finite would stamp rows the journal itself refuses to load. */
-function readClock(now: () => number): number {
-  const value = now();
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw createPaused("unavailable", new RangeError("the journal clock returned an invalid time"));
-  }
-  return value;
 }

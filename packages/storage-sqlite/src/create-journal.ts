@@ -11,17 +11,17 @@ import {
   assertBoatId,
   assertBotId,
   assertRequestBody,
-  type BoatCreateRowFacts,
   beginStep,
   type CreateContext,
   createPaused,
   discardStep,
-  invalidArgument,
   parseRequest,
+  readClock,
   rememberStep,
   resolveStep,
   retireOnceStep,
   retireStep,
+  rowFacts,
   type Step,
   snapshotOf,
   viewOf,
@@ -207,36 +207,4 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
       );
     },
   };
-}
-
-// The two helpers below repeat the file journal's (boat-create-journal/src/journal.ts, not exported): they
-// check arguments, not rules. The differential test holds the two backends' answers equal.
-
-function rowFacts(expected: BoatCreateRowFacts, botId: unknown): BoatCreateRowFacts {
-  if (
-    typeof expected !== "object" ||
-    expected === null ||
-    expected.botId !== botId ||
-    typeof expected.resolved !== "boolean" ||
-    typeof expected.createdAt !== "number"
-  ) {
-    throw invalidArgument(
-      "expected must be a create row's facts (botId, boxId, resolved, createdAt) of this bot",
-    );
-  }
-  assertBotId(expected.botId, "invalid bot id for cloud computer ownership");
-  return {
-    botId: expected.botId,
-    boxId: expected.boxId,
-    resolved: expected.resolved,
-    createdAt: expected.createdAt,
-  };
-}
-
-function readClock(now: () => number): number {
-  const value = now();
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw createPaused("unavailable", new RangeError("the journal clock returned an invalid time"));
-  }
-  return value;
 }

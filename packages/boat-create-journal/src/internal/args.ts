@@ -1,4 +1,4 @@
-import { invalidArgument } from "../errors.js";
+import { createPaused, invalidArgument } from "../errors.js";
 import {
   BOAT_ID,
   BOT_ID,
@@ -6,6 +6,7 @@ import {
   BoatCreateRequestSchema,
   MAX_REQUEST_BODY_LENGTH,
 } from "../schema.js";
+import type { BoatCreateRowFacts } from "./logic.js";
 
 /**
  * Argument checks run before any file is opened: a value the journal would refuse to load must never be
@@ -37,4 +38,35 @@ export function parseRequest(value: unknown): BoatCreateRequest {
   }
   if (!parsed.success) throw invalidArgument("invalid cloud computer create request");
   return parsed.data;
+}
+
+/** A caller's row facts, checked and copied (only the compared fields). */
+export function rowFacts(expected: BoatCreateRowFacts, botId: unknown): BoatCreateRowFacts {
+  if (
+    typeof expected !== "object" ||
+    expected === null ||
+    expected.botId !== botId ||
+    typeof expected.resolved !== "boolean" ||
+    typeof expected.createdAt !== "number"
+  ) {
+    throw invalidArgument(
+      "expected must be a create row's facts (botId, boxId, resolved, createdAt) of this bot",
+    );
+  }
+  assertBotId(expected.botId, "invalid bot id for cloud computer ownership");
+  return {
+    botId: expected.botId,
+    boxId: expected.boxId,
+    resolved: expected.resolved,
+    createdAt: expected.createdAt,
+  };
+}
+
+/** A clock that reads zero, negative or non-finite would stamp rows the journal itself refuses to load. */
+export function readClock(now: () => number): number {
+  const value = now();
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw createPaused("unavailable", new RangeError("the journal clock returned an invalid time"));
+  }
+  return value;
 }
