@@ -13,7 +13,13 @@ import openapiTS, { astToString } from "openapi-typescript";
 import { loadConfig } from "../../bot-server/src/config.js";
 import { startServer } from "../../bot-server/src/server.js";
 
-export const GENERATED = join(dirname(fileURLToPath(import.meta.url)), "..", "src", "generated", "openapi.d.ts");
+export const GENERATED = join(
+  dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "src",
+  "generated",
+  "openapi.d.ts",
+);
 export const GEN_COMMAND = "pnpm --filter @drydock/console gen:api";
 
 const HEADER = `/**
