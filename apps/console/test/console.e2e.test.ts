@@ -291,6 +291,77 @@ describe("the operator console in headless chromium", () => {
     await expect.poll(() => dialog.count()).toBe(0);
   });
 
+  it("restores purge: a read-only token is refused, a stale preview is refused with 'state changed', a fresh one purges", async () => {
+    const call = api(server.url, server.token);
+    const archived = [restores.get("alpha")!, restores.get("beta")!];
+    const purgeDialog = (p: Page) =>
+      p.getByRole("dialog", { name: "Preview: restores purge (finished 0 or more days ago)" });
+    const openPurge = async (p: Page) => {
+      await p.getByLabel("Archived restores finished at least (days)").fill("0");
+      await p.getByRole("button", { name: "Preview restores purge" }).click();
+      const dialog = purgeDialog(p);
+      await expect.poll(() => dialog.textContent()).toContain("--expected-state");
+      return dialog;
+    };
+    // Both aborted restores are archived now: the purge's candidates.
+    const first = (await call("GET", "/v1/recovery/restores/purge?olderThanDays=0")).json;
+    expect(first.candidates.map((c: { operationId: string }) => c.operationId).sort()).toEqual(
+      [...archived].sort(),
+    );
+
+    // Read-only: the preview shows, the apply is refused and nothing is purged.
+    const reader = await context.newPage();
+    try {
+      await reader.goto(`${server.url}/console/`);
+      await reader.getByLabel("Server token").fill(READER);
+      await reader.getByRole("button", { name: "Sign in" }).click();
+      await reader.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+      const dialog = await openPurge(reader);
+      expect(await dialog.textContent()).toContain(first.stateDigest);
+      await dialog.getByRole("button", { name: "Apply restores purge" }).click();
+      const alert = dialog.getByRole("alert");
+      await expect.poll(() => alert.textContent()).toContain("Refused (forbidden)");
+      expect(await alert.textContent()).toContain("Nothing was applied");
+      expect(await dialog.getByRole("button", { name: "Apply restores purge" }).count()).toBe(0);
+    } finally {
+      await reader.close();
+    }
+    expect((await call("GET", "/v1/recovery/restores/purge?olderThanDays=0")).json.stateDigest).toBe(
+      first.stateDigest,
+    );
+
+    // Stale: after the preview another restore finishes and is archived, so the list it fenced moved on.
+    const dialog = await openPurge(page);
+    expect(await dialog.textContent()).toContain(first.stateDigest);
+    expect((await call("PUT", "/v1/bots/gamma/files/a.txt", "v1")).status).toBe(201);
+    const checkpointId = (await call("POST", "/v1/bots/gamma/checkpoints")).json.checkpoint.checkpointId;
+    const restored = await call("POST", `/v1/bots/gamma/checkpoints/${checkpointId}/restore`);
+    expect(restored.status).toBeLessThan(300);
+    const moved = (await call("GET", "/v1/recovery/restores/purge?olderThanDays=0")).json;
+    expect(moved.stateDigest).not.toBe(first.stateDigest);
+    await dialog.getByRole("button", { name: "Apply restores purge" }).click();
+    const alert = dialog.getByRole("alert");
+    await expect.poll(() => alert.textContent()).toContain("State changed (state_changed)");
+    expect(await alert.textContent()).toContain("Nothing was applied");
+    expect(await dialog.getByRole("button", { name: "Apply restores purge" }).count()).toBe(0);
+    // Nothing was purged by the refused apply.
+    expect((await call("GET", "/v1/recovery/restores/purge?olderThanDays=0")).json.stateDigest).toBe(
+      moved.stateDigest,
+    );
+
+    // A fresh preview fences the list as it is now; applying it purges every listed saga.
+    await dialog.getByRole("button", { name: "Preview again" }).click();
+    await expect.poll(() => dialog.textContent()).toContain(moved.stateDigest);
+    await dialog.getByRole("button", { name: "Apply restores purge" }).click();
+    await expect
+      .poll(() => page.getByRole("status").textContent())
+      .toContain(`Purged ${moved.candidates.length} archived restore(s).`);
+    const after = (await call("GET", "/v1/recovery/restores/purge?olderThanDays=0")).json;
+    expect(after.candidates).toEqual([]);
+    for (const operationId of archived)
+      expect((await call("GET", `/v1/restores/${operationId}`)).status).toBe(404);
+  });
+
   it("cannot apply anything without the token, or with a wrong one", async () => {
     const operationId = restores.get("beta")!;
     const answers = await page.evaluate(
