@@ -16,6 +16,7 @@ import type { z } from "zod";
 import { sweepStaleTemps, writeFileAtomic } from "./atomic.js";
 import { findShapeProblem } from "./duplicate-names.js";
 import { errnoCode, JsonJournalError } from "./errors.js";
+import { OS_REFUSED } from "./os-causes.js";
 import { lockErrorDetail } from "./state-errors.js";
 
 export interface JsonJournalOptions<T> {
@@ -172,7 +173,11 @@ export const MAX_NESTING_DEPTH = 128;
  * newer drydock (NEWER_FORMAT: upgrade).
  */
 export function isNotDamaged(detail: string): boolean {
-  return detail.startsWith(TRANSIENTLY_UNREADABLE) || detail.startsWith(NEWER_FORMAT);
+  return (
+    detail.startsWith(TRANSIENTLY_UNREADABLE) ||
+    detail.startsWith(NEWER_FORMAT) ||
+    detail.startsWith(OS_REFUSED)
+  );
 }
 
 /** The detail for a document in version `found`, written by a newer drydock than one that reads `known`. */

@@ -1,4 +1,5 @@
 import { isLockError, type LockError, type LockErrorCode } from "@drydock/file-lock";
+import { osCauseDetail } from "./os-causes.js";
 
 /**
  * The one table that turns a lock failure into the detail of a journal's state error, in the seeds' words
@@ -18,6 +19,10 @@ const LOCK_DETAIL: Partial<Record<LockErrorCode, string>> = {
 
 export function lockErrorDetail(error: LockError, label = "drydock"): string {
   if (error.code === "LOCK_TIMEOUT") return `locked by another ${label} process`;
+  if (error.code === "LOCK_IO") {
+    const os = osCauseDetail(error.cause);
+    if (os !== undefined) return os;
+  }
   return LOCK_DETAIL[error.code] ?? "lock is unavailable";
 }
 
@@ -34,5 +39,5 @@ export function toJournalStateError<E extends Error>(
 ): unknown {
   if (isOwn(error)) return error;
   if (isLockError(error)) return paused(lockErrorDetail(error), error);
-  return paused("unavailable", error);
+  return paused(osCauseDetail(error) ?? "unavailable", error);
 }
