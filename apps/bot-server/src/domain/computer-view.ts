@@ -155,7 +155,7 @@ export class ListingMemo {
     bots: readonly Readonly<Bot>[];
     journals: Journals;
     busyVersion: number;
-    nextCursor: string | null;
+    nextCursor: string | null | undefined;
     validUntil: number;
     body: string;
   } | null = null;
@@ -167,7 +167,8 @@ export class ListingMemo {
     busyVersion: number,
     now: number,
     view: (botId: string) => ComputerView,
-    nextCursor: string | null = null,
+    /** A page's `nextCursor` (GET /v1/bots always passes one); left out of the body when not given. */
+    nextCursor?: string | null,
   ): string {
     const last = this.last;
     // A page is a fresh array of the same frozen rows while bots.json is unchanged: compared row by row.
@@ -185,7 +186,7 @@ export class ListingMemo {
     const rendered = {
       ok: true,
       bots: bots.map((b) => ({ ...botView(b), computer: view(b.botId) })),
-      nextCursor,
+      ...(nextCursor === undefined ? {} : { nextCursor }),
     };
     this.last = {
       bots,
