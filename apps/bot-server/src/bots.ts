@@ -87,6 +87,13 @@ export interface BotReadOptions {
 /** Rows are read-only: with `peek` they are json-journal's frozen, shared objects. */
 export interface BotRegistry {
   list(options?: BotReadOptions): Promise<readonly Readonly<Bot>[]>;
+  /** One page of bots, botId ascending, after `after` (the previous page's last botId); read with `peek`. */
+  page(input: {
+    after?: string;
+    limit: number;
+  }): Promise<{ bots: readonly Readonly<Bot>[]; next: string | null }>;
+  /** How many bots there are (read with `peek`). */
+  count(): Promise<number>;
   get(botId: string, options?: BotReadOptions): Promise<Readonly<Bot> | null>;
   create(input: { botId: string; name: string }): Promise<Bot>;
   remove(botId: string): Promise<void>;
@@ -156,6 +163,18 @@ export function openBotRegistry(dataDir: string, now: () => number = Date.now): 
   return {
     async list(options) {
       return (await read(options)).bots;
+    },
+    async page({ after, limit }) {
+      const sorted = [...(await journal.peek()).bots].sort((a, b) =>
+        a.botId < b.botId ? -1 : a.botId > b.botId ? 1 : 0,
+      );
+      const rest = after === undefined ? sorted : sorted.filter((b) => b.botId > after);
+      const bots = rest.slice(0, limit);
+      const last = bots.at(-1);
+      return { bots, next: rest.length > limit && last !== undefined ? last.botId : null };
+    },
+    async count() {
+      return (await journal.peek()).bots.length;
     },
     async get(botId, options) {
       return (await read(options)).bots.find((b) => b.botId === botId) ?? null;

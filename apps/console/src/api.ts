@@ -132,7 +132,18 @@ export function createApi(token: string, base = ""): Api {
   }
   const id = encodeURIComponent;
   return {
-    bots: () => call("GET", "/v1/bots"),
+    // GET /v1/bots answers one page at a time: follow nextCursor so the console still shows every bot.
+    bots: async () => {
+      const all: Bot[] = [];
+      let cursor: string | null = null;
+      do {
+        const query: string = cursor === null ? "?limit=500" : `?limit=500&cursor=${id(cursor)}`;
+        const page: { bots: Bot[]; nextCursor?: string | null } = await call("GET", `/v1/bots${query}`);
+        all.push(...page.bots);
+        cursor = page.nextCursor ?? null;
+      } while (cursor !== null);
+      return { ok: true, bots: all };
+    },
     recovery: () => call("GET", "/v1/recovery"),
     // 503 is an answer here: not ready, with the checks that failed.
     readiness: () => call("GET", "/readyz", undefined, [503]),

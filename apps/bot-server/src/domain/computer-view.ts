@@ -155,6 +155,7 @@ export class ListingMemo {
     bots: readonly Readonly<Bot>[];
     journals: Journals;
     busyVersion: number;
+    nextCursor: string | null | undefined;
     validUntil: number;
     body: string;
   } | null = null;
@@ -166,22 +167,32 @@ export class ListingMemo {
     busyVersion: number,
     now: number,
     view: (botId: string) => ComputerView,
+    /** A page's `nextCursor` (GET /v1/bots always passes one); left out of the body when not given. */
+    nextCursor?: string | null,
   ): string {
     const last = this.last;
+    // A page is a fresh array of the same frozen rows while bots.json is unchanged: compared row by row.
     if (
       last !== null &&
-      last.bots === bots &&
+      last.bots.length === bots.length &&
+      last.bots.every((b, i) => b === bots[i]) &&
+      last.nextCursor === nextCursor &&
       last.journals === journals &&
       last.busyVersion === busyVersion &&
       now < last.validUntil
     ) {
       return last.body;
     }
-    const rendered = { ok: true, bots: bots.map((b) => ({ ...botView(b), computer: view(b.botId) })) };
+    const rendered = {
+      ok: true,
+      bots: bots.map((b) => ({ ...botView(b), computer: view(b.botId) })),
+      ...(nextCursor === undefined ? {} : { nextCursor }),
+    };
     this.last = {
       bots,
       journals,
       busyVersion,
+      nextCursor,
       validUntil: nextExpiry(journals, now),
       body: JSON.stringify(rendered),
     };

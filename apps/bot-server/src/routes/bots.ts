@@ -7,6 +7,7 @@ import { botView } from "../domain/computer-view.js";
 import { retireWorkspace } from "../domain/workspace-retirement.js";
 import { hasWorkspaceData, workspaceRoot } from "../domain/workspaces.js";
 import { BIDI_CONTROLS } from "../workspace-files.js";
+import { decodeCursor, encodeCursor, NextCursor, PageQuery } from "./pagination.js";
 import { BotIdParam, requireBot } from "./params.js";
 import { answers, BotBody, ComputerBody, okBody } from "./schemas.js";
 
@@ -46,8 +47,11 @@ const createBotSchema = {
 /** GET /v1/bots */
 const listBotsSchema = {
   schema: {
-    summary: "List bots, each with its computer",
-    response: answers({ 200: okBody({ bots: z.array(BotBody.extend({ computer: ComputerBody })) }) }),
+    summary: "List bots, each with its computer (one page, botId ascending)",
+    querystring: PageQuery,
+    response: answers({
+      200: okBody({ bots: z.array(BotBody.extend({ computer: ComputerBody })), nextCursor: NextCursor }),
+    }),
   },
 };
 
@@ -93,11 +97,23 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
   });
 
   // Re-sent from the listing memo while nothing it was rendered from changed (see ListingMemo).
-  app.get("/v1/bots", listBotsSchema, async (_request, reply) => {
-    const [bots, journals] = await Promise.all([ctx.bots.list({ peek: true }), ctx.readJournals()]);
+  // Pages are botId ascending and a cursor is the last botId answered: a bot that existed throughout is on
+  // exactly one page whatever is created or deleted between pages (ids are unique and never reordered).
+  app.get("/v1/bots", listBotsSchema, async (request, reply) => {
+    const after = decodeCursor(request.query.cursor);
+    const [page, journals] = await Promise.all([
+      ctx.bots.page({ ...(after === undefined ? {} : { after }), limit: request.query.limit }),
+      ctx.readJournals(),
+    ]);
     const now = ctx.now();
-    const body = ctx.listing.body(bots, journals, ctx.exclusivity.version, now, (botId) =>
-      ctx.computerView(botId, journals, now),
+    const nextCursor = page.next === null ? null : encodeCursor(page.next);
+    const body = ctx.listing.body(
+      page.bots,
+      journals,
+      ctx.exclusivity.version,
+      now,
+      (botId) => ctx.computerView(botId, journals, now),
+      nextCursor,
     );
     return reply.type("application/json; charset=utf-8").send(body);
   });
