@@ -138,11 +138,12 @@ export function createApi(token: string, base = ""): Api {
       let cursor: string | null = null;
       do {
         const query: string = cursor === null ? "?limit=500" : `?limit=500&cursor=${id(cursor)}`;
-        const page: { bots: Bot[]; nextCursor?: string | null } = await call("GET", `/v1/bots${query}`);
+        const page: BotsAnswer = await call("GET", `/v1/bots${query}`);
         all.push(...page.bots);
-        cursor = page.nextCursor ?? null;
+        cursor = page.nextCursor;
       } while (cursor !== null);
-      return { ok: true, bots: all };
+      // Every page followed: the answer holds all bots, so there is no next page.
+      return { ok: true, bots: all, nextCursor: null };
     },
     recovery: () => call("GET", "/v1/recovery"),
     // 503 is an answer here: not ready, with the checks that failed.

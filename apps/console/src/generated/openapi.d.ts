@@ -272,10 +272,13 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** List bots, each with its computer */
+    /** List bots, each with its computer (one page, botId ascending) */
     get: {
       parameters: {
-        query?: never;
+        query?: {
+          limit?: number;
+          cursor?: string;
+        };
         header?: never;
         path?: never;
         cookie?: never;
@@ -306,6 +309,8 @@ export interface paths {
               } & {
                 [key: string]: unknown;
               })[];
+              /** @description Pass as `cursor` for the next page; null on the last page. */
+              nextCursor: string | null;
             } & {
               [key: string]: unknown;
             };
