@@ -37,3 +37,9 @@ export const PROVIDER_BINDING_FILE = "boat-provider";
 export const EMBEDDED_PROVIDER_FILE = "embedded-boat-dev.json";
 /** The embedded boat.dev twin's lock: held while a simulator runs on the directory. */
 export const EMBEDDED_PROVIDER_LOCK_FILE = "embedded-boat-dev.lock";
+
+/**
+ * Which storage backend the data directory is bound to (`{"version":1,"kind":"file"|"sqlite"|"postgres"}`),
+ * written on first start: starting it with another backend refuses and names `drydock storage migrate`.
+ */
+export const STORAGE_BINDING_FILE = "storage.json";

@@ -16,6 +16,7 @@ export {
   RESTORE_SAGAS_DIR,
   RESTORE_STAGING_DIR,
   SERVER_TOKEN_FILE,
+  STORAGE_BINDING_FILE,
   WORKSPACES_DIR,
 } from "./data-dir.js";
 // Id patterns

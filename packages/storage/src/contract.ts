@@ -9,7 +9,7 @@ import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete
  * `@drydock/boat-delete-journal/logic`), run by the backend on the rows it read.
  */
 
-export const STORAGE_KINDS = ["file", "sqlite"] as const;
+export const STORAGE_KINDS = ["file", "sqlite", "postgres"] as const;
 export type StorageKind = (typeof STORAGE_KINDS)[number];
 
 /** A crash point: a test-only hook called at each named durable step (see QUALITY.md, crash points). */
@@ -65,13 +65,6 @@ export type BackendFactory = (options: BackendOptions & Record<string, unknown>)
 // Placeholders for the rest of issue 23. NOT YET IMPLEMENTED BY ANY BACKEND, and not members of `Storage`:
 // they fix the names and shapes the next wave fills in, nothing more.
 // ---------------------------------------------------------------------------------------------------------
-
-/** @experimental Not yet implemented by any backend. The bot registry (today apps/bot-server's bots.json). */
-export interface BotRegistryStore {
-  get(botId: string): Promise<unknown | null>;
-  /** A bounded page in a stable order; `cursor` is opaque. */
-  list(page: { cursor?: string; limit: number }): Promise<{ items: unknown[]; nextCursor: string | null }>;
-}
 
 /** @experimental Not yet implemented by any backend. Restore sagas (today restore-saga's files). */
 export interface SagaStore {

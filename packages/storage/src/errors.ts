@@ -18,6 +18,8 @@ export const STORAGE_ERROR_STATUS = {
   STORAGE_INVALID_ARGUMENT: 400,
   /** A write the store's constraints refused (a journal invariant it would break): a bug, nothing written. */
   STORAGE_CONSTRAINT: 503,
+  /** The data directory is bound to another backend (see binding.ts); nothing was changed. */
+  STORAGE_BACKEND_MISMATCH: 409,
   /** A call after close(). */
   STORAGE_CLOSED: 503,
 } as const satisfies Record<string, number>;

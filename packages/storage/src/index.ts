@@ -1,11 +1,23 @@
 // @drydock/storage: the storage contract, openStorage, the file backend and (subpath ./conformance) the
 // conformance suite every backend's tests run.
 
+export { bindStorage, migrateCommand, readStorageBinding, type StorageBinding } from "./binding.js";
+export {
+  BOT_REGISTRY_ERROR_CODES,
+  type Bot,
+  type BotReadOptions,
+  BotRegistryError,
+  type BotRegistryErrorCode,
+  type BotRegistryStore,
+  BotSchema,
+  type DeletionMark,
+  isBotRegistryError,
+  MAX_FILE_BOTS,
+} from "./bots.js";
 export {
   type BackendFactory,
   type BackendOptions,
   type BlobStore,
-  type BotRegistryStore,
   type CheckpointStore,
   type MetaStore,
   type SagaStore,
@@ -28,4 +40,4 @@ export {
 } from "./errors.js";
 export { type FileBackendOptions, openFileStorage } from "./file/backend.js";
 export { assertMetaKey, META_KEY, META_VALUE, mintedValue } from "./meta-rules.js";
-export { type OpenStorageOptions, openStorage } from "./open.js";
+export { type OpenStorageOptions, openStorage, parseStorageSetting, type StorageSetting } from "./open.js";

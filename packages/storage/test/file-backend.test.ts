@@ -64,7 +64,9 @@ describe("the file backend", () => {
     const id = "3f0c8a1e-5b7d-4c2a-9e6f-000000000001";
     expect(await storage.meta.getOrCreate("environment-id", () => id)).toBe(id);
     expect(readFileSync(join(dir, "environment-id"), "utf8")).toBe(`${id}\n`);
-    expect(readdirSync(dir)).toEqual(["environment-id"]);
+    // Beside the seeds' file, only the backend binding (storage.json) that openStorage writes on first use.
+    expect(readdirSync(dir).sort()).toEqual(["environment-id", "storage.json"]);
+    expect(JSON.parse(readFileSync(join(dir, "storage.json"), "utf8"))).toEqual({ version: 1, kind: "file" });
   });
 
   for (const [errno, what, todo] of [
@@ -117,10 +119,16 @@ describe("the file backend", () => {
 
 describe("openStorage", () => {
   it("refuses an unknown backend, and sqlite without its factory, naming what to do", async () => {
-    await expect(openStorage({ dataDir: dataDir(), storage: "postgres" as never })).rejects.toMatchObject({
+    await expect(openStorage({ dataDir: dataDir(), storage: "mysql://db/drydock" })).rejects.toMatchObject({
       code: "STORAGE_INVALID_ARGUMENT",
-      message: expect.stringContaining("expected one of: file, sqlite"),
+      message: expect.stringContaining("expected file, sqlite, or a postgres:// URL"),
     });
+    await expect(openStorage({ dataDir: dataDir(), storage: "postgres://db/drydock" })).rejects.toMatchObject(
+      {
+        code: "STORAGE_INVALID_ARGUMENT",
+        message: expect.stringContaining("install @drydock/storage-postgres"),
+      },
+    );
     await expect(openStorage({ dataDir: dataDir(), storage: "sqlite" })).rejects.toMatchObject({
       code: "STORAGE_INVALID_ARGUMENT",
       message: expect.stringContaining("install @drydock/storage-sqlite"),

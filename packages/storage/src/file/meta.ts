@@ -64,14 +64,15 @@ export function openFileMeta(dataDir: string): MetaStore & { all(): Promise<Reco
   };
 }
 
-function osOrUnknown(error: unknown, path: string): unknown {
+export function osOrUnknown(error: unknown, path: string): unknown {
   const errno = osCauseOf(error);
   if (errno !== undefined) return osFailure(errno, path, error);
   if (error instanceof StorageError) return error;
   return error;
 }
 
-async function createOnce(path: string, value: string): Promise<void> {
+/** Writes `value\n` to `path` (0600) unless it exists: first writer wins, durably (link(2), then the dir's fsync). */
+export async function createOnce(path: string, value: string): Promise<void> {
   const tmp = `${path}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
   const handle = await fsp.open(tmp, "wx", 0o600);
   try {
