@@ -101,6 +101,28 @@ async function signIn(page: Page, url: string, token: string): Promise<void> {
   await page.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
 }
 
+/**
+ * A browser suite's hooks: after each case an open dialog (a failed case's) is closed, so it fails alone;
+ * after all, the browser, the server and their directories are gone.
+ */
+function cleanUpAfter(
+  state: () => { page?: Page; context?: BrowserContext; server?: ServerChild },
+  data: { cleanup(): void },
+  profile: string,
+): void {
+  afterEach(async () => {
+    const { page } = state();
+    if (page && (await page.getByRole("dialog").count()) > 0) await page.keyboard.press("Escape");
+  });
+  afterAll(async () => {
+    const { context, server } = state();
+    await context?.close();
+    server?.kill();
+    data.cleanup();
+    rmSync(profile, { recursive: true, force: true });
+  });
+}
+
 describe("the operator console in headless chromium", () => {
   const data = tempDir("console-e2e");
   const profile = mkdtempSync(join(tmpdir(), "drydock-chromium-"));
@@ -128,17 +150,7 @@ describe("the operator console in headless chromium", () => {
     ({ context, page } = await launchBrowser(profile));
   });
 
-  // A case that failed with its dialog open leaves it to this one, not to the next case.
-  afterEach(async () => {
-    if ((await page?.getByRole("dialog").count()) > 0) await page.keyboard.press("Escape");
-  });
-
-  afterAll(async () => {
-    await context?.close();
-    server?.kill();
-    data.cleanup();
-    rmSync(profile, { recursive: true, force: true });
-  });
+  cleanUpAfter(() => ({ page, context, server }), data, profile);
 
   it("asks for a token once, refuses a wrong one, and keeps the right one for the tab", async () => {
     const response = await page.goto(`${server.url}/console/`);
@@ -554,17 +566,7 @@ describe("every other action the console offers, each from the real state that m
     await signIn(page, server.url, TOKEN);
   });
 
-  // A case that failed with its dialog open leaves it to this one, not to the next case.
-  afterEach(async () => {
-    if ((await page?.getByRole("dialog").count()) > 0) await page.keyboard.press("Escape");
-  });
-
-  afterAll(async () => {
-    await context?.close();
-    server?.kill();
-    data.cleanup();
-    rmSync(profile, { recursive: true, force: true });
-  });
+  cleanUpAfter(() => ({ page, context, server }), data, profile);
 
   it("labels every control, and releases a completed restore by keyboard alone (Tab and Enter)", async () => {
     // Every button, input and dialog has an accessible name (axe's button-name, label, aria-dialog-name).
