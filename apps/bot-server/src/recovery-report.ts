@@ -20,5 +20,5 @@ export async function recoveryReport(ctx: ServerContext) {
   });
   ctx.metrics.recoveryItemsOpen.set(answer.open);
   ctx.recoveryGauge.countedAt = performance.now();
-  return { ok: true, ...answer, startup: ctx.startupReport() };
+  return { ok: true as const, ...answer, startup: ctx.startupReport() };
 }

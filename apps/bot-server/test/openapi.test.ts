@@ -256,7 +256,12 @@ describe("every documented route answers as documented", () => {
       body?: unknown,
       token = ADMIN,
     ) => check(method, path, url, expected, body, token, stuck.url);
-    const stuckOp = (await api(stuck.url, ADMIN)("GET", "/v1/recovery")).json.restores[0].operationId;
+    // The report with a real restore item (the killed restore), checked against its documented item schema.
+    const stuckReport = await onStuck("GET", "/v1/recovery", "/v1/recovery", 200);
+    expect(stuckReport.json.restores).toEqual([
+      expect.objectContaining({ botId: "stuck", attention: true, next: "abort" }),
+    ]);
+    const stuckOp = stuckReport.json.restores[0].operationId;
     const detail = "/v1/recovery/restores/{operationId}";
     expect(
       (await onStuck("GET", detail, `/v1/recovery/restores/${stuckOp}`, 200)).json.commands.abort,
@@ -337,6 +342,12 @@ describe("every documented route answers as documented", () => {
       name: gone.name,
       ownerBotId: "gone",
     });
+    // The report with a real Boat item (that fence), checked against its documented item schema.
+    const fenced = await check("GET", "/v1/recovery", "/v1/recovery", 200);
+    expect(fenced.json.boats).toEqual([
+      expect.objectContaining({ kind: "deletion_fence", boxId: gone.boxId, attention: true }),
+    ]);
+    expect(fenced.json.startup).toEqual(expect.objectContaining({ deletions: expect.any(Array) }));
     const retry = await check("GET", boats, `/v1/recovery/boats/retryDeletion?boxId=${gone.boxId}`, 200);
     expect(retry.json.eligible).toBe(true);
     await check("GET", boats, "/v1/recovery/boats/adopt?botId=gone", 400);

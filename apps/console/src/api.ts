@@ -29,16 +29,7 @@ type PathParams<P extends keyof paths, M extends Method> = paths[P][M] extends {
 type RestoreAction = "/v1/recovery/restores/{operationId}/{action}";
 type BoatAction = "/v1/recovery/boats/{action}";
 
-/**
- * GET /v1/recovery is documented with loose items (`looseObject({ attention })` in the server's
- * routes/recovery.ts), so the generated type knows only `attention` of a Boat or restore item. Until that
- * schema describes its items, their fields come from the report's own function (type-only), laid over the
- * generated answer: the one place left that is not the document alone.
- */
-type ReportFromCode = Awaited<
-  ReturnType<typeof import("../../bot-server/src/recovery-report.js").recoveryReport>
->;
-export type RecoveryReport = Omit<Answer<"/v1/recovery", "get">, keyof ReportFromCode> & ReportFromCode;
+export type RecoveryReport = Answer<"/v1/recovery", "get">;
 export type RestoreItem = RecoveryReport["restores"][number];
 export type BoatItem = RecoveryReport["boats"][number];
 export type BotsAnswer = Answer<"/v1/bots", "get">;

@@ -5,20 +5,39 @@
  * are written to docs/console/*.png (`pnpm --filter @drydock/console screenshots`).
  */
 
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { createRestoreRecoveryController } from "@drydock/recovery-controller";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { api, REPO_ROOT, type ServerChild, spawnServer, tempDir } from "../../bot-server/test/helpers.js";
 
 // The page.evaluate callbacks run in the browser. This test's typecheck has no DOM lib (the bot server's
 // helpers are typed against node's fetch), so the few browser globals they touch are declared here.
+interface PageElement {
+  id?: string;
+  tagName: string;
+  textContent: string | null;
+  getAttribute(name: string): string | null;
+  labels?: ArrayLike<unknown> | null;
+}
 declare const document: {
-  activeElement: { id?: string; textContent: string | null } | null;
+  activeElement: PageElement | null;
   documentElement: { scrollWidth: number };
+  querySelectorAll(selector: string): ArrayLike<PageElement>;
 };
 declare const window: { innerWidth: number };
 declare const sessionStorage: { getItem(key: string): string | null };
@@ -63,6 +82,47 @@ async function shot(page: Page, name: string, fullPage = true): Promise<void> {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
 }
 
+/** Debian's chromium (TOOLING.md's flags) in the fresh profile `profile`, and its first tab. */
+async function launchBrowser(profile: string): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    viewport: { width: 1280, height: 900 },
+  });
+  return { context, page: context.pages()[0] ?? (await context.newPage()) };
+}
+
+/** Opens the console in `page` and signs in with `token` (the tab keeps it). */
+async function signIn(page: Page, url: string, token: string): Promise<void> {
+  await page.goto(`${url}/console/`);
+  await page.getByLabel("Server token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+}
+
+/**
+ * A browser suite's hooks: after each case an open dialog (a failed case's) is closed, so it fails alone;
+ * after all, the browser, the server and their directories are gone.
+ */
+function cleanUpAfter(
+  state: () => { page?: Page; context?: BrowserContext; server?: ServerChild },
+  data: { cleanup(): void },
+  profile: string,
+): void {
+  afterEach(async () => {
+    const { page } = state();
+    if (page && (await page.getByRole("dialog").count()) > 0) await page.keyboard.press("Escape");
+  });
+  afterAll(async () => {
+    const { context, server } = state();
+    await context?.close();
+    server?.kill();
+    data.cleanup();
+    rmSync(profile, { recursive: true, force: true });
+  });
+}
+
 describe("the operator console in headless chromium", () => {
   const data = tempDir("console-e2e");
   const profile = mkdtempSync(join(tmpdir(), "drydock-chromium-"));
@@ -87,21 +147,10 @@ describe("the operator console in headless chromium", () => {
       restores.set(item.botId, item.operationId);
     expect([...restores.keys()].sort()).toEqual(["alpha", "beta"]);
 
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: "/usr/bin/chromium",
-      headless: true,
-      args: CHROMIUM_FLAGS,
-      viewport: { width: 1280, height: 900 },
-    });
-    page = context.pages()[0] ?? (await context.newPage());
+    ({ context, page } = await launchBrowser(profile));
   });
 
-  afterAll(async () => {
-    await context?.close();
-    server?.kill();
-    data.cleanup();
-    rmSync(profile, { recursive: true, force: true });
-  });
+  cleanUpAfter(() => ({ page, context, server }), data, profile);
 
   it("asks for a token once, refuses a wrong one, and keeps the right one for the tab", async () => {
     const response = await page.goto(`${server.url}/console/`);
@@ -201,10 +250,7 @@ describe("the operator console in headless chromium", () => {
     // A tab of its own: its own sessionStorage, so its own sign-in.
     const reader = await context.newPage();
     try {
-      await reader.goto(`${server.url}/console/`);
-      await reader.getByLabel("Server token").fill(READER);
-      await reader.getByRole("button", { name: "Sign in" }).click();
-      await reader.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+      await signIn(reader, server.url, READER);
       const item = reader.getByTestId(`restore-${operationId}`);
       await expect.poll(() => item.textContent()).toContain("abort (recommended)");
       expect(await reader.getByTestId("bot-gamma").textContent()).toContain(boxId);
@@ -312,10 +358,7 @@ describe("the operator console in headless chromium", () => {
     // Read-only: the preview shows, the apply is refused and nothing is purged.
     const reader = await context.newPage();
     try {
-      await reader.goto(`${server.url}/console/`);
-      await reader.getByLabel("Server token").fill(READER);
-      await reader.getByRole("button", { name: "Sign in" }).click();
-      await reader.getByRole("heading", { name: "Bots and their Boats" }).waitFor();
+      await signIn(reader, server.url, READER);
       const dialog = await openPurge(reader);
       expect(await dialog.textContent()).toContain(first.stateDigest);
       await dialog.getByRole("button", { name: "Apply restores purge" }).click();
@@ -422,5 +465,310 @@ describe("the operator console in headless chromium", () => {
     }));
     expect(focused.text).toBe("Refresh");
     expect(focused.outline).toBe("solid");
+  });
+});
+
+/**
+ * The embedded boat.dev twin of a running server on `dataDir` (its address and token are in
+ * embedded-boat-dev.json): its API as boat.dev's own console would call it, and its `/_sim` controls.
+ */
+function boatDev(dataDir: string) {
+  const { apiUrl, token } = JSON.parse(readFileSync(join(dataDir, "embedded-boat-dev.json"), "utf8")) as {
+    apiUrl: string;
+    token: string;
+  };
+  const call = async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(url, {
+      method,
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...headers,
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await res.text();
+    expect(res.status, `boat.dev ${method} ${url}: ${text.slice(0, 300)}`).toBeLessThan(300);
+    return text === "" ? null : JSON.parse(text);
+  };
+  const origin = new URL(apiUrl).origin;
+  return {
+    api: (method: string, path: string, headers?: Record<string, string>) =>
+      call(method, `${apiUrl}${path}`, undefined, headers),
+    sim: (method: string, path: string, body?: unknown) => call(method, `${origin}/_sim${path}`, body),
+  };
+}
+
+describe("every other action the console offers, each from the real state that makes it available", () => {
+  const data = tempDir("console-actions");
+  const profile = mkdtempSync(join(tmpdir(), "drydock-chromium-"));
+  let server: ServerChild;
+  let context: BrowserContext;
+  let page: Page;
+  let call: ReturnType<typeof api>;
+  /** The killed restores: bot → operation id. */
+  const ops = new Map<string, string>();
+
+  const restoreController = (botId: string) =>
+    createRestoreRecoveryController({
+      dataDir: data.dir,
+      workspaceRoot: join(data.dir, "workspaces", botId),
+    });
+  const report = async () => (await call("GET", "/v1/recovery")).json;
+  const boatItem = async (boxId: string) =>
+    (await report()).boats.find((b: { boxId: string | null }) => b.boxId === boxId);
+  const createComputer = async (botId: string) => {
+    expect((await call("POST", "/v1/bots", { name: `Bot ${botId}`, botId })).status).toBe(201);
+    const created = await call("POST", `/v1/bots/${botId}/computer`);
+    expect(created.status, created.text).toBe(201);
+    return created.json.computer as { boxId: string; name: string };
+  };
+  /** The Refresh button, then the card of `testId` as the page shows it now. */
+  const card = async (testId: string) => {
+    await page.getByRole("button", { name: "Refresh" }).click();
+    return page.getByTestId(testId);
+  };
+  /**
+   * Preview → apply of `action` on `testId`'s card, by mouse: the dialog named `dialogName` shows the fence
+   * (`fenceText`), the apply closes it and the page's outcome sentence contains `outcome`.
+   */
+  const previewAndApply = async (
+    testId: string,
+    action: string,
+    dialogName: string,
+    fenceText: string,
+    outcome: string,
+  ) => {
+    const item = await card(testId);
+    await expect.poll(() => item.getByRole("button", { name: `Preview ${action}` }).count()).toBe(1);
+    await item.getByRole("button", { name: `Preview ${action}` }).click();
+    const dialog = page.getByRole("dialog", { name: dialogName });
+    await expect.poll(() => dialog.textContent()).toContain(fenceText);
+    await dialog.getByRole("button", { name: `Apply ${action}` }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain(outcome);
+    expect(await dialog.count()).toBe(0);
+  };
+
+  beforeAll(async () => {
+    // Restores SIGKILLed where each of the other restore actions is the one to take.
+    await killRestoreAt(data.dir, "rel", "restore.after-completed");
+    await killRestoreAt(data.dir, "cmp", "restore.after-workspace-applied");
+    await killRestoreAt(data.dir, "rbk", "restore.after-mutation-started");
+    server = await spawnServer(data.dir, { DRYDOCK_TOKEN: TOKEN });
+    call = api(server.url, server.token);
+    for (const item of (await report()).restores) ops.set(item.botId, item.operationId);
+    expect(
+      Object.fromEntries(
+        (await report()).restores.map((r: { botId: string; next: string | null }) => [r.botId, r.next]),
+      ),
+    ).toEqual({ rel: "release", cmp: "complete", rbk: "rollback" });
+    ({ context, page } = await launchBrowser(profile));
+    await signIn(page, server.url, TOKEN);
+  });
+
+  cleanUpAfter(() => ({ page, context, server }), data, profile);
+
+  it("labels every control, and releases a completed restore by keyboard alone (Tab and Enter)", async () => {
+    // Every button, input and dialog has an accessible name (axe's button-name, label, aria-dialog-name).
+    const unnamed = await page.evaluate(() =>
+      Array.from(document.querySelectorAll("button, input, select, textarea, dialog"))
+        .filter((el) =>
+          el.tagName === "BUTTON"
+            ? (el.textContent ?? "").trim() === "" && !el.getAttribute("aria-label")
+            : el.tagName === "DIALOG"
+              ? !el.getAttribute("aria-labelledby") && !el.getAttribute("aria-label")
+              : (el.labels?.length ?? 0) === 0 && !el.getAttribute("aria-label"),
+        )
+        .map((el) => `${el.tagName}#${el.id ?? ""}`),
+    );
+    expect(unnamed).toEqual([]);
+
+    const operationId = ops.get("rel")!;
+    const { fence } = await restoreController("rel").preview(operationId);
+    /** Tabs until the focused control reads `text` (bounded: a control Tab never reaches fails). */
+    const tabTo = async (text: string) => {
+      for (let i = 0; i < 200; i += 1) {
+        await page.keyboard.press("Tab");
+        if ((await page.evaluate(() => document.activeElement?.textContent ?? "")) === text) return;
+      }
+      throw new Error(`Tab never reached a control reading "${text}"`);
+    };
+    await tabTo("Preview release");
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog", { name: `Preview: release restore ${operationId}` });
+    await expect.poll(() => dialog.textContent()).toContain(fence.expectedHash);
+    await tabTo("Apply release");
+    await page.keyboard.press("Enter");
+    await expect
+      .poll(() => page.getByRole("status").textContent())
+      .toContain(`release: restore ${operationId} is`);
+    await expect.poll(() => page.getByTestId(`restore-${operationId}`).count()).toBe(0);
+    const after = await restoreController("rel").preview(operationId);
+    expect(after.saga).toMatchObject({ phase: "completed", archived: true });
+    expect(after.owner).toBeNull();
+  });
+
+  it("completes a restore killed after its files were applied: the restored content stays", async () => {
+    const operationId = ops.get("cmp")!;
+    const { fence } = await restoreController("cmp").preview(operationId);
+    await previewAndApply(
+      `restore-${operationId}`,
+      "complete",
+      `Preview: complete restore ${operationId}`,
+      fence.expectedHash,
+      `complete: restore ${operationId} is completed`,
+    );
+    await expect.poll(async () => (await card(`restore-${operationId}`)).count()).toBe(0);
+    expect((await restoreController("cmp").preview(operationId)).saga).toMatchObject({
+      phase: "completed",
+      archived: true,
+    });
+    expect((await call("GET", "/v1/bots/cmp/files/a.txt")).text).toBe("v1");
+  });
+
+  it("rolls back a restore killed after its first change began: the content before the restore is back", async () => {
+    const operationId = ops.get("rbk")!;
+    const { fence } = await restoreController("rbk").preview(operationId);
+    await previewAndApply(
+      `restore-${operationId}`,
+      "rollback",
+      `Preview: rollback restore ${operationId}`,
+      fence.expectedHash,
+      `rollback: restore ${operationId} is`,
+    );
+    await expect.poll(async () => (await card(`restore-${operationId}`)).count()).toBe(0);
+    expect((await restoreController("rbk").preview(operationId)).saga.archived).toBe(true);
+    expect((await call("GET", "/v1/bots/rbk/files/a.txt")).text).toBe("v2");
+  });
+
+  it("locks gc: removes a candidate file a dead contender left beside a lock", async () => {
+    const shard = readdirSync(join(data.dir, "restore-sagas")).find((name) => name.startsWith("workspace-"));
+    // A contender that died between writing its candidate and linking it (its pid has exited).
+    const deadPid = spawnSync(process.execPath, ["-e", ""]).pid as number;
+    const deadToken = randomUUID();
+    const leftover = join(
+      data.dir,
+      "restore-sagas",
+      shard as string,
+      ".locks",
+      `rel.lock.candidate-${deadPid}-${deadToken}`,
+    );
+    writeFileSync(
+      leftover,
+      `${JSON.stringify({ version: 1, pid: deadPid, token: deadToken, createdAt: Date.now() })}\n`,
+    );
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await page.getByRole("button", { name: "Preview locks gc" }).click();
+    const dialog = page.getByRole("dialog", { name: "Preview: locks gc" });
+    // Listed by the file's name; its token is shown only as a digest.
+    await expect.poll(() => dialog.textContent()).toContain(`rel.lock.candidate-${deadPid}-sha256:`);
+    expect(await dialog.textContent()).not.toContain(deadToken);
+    expect(existsSync(leftover)).toBe(true);
+    await dialog.getByRole("button", { name: "Apply locks gc" }).click();
+    await expect.poll(() => page.getByRole("status").textContent()).toContain("Removed 1 garbage file(s)");
+    expect(existsSync(leftover)).toBe(false);
+  });
+
+  it("creates adopt: a Boat the create journal forgot (the data directory restored from an older backup) is adopted", async () => {
+    const journal = join(data.dir, "box-create-requests.json");
+    // Taken before this bot's Boat (before any Boat here: no journal at all yet).
+    const backup = existsSync(journal) ? readFileSync(journal, "utf8") : null;
+    const { boxId } = await createComputer("ada");
+    // The operator restores the data directory's create journal from a backup taken before that Boat.
+    if (backup === null) rmSync(journal);
+    else {
+      writeFileSync(`${journal}.restore`, backup);
+      renameSync(`${journal}.restore`, journal);
+    }
+    const item = await boatItem(boxId);
+    expect(item).toMatchObject({ kind: "unknown_boat", attention: true, action: { name: "adopt" } });
+    await previewAndApply(
+      `boat-${boxId}`,
+      "adopt",
+      `Preview: adopt ada ${boxId}`,
+      item.stateDigest,
+      `adopt applied to ${boxId}`,
+    );
+    await expect.poll(async () => (await card(`boat-${boxId}`)).count()).toBe(0);
+    expect((await call("GET", "/v1/bots/ada/computer")).json.computer).toMatchObject({
+      status: "ready",
+      boxId,
+    });
+  });
+
+  it("creates retire: a Boat deleted at boat.dev behind drydock's back has its record retired", async () => {
+    const dev = boatDev(data.dir);
+    const { boxId } = await createComputer("rita");
+    // Someone deletes the Boat in boat.dev's own console; the deletion finishes there.
+    await dev.api("DELETE", `/sandboxes/${boxId}`, { "x-boat-confirm-delete": boxId });
+    await dev.sim("POST", "/clock", { advanceMs: 600_000 });
+    await expect.poll(async () => (await boatItem(boxId))?.kind).toBe("create_boat_gone");
+    const item = await boatItem(boxId);
+    await previewAndApply(
+      `boat-${boxId}`,
+      "retireCreate",
+      `Preview: retireCreate rita ${boxId}`,
+      item.stateDigest,
+      `retireCreate applied to ${boxId}`,
+    );
+    await expect.poll(async () => (await card(`boat-${boxId}`)).count()).toBe(0);
+    expect((await call("GET", "/v1/bots/rita/computer")).json.computer.status).toBe("none");
+  });
+
+  it("deletions retry: a DELETE boat.dev refused (the Boat was busy) is sent again, once, and the Boat is gone", async () => {
+    const dev = boatDev(data.dir);
+    const { boxId, name } = await createComputer("rex");
+    // boat.dev refuses the DELETE (the Boat is busy): the fence is blocked.
+    await dev.sim("PATCH", `/sandboxes/${boxId}`, { busy: true });
+    const refused = await call("DELETE", "/v1/bots/rex/computer", { confirmName: name });
+    expect(refused.json.error.code, refused.text).toBe("provider_refused");
+    const blocked = await boatItem(boxId);
+    expect(blocked).toMatchObject({
+      kind: "deletion_fence",
+      attention: true,
+      facts: { fencePhase: "blocked" },
+      action: { name: "retryDeletion" },
+    });
+    // The cause fixed in boat.dev, the person retries from the console.
+    await dev.sim("PATCH", `/sandboxes/${boxId}`, { busy: false });
+    const before = (await dev.sim("GET", "/stats")).deletesAccepted;
+    await previewAndApply(
+      `boat-${boxId}`,
+      "retryDeletion",
+      `Preview: retryDeletion rex ${boxId}`,
+      blocked.stateDigest,
+      `retryDeletion applied to ${boxId}`,
+    );
+    expect((await dev.sim("GET", "/stats")).deletesAccepted).toBe(before + 1);
+    await expect.poll(async () => (await card(`boat-${boxId}`)).count()).toBe(0);
+    expect((await call("GET", "/v1/bots/rex/computer")).json.computer.status).toBe("none");
+  });
+
+  it("deletions reconcile: a fence whose DELETE went out just before its server stopped, finished at boat.dev, is lifted without a second DELETE", async () => {
+    const dev = boatDev(data.dir);
+    const { boxId, name } = await createComputer("rey");
+    // As a server leaves it when it stops right after sending DELETE: the fence prepared (durably, first)...
+    await openBoatDeleteJournal({ dataDir: data.dir }).prepareBoatDeletion({
+      boxId,
+      name,
+      ownerBotId: "rey",
+    });
+    // ...and the DELETE it sent, which boat.dev accepted and finished.
+    await dev.api("DELETE", `/sandboxes/${boxId}`, { "x-boat-confirm-delete": boxId });
+    await dev.sim("POST", "/clock", { advanceMs: 600_000 });
+    await expect.poll(async () => (await boatItem(boxId))?.facts.provider.kind).toBe("absent");
+    const fenced = await boatItem(boxId);
+    expect(fenced).toMatchObject({ kind: "deletion_fence", action: { name: "reconcileDeletion" } });
+    const before = (await dev.sim("GET", "/stats")).deleteRequests;
+    await previewAndApply(
+      `boat-${boxId}`,
+      "reconcileDeletion",
+      `Preview: reconcileDeletion rey ${boxId}`,
+      fenced.stateDigest,
+      `boat.dev proved Boat ${boxId} deleted; its deletion fence is lifted.`,
+    );
+    await expect.poll(async () => (await card(`boat-${boxId}`)).count()).toBe(0);
+    expect((await dev.sim("GET", "/stats")).deleteRequests).toBe(before);
+    expect((await call("GET", "/v1/bots/rey/computer")).json.computer.status).toBe("none");
   });
 });

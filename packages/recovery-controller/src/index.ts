@@ -69,6 +69,7 @@ export {
   RESTORE_STALLED_MS,
   type RestoreReportGap,
   type RestoreReportItem,
+  RestoreReportItemSchema,
   reportNeedsPerson,
   reportRestores,
   restoreCommand,

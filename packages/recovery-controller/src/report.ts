@@ -9,9 +9,16 @@ import {
   type PendingList,
   type SagaStore,
 } from "@drydock/restore-saga";
+import { z } from "zod";
 import { sagaStateDir } from "./defaults.js";
 import { createRestoreRecoveryController, type RestoreRecoveryController } from "./restore.js";
-import type { BoatPlan, PlanItem, RestoreActionName, RestorePreview } from "./schema.js";
+import {
+  type BoatPlan,
+  type PlanItem,
+  type RestoreActionName,
+  RestoreActionNameSchema,
+  type RestorePreview,
+} from "./schema.js";
 
 /**
  * What needs a person, gathered the one way both the operator CLI (`drydock status`, `restores list`) and
@@ -154,6 +161,45 @@ export interface RestoreReportItem {
    */
   stalledForMs: number | null;
 }
+
+type PendingDiagnosticStatus = PendingDiagnostic["status"];
+
+/** Every status of restore-saga's pending listing (`PendingDiagnostic["status"]`), checked both ways below. */
+const PENDING_DIAGNOSTIC_STATUSES = [
+  "terminal_unarchived",
+  "orphan_unpublished",
+  "busy",
+  "head_unsettled",
+  "corrupt",
+] as const satisfies readonly PendingDiagnosticStatus[];
+
+/**
+ * `RestoreReportItem` as a schema, for a caller that documents or checks the report (the bot server's
+ * `GET /v1/recovery` in its OpenAPI document). The compile-time checks below keep the two equal: a field
+ * added, removed or retyped in one and not the other fails the type check.
+ */
+export const RestoreReportItemSchema = z.object({
+  botId: z.string(),
+  operationId: z.string(),
+  phase: z.string(),
+  basePhase: z.string().nullable(),
+  seq: z.int().min(0),
+  updatedAt: z.string().nullable(),
+  ownerAlive: z.boolean().nullable(),
+  next: RestoreActionNameSchema.nullable(),
+  command: z.string().nullable(),
+  problem: z.string().nullable(),
+  diagnostic: z.enum(PENDING_DIAGNOSTIC_STATUSES).nullable(),
+  attention: z.boolean(),
+  inProgress: z.boolean(),
+  retainedByLiveOwner: z.object({ pid: z.int() }).nullable(),
+  stalledForMs: z.number().nullable(),
+});
+// Compile-time only: the schema's output and RestoreReportItem are the same type, and the enum names every
+// pending-listing status.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const _itemMatchesSchema: Same<z.infer<typeof RestoreReportItemSchema>, RestoreReportItem> = true;
+const _everyStatusListed: Same<(typeof PENDING_DIAGNOSTIC_STATUSES)[number], PendingDiagnosticStatus> = true;
 
 /** How long a restore whose owner runs may go without a new saga event before the report asks a person. */
 export const RESTORE_STALLED_MS = 30 * 60_000;

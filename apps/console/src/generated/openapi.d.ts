@@ -1262,30 +1262,109 @@ export interface paths {
               ok: true;
               open: number;
               complete: boolean;
-              boats: ({
+              boats: {
+                /** @enum {string} */
+                kind:
+                  | "create_in_window"
+                  | "create_expired"
+                  | "create_unresolved"
+                  | "create_boat_gone"
+                  | "create_bot_unregistered"
+                  | "deletion_fence"
+                  | "unknown_boat"
+                  | "unnamed_boat";
+                botId: string | null;
+                boxId: string | null;
+                name: string | null;
+                summary: string;
+                facts: {
+                  resolved?: boolean;
+                  ageMs?: number;
+                  windowLeftMs?: number;
+                  /** @enum {string} */
+                  fencePhase?: "prepared" | "accepted" | "blocked";
+                  /** @enum {string} */
+                  fenceStatus?: "pending" | "processing" | "blocked" | "completed";
+                  inFlightLeftMs?: number;
+                  stampedAheadMs?: number;
+                  provider:
+                    | {
+                        /** @enum {string} */
+                        kind: "present";
+                        name: string | null;
+                        state: string;
+                      }
+                    | {
+                        /** @enum {string} */
+                        kind: "absent";
+                        status: number;
+                      }
+                    | {
+                        /** @enum {string} */
+                        kind: "unknown";
+                        reason: string;
+                      }
+                    | {
+                        /** @enum {string} */
+                        kind: "not_checked";
+                      };
+                };
+                action: {
+                  name: ("adopt" | "reconcileDeletion" | "retryDeletion" | "retireCreate") | null;
+                  command: string | null;
+                  advice: string;
+                };
+                stateDigest: string;
                 attention: boolean;
-              } & {
-                [key: string]: unknown;
-              })[];
-              restores: ({
-                attention: boolean;
-              } & {
-                [key: string]: unknown;
-              })[];
-              retirements: ({
+              }[];
+              restores: {
                 botId: string;
-              } & {
-                [key: string]: unknown;
-              })[];
-              unreadable: ({
-                area: string;
+                operationId: string;
+                phase: string;
+                basePhase: string | null;
+                seq: number;
+                updatedAt: string | null;
+                ownerAlive: boolean | null;
+                next: ("abort" | "release" | "complete" | "rollback") | null;
+                command: string | null;
+                problem: string | null;
+                diagnostic:
+                  | ("terminal_unarchived" | "orphan_unpublished" | "busy" | "head_unsettled" | "corrupt")
+                  | null;
+                attention: boolean;
+                inProgress: boolean;
+                retainedByLiveOwner: {
+                  pid: number;
+                } | null;
+                stalledForMs: number | null;
+              }[];
+              retirements: {
+                botId: string;
+                message: string;
+              }[];
+              unreadable: {
+                /** @enum {string} */
+                area: "restores" | "boats" | "bots";
                 subject: string;
                 message: string;
-              } & {
-                [key: string]: unknown;
-              })[];
+              }[];
               startup: {
-                [key: string]: unknown;
+                deletions: {
+                  boxId: string;
+                  ownerBotId: string | null;
+                  /** @enum {string} */
+                  phaseBefore: "prepared" | "accepted" | "blocked";
+                  outcome: ("confirmed" | "pending" | "blocked") | "error";
+                  error?: string;
+                }[];
+                unresolvedCreates: {
+                  botId: string;
+                  boxId?: string;
+                  ageMs: number;
+                  retryWindowLeftMs: number;
+                  expired: boolean;
+                }[];
+                journalErrors: string[];
               } | null;
             } & {
               [key: string]: unknown;
