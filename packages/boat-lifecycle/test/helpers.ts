@@ -55,6 +55,7 @@ export interface Harness {
     crash?: CrashHook;
     knownBotIds?: () => readonly string[];
     onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+    nameSweep?: BoatLifecycleOptions["nameSweep"];
   }): BoatLifecycle;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
@@ -96,6 +97,8 @@ export interface HarnessOptions {
   realSleep?: boolean;
   /** Instant waits still move the shared clock by their length (for tests about time running out). */
   sleepMovesClock?: boolean;
+  /** The lifecycle's name sweep options (inline page budget, page size, background pace). */
+  nameSweep?: BoatLifecycleOptions["nameSweep"];
 }
 
 function readJson<T>(path: string): T | null {
@@ -153,6 +156,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       crash?: CrashHook;
       knownBotIds?: () => readonly string[];
       onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+      nameSweep?: BoatLifecycleOptions["nameSweep"];
     } = {},
   ) =>
     createBoatLifecycle({
@@ -172,6 +176,9 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       sleep,
       ...(extra.crash === undefined ? {} : { crash: extra.crash }),
       ...(extra.onCreateRetry === undefined ? {} : { onCreateRetry: extra.onCreateRetry }),
+      ...((extra.nameSweep ?? options.nameSweep) === undefined
+        ? {}
+        : { nameSweep: extra.nameSweep ?? options.nameSweep }),
       ...((extra.knownBotIds ?? options.knownBotIds) === undefined
         ? {}
         : { knownBotIds: extra.knownBotIds ?? options.knownBotIds }),
