@@ -13,6 +13,7 @@ import {
   startBoatSimulator,
 } from "@drydock/boat-provider/simulator";
 import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { afterEach } from "vitest";
 import {
   type BoatLifecycle,
   type BoatLifecycleOptions,
@@ -221,11 +222,26 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     deleteFile: () => readJson(join(dataDir, "box-delete-requests.json")),
     outside,
     async close() {
+      h.lifecycle.close(); // a background name sweep must not outlive its simulator
       await sim.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
   return h;
+}
+
+/** `const use = harnessPerTest()`: `await use(options)` gives a harness that is closed after its test. */
+export function harnessPerTest(): (options?: HarnessOptions) => Promise<Harness> {
+  let current: Harness | undefined;
+  afterEach(async () => {
+    const closing = current;
+    current = undefined;
+    await closing?.close();
+  });
+  return async (options) => {
+    current = await harness(options);
+    return current;
+  };
 }
 
 /** Marks a Boat busy (DELETE answers 409 sandbox_busy) through the simulator's control API. */

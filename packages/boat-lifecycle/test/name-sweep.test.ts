@@ -1,6 +1,6 @@
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { LIFECYCLE_MESSAGES, legacyBoatName, scopedBoatName } from "../src/index.js";
-import { ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
+import { ENV_ID, type Harness, harnessPerTest, posts, rejection } from "./helpers.js";
 
 /**
  * The deterministic-name lookup at a cost that does not grow with the account (issue #23): one complete
@@ -8,18 +8,7 @@ import { ENV_ID, type Harness, harness, posts, rejection } from "./helpers.js";
  * Accounts of thousands of Boats are seeded through the simulator's test-only `POST /_sim/sandboxes`.
  */
 
-let h: Harness | undefined;
-const use = async (options?: Parameters<typeof harness>[0]) => {
-  h = await harness(options);
-  return h;
-};
-
-afterEach(async () => {
-  if (h === undefined) return;
-  h.lifecycle.close();
-  await h.close();
-  h = undefined;
-});
+const use = harnessPerTest();
 
 /** The list requests the lifecycle sent (GET /sandboxes?...), by path. */
 const lists = (t: Harness) =>
