@@ -141,6 +141,16 @@ describe("name sweep: an incomplete listing never proves absence", () => {
     expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 5_001 });
   });
 
+  it("inlinePages 0 without the background walk: each lookup still reads one page, so retries get there", async () => {
+    const t = await use({ nameSweep: { inlinePages: 0 } });
+    foreign(t, 401); // 3 pages
+    expect(await rejection(t.lifecycle.provision("bot-1"))).toMatchObject({ code: "name_sweep_incomplete" });
+    expect(await rejection(t.lifecycle.provision("bot-1"))).toMatchObject({ code: "name_sweep_incomplete" });
+    expect(posts(t)).toHaveLength(0);
+    expect((await t.lifecycle.provision("bot-1")).createdThisAttempt).toBe(true);
+    expect(lists(t)).toHaveLength(3);
+  });
+
   it("findBoat is bounded the same way and never answers 'no Boat' from a partial list", async () => {
     const t = await use({ nameSweep: { inlinePages: 2 } });
     const mine = t.sim.seed({ names: [...others(1_000), scopedBoatName(ENV_ID, "bot-1")] })[1_000];

@@ -20,7 +20,8 @@ import { cancelledError, classifyProviderError, type SweepContext } from "./cont
 export interface NameSweepOptions {
   /**
    * Pages a lookup (provision, findBoat) reads itself when the sweep is not complete yet, before it
-   * answers `name_sweep_incomplete` (default 10; 0: only the background sweep reads the list).
+   * answers `name_sweep_incomplete` (default 10; 0: only the background sweep reads the list, or one
+   * page per lookup while the background sweep is not running).
    */
   inlinePages?: number;
   /** Boats per list page (1–200, default 200: boat.dev's largest page). */
@@ -193,7 +194,10 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
   }
 
   async function ensureComplete(signal?: AbortSignal): Promise<void> {
-    for (let read = 0; !complete && read < options.inlinePages; read += 1) await step(signal);
+    // With no inline budget, the background walk reads; if it is not running (never started, stopped),
+    // a lookup reads one page itself, so that every retry still moves the sweep forward.
+    const budget = options.inlinePages > 0 || background !== null ? options.inlinePages : 1;
+    for (let read = 0; !complete && read < budget; read += 1) await step(signal);
     // A page the background walk was reading when the budget ran out may have finished the sweep.
     if (!complete) await queue;
     if (complete) return;
