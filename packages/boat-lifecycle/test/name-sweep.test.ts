@@ -1,3 +1,4 @@
+import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { describe, expect, it, vi } from "vitest";
 import { LIFECYCLE_MESSAGES, legacyBoatName, scopedBoatName } from "../src/index.js";
 import { ENV_ID, type Harness, harnessPerTest, posts, rejection } from "./helpers.js";
@@ -91,7 +92,7 @@ describe("name sweep: provisioning in an account of thousands of Boats", () => {
       names: [scopedBoatName(ENV_ID, "bot-r"), scopedBoatName(ENV_ID, "bot-d")],
     });
     await t.lifecycle.provision("bot-0"); // completes the sweep: both are indexed
-    expect(t.lifecycle.nameSweepStatus()).toMatchObject({ complete: true, indexed: 2 });
+    expect(t.lifecycle.nameSweepStatus()).toMatchObject({ complete: true, indexed: 3 }); // the two listed + bot-0's, named by this lifecycle
     await t.outside.renameSandbox(renamed as string, "renamed-by-someone");
     const op = await t.outside.deleteSandbox(deleted as string);
     await t.outside.getDeletionOperation(op.id);
@@ -102,8 +103,20 @@ describe("name sweep: provisioning in an account of thousands of Boats", () => {
     expect(r.boxId).not.toBe(renamed);
     expect(d.boxId).not.toBe(deleted);
     expect([r.createdThisAttempt, d.createdThisAttempt]).toEqual([true, true]);
-    // Neither stale entry is kept (the new Boats are the journal's, never the index's).
-    expect(t.lifecycle.nameSweepStatus().indexed).toBe(0);
+    // Neither stale entry is kept: the index holds the three Boats this lifecycle named, nothing else.
+    expect(t.lifecycle.nameSweepStatus().indexed).toBe(3);
+    expect(lists(t)).toHaveLength(1);
+  });
+
+  it("a Boat this lifecycle named stays findable by name when its journal row is lost while the process runs", async () => {
+    const t = await use();
+    const first = await t.lifecycle.provision("bot-1"); // the sweep completes before this Boat exists
+    // A restored backup (or a row retired by hand) while the process runs: the journal forgets the Boat.
+    await openBoatCreateJournal({ dataDir: t.dataDir }).retireDeletedBoatCreate(first.boxId);
+    expect(t.createFile()?.requests).toEqual([]);
+    const again = await t.lifecycle.provision("bot-1");
+    expect(again).toEqual({ ...first, createdThisAttempt: false });
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
     expect(lists(t)).toHaveLength(1);
   });
 });

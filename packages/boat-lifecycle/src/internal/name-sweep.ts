@@ -93,8 +93,12 @@ export interface NameSweep {
   ensureComplete(signal?: AbortSignal): Promise<void>;
   /** The Boat ids listed under any of these names (only meaningful once complete). */
   idsFor(names: readonly string[]): string[];
-  /** A direct read showed the Boat gone (`name` null) or carrying another name: the index follows it. */
-  correct(boxId: string, name: string | null): void;
+  /**
+   * A direct read (or this lifecycle's own rename) showed the Boat carrying `name`, or gone (`null`): the
+   * index follows it. Boats the journal knows are kept too, so a row lost while the process runs (a
+   * restored backup, a row retired by hand) still leaves the Boat findable by name.
+   */
+  observe(boxId: string, name: string | null): void;
   /** Starts the background walk (idempotent; nothing once complete). */
   startBackground(): void;
   /** Stops the background walk (a page in flight finishes or fails; the cursor stays). */
@@ -248,7 +252,7 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     }),
     ensureComplete,
     idsFor: (names) => [...new Set(names.flatMap((name) => [...(byName.get(name) ?? [])]))].sort(),
-    correct: keep,
+    observe: keep,
     startBackground() {
       if (complete || background !== null) return;
       const controller = new AbortController();

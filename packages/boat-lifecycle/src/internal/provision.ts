@@ -148,13 +148,13 @@ async function confirmNamedHits(ctx: Context, botId: string, signal?: AbortSigna
     } catch (error) {
       const failure = classifyProviderError(error);
       if (failure.kind === "absent") {
-        ctx.nameSweep.correct(id, null); // a deleted Boat (ours, say) the index still held
+        ctx.nameSweep.observe(id, null); // a deleted Boat (ours, say) the index still held
         continue;
       }
       throw providerError("Could not read this bot's cloud computer", failure, id);
     }
     if (!isOwnName(ctx, botId, sandbox.name)) {
-      ctx.nameSweep.correct(id, sandbox.name); // renamed away since it was listed
+      ctx.nameSweep.observe(id, sandbox.name); // renamed away since it was listed
       continue;
     }
     if (sandbox.state !== "error") live.push(sandbox);
@@ -193,6 +193,7 @@ export async function locate(ctx: Context, botId: string, signal?: AbortSignal):
             "This bot's remembered cloud computer no longer has its deterministic name — repair it in boat.dev before continuing",
         });
       }
+      ctx.nameSweep.observe(sandbox.id, sandbox.name);
       return { boat: toBoat(ctx, botId, sandbox), resolved: remembered.resolved };
     } catch (error) {
       if (isLifecycleError(error)) throw error;
@@ -530,6 +531,7 @@ export async function createAndName(
     if (!isOwnName(ctx, botId, currentName)) {
       await renameOnce(ctx, boxId, desired, signal);
       currentName = desired;
+      ctx.nameSweep.observe(boxId, desired);
       // Crash window: named but not resolved; recovery finds it by id (journal) or by name and resolves it.
       ctx.crash.point("provision.after-rename");
     }
