@@ -220,6 +220,33 @@ describe("name sweep: an incomplete listing never proves absence", () => {
     },
   );
 
+  it("a saved cursor boat.dev refuses (400 invalid_cursor): typed 503, and the retry reads the list again from its start", async () => {
+    const t = await use({ nameSweep: { inlinePages: 2 } });
+    const mine = t.sim.seed({ names: [...others(700), legacyBoatName("bot-1")] })[700]; // 4 pages
+    expect(await rejection(t.lifecycle.provision("bot-1"))).toMatchObject({ code: "name_sweep_incomplete" });
+    let refused = false;
+    t.tamper(async (request, response) => {
+      if (refused || !request.path.includes("cursor=")) return response;
+      refused = true;
+      // boat.dev's own refusal of a cursor (the simulator's answer to one it never handed out).
+      return fetch(`${t.sim.apiUrl}/sandboxes?limit=200&cursor=not-a-cursor-it-gave`, {
+        headers: { authorization: `Bearer ${t.sim.token}` },
+      });
+    });
+    const error = await rejection(t.lifecycle.provision("bot-1"));
+    expect(error).toMatchObject({ code: "provider_unavailable", status: 503 });
+    expect(error.message).toContain(
+      "0 pages (0 Boats) read so far; boat.dev refused the saved position in its list, so a retry reads it again from the start",
+    );
+    expect(posts(t)).toHaveLength(0);
+    expect(t.lifecycle.nameSweepStatus()).toMatchObject({ complete: false, pagesRead: 0 });
+    expect(await rejection(t.lifecycle.provision("bot-1"))).toMatchObject({ code: "name_sweep_incomplete" });
+    expect((await t.lifecycle.provision("bot-1")).boxId).toBe(mine);
+    const paths = lists(t);
+    expect(paths.filter((p) => !p.includes("cursor="))).toHaveLength(2); // the first walk, and the restart
+    expect(t.stats().createsCommitted).toBe(0);
+  });
+
   it("a malformed page fails closed and is read again: nothing adopted or created from it", async () => {
     const t = await use({ nameSweep: { inlinePages: 50 } });
     foreign(t, 450);

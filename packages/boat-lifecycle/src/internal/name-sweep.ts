@@ -1,4 +1,4 @@
-import type { Sandbox } from "@drydock/boat-provider";
+import { isBoatApiError, type Sandbox } from "@drydock/boat-provider";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
 import { classifyName } from "../names.js";
 import { cancelledError, classifyProviderError, type SweepContext } from "./context.js";
@@ -105,6 +105,10 @@ export interface NameSweep {
   stop(): void;
 }
 
+function isInvalidCursor(error: unknown): boolean {
+  return isBoatApiError(error) && error.status === 400 && error.code === "invalid_cursor";
+}
+
 export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOptions): NameSweep {
   const byName = new Map<string, Set<string>>();
   const nameOf = new Map<string, string>();
@@ -139,13 +143,13 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     return `${pagesRead} page${pagesRead === 1 ? "" : "s"} (${boatsSeen} Boat${boatsSeen === 1 ? "" : "s"}) read so far`;
   }
 
-  function pageFailed(error: unknown): LifecycleError {
+  function pageFailed(error: unknown, next = "a retry continues from where it stopped"): LifecycleError {
     const failure = classifyProviderError(error);
     if (failure.kind === "transport" && failure.aborted) return cancelledError(error);
     return new LifecycleError({
       code: "provider_unavailable",
       status: 503,
-      message: `${LIFECYCLE_MESSAGES.listUnavailable} (${failure.message.replace(/[.\s]+$/, "")}). drydock reads that list once to make sure no computer already carries this bot's name: ${progress()}; a retry continues from where it stopped`,
+      message: `${LIFECYCLE_MESSAGES.listUnavailable} (${failure.message.replace(/[.\s]+$/, "")}). drydock reads that list once to make sure no computer already carries this bot's name: ${progress()}; ${next}`,
       ...(failure.kind === "api" && failure.retryAfterMs !== undefined
         ? { retryAfterMs: failure.retryAfterMs }
         : {}),
@@ -163,7 +167,19 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
         ...(signal === undefined ? {} : { signal }),
       });
     } catch (error) {
-      throw pageFailed(error);
+      if (cursor === undefined || !isInvalidCursor(error)) throw pageFailed(error);
+      // boat.dev no longer accepts the saved position (the API does not say a cursor can expire, but
+      // nothing else could move the walk forward): it starts again from the first page. The index is
+      // kept: its entries are hints that a direct read confirms anyway.
+      cursor = undefined;
+      seenCursors.clear();
+      pagesRead = 0;
+      boatsSeen = 0;
+      ctx.logger.warn?.("boat name sweep cursor refused; the list is read again from its start", {});
+      throw pageFailed(
+        error,
+        "boat.dev refused the saved position in its list, so a retry reads it again from the start",
+      );
     }
     const next = page.nextCursor;
     if (next !== null && (next === cursor || seenCursors.has(next))) {
