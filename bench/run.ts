@@ -18,6 +18,7 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   journals: async () => (await import("./suites/journals.js")).runJournals,
   saga: async () => (await import("./suites/saga.js")).runSaga,
   server: async () => (await import("./suites/server.js")).runServer,
+  names: async () => (await import("./suites/names.js")).runNames,
 };
 
 async function main(): Promise<void> {

@@ -28,6 +28,7 @@ export const ConfigSchema = z
     DRYDOCK_TOKENS_FILE: z.string().min(1).optional(),
     DRYDOCK_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
     DRYDOCK_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
+    DRYDOCK_NAME_SWEEP_INLINE_PAGES: z.coerce.number().int().min(0).max(100_000).default(10),
   })
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
@@ -52,6 +53,11 @@ export interface ServerConfig {
   metricsToken?: string;
   /** DRYDOCK_SHUTDOWN_TIMEOUT_MS: how long a SIGTERM/SIGINT waits for in-flight requests before exiting. */
   shutdownTimeoutMs?: number;
+  /**
+   * DRYDOCK_NAME_SWEEP_INLINE_PAGES: pages of boat.dev's list (200 each) one request reads itself while the
+   * one-time name sweep is incomplete, before answering 503 `name_sweep_incomplete` (default 10).
+   */
+  nameSweepInlinePages?: number;
 }
 
 export class ConfigError extends Error {
@@ -126,5 +132,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
     ...(tokensFile ? { tokensFile } : {}),
     ...(c.DRYDOCK_METRICS_TOKEN ? { metricsToken: c.DRYDOCK_METRICS_TOKEN } : {}),
     shutdownTimeoutMs: c.DRYDOCK_SHUTDOWN_TIMEOUT_MS,
+    nameSweepInlinePages: c.DRYDOCK_NAME_SWEEP_INLINE_PAGES,
   };
 }

@@ -194,6 +194,10 @@ function openCollaborators(
       warn: (message: string, fields?: Record<string, unknown>) => logs.app?.log.warn(fields ?? {}, message),
     },
     onCreateRetry: () => metrics.providerRetries.inc(),
+    // The one walk of boat.dev's list behind the name lookup starts at recoverAtStartup (below).
+    ...(config.nameSweepInlinePages === undefined
+      ? {}
+      : { nameSweep: { inlinePages: config.nameSweepInlinePages } }),
     ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
   });
   const recovery = createBoatRecovery({
@@ -352,6 +356,7 @@ async function start(
     startup,
     async close() {
       await startup;
+      lifecycle.close();
       await app.close();
       // The simulator goes with this server: so does the file that tells drydock where it was.
       if (simulator) removeEmbeddedProvider(config.dataDir);

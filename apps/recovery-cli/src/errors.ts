@@ -113,6 +113,8 @@ const LIFECYCLE_EXIT: Record<LifecycleErrorCode, ExitCode | "provider-status"> =
   deletion_unconfirmed: EXIT_CODES.PROVIDER_UNAVAILABLE,
   invalid_receipt: EXIT_CODES.PROVIDER_UNAVAILABLE,
   create_in_progress: EXIT_CODES.PROVIDER_UNAVAILABLE,
+  // Still reading boat.dev's list once (the name sweep): a retry continues it.
+  name_sweep_incomplete: EXIT_CODES.PROVIDER_UNAVAILABLE,
   provider_refused: "provider-status",
   // Refused on purpose, or a person must look first.
   computer_deleting: EXIT_CODES.UNSAFE,

@@ -22,6 +22,11 @@ export const LIFECYCLE_ERROR_STATUS = {
   recovery_paused: 503,
   /** boat.dev did not answer (lost response, timeout, 5xx): the outcome is unknown and was kept. */
   provider_unavailable: 503,
+  /**
+   * boat.dev's list is still being read once (the name sweep) to make sure no Boat already carries the
+   * bot's name, and it is longer than one call reads: nothing was created; a retry continues the reading.
+   */
+  name_sweep_incomplete: 503,
   /** boat.dev refused the request with a 4xx; the status is boat.dev's own. */
   provider_refused: 400,
   /** boat.dev is still working on the same idempotent create; retry in a moment with the same key. */
@@ -138,6 +143,8 @@ export const LIFECYCLE_MESSAGES = {
     "A cloud computer being deleted no longer has its remembered name — repair it in boat.dev before continuing",
   listUnavailable:
     "boat.dev's list of cloud computers is unavailable, so nothing was created — retry in a moment",
+  nameSweepIncomplete: (progress: string) =>
+    `nothing was created: drydock is still reading boat.dev's list of cloud computers, once, to make sure no computer already carries this bot's name (${progress}, and the list goes on). A retry continues from where it stopped — retry in a moment`,
   priorDeletionFailed: (boxId: string) =>
     `nothing was created: this bot's previous cloud computer ${boxId} is still fenced for deletion and retrying its deletion failed`,
   invalidReceipt: (boxId: string) =>

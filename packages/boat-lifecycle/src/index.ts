@@ -23,6 +23,7 @@ export type {
   Sleep,
 } from "./internal/context.js";
 export { deletionInFlightLeftMs } from "./internal/deletion.js";
+export type { NameSweepOptions, NameSweepStatus } from "./internal/name-sweep.js";
 export type { ProvisionResult } from "./internal/provision.js";
 
 // Retry and polling schedules (data, so callers and docs can quote them)

@@ -18,6 +18,12 @@ import {
 import { finishDeletion, reconcileRecord, requestDeletion, sameFence } from "./internal/deletion.js";
 import { buildInventory } from "./internal/inventory.js";
 import {
+  createNameSweep,
+  type NameSweepOptions,
+  type NameSweepStatus,
+  resolveNameSweepOptions,
+} from "./internal/name-sweep.js";
+import {
   assertNotFenced,
   createAndName,
   finishPriorDeletion,
@@ -61,6 +67,12 @@ export interface BoatLifecycleOptions {
    * (pre-scope) names that no journal remembers; the journals' bots are always known.
    */
   knownBotIds?: () => readonly string[] | Promise<readonly string[]>;
+  /**
+   * The name sweep: the one walk of boat.dev's list behind the deterministic-name lookup (see the
+   * README, "The name sweep"). `recoverAtStartup()` starts it in the background; a lookup that finds it
+   * incomplete reads up to `inlinePages` pages itself, then answers `name_sweep_incomplete`.
+   */
+  nameSweep?: NameSweepOptions;
 }
 
 export interface DeleteBoatInput {
@@ -108,7 +120,12 @@ export interface BoatLifecycle {
   deleteBoat(input: DeleteBoatInput): Promise<{ ok: true; pending?: true }>;
   reconcileDeletion(boxId: string): Promise<DeletionOutcome>;
   inventory(): Promise<InventoryItem[]>;
+  /** Startup reconciliation; it also starts the background name sweep (unless `nameSweep.background` is false). */
   recoverAtStartup(): Promise<RecoveryReport>;
+  /** Where the name sweep stands: complete or not, pages and Boats read, Boats kept under our names. */
+  nameSweepStatus(): NameSweepStatus;
+  /** Stops the background name sweep (its cursor and index stay; a later lookup continues inline). */
+  close(): void;
 }
 
 function invalid(message: string): LifecycleError {
@@ -133,14 +150,18 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     throw invalid("environmentId must be a non-empty string (the installation's environment id)");
   }
   const scopedNames = new Map<string, string>();
+  const sweepOptions = resolveNameSweepOptions(options.nameSweep);
+  const logger = options.logger ?? {};
+  const sleep = options.sleep ?? realSleep;
+  const nameSweep = createNameSweep({ client: options.client, environmentId, logger, sleep }, sweepOptions);
   const ctx: Context = {
     client: options.client,
     createJournal: options.createJournal,
     deleteJournal: options.deleteJournal,
     environmentId,
     now: options.now ?? Date.now,
-    sleep: options.sleep ?? realSleep,
-    logger: options.logger ?? {},
+    sleep,
+    logger,
     onCreateRetry: options.onCreateRetry ?? (() => {}),
     crash: options.crash ?? noCrash,
     scopedName: (botId) => {
@@ -155,6 +176,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
       return name;
     },
     legacyName: legacyBoatName,
+    nameSweep,
   };
 
   // One lifecycle call per bot at a time in this process. Across processes the journals serialise the
@@ -361,6 +383,11 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     } catch (error) {
       report.journalErrors.push(messageOf(error));
     }
+    // The name sweep starts here, not at creation: the server calls this once when it starts, while the
+    // CLI's one-shot commands (and callers that never provision) send no list request they do not need.
+    // Not while a journal is unreadable: provisioning refuses anyway, and a paused installation sends
+    // nothing to boat.dev (a lookup after the repair reads the list inline).
+    if (sweepOptions.background && report.journalErrors.length === 0) nameSweep.startBackground();
     ctx.logger.info?.("boat recovery at startup", {
       deletions: report.deletions.length,
       unresolvedCreates: report.unresolvedCreates.length,
@@ -386,5 +413,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     reconcileDeletion,
     inventory,
     recoverAtStartup,
+    nameSweepStatus: () => nameSweep.status(),
+    close: () => nameSweep.stop(),
   };
 }

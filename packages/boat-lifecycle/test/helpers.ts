@@ -13,6 +13,7 @@ import {
   startBoatSimulator,
 } from "@drydock/boat-provider/simulator";
 import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
+import { afterEach } from "vitest";
 import {
   type BoatLifecycle,
   type BoatLifecycleOptions,
@@ -55,6 +56,7 @@ export interface Harness {
     crash?: CrashHook;
     knownBotIds?: () => readonly string[];
     onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+    nameSweep?: BoatLifecycleOptions["nameSweep"];
   }): BoatLifecycle;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
@@ -96,6 +98,8 @@ export interface HarnessOptions {
   realSleep?: boolean;
   /** Instant waits still move the shared clock by their length (for tests about time running out). */
   sleepMovesClock?: boolean;
+  /** The lifecycle's name sweep options (inline page budget, page size, background pace). */
+  nameSweep?: BoatLifecycleOptions["nameSweep"];
 }
 
 function readJson<T>(path: string): T | null {
@@ -153,6 +157,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       crash?: CrashHook;
       knownBotIds?: () => readonly string[];
       onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+      nameSweep?: BoatLifecycleOptions["nameSweep"];
     } = {},
   ) =>
     createBoatLifecycle({
@@ -172,6 +177,9 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       sleep,
       ...(extra.crash === undefined ? {} : { crash: extra.crash }),
       ...(extra.onCreateRetry === undefined ? {} : { onCreateRetry: extra.onCreateRetry }),
+      ...((extra.nameSweep ?? options.nameSweep) === undefined
+        ? {}
+        : { nameSweep: extra.nameSweep ?? options.nameSweep }),
       ...((extra.knownBotIds ?? options.knownBotIds) === undefined
         ? {}
         : { knownBotIds: extra.knownBotIds ?? options.knownBotIds }),
@@ -214,11 +222,26 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     deleteFile: () => readJson(join(dataDir, "box-delete-requests.json")),
     outside,
     async close() {
+      h.lifecycle.close(); // a background name sweep must not outlive its simulator
       await sim.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
   return h;
+}
+
+/** `const use = harnessPerTest()`: `await use(options)` gives a harness that is closed after its test. */
+export function harnessPerTest(): (options?: HarnessOptions) => Promise<Harness> {
+  let current: Harness | undefined;
+  afterEach(async () => {
+    const closing = current;
+    current = undefined;
+    await closing?.close();
+  });
+  return async (options) => {
+    current = await harness(options);
+    return current;
+  };
 }
 
 /** Marks a Boat busy (DELETE answers 409 sandbox_busy) through the simulator's control API. */

@@ -172,6 +172,21 @@ export const simSandboxPatchSchema = z.strictObject({
   busy: z.boolean().optional(),
   state: sandboxStateSchema.optional(),
 });
+/**
+ * POST /_sim/sandboxes (test-only seeding): `count` Boats named `namePrefix` + index (unnamed without a
+ * prefix), or one Boat per entry of `names`. They exist at once (no list lag) and are listed in the given
+ * order, before any Boat created later (the order across two seeding calls is not defined).
+ */
+export const simSeedBodySchema = z.union([
+  z.strictObject({
+    count: z.number().int().min(1).max(100_000),
+    namePrefix: z
+      .string()
+      .regex(/^[^\r\n\0]{1,90}$/, "1–90 characters, no CR, LF or NUL")
+      .optional(),
+  }),
+  z.strictObject({ names: z.array(boatNameSchema.nullable()).min(1).max(100_000) }),
+]);
 export const simStatsSchema = z.object({
   /** Boats that came into existence: the billing truth. */
   createsCommitted: z.number().int().min(0),
@@ -257,6 +272,7 @@ export type ErrorEnvelope = z.infer<typeof errorEnvelopeSchema>;
 export type FaultAction = z.infer<typeof faultActionSchema>;
 export type FaultRule = z.input<typeof faultRuleSchema>;
 export type SimStats = z.infer<typeof simStatsSchema>;
+export type SimSeedBody = z.infer<typeof simSeedBodySchema>;
 export type SimSandboxRecord = z.infer<typeof simSandboxRecordSchema>;
 export type SimOperationRecord = z.infer<typeof simOperationRecordSchema>;
 export type SimKeyRecord = z.infer<typeof simKeyRecordSchema>;

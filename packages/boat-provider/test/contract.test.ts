@@ -223,6 +223,43 @@ describe("list", () => {
   });
 });
 
+describe("seeding (test-only POST /_sim/sandboxes)", () => {
+  it("seeds existing Boats, listed at once in the given order, counted live but not as creates", async () => {
+    h = await harness({ listLagMs: 60_000 });
+    const response = await h.control("POST", "/_sim/sandboxes", { count: 450, namePrefix: "seed-" });
+    expect(response.status).toBe(201);
+    const { ids } = (await response.json()) as { ids: string[] };
+    expect(ids).toHaveLength(450);
+    const named = h.sim.seed({ names: ["first-after", null, "last"] });
+    const pages: string[][] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await h.client.listSandboxes({ limit: 200, ...(cursor ? { cursor } : {}) });
+      pages.push(page.sandboxes.map((s) => s.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+    expect(pages.map((p) => p.length)).toEqual([200, 200, 53]);
+    // One call's Boats in its order, despite the list lag of 60 s (two calls' relative order is not defined).
+    expect(pages.flat().filter((id) => !named.includes(id))).toEqual(ids);
+    expect(pages.flat().filter((id) => named.includes(id))).toEqual(named);
+    expect((await h.client.getSandbox(ids[7] as string)).name).toBe("seed-7");
+    expect((await h.client.getSandbox(named[1] as string)).name).toBeNull();
+    const stats = await h.stats();
+    expect(stats).toMatchObject({ live: 453, unnamed: 1, createsCommitted: 0, createRequests: 0 });
+    expect(stats.perName["seed-449"]).toBe(1);
+  });
+
+  it("refuses a body that is neither { count, namePrefix? } nor { names }, and seeds nothing", async () => {
+    h = await harness();
+    for (const body of [{}, { count: 0 }, { count: 2, names: ["a"] }, { names: [] }, { names: ["a\nb"] }]) {
+      const response = await h.control("POST", "/_sim/sandboxes", body);
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { error: { code: string } }).error.code).toBe("invalid_request");
+    }
+    expect((await h.stats()).live).toBe(0);
+  });
+});
+
 describe("delete and poll", () => {
   beforeEach(async () => {
     h = await harness({ deletionPolls: 2, goneWindowMs: 60_000 });

@@ -6,6 +6,7 @@ import type { BoatClient } from "@drydock/boat-provider";
 import { isBoatApiError, isBoatTransportError, provesAbsence } from "@drydock/boat-provider";
 import type { CrashHook } from "../crash.js";
 import { isLifecycleError, LifecycleError } from "../errors.js";
+import type { NameSweep } from "./name-sweep.js";
 
 /** The provider calls the lifecycle makes; a `createBoatClient(...)` result satisfies it. */
 export type LifecycleClient = Pick<
@@ -14,6 +15,7 @@ export type LifecycleClient = Pick<
   | "getSandbox"
   | "renameSandbox"
   | "listAllSandboxes"
+  | "listSandboxes"
   | "deleteSandbox"
   | "getDeletionOperation"
 >;
@@ -62,7 +64,12 @@ export interface Context {
   crash: CrashHook;
   scopedName(botId: string): string;
   legacyName(botId: string): string;
+  /** The one walk of boat.dev's list that the deterministic-name lookup relies on (name-sweep.ts). */
+  nameSweep: NameSweep;
 }
+
+/** What the name sweep needs of the context (it is built before the context that holds it). */
+export type SweepContext = Pick<Context, "client" | "environmentId" | "logger" | "sleep">;
 
 /** setTimeout-based wait that honours an AbortSignal and leaves no timer behind. */
 export const realSleep: Sleep = (ms, signal) =>

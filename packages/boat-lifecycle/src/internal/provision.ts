@@ -3,6 +3,7 @@ import {
   isBoatCreateJournalError,
   keyTrustDeadline,
 } from "@drydock/boat-create-journal";
+import type { Sandbox } from "@drydock/boat-provider";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError, retryIn } from "../errors.js";
 import { type Boat, CREATE_REQUEST_BODY } from "../schema.js";
 import {
@@ -133,10 +134,48 @@ function toBoat(
 }
 
 /**
+ * The index's Boats under the bot's two names, each confirmed by a direct read, because the index is a
+ * list's view and the list lags: a Boat gone (404/410) or renamed since is corrected in the index and
+ * skipped; a Boat in the `error` state is skipped (as the list walk did before). Two Boats left:
+ * `inventory_conflict`, nothing adopted.
+ */
+async function confirmNamedHits(ctx: Context, botId: string, signal?: AbortSignal): Promise<Sandbox | null> {
+  const live: Sandbox[] = [];
+  for (const id of ctx.nameSweep.idsFor([ctx.scopedName(botId), ctx.legacyName(botId)])) {
+    let sandbox: Sandbox;
+    try {
+      sandbox = await ctx.client.getSandbox(id, { signal });
+    } catch (error) {
+      const failure = classifyProviderError(error);
+      if (failure.kind === "absent") {
+        ctx.nameSweep.observe(id, null); // a deleted Boat (ours, say) the index still held
+        continue;
+      }
+      throw providerError("Could not read this bot's cloud computer", failure, id);
+    }
+    if (!isOwnName(ctx, botId, sandbox.name)) {
+      ctx.nameSweep.observe(id, sandbox.name); // renamed away since it was listed
+      continue;
+    }
+    if (sandbox.state !== "error") live.push(sandbox);
+  }
+  if (live.length > 1) {
+    throw new LifecycleError({
+      code: "inventory_conflict",
+      message: `Two cloud computers carry this bot's name (${live
+        .map((sandbox) => sandbox.id)
+        .sort()
+        .join(", ")}) — repair it in boat.dev before continuing`,
+    });
+  }
+  return live[0] ?? null;
+}
+
+/**
  * Finds the bot's Boat: first the id the create journal remembers (a direct, authoritative read), then
- * boat.dev's list by exact deterministic (or legacy) name, each list hit confirmed by a direct read,
- * because the list lags: it may still show a deleted Boat and may not show a new one yet. A hit the
- * journal does not know is adopted, so the Boat is durably owned from then on.
+ * the name sweep's index of boat.dev's list by exact deterministic (or legacy) name, each hit confirmed
+ * by a direct read, because the list lags: it may still show a deleted Boat and may not show a new one
+ * yet. A hit the journal does not know is adopted, so the Boat is durably owned from then on.
  */
 export async function locate(ctx: Context, botId: string, signal?: AbortSignal): Promise<Located | null> {
   const rows = (await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())).filter(
@@ -154,6 +193,7 @@ export async function locate(ctx: Context, botId: string, signal?: AbortSignal):
             "This bot's remembered cloud computer no longer has its deterministic name — repair it in boat.dev before continuing",
         });
       }
+      ctx.nameSweep.observe(sandbox.id, sandbox.name);
       return { boat: toBoat(ctx, botId, sandbox), resolved: remembered.resolved };
     } catch (error) {
       if (isLifecycleError(error)) throw error;
@@ -165,41 +205,11 @@ export async function locate(ctx: Context, botId: string, signal?: AbortSignal):
     }
   }
 
-  let listed: Awaited<ReturnType<Context["client"]["listAllSandboxes"]>>;
-  try {
-    listed = await ctx.client.listAllSandboxes({ signal });
-  } catch (error) {
-    const failure = classifyProviderError(error);
-    if (failure.kind === "transport" && failure.aborted) throw cancelledError();
-    throw new LifecycleError({
-      code: "provider_unavailable",
-      status: 503,
-      message: `${LIFECYCLE_MESSAGES.listUnavailable} (${failure.message})`,
-      ...(failure.kind === "api" && failure.retryAfterMs !== undefined
-        ? { retryAfterMs: failure.retryAfterMs }
-        : {}),
-    });
-  }
-  const hits = listed.filter((sandbox) => isOwnName(ctx, botId, sandbox.name) && sandbox.state !== "error");
-  const ids = new Set(hits.map((hit) => hit.id));
-  if (ids.size > 1) {
-    throw new LifecycleError({
-      code: "inventory_conflict",
-      message: `Two cloud computers carry this bot's name (${[...ids].sort().join(", ")}) — repair it in boat.dev before continuing`,
-    });
-  }
-  const hit = hits[0];
-  if (hit === undefined) return null;
-
-  let confirmed: typeof hit;
-  try {
-    confirmed = await ctx.client.getSandbox(hit.id, { signal });
-  } catch (error) {
-    const failure = classifyProviderError(error);
-    if (failure.kind === "absent") return null; // a deleted Boat the list has not caught up with
-    throw providerError("Could not read this bot's cloud computer", failure, hit.id);
-  }
-  if (!isOwnName(ctx, botId, confirmed.name)) return null; // renamed away since the list was taken
+  // Not remembered: the bot's names in the name sweep's index (complete, or completed here within its
+  // inline page budget; an incomplete listing never proves absence, so it throws instead).
+  await ctx.nameSweep.ensureComplete(signal);
+  const confirmed = await confirmNamedHits(ctx, botId, signal);
+  if (confirmed === null) return null;
 
   if (rows.some((row) => row.boxId === undefined)) {
     // A key-only row means a create with an unknown outcome is still open for this bot; adopting the
@@ -521,6 +531,7 @@ export async function createAndName(
     if (!isOwnName(ctx, botId, currentName)) {
       await renameOnce(ctx, boxId, desired, signal);
       currentName = desired;
+      ctx.nameSweep.observe(boxId, desired);
       // Crash window: named but not resolved; recovery finds it by id (journal) or by name and resolves it.
       ctx.crash.point("provision.after-rename");
     }

@@ -17,11 +17,13 @@ export {
   faultsBodySchema,
   type SimOperationRecord,
   type SimSandboxRecord,
+  type SimSeedBody,
   type SimStateFile,
   type SimStats,
   simOperationRecordSchema,
   simSandboxPatchSchema,
   simSandboxRecordSchema,
+  simSeedBodySchema,
   simStateFileSchema,
   simStatsSchema,
 } from "../schema.js";

@@ -2,7 +2,7 @@ import { randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { isIP } from "node:net";
 import { BoatSimulatorError, isBoatSimulatorError } from "../errors.js";
-import type { SimSandboxRecord, SimStats } from "../schema.js";
+import { type SimSandboxRecord, type SimSeedBody, type SimStats, simSeedBodySchema } from "../schema.js";
 import type { SimContext } from "./context.js";
 import { abandonDelays, type FaultState, newFaults, takeFault } from "./faults.js";
 import {
@@ -18,7 +18,14 @@ import {
 import { API_ROUTES } from "./routes/api.js";
 import { SIM_ROUTES } from "./routes/sim.js";
 import { matchRoute } from "./routes/table.js";
-import { advanceClock, restoreState, settleDueOperations, simStats, snapshotState } from "./state.js";
+import {
+  advanceClock,
+  restoreState,
+  seedSandboxes,
+  settleDueOperations,
+  simStats,
+  snapshotState,
+} from "./state.js";
 import { loadStateFile, writeStateFile } from "./state-file.js";
 
 /*
@@ -73,6 +80,8 @@ export interface BoatSimulator {
   advanceClock(ms: number): void;
   /** Every Boat ever created, with its history (twin of GET /_sim/sandboxes). */
   sandboxes(): SimSandboxRecord[];
+  /** Test-only seeding, in-process twin of POST /_sim/sandboxes: the new Boats' ids, in list order. */
+  seed(body: SimSeedBody): string[];
 }
 
 function isLoopback(host: string): boolean {
@@ -120,6 +129,7 @@ export async function startBoatSimulator(options: BoatSimulatorOptions = {}): Pr
     stats: () => simStats(ctx.state),
     now: ctx.now,
     advanceClock: (ms) => advanceClock(ctx, ms),
+    seed: (body) => seedSandboxes(ctx, simSeedBodySchema.parse(body)).map((boat) => boat.id),
     sandboxes: () => structuredClone([...ctx.state.boats.values()]),
     async close() {
       abandonDelays(ctx.faults);

@@ -1,8 +1,9 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import {
   KEY_RETENTION_MS,
   type SimOperationRecord,
   type SimSandboxRecord,
+  type SimSeedBody,
   type SimStateFile,
   type SimStats,
 } from "../schema.js";
@@ -151,6 +152,40 @@ export function advanceClock(ctx: SimContext, ms: number): void {
   ctx.state.clockOffsetMs += ms;
   settleDueOperations(ctx);
   ctx.persist();
+}
+
+/**
+ * Test-only seeding (POST /_sim/sandboxes): Boats that exist at once, as if created long enough ago for
+ * the list to show them, in the given order (createdAt one millisecond apart, ending now). They have no
+ * idempotency key (their keyHash is a hash of their id) and count neither as creates nor as requests.
+ */
+export function seedSandboxes(ctx: SimContext, body: SimSeedBody): SimSandboxRecord[] {
+  const names =
+    "names" in body
+      ? body.names
+      : Array.from({ length: body.count }, (_, i) =>
+          body.namePrefix === undefined ? null : `${body.namePrefix}${i}`,
+        );
+  const now = ctx.now();
+  const seeded = names.map((name, i): SimSandboxRecord => {
+    const id = newBoatId(ctx.state);
+    const at = now - (names.length - 1 - i) - ctx.config.listLagMs;
+    const boat: SimSandboxRecord = {
+      id,
+      name,
+      state: "running",
+      createdAt: at,
+      ttlSeconds: 28_800,
+      busy: false,
+      keyHash: createHash("sha256").update(`seed:${id}`).digest("hex"),
+      deletedAt: null,
+      history: [{ at, event: "created" }],
+    };
+    ctx.state.boats.set(id, boat);
+    return boat;
+  });
+  ctx.persist();
+  return seeded;
 }
 
 export function simStats(state: SimState): SimStats {

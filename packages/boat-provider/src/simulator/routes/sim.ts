@@ -1,8 +1,8 @@
-import { clockBodySchema, faultsBodySchema, simSandboxPatchSchema } from "../../schema.js";
+import { clockBodySchema, faultsBodySchema, simSandboxPatchSchema, simSeedBodySchema } from "../../schema.js";
 import type { SimContext } from "../context.js";
 import { addFaultRules, faultRulesView } from "../faults.js";
 import { apiError, notFound, type Outcome } from "../http.js";
-import { advanceClock, simStats } from "../state.js";
+import { advanceClock, seedSandboxes, simStats } from "../state.js";
 import type { RouteEntry } from "./table.js";
 
 /** The simulator's own controls (`/_sim/...`), as a route table. The body is read (and checked) before. */
@@ -22,6 +22,7 @@ export const SIM_ROUTES: readonly SimRoute[] = [
     handler: (ctx) => ({ status: 200, body: simStats(ctx.state) }),
   },
   { method: "GET", pattern: /^\/_sim\/sandboxes$/, handler: listRecords },
+  { method: "POST", pattern: /^\/_sim\/sandboxes$/, handler: seed },
   { method: "PATCH", pattern: /^\/_sim\/sandboxes\/([^/]+)$/, handler: patchSandbox },
 ];
 
@@ -64,6 +65,16 @@ export function listRecords(ctx: SimContext): Outcome {
     status: 200,
     body: { sandboxes: [...ctx.state.boats.values()], operations: [...ctx.state.operations.values()] },
   };
+}
+
+/** POST /_sim/sandboxes `{ count, namePrefix? }` or `{ names }`: test-only seeding of existing Boats. */
+export function seed(ctx: SimContext, { body }: { body: unknown }): Outcome {
+  const parsed = simSeedBodySchema.safeParse(body);
+  if (!parsed.success) {
+    return apiError(400, "invalid_request", "The body must be { count, namePrefix? } or { names }.");
+  }
+  const seeded = seedSandboxes(ctx, parsed.data);
+  return { status: 201, body: { ok: true, ids: seeded.map((boat) => boat.id) } };
 }
 
 /** PATCH /_sim/sandboxes/:id `{ busy?, state? }` */
