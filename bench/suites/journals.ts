@@ -7,21 +7,9 @@ import Database from "better-sqlite3";
 import { scratchDir } from "../lib/dirs.js";
 import { describeEnvironment } from "../lib/env.js";
 import type { SuiteResult } from "../lib/report.js";
+import { BODY, boatId } from "../lib/rows.js";
 import { fmtMs, fmtRatio, summarize, timeAsync, timeSync } from "../lib/stats.js";
 import { floorOps } from "./floor.js";
-
-const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
-const ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz";
-
-function boatId(i: number): string {
-  let s = "";
-  let n = i;
-  for (let k = 0; k < 8; k++) {
-    s += ALPHABET[n % ALPHABET.length];
-    n = Math.floor(n / ALPHABET.length);
-  }
-  return `bx_${s}`;
-}
 
 /** A create journal with `n` resolved rows, one per bot, exactly in the original create journal's file format. */
 function seedCreateFile(dir: string, n: number): string {
