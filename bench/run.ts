@@ -22,11 +22,13 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   saga: async () => (await import("./suites/saga.js")).runSaga,
   server: async () => (await import("./suites/server.js")).runServer,
   "sqlite-journals": async () => (await import("./suites/sqlite-journals.js")).runSqliteJournals,
+  provision: async () => (await import("./suites/provision.js")).runProvision,
 };
 
 /** The `--<option>` names each suite reads (anything else is refused, so a typo never runs the defaults). */
 const SUITE_OPTIONS: Record<string, readonly string[]> = {
   "sqlite-journals": ["rows", "iterations"],
+  provision: ["bots", "window", "concurrency"],
 };
 
 async function main(): Promise<void> {

@@ -1,5 +1,6 @@
 /** Row shapes shared by the journal suites: the create body the lifecycle sends and deterministic Boat ids. */
-export const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
+export const CREATE_BODY = { ttlSeconds: 28_800, noEnv: true };
+export const BODY = JSON.stringify(CREATE_BODY);
 const ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz";
 
 /** A valid, distinct Boat id for every `i` (bx_ + 8 characters of boat.dev's alphabet). */
