@@ -23,12 +23,14 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   server: async () => (await import("./suites/server.js")).runServer,
   "sqlite-journals": async () => (await import("./suites/sqlite-journals.js")).runSqliteJournals,
   provision: async () => (await import("./suites/provision.js")).runProvision,
+  "bots-page": async () => (await import("./suites/bots-page.js")).runBotsPage,
 };
 
 /** The `--<option>` names each suite reads (anything else is refused, so a typo never runs the defaults). */
 const SUITE_OPTIONS: Record<string, readonly string[]> = {
   "sqlite-journals": ["rows", "iterations"],
   provision: ["bots", "window", "concurrency"],
+  "bots-page": ["bots", "storage", "seconds"],
 };
 
 async function main(): Promise<void> {
