@@ -16,56 +16,39 @@ import { intList, intOption, type SuiteOptions } from "../lib/args.js";
 import { scratchDir } from "../lib/dirs.js";
 import { describeEnvironment } from "../lib/env.js";
 import type { SuiteResult } from "../lib/report.js";
-import { BODY, boatId } from "../lib/rows.js";
+import { BODY, boatId, createRow, fenceRow } from "../lib/rows.js";
 import { fmtMs, fmtRatio, summarize } from "../lib/stats.js";
 
-/** Row `i` of the create journal and of the delete journal, as the journals hold them. */
-function createRow(i: number) {
-  return {
-    botId: `bot-${i}`,
-    requestBody: BODY,
-    idempotencyKey: randomUUID(),
-    createdAt: 1_700_000_000_000 + i,
-    boxId: boatId(i),
-    resolved: true,
-  };
-}
-function fenceRow(i: number) {
-  return {
-    boxId: boatId(i),
-    name: `ogb-bench-${i}`,
-    ownerBotId: `bot-${i}`,
-    phase: "accepted",
-    requestedAt: 1_700_000_000_000 + i,
-    updatedAt: 1_700_000_000_000 + i,
-    operationId: `bdop_${i.toString(16).padStart(32, "0")}`,
-    status: "pending",
-  };
+/**
+ * `n` resolved create rows and `n` accepted fences inserted into `create_rows` and `delete_rows` (the backend's
+ * tables, or the raw peer's copies of them) in one transaction.
+ */
+function fillTables(db: Database.Database, n: number): void {
+  const create = db.prepare(
+    "INSERT INTO create_rows (bot_id, request_body, idempotency_key, created_at, box_id, resolved, row_json) VALUES (?, ?, ?, ?, ?, 1, ?)",
+  );
+  const fence = db.prepare(
+    "INSERT INTO delete_rows (box_id, owner_bot_id, operation_id, row_json) VALUES (?, ?, ?, ?)",
+  );
+  db.transaction(() => {
+    for (let i = 0; i < n; i++) {
+      const row = createRow(i);
+      create.run(row.botId, BODY, row.idempotencyKey, row.createdAt, row.boxId, JSON.stringify(row));
+      const record = fenceRow(i);
+      fence.run(record.boxId, record.ownerBotId, record.operationId, JSON.stringify(record));
+    }
+  })();
 }
 
 /**
- * `n` resolved create rows and `n` accepted fences written straight into the backend's tables in one
- * transaction (the backend has no bulk import yet: the journal API would take one durable transaction per
- * row). Returns the fill's wall time in ms.
+ * Fills the backend's own database directly (it has no bulk import yet: the journal API would take one
+ * durable transaction per row). Returns the fill's wall time in ms.
  */
 function fillBackend(path: string, n: number): number {
   const t0 = performance.now();
   const db = new Database(path);
   try {
-    const create = db.prepare(
-      "INSERT INTO create_rows (bot_id, request_body, idempotency_key, created_at, box_id, resolved, row_json) VALUES (?, ?, ?, ?, ?, 1, ?)",
-    );
-    const fence = db.prepare(
-      "INSERT INTO delete_rows (box_id, owner_bot_id, operation_id, row_json) VALUES (?, ?, ?, ?)",
-    );
-    db.transaction(() => {
-      for (let i = 0; i < n; i++) {
-        const row = createRow(i);
-        create.run(row.botId, BODY, row.idempotencyKey, row.createdAt, row.boxId, JSON.stringify(row));
-        const record = fenceRow(i);
-        fence.run(record.boxId, record.ownerBotId, record.operationId, JSON.stringify(record));
-      }
-    })();
+    fillTables(db, n);
   } finally {
     db.close();
   }
@@ -95,14 +78,7 @@ function rawPeer(path: string, n: number) {
   const insertFence = db.prepare(
     "INSERT INTO delete_rows (box_id, owner_bot_id, operation_id, row_json) VALUES (?, ?, ?, ?)",
   );
-  db.transaction(() => {
-    for (let i = 0; i < n; i++) {
-      const row = createRow(i);
-      insertCreate.run(row.botId, BODY, row.idempotencyKey, row.createdAt, row.boxId, 1, JSON.stringify(row));
-      const record = fenceRow(i);
-      insertFence.run(record.boxId, record.ownerBotId, record.operationId, JSON.stringify(record));
-    }
-  })();
+  fillTables(db, n);
   const byBot = db.prepare("SELECT seq, row_json FROM create_rows WHERE bot_id = ? ORDER BY seq");
   const byKey = db.prepare("SELECT seq, row_json FROM create_rows WHERE idempotency_key = ?");
   const removeCreate = db.prepare("DELETE FROM create_rows WHERE seq = ?");
