@@ -37,6 +37,8 @@ interface Window {
 }
 
 interface Contender {
+  /** Figure prefix: the requested backend, or "simulator". */
+  key: string;
   label: string;
   bots: number;
   /** Provisions bots [from, to) with `concurrency` in flight. */
@@ -80,10 +82,11 @@ async function expectStatus(res: Response, statuses: number[], what: string): Pr
   }
 }
 
-function serverContender(server: ServerProcess, label: string, bots: number, concurrency: number): Contender {
+function serverContender(server: ServerProcess, key: Backend, bots: number, concurrency: number): Contender {
   const auth = { authorization: `Bearer ${server.token}` };
   return {
-    label,
+    key,
+    label: `server, ${key}`,
     bots,
     windows: [],
     window: (from, to) =>
@@ -125,6 +128,7 @@ async function simulatorContender(dir: string, bots: number, concurrency: number
   }
   const client = createBoatClient({ baseUrl: match[1] as string, token: match[2] as string });
   return {
+    key: "simulator",
     label: "simulator alone (create + rename)",
     bots,
     windows: [],
@@ -171,7 +175,7 @@ export async function runProvision(opts: SuiteOptions): Promise<SuiteResult> {
     for (const [requested, bots] of spec) {
       const dataDir = join(dir, `data-${requested}`);
       const server = await startBuiltServer({ dataDir, storage: requested });
-      const contender = serverContender(server, `server, ${requested}`, bots, concurrency);
+      const contender = serverContender(server, requested, bots, concurrency);
       contenders.push(contender);
       servers.push({ contender, server, requested });
     }
@@ -221,9 +225,7 @@ export async function runProvision(opts: SuiteOptions): Promise<SuiteResult> {
     const figures: Record<string, number> = { concurrency, windowSize, commonBots: common };
     const summaryRows: string[][] = [];
     for (const c of contenders) {
-      const key = c.label.startsWith("simulator")
-        ? "simulator"
-        : (c.label.split(", ")[1]?.split(" ")[0] ?? c.label);
+      const key = c.key;
       const first = rate(head(c, span(c.bots)));
       const last = rate(tail(c));
       const failed = c.windows.reduce((s, w) => s + w.failed, 0);
@@ -248,8 +250,7 @@ export async function runProvision(opts: SuiteOptions): Promise<SuiteResult> {
     const shareRows = servers.map(({ contender }) => {
       const serverMs = msOf(head(contender, common));
       const simMs = msOf(head(sim, common));
-      const key = contender.label.split(", ")[1]?.split(" ")[0] ?? contender.label;
-      figures[`${key}_simulatorShare`] = simMs / serverMs;
+      figures[`${contender.key}_simulatorShare`] = simMs / serverMs;
       return [
         contender.label,
         (serverMs / 1000).toFixed(1),
@@ -270,7 +271,7 @@ export async function runProvision(opts: SuiteOptions): Promise<SuiteResult> {
       "Targets (issue 23): SQLite ≥ 5× the file backend's throughput over the first 4,000 bots; SQLite's last 1,000 within 1.3× of its first 1,000 (first ÷ last ≤ 1.3×).",
     );
     notes.push(
-      "Each provision is POST /v1/bots then POST /v1/bots/:id/computer (201 each) against the built server (node apps/bot-server/dist/main.js, LOG_LEVEL=silent) and its embedded simulator; a failed provision is counted, not retried, and the first error of each window is listed below.",
+      "Each provision is POST /v1/bots then POST /v1/bots/:id/computer (201 each) against the built server (node apps/bot-server/dist/main.js, LOG_LEVEL=silent) and its embedded simulator; a failed provision is counted, not retried, and the first error of each window is listed below. Per-second figures count the provisions that answered 201.",
       "Simulator alone: the built drydock-boat-sim with a state file (as the embedded one keeps) driven with createSandbox + renameSandbox at the same concurrency, no listing; its share is its time ÷ the server's for the same bots.",
     );
     const windowRows = contenders.flatMap((c) =>
@@ -279,7 +280,7 @@ export async function runProvision(opts: SuiteOptions): Promise<SuiteResult> {
         `${w.from}–${w.to - 1}`,
         (w.ok / (w.ms / 1000)).toFixed(1),
         String(w.failed),
-        w.firstError ? w.firstError.slice(0, 160).replaceAll("|", "\\|") : "",
+        w.firstError ? w.firstError.slice(0, 320).replaceAll("|", "\\|") : "",
       ]),
     );
     return {
