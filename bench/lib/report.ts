@@ -32,9 +32,9 @@ export function printSuite(r: SuiteResult): void {
   for (const n of r.notes) console.log(`- ${n}`);
 }
 
-/** ", load average 9.9 (under load: indicative figures)" when the machine was busier than its cores; nothing for old results. */
+/** ", load average 9.9 (under load: indicative figures)" when the machine was busier than its cores (results from before it was recorded say so). */
 function loadNote(e: BenchEnvironment): string {
-  if (e.loadAverage === undefined) return "";
+  if (e.loadAverage === undefined) return ", load average not recorded";
   return `, load average ${e.loadAverage}${e.loadAverage > e.cores ? " (under load: indicative figures)" : ""}`;
 }
 
