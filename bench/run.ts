@@ -1,14 +1,17 @@
 /**
- * `pnpm bench [--quick] [suite ...]`: runs the benchmark suites side by side with their peers and the fsync
- * floor, saves each as bench/results/<suite>.json and regenerates docs/BENCHMARKS.md from all saved results.
- * Timing goals live here, never in tests.
+ * `pnpm bench [--quick] [--only <suite>[,<suite>…]] [suite …] [--<option>=<value> …]`: runs the benchmark
+ * suites side by side with their peers and the fsync floor, saves each as bench/results/<suite>.json and
+ * regenerates docs/BENCHMARKS.md from all saved results. `--<option>=<value>` pairs go to the suites (each
+ * suite's header names the ones it reads, e.g. `--rows=1,4095,20000`, `--bots=file=300,sqlite=300`); an
+ * option no chosen suite reads is refused. Timing goals live here, never in tests.
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { parseBenchArgs, type SuiteOptions } from "./lib/args.js";
 import { REPO_ROOT, RESULTS_DIR } from "./lib/dirs.js";
 import { printSuite, type SuiteResult, writeBenchmarksDoc } from "./lib/report.js";
 
-type SuiteRunner = (opts: { quick: boolean }) => Promise<SuiteResult>;
+type SuiteRunner = (opts: SuiteOptions) => Promise<SuiteResult>;
 
 // Order = order in docs/BENCHMARKS.md. Each suite is imported only when it runs, so one suite's missing
 // dependency cannot stop the others.
@@ -19,18 +22,28 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   saga: async () => (await import("./suites/saga.js")).runSaga,
   server: async () => (await import("./suites/server.js")).runServer,
   names: async () => (await import("./suites/names.js")).runNames,
+  "sqlite-journals": async () => (await import("./suites/sqlite-journals.js")).runSqliteJournals,
+  provision: async () => (await import("./suites/provision.js")).runProvision,
+  "bots-page": async () => (await import("./suites/bots-page.js")).runBotsPage,
+};
+
+/** The `--<option>` names each suite reads (anything else is refused, so a typo never runs the defaults). */
+const SUITE_OPTIONS: Record<string, readonly string[]> = {
+  "sqlite-journals": ["rows", "iterations"],
+  provision: ["bots", "window", "concurrency"],
+  "bots-page": ["bots", "storage", "seconds"],
 };
 
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const quick = args.includes("--quick");
-  const chosen = args.filter((a) => !a.startsWith("--"));
-  const unknown = chosen.filter((c) => !(c in SUITES));
-  if (unknown.length) {
-    console.error(`unknown suite(s): ${unknown.join(", ")}; known: ${Object.keys(SUITES).join(", ")}`);
+  let parsed: ReturnType<typeof parseBenchArgs>;
+  try {
+    parsed = parseBenchArgs(process.argv.slice(2), Object.keys(SUITES), SUITE_OPTIONS);
+  } catch (error) {
+    console.error(`pnpm bench: ${(error as Error).message}`);
     process.exit(2);
   }
-  const ids = chosen.length ? chosen : Object.keys(SUITES);
+  const { quick, options } = parsed;
+  const ids = parsed.suites.length ? parsed.suites : Object.keys(SUITES);
   mkdirSync(RESULTS_DIR, { recursive: true });
   let failed = 0;
   for (const id of ids) {
@@ -38,7 +51,7 @@ async function main(): Promise<void> {
     if (!loader) continue;
     console.log(`\n▶ ${id}${quick ? " (quick)" : ""}`);
     try {
-      const result = await (await loader())({ quick });
+      const result = await (await loader())({ quick, options });
       printSuite(result);
       writeFileSync(join(RESULTS_DIR, `${id}.json`), `${JSON.stringify(result, null, 2)}\n`);
     } catch (error) {

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpus, platform, release, totalmem } from "node:os";
+import { cpus, loadavg, platform, release, totalmem } from "node:os";
 
 export interface BenchEnvironment {
   cpu: string;
@@ -10,6 +10,8 @@ export interface BenchEnvironment {
   fileSystem: string;
   benchDir: string;
   date: string;
+  /** The 1-minute load average when the suite started: above the core count, the figures were taken under load. */
+  loadAverage?: number;
 }
 
 /** The facts a reader needs to compare figures across machines: CPU, cores, Node, and the file system the
@@ -32,5 +34,6 @@ export function describeEnvironment(benchDir: string): BenchEnvironment {
     fileSystem,
     benchDir,
     date: new Date().toISOString(),
+    loadAverage: Math.round((loadavg()[0] ?? 0) * 10) / 10,
   };
 }

@@ -32,6 +32,12 @@ export function printSuite(r: SuiteResult): void {
   for (const n of r.notes) console.log(`- ${n}`);
 }
 
+/** ", load average 9.9 (under load: indicative figures)" when the machine was busier than its cores (results from before it was recorded say so). */
+function loadNote(e: BenchEnvironment): string {
+  if (e.loadAverage === undefined) return ", load average not recorded";
+  return `, load average ${e.loadAverage}${e.loadAverage > e.cores ? " (under load: indicative figures)" : ""}`;
+}
+
 /** The static last section of docs/BENCHMARKS.md (figures behind past decisions), kept across runs. */
 const HISTORY = join(dirname(fileURLToPath(import.meta.url)), "history.md");
 
@@ -60,7 +66,7 @@ export function writeBenchmarksDoc(resultsDir: string, docPath: string, order: r
     const e = r.environment;
     lines.push(`## ${r.title}`, "");
     lines.push(
-      `_Measured ${e.date} on ${e.cpu} (${e.cores} cores, ${e.memoryGiB} GiB), ${e.os}, Node ${e.node}, file system ${e.fileSystem}._`,
+      `_Measured ${e.date} on ${e.cpu} (${e.cores} cores, ${e.memoryGiB} GiB), ${e.os}, Node ${e.node}, file system ${e.fileSystem}${loadNote(e)}._`,
       "",
     );
     for (const t of r.tables) lines.push(renderTable(t));

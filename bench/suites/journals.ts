@@ -7,32 +7,13 @@ import Database from "better-sqlite3";
 import { scratchDir } from "../lib/dirs.js";
 import { describeEnvironment } from "../lib/env.js";
 import type { SuiteResult } from "../lib/report.js";
+import { BODY, boatId, createRow, fenceRow } from "../lib/rows.js";
 import { fmtMs, fmtRatio, summarize, timeAsync, timeSync } from "../lib/stats.js";
 import { floorOps } from "./floor.js";
 
-const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
-const ALPHABET = "23456789abcdefghjkmnpqrstuvwxyz";
-
-function boatId(i: number): string {
-  let s = "";
-  let n = i;
-  for (let k = 0; k < 8; k++) {
-    s += ALPHABET[n % ALPHABET.length];
-    n = Math.floor(n / ALPHABET.length);
-  }
-  return `bx_${s}`;
-}
-
 /** A create journal with `n` resolved rows, one per bot, exactly in the original create journal's file format. */
 function seedCreateFile(dir: string, n: number): string {
-  const requests = Array.from({ length: n }, (_, i) => ({
-    botId: `bot-${i}`,
-    requestBody: BODY,
-    idempotencyKey: randomUUID(),
-    createdAt: 1_700_000_000_000 + i,
-    boxId: boatId(i),
-    resolved: true,
-  }));
+  const requests = Array.from({ length: n }, (_, i) => createRow(i));
   const text = `${JSON.stringify({ version: 1, requests }, null, 2)}\n`;
   writeFileSync(join(dir, "box-create-requests.json"), text, { mode: 0o600 });
   return text;
@@ -40,16 +21,7 @@ function seedCreateFile(dir: string, n: number): string {
 
 /** A delete journal with `n` accepted records, exactly in the original delete journal's file format. */
 function seedDeleteFile(dir: string, n: number): string {
-  const records = Array.from({ length: n }, (_, i) => ({
-    boxId: boatId(i),
-    name: `ogb-bench-${i}`,
-    ownerBotId: `bot-${i}`,
-    phase: "accepted",
-    operationId: `bdop_${i.toString(16).padStart(32, "0")}`,
-    status: "pending",
-    requestedAt: 1_700_000_000_000 + i,
-    updatedAt: 1_700_000_000_000 + i,
-  }));
+  const records = Array.from({ length: n }, (_, i) => fenceRow(i));
   const text = `${JSON.stringify({ version: 1, records }, null, 2)}\n`;
   writeFileSync(join(dir, "box-delete-requests.json"), text, { mode: 0o600 });
   return text;
