@@ -22,6 +22,12 @@ export const STORAGE_ERROR_STATUS = {
   STORAGE_BACKEND_MISMATCH: 409,
   /** A call after close(). */
   STORAGE_CLOSED: 503,
+  /** importAll into a store that already holds something; nothing was changed. */
+  STORAGE_NOT_EMPTY: 409,
+  /** migrateStorage while a live drydock process claims the data directory (see presence.ts). */
+  STORAGE_IN_USE: 409,
+  /** A migration whose verification failed (or could not finish); the source is untouched and still bound. */
+  STORAGE_MIGRATION_FAILED: 503,
 } as const satisfies Record<string, number>;
 
 export type StorageErrorCode = keyof typeof STORAGE_ERROR_STATUS;
@@ -130,6 +136,14 @@ export function busyFailure(where: string, waitedMs: number, cause?: unknown): S
     retryable: true,
     message: `${where} was busy (another drydock process held it) for longer than ${waitedMs} ms. Nothing was changed. Retry in a moment.`,
     cause,
+  });
+}
+
+/** importAll into a store that holds something: refused, nothing changed. */
+export function notEmptyFailure(where: string, what: string): StorageError {
+  return new StorageError({
+    code: "STORAGE_NOT_EMPTY",
+    message: `${where} already holds ${what}, so nothing was imported into it and nothing was changed. Import only into an empty store (a new data directory, or one whose files were retired by a migration).`,
   });
 }
 
