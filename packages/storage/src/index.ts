@@ -59,5 +59,20 @@ export {
   openFileBotRegistry,
 } from "./file/bots.js";
 export { assertMetaKey, META_KEY, META_VALUE, mintedValue } from "./meta-rules.js";
+export {
+  MIGRATE_CRASH_POINTS,
+  type MigrateStorageOptions,
+  type MigrateStorageResult,
+  migrateStorage,
+} from "./migrate.js";
 export { type OpenStorageOptions, openStorage, parseStorageSetting, type StorageSetting } from "./open.js";
+export {
+  type ClaimRecord,
+  claimDataDir,
+  type DataDirClaim,
+  listClaims,
+  liveMigration,
+  MIGRATE_LOCK_FILE,
+  migrateLockPath,
+} from "./presence.js";
 export { parseRetired, RETIRED_VERSION, type RetiredMarker, retiredError } from "./retired.js";

@@ -42,6 +42,11 @@ export interface FileBackendOptions extends BackendOptions {
   fs?: FileOps;
   /** Lock wait of each journal call, ms (file-lock's default when unset). */
   lockWaitMs?: number;
+  /**
+   * For `migrateStorage` only: open even when the files were retired by a migration, to import into them
+   * (a retired document counts as empty) or to finish retiring them. Every other caller is refused.
+   */
+  acceptRetired?: boolean;
 }
 
 /**
@@ -54,7 +59,7 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
   const { dataDir } = options;
   const specs = documentSpecs(dataDir);
   // A data directory migrated away: its files say where the state went; refuse before anything reads them.
-  for (const spec of specs) {
+  for (const spec of options.acceptRetired === true ? [] : specs) {
     const marker = readRetired(spec.file);
     if (marker !== null) throw retiredError(spec.file, marker);
   }
