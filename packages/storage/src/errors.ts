@@ -111,6 +111,22 @@ export function osCauseOf(error: unknown): string | undefined {
 }
 
 /**
+ * The OS cause (ENOSPC, EROFS, …) of a write that failed before it published anything, found in `error`'s
+ * cause chain; undefined when there is none, or when the failure came after the rename (json-journal's
+ * DIRECTORY_SYNC_FAILED: the new state is visible, so "nothing was changed" would be false).
+ */
+export function unpublishedOsCause(error: unknown): string | undefined {
+  let errno: string | undefined;
+  let cause: unknown = error;
+  for (let depth = 0; depth < 8 && cause !== undefined && cause !== null; depth += 1) {
+    if ((cause as { code?: unknown }).code === "DIRECTORY_SYNC_FAILED") return undefined;
+    errno ??= osCauseOf(cause);
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return errno;
+}
+
+/**
  * A StorageError for an OS-level refusal while reading or writing `where`: says what happened, that nothing
  * was changed, and what to do — never that the state is invalid (its bytes are fine).
  */

@@ -27,9 +27,9 @@ import {
   asJournalError,
   isStorageError,
   notEmptyFailure,
-  osCauseOf,
   osFailure,
   StorageError,
+  unpublishedOsCause,
 } from "../errors.js";
 import { assertMetaKey, META_VALUE } from "../meta-rules.js";
 import { readRetired, retiredError } from "../retired.js";
@@ -248,13 +248,7 @@ function wrapMethods<T extends object>(target: T, before: () => void, map: (erro
 function reword(journal: "create" | "delete", dataDir: string, error: unknown): unknown {
   if (!(isBoatCreateJournalError(error) || isBoatDeleteJournalError(error))) return error;
   if (error.code === "INVALID_ARGUMENT") return error;
-  let errno: string | undefined;
-  let cause: unknown = error;
-  for (let depth = 0; depth < 8 && cause !== undefined && cause !== null; depth += 1) {
-    if ((cause as { code?: unknown }).code === "DIRECTORY_SYNC_FAILED") return error;
-    errno ??= osCauseOf(cause);
-    cause = (cause as { cause?: unknown }).cause;
-  }
+  const errno = unpublishedOsCause(error);
   if (errno === undefined || isStorageError(error.cause)) return error;
   const file = journal === "create" ? CREATE_JOURNAL_FILE : DELETE_JOURNAL_FILE;
   return asJournalError(journal, osFailure(errno, `${join(dataDir, file)} (or its lock)`, error));

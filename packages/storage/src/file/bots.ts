@@ -7,7 +7,7 @@ import { z } from "zod";
 import { checkBotInput, checkPageInput } from "../bot-input.js";
 import { botExists, byBotId, judgeMarks, newBot, tooManyBots, withMark, withoutMarks } from "../bot-rules.js";
 import { type Bot, type BotReadOptions, type BotRegistryStore, BotSchema, MAX_FILE_BOTS } from "../bots.js";
-import { StorageError, type StorageErrorCode } from "../errors.js";
+import { osFailure, StorageError, type StorageErrorCode, unpublishedOsCause } from "../errors.js";
 import { readRetired, retiredError } from "../retired.js";
 
 /** `<dataDir>/bots.json`: exactly the document the bot server has always written. */
@@ -46,6 +46,10 @@ export function botsStateError(file: string, detail: string, cause?: unknown): S
     const marker = readRetired(file);
     if (marker !== null) return retiredError(file, marker);
   }
+  // A write or read the OS refused (full disk, read-only, …) is "unavailable" to json-journal: say what happened.
+  const errno = detail === "unavailable" || detail === "unreadable" ? unpublishedOsCause(cause) : undefined;
+  if (errno !== undefined)
+    return osFailure(errno, `the bot registry ${file} (bots cannot be changed)`, cause);
   return new StorageError({
     ...codeOf(detail),
     message: isNotDamaged(detail)
