@@ -7,7 +7,7 @@ import {
   checkBotInput,
   checkPageInput,
   corruptFailure,
-  judgeMarks,
+  markMethods,
   newBot,
   tooManyBots,
   withMark,
@@ -117,17 +117,6 @@ export function sqliteBotRegistry(
         return { next: marked.bot, result: marked.mark };
       });
     },
-    unmarkDeleting(botId, mark) {
-      return dropMarks(botId, [mark.id]);
-    },
-    dropAbandonedMarks(botId, marks) {
-      return dropMarks(
-        botId,
-        marks.map((m) => m.id),
-      );
-    },
-    liveMarks(bot, opts) {
-      return judgeMarks(bot, instance, opts);
-    },
+    ...markMethods(instance, dropMarks),
   };
 }

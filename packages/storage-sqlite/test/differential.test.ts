@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openFileStorage, type Storage } from "@drydock/storage";
+import { openFileStorage, type Storage, type StorageExport } from "@drydock/storage";
 import {
   applyToStorage,
   canonicalExport,
@@ -22,7 +22,13 @@ import { openSqliteStorage } from "../src/index.js";
 
 type Open = (dataDir: string, options: { now: () => number; newKey: () => string }) => Promise<Storage>;
 
-async function run(open: Open, commands: JournalCommand[], clock: { now: number }) {
+/** Runs `commands` on a fresh store; `each` sees every answer; returns the final export. */
+async function session(
+  open: Open,
+  commands: JournalCommand[],
+  clock: { now: number },
+  each: (outcome: Outcome, storage: Storage) => Promise<void> = async () => {},
+): Promise<StorageExport> {
   const root = mkdtempSync(join(tmpdir(), "drydock-diff-"));
   const dataDir = join(root, "data");
   const state = { ...newRunState(), clock };
@@ -34,20 +40,24 @@ async function run(open: Open, commands: JournalCommand[], clock: { now: number 
       this.current = await open(dataDir, options);
     },
   };
-  const trace: { outcome: Outcome; exported: unknown }[] = [];
   try {
     for (const command of commands) {
       if (command.op === "advance") clock.now += command.ms;
-      trace.push({
-        outcome: await applyToStorage(storage, state, command),
-        exported: canonicalExport(await storage.current.exportAll()),
-      });
+      await each(await applyToStorage(storage, state, command), storage.current);
     }
-    return trace;
+    return await storage.current.exportAll();
   } finally {
     await storage.current.close();
     rmSync(root, { recursive: true, force: true });
   }
+}
+
+async function run(open: Open, commands: JournalCommand[], clock: { now: number }) {
+  const trace: { outcome: Outcome; exported: unknown }[] = [];
+  await session(open, commands, clock, async (outcome, storage) => {
+    trace.push({ outcome, exported: canonicalExport(await storage.exportAll()) });
+  });
+  return trace;
 }
 
 describe("differential: file and sqlite", () => {
@@ -112,26 +122,6 @@ describe("differential: import across backends", () => {
   });
 });
 
-async function exportAfter(open: Open, commands: JournalCommand[], clock: { now: number }) {
-  const root = mkdtempSync(join(tmpdir(), "drydock-diff-"));
-  const dataDir = join(root, "data");
-  const state = { ...newRunState(), clock };
-  const options = { now: () => clock.now, newKey: () => keyOf(++state.minted.n) };
-  const storage = {
-    current: await open(dataDir, options),
-    async reopen() {
-      await this.current.close();
-      this.current = await open(dataDir, options);
-    },
-  };
-  try {
-    for (const command of commands) {
-      if (command.op === "advance") clock.now += command.ms;
-      await applyToStorage(storage, state, command);
-    }
-    return await storage.current.exportAll();
-  } finally {
-    await storage.current.close();
-    rmSync(root, { recursive: true, force: true });
-  }
+function exportAfter(open: Open, commands: JournalCommand[], clock: { now: number }) {
+  return session(open, commands, clock);
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
-import { type Bot, BotRegistryError, type DeletionMark } from "./bots.js";
+import { type Bot, BotRegistryError, type BotRegistryStore, type DeletionMark } from "./bots.js";
 
 /**
  * The bot registry's rules, shared by every backend: each backend reads the bot's row, runs one of these pure
@@ -86,4 +86,20 @@ export function judgeMarks(
 /** botId ascending, as `page()` and the export order them (bot ids are ASCII: code-unit order is byte order). */
 export function byBotId(a: { botId: string }, b: { botId: string }): number {
   return a.botId < b.botId ? -1 : a.botId > b.botId ? 1 : 0;
+}
+
+/** The three mark methods every backend shares, given its `dropMarks(botId, ids)` (one transaction). */
+export function markMethods(
+  instance: string,
+  dropMarks: (botId: string, ids: readonly string[]) => Promise<void>,
+): Pick<BotRegistryStore, "unmarkDeleting" | "dropAbandonedMarks" | "liveMarks"> {
+  return {
+    unmarkDeleting: (botId, mark) => dropMarks(botId, [mark.id]),
+    dropAbandonedMarks: (botId, marks) =>
+      dropMarks(
+        botId,
+        marks.map((m) => m.id),
+      ),
+    liveMarks: (bot, options) => judgeMarks(bot, instance, options),
+  };
 }

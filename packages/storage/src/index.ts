@@ -8,6 +8,7 @@ export {
   byBotId,
   judgeMarks,
   MAX_DELETION_MARKS,
+  markMethods,
   newBot,
   thisProcess,
   tooManyBots,

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { spawnWorker, type Worker } from "@drydock/test-kit";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Storage, StorageCrashHook } from "../contract.js";
+import type { Storage, StorageCrashHook, StorageExport } from "../contract.js";
 import { isStorageError } from "../errors.js";
 import {
   applyToModel,
@@ -303,26 +303,7 @@ function describeRaces(target: ConformanceTarget, fresh: Fresh): void {
       await seed.createJournal.beginBoatCreate("other-bot", BODY);
       await seed.close();
     }
-    const goFile = join(dir.root, "go");
-    const workers: Worker[] = [];
-    try {
-      for (let i = 0; i < 2; i += 1) {
-        workers.push(spawnWorker(WORKER, [target.workerModule, dir.dataDir, goFile, mode, ...args(i)]));
-      }
-      await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
-      writeFileSync(goFile, "go");
-      const exits = await Promise.all(workers.map((w) => w.exited));
-      for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
-      const results = workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
-      const after = await target.open(dir.dataDir);
-      try {
-        return { results, stored: await after.exportAll() };
-      } finally {
-        await after.close();
-      }
-    } finally {
-      for (const w of workers) w.kill();
-    }
+    return runRace(target, dir, WORKER, mode, [args(0), args(1)]);
   }
 
   it("two real processes racing beginBoatCreate for one bot: exactly one mints, both hold one key", async () => {
@@ -352,6 +333,39 @@ function describeRaces(target: ConformanceTarget, fresh: Fresh): void {
     expect(stored.meta["environment-id"]).toBe(results[0]?.value);
     expect(stored.creates).toEqual([]);
   });
+}
+
+/**
+ * One process per entry of `argsPerWorker`, all released at once by a go file; each prints one JSON line.
+ * Returns those lines and the store's export afterwards.
+ */
+export async function runRace(
+  target: ConformanceTarget,
+  dir: { dataDir: string; root: string },
+  workerPath: string,
+  mode: string,
+  argsPerWorker: string[][],
+): Promise<{ results: Record<string, unknown>[]; stored: StorageExport }> {
+  const goFile = join(dir.root, "go");
+  const workers: Worker[] = [];
+  try {
+    for (const args of argsPerWorker) {
+      workers.push(spawnWorker(workerPath, [target.workerModule, dir.dataDir, goFile, mode, ...args]));
+    }
+    await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
+    writeFileSync(goFile, "go");
+    const exits = await Promise.all(workers.map((w) => w.exited));
+    for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
+    const results = workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
+    const after = await target.open(dir.dataDir);
+    try {
+      return { results, stored: await after.exportAll() };
+    } finally {
+      await after.close();
+    }
+  } finally {
+    for (const w of workers) w.kill();
+  }
 }
 
 /** A writer SIGKILLed at each of the backend's crash points. */

@@ -1,13 +1,11 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { spawnWorker, type Worker } from "@drydock/test-kit";
+import { spawnWorker } from "@drydock/test-kit";
 import fc from "fast-check";
 import { expect, it } from "vitest";
 import type { Bot, DeletionMark } from "../bots.js";
 import type { Storage, StorageExport } from "../contract.js";
 import { isStorageError } from "../errors.js";
 import { applyToStorage, type JournalCommand, journalCommandArb, keyOf, newRunState } from "./commands.js";
-import type { ConformanceTarget, Fresh } from "./index.js";
+import { type ConformanceTarget, type Fresh, runRace } from "./index.js";
 
 /** The bot registry's part of the conformance suite (the model-based runs include it too). */
 export function describeRegistry(target: ConformanceTarget, fresh: Fresh, workerPath: string): void {
@@ -131,28 +129,14 @@ export function describeRegistry(target: ConformanceTarget, fresh: Fresh, worker
     const seed = await target.open(dir.dataDir);
     await seed.bots.create({ botId: "other", name: "Other" });
     await seed.close();
-    const goFile = join(dir.root, "go");
-    const workers: Worker[] = [];
-    try {
-      for (const id of ids) {
-        workers.push(spawnWorker(workerPath, [target.workerModule, dir.dataDir, goFile, "bot-create", id]));
-      }
-      await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
-      writeFileSync(goFile, "go");
-      const exits = await Promise.all(workers.map((w) => w.exited));
-      for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
-      const results = workers.map(
-        (w) => JSON.parse(w.lines.at(-1) as string) as { created: boolean; code?: string },
-      );
-      const after = await target.open(dir.dataDir);
-      try {
-        return { results, stored: await after.exportAll() };
-      } finally {
-        await after.close();
-      }
-    } finally {
-      for (const w of workers) w.kill();
-    }
+    const { results, stored } = await runRace(
+      target,
+      dir,
+      workerPath,
+      "bot-create",
+      ids.map((id) => [id]),
+    );
+    return { results: results as { created: boolean; code?: string }[], stored };
   }
 
   it("registry: two real processes creating the same bot at once — exactly one wins, the other BOT_EXISTS", async () => {

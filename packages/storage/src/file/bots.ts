@@ -5,7 +5,15 @@ import type { FileOps } from "@drydock/file-lock";
 import { isNotDamaged, NEWER_FORMAT, openJsonJournal, TRANSIENTLY_UNREADABLE } from "@drydock/json-journal";
 import { z } from "zod";
 import { checkBotInput, checkPageInput } from "../bot-input.js";
-import { botExists, byBotId, judgeMarks, newBot, tooManyBots, withMark, withoutMarks } from "../bot-rules.js";
+import {
+  botExists,
+  byBotId,
+  markMethods,
+  newBot,
+  tooManyBots,
+  withMark,
+  withoutMarks,
+} from "../bot-rules.js";
 import { type Bot, type BotReadOptions, type BotRegistryStore, BotSchema, MAX_FILE_BOTS } from "../bots.js";
 import { osFailure, StorageError, type StorageErrorCode, unpublishedOsCause } from "../errors.js";
 import { readRetired, retiredError } from "../retired.js";
@@ -142,18 +150,7 @@ export function openFileBotRegistry(dataDir: string, options: FileBotRegistryOpt
         return { next: { ...doc, bots }, result: marked.mark };
       });
     },
-    unmarkDeleting(botId, mark) {
-      return dropMarks(botId, [mark.id]);
-    },
-    dropAbandonedMarks(botId, marks) {
-      return dropMarks(
-        botId,
-        marks.map((m) => m.id),
-      );
-    },
-    liveMarks(bot, options) {
-      return judgeMarks(bot, instance, options);
-    },
+    ...markMethods(instance, dropMarks),
     remove(botId) {
       return journal.update((doc) => {
         const bots = doc.bots.filter((b) => b.botId !== botId);
