@@ -1,5 +1,6 @@
 import {
   closeSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readFileSync,
@@ -17,6 +18,7 @@ import { isStorageError, type Storage } from "@drydock/storage";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStorage, SCHEMA_VERSION, SQLITE_FILE } from "../src/index.js";
+import { MIGRATIONS } from "../src/schema.js";
 
 const BODY = '{"ttlSeconds":28800,"noEnv":true}';
 const cleanups: (() => void)[] = [];
@@ -331,5 +333,27 @@ describe("the bot registry on SQLite", () => {
     const after = await storage.exportAll();
     await storage.close();
     expect(after.bots.filter((b) => b.botId === "kept")).toEqual(before.bots);
+  });
+});
+
+describe("schema migration 2 (the bot registry)", () => {
+  it("a version-1 database (journals only) opens at version 2 with its rows intact and a working registry", async () => {
+    const dir = dataDir();
+    mkdirSync(dir, { recursive: true });
+    const db = new Database(join(dir, SQLITE_FILE));
+    db.pragma("journal_mode = WAL");
+    db.exec(MIGRATIONS[0] as string);
+    db.exec("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1)");
+    db.prepare("INSERT INTO meta (key, value) VALUES ('environment-id', 'kept')").run();
+    db.close();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    expect(SCHEMA_VERSION).toBe(2);
+    expect(await storage.meta.get("environment-id")).toBe("kept");
+    await storage.bots.create({ botId: "ada", name: "Ada" });
+    expect((await storage.exportAll()).bots.map((b) => b.botId)).toEqual(["ada"]);
+    await storage.close();
+    const check = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").pluck().get()).toBe(2);
+    check.close();
   });
 });
