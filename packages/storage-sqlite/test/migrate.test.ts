@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -143,6 +143,19 @@ describe("migrateStorage", () => {
     expect(await codeOf(journal.beginBoatCreate("seed-new", "{}"))).toBe("BOAT_CREATE_PAUSED");
     expect(await codeOf(journal.boatCreateRecoverySnapshot())).toBe("BOAT_CREATE_PAUSED");
     expect(bytesOf(dataDir)).toEqual(retired);
+  });
+
+  it("sqlite → file refuses live JSON files holding rows (STORAGE_NOT_EMPTY): nothing written, sqlite still bound", async () => {
+    const { dataDir, before } = await seedFormatDataDir();
+    await migrateStorage({ dataDir, to: "sqlite", backends });
+    const live = `${JSON.stringify({ version: 1, bots: [{ botId: "stray", name: "Stray", createdAt: 1 }] }, null, 2)}\n`;
+    writeFileSync(join(dataDir, BOTS_FILE), live);
+    const bytes = bytesOf(dataDir);
+    expect(await codeOf(migrateStorage({ dataDir, to: "file", backends }))).toBe("STORAGE_NOT_EMPTY");
+    expect(bytesOf(dataDir)).toEqual(bytes);
+    expect(await binding(dataDir)).toBe("sqlite");
+    expect(await exportOf(dataDir, "sqlite")).toEqual(before);
+    expect(existsSync(join(dataDir, "locks", "storage-migrate.json"))).toBe(false);
   });
 
   it("a difference found by the verification removes the new database and leaves the source bound and untouched", async () => {
