@@ -28,7 +28,7 @@ import {
 } from "@drydock/boat-create-journal/logic";
 import { asJournalError, isStorageError } from "@drydock/storage";
 import type { SqliteHandle } from "./database.js";
-import { rowTable, type Stored } from "./rows.js";
+import { type RowTableSpec, rowTable, type Stored } from "./rows.js";
 
 type StoredRow = Stored<BoatCreateRequest>;
 
@@ -39,6 +39,24 @@ export interface SqliteJournalOptions {
   /** Throws STORAGE_CLOSED after close(). */
   live: () => void;
 }
+
+/** The table's columns and row format (also used by importAll). */
+export const CREATE_ROW_SPEC: RowTableSpec<BoatCreateRequest> = {
+  table: "create_rows",
+  countName: "create",
+  what: "create row",
+  key: (row) => row.idempotencyKey,
+  schema: BoatCreateRequestSchema,
+  columns: ["bot_id", "request_body", "idempotency_key", "created_at", "box_id", "resolved"],
+  values: (row) => ({
+    bot_id: row.botId,
+    request_body: row.requestBody,
+    idempotency_key: row.idempotencyKey,
+    created_at: row.createdAt,
+    box_id: row.boxId ?? null,
+    resolved: row.resolved === true ? 1 : 0,
+  }),
+};
 
 /**
  * The create journal on SQLite. Each method reads the slice of rows its pure step needs (the bot's rows,
@@ -56,22 +74,7 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
   const byBoat = db.prepare("SELECT seq, row_json FROM create_rows WHERE box_id = ? ORDER BY seq");
   const byKey = db.prepare("SELECT seq, row_json FROM create_rows WHERE idempotency_key = ? ORDER BY seq");
   const all = db.prepare("SELECT seq, row_json FROM create_rows ORDER BY seq");
-  const table = rowTable<BoatCreateRequest>(handle, {
-    table: "create_rows",
-    countName: "create",
-    what: "create row",
-    key: (row) => row.idempotencyKey,
-    schema: BoatCreateRequestSchema,
-    columns: ["bot_id", "request_body", "idempotency_key", "created_at", "box_id", "resolved"],
-    values: (row) => ({
-      bot_id: row.botId,
-      request_body: row.requestBody,
-      idempotency_key: row.idempotencyKey,
-      created_at: row.createdAt,
-      box_id: row.boxId ?? null,
-      resolved: row.resolved === true ? 1 : 0,
-    }),
-  });
+  const table = rowTable<BoatCreateRequest>(handle, CREATE_ROW_SPEC);
   const rows = table.rows;
   const docOf = (slice: StoredRow[]): BoatCreateJournalFile => ({
     version: 1,

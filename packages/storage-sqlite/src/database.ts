@@ -16,9 +16,13 @@ import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import {
   busyFailure,
   corruptFailure,
+  isBotRegistryError,
   osFailure,
+  RETIRED_VERSION,
+  retiredError,
   type StorageCrashHook,
   StorageError,
+  type StorageKind,
 } from "@drydock/storage";
 import Database from "better-sqlite3";
 import { MIGRATIONS } from "./schema.js";
@@ -132,6 +136,17 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteHandle {
   } catch (error) {
     handle.close();
     throw error;
+  }
+  const retired = db.prepare("SELECT to_kind, at FROM retired LIMIT 1").get() as
+    | { to_kind: string; at: number }
+    | undefined;
+  if (retired !== undefined) {
+    handle.close();
+    throw retiredError(path, {
+      version: RETIRED_VERSION,
+      to: retired.to_kind as StorageKind,
+      at: retired.at,
+    });
   }
   if (options.crash) crash = options.crash;
   try {
@@ -250,7 +265,7 @@ function migrate(db: Database.Database, path: string): void {
 
 /** SQLite's and the OS's failures as StorageErrors: busy (retryable), damaged bytes, OS refusals. */
 export function toStorageError(error: unknown, path: string, busyTimeoutMs: number): unknown {
-  if (error instanceof StorageError) return error;
+  if (error instanceof StorageError || isBotRegistryError(error)) return error;
   // A journal's own refusal (thrown by a pure step inside the transaction) is an answer, not a fault.
   if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error)) return error;
   const code = (error as { code?: unknown } | null)?.code;

@@ -25,9 +25,24 @@ import {
 import { asJournalError, isStorageError } from "@drydock/storage";
 import type { SqliteJournalOptions } from "./create-journal.js";
 import type { SqliteHandle } from "./database.js";
-import { rowTable, type Stored } from "./rows.js";
+import { type RowTableSpec, rowTable, type Stored } from "./rows.js";
 
 type StoredFence = Stored<BoatDeletionRecord>;
+
+/** The table's columns and row format (also used by importAll). */
+export const DELETE_ROW_SPEC: RowTableSpec<BoatDeletionRecord> = {
+  table: "delete_rows",
+  countName: "delete",
+  what: "deletion fence",
+  key: (row) => row.boxId,
+  schema: BoatDeletionRecordSchema,
+  columns: ["box_id", "owner_bot_id", "operation_id"],
+  values: (row) => ({
+    box_id: row.boxId,
+    owner_bot_id: row.ownerBotId,
+    operation_id: row.operationId ?? null,
+  }),
+};
 
 /**
  * The delete journal on SQLite: each method reads the fences its pure step needs (the Boat's fence, plus
@@ -48,19 +63,7 @@ export function sqliteDeleteJournal(
     "SELECT seq, row_json FROM delete_rows WHERE owner_bot_id = ? ORDER BY seq LIMIT 1",
   );
   const all = db.prepare("SELECT seq, row_json FROM delete_rows ORDER BY seq");
-  const table = rowTable<BoatDeletionRecord>(handle, {
-    table: "delete_rows",
-    countName: "delete",
-    what: "deletion fence",
-    key: (row) => row.boxId,
-    schema: BoatDeletionRecordSchema,
-    columns: ["box_id", "owner_bot_id", "operation_id"],
-    values: (row) => ({
-      box_id: row.boxId,
-      owner_bot_id: row.ownerBotId,
-      operation_id: row.operationId ?? null,
-    }),
-  });
+  const table = rowTable<BoatDeletionRecord>(handle, DELETE_ROW_SPEC);
   const rows = table.rows;
   const docOf = (slice: StoredFence[]): BoatDeleteJournalFile => ({
     version: 1,

@@ -7,20 +7,25 @@ import {
   assertMetaKey,
   type BackendFactory,
   type BackendOptions,
+  type Bot,
   corruptFailure,
   META_VALUE,
   mintedValue,
   type Storage,
   StorageError,
 } from "@drydock/storage";
+import { sqliteBotRegistry } from "./bots.js";
 import { sqliteCreateJournal } from "./create-journal.js";
 import { openDatabase } from "./database.js";
 import { sqliteDeleteJournal } from "./delete-journal.js";
+import { importInto } from "./import.js";
 
 export { SCHEMA_VERSION, SQLITE_FILE } from "./database.js";
 
 /** Rows per journal at most, by default: far above any real installation, and configurable. */
 export const DEFAULT_MAX_ROWS = 1_000_000;
+/** Bots at most, by default: far above any real installation (the file backend's cap is 4,096), and configurable. */
+export const DEFAULT_MAX_BOTS = 1_000_000;
 /** How long a call waits for another process's write transaction before it fails STORAGE_BUSY (retryable). */
 export const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 
@@ -29,6 +34,8 @@ export interface SqliteStorageOptions extends BackendOptions {
   busyTimeoutMs?: number;
   /** Rows per journal at most (the file backend's is 4,096). */
   maxRows?: number;
+  /** Bots in the registry at most (default 1,000,000; the file backend's is 4,096). */
+  maxBots?: number;
   /**
    * Test seam: runs on the connection after it is opened and migrated (e.g. `PRAGMA max_page_count` to make
    * writes fail as on a full disk, `PRAGMA query_only` as on a read-only file system).
@@ -40,11 +47,17 @@ export interface SqliteStorageOptions extends BackendOptions {
 export async function openSqliteStorage(options: SqliteStorageOptions): Promise<Storage> {
   const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
   const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS;
-  if (!Number.isSafeInteger(maxRows) || maxRows < 1) {
-    throw new StorageError({
-      code: "STORAGE_INVALID_ARGUMENT",
-      message: "maxRows must be a positive integer",
-    });
+  const maxBots = options.maxBots ?? DEFAULT_MAX_BOTS;
+  for (const [name, value] of [
+    ["maxRows", maxRows],
+    ["maxBots", maxBots],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new StorageError({
+        code: "STORAGE_INVALID_ARGUMENT",
+        message: `${name} must be a positive integer`,
+      });
+    }
   }
   const handle = openDatabase({
     dataDir: options.dataDir,
@@ -72,6 +85,7 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
     dataDir: options.dataDir,
     createJournal: sqliteCreateJournal(handle, { ...common, newKey: options.newKey ?? randomUUID }),
     deleteJournal: sqliteDeleteJournal(handle, common),
+    bots: sqliteBotRegistry(handle, { now: common.now, maxBots, live }),
     meta: {
       async get(key) {
         live();
@@ -107,7 +121,22 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
         }[]) {
           meta[row.key] = row.value;
         }
-        return { creates, deletes, meta };
+        const bots = (db.prepare("SELECT row_json FROM bots ORDER BY bot_id").pluck().all() as string[]).map(
+          (json) => JSON.parse(json) as Bot,
+        );
+        return { creates, deletes, meta, bots };
+      });
+    },
+    async importAll(data) {
+      live();
+      importInto(handle, data, { maxRows, maxBots });
+    },
+    async retire(to, at) {
+      live();
+      handle.write(() => {
+        if (db.prepare("SELECT 1 FROM retired").get() === undefined) {
+          db.prepare("INSERT INTO retired (to_kind, at) VALUES (?, ?)").run(to, at);
+        }
       });
     },
     async close() {

@@ -40,4 +40,16 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER delete_rows_ins AFTER INSERT ON delete_rows BEGIN UPDATE row_counts SET n = n + 1 WHERE name = 'delete'; END;
   CREATE TRIGGER delete_rows_del AFTER DELETE ON delete_rows BEGIN UPDATE row_counts SET n = n - 1 WHERE name = 'delete'; END;
   `,
+  // 2: the bot registry (one row per bot; `row_json` is the bot exactly as the registry holds it, deletion
+  // marks included; the rowid keeps creation order for list()), and the retirement row a migration away
+  // from this database writes (any row there: every open refuses, naming where the state went).
+  `
+  CREATE TABLE bots (
+    bot_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    created_at INTEGER NOT NULL CHECK (created_at > 0),
+    row_json TEXT NOT NULL
+  );
+  CREATE TABLE retired (to_kind TEXT NOT NULL, at INTEGER NOT NULL);
+  `,
 ];

@@ -6,6 +6,8 @@ import { open } from "./fixtures/sqlite-backend.js";
 describeStorageConformance({
   name: "sqlite",
   open,
+  // A small configurable limit, so the limit test reaches it (the default is 1,000,000).
+  botLimit: 5,
   workerModule: fileURLToPath(new URL("./fixtures/sqlite-backend.ts", import.meta.url)),
   crashPoints: [
     { point: "sqlite:after-begin", leaves: "before" },

@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openFileStorage, type Storage } from "@drydock/storage";
+import { openFileStorage, type Storage, type StorageExport } from "@drydock/storage";
 import {
   applyToStorage,
+  canonicalExport,
   type JournalCommand,
   journalCommandArb,
   keyOf,
@@ -21,7 +22,13 @@ import { openSqliteStorage } from "../src/index.js";
 
 type Open = (dataDir: string, options: { now: () => number; newKey: () => string }) => Promise<Storage>;
 
-async function run(open: Open, commands: JournalCommand[], clock: { now: number }) {
+/** Runs `commands` on a fresh store; `each` sees every answer; returns the final export. */
+async function session(
+  open: Open,
+  commands: JournalCommand[],
+  clock: { now: number },
+  each: (outcome: Outcome, storage: Storage) => Promise<void> = async () => {},
+): Promise<StorageExport> {
   const root = mkdtempSync(join(tmpdir(), "drydock-diff-"));
   const dataDir = join(root, "data");
   const state = { ...newRunState(), clock };
@@ -33,20 +40,24 @@ async function run(open: Open, commands: JournalCommand[], clock: { now: number 
       this.current = await open(dataDir, options);
     },
   };
-  const trace: { outcome: Outcome; exported: unknown }[] = [];
   try {
     for (const command of commands) {
       if (command.op === "advance") clock.now += command.ms;
-      trace.push({
-        outcome: await applyToStorage(storage, state, command),
-        exported: await storage.current.exportAll(),
-      });
+      await each(await applyToStorage(storage, state, command), storage.current);
     }
-    return trace;
+    return await storage.current.exportAll();
   } finally {
     await storage.current.close();
     rmSync(root, { recursive: true, force: true });
   }
+}
+
+async function run(open: Open, commands: JournalCommand[], clock: { now: number }) {
+  const trace: { outcome: Outcome; exported: unknown }[] = [];
+  await session(open, commands, clock, async (outcome, storage) => {
+    trace.push({ outcome, exported: canonicalExport(await storage.exportAll()) });
+  });
+  return trace;
 }
 
 describe("differential: file and sqlite", () => {
@@ -74,3 +85,43 @@ describe("differential: file and sqlite", () => {
     expect(refusals).toBeGreaterThan(0);
   });
 });
+
+describe("differential: import across backends", () => {
+  it("a file store's export imports into sqlite, and a sqlite store's into file, exporting equal (keys, times, marks)", async () => {
+    let bots = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(journalCommandArb, { minLength: 1, maxLength: 40, size: "large" }),
+        async (commands) => {
+          const T = 1_767_000_000_000;
+          const backends: Open[] = [
+            (dataDir, o) => openFileStorage({ dataDir, ...o }),
+            (dataDir, o) => openSqliteStorage({ dataDir, ...o }),
+          ];
+          for (const [from, to] of [
+            [backends[0], backends[1]],
+            [backends[1], backends[0]],
+          ] as [Open, Open][]) {
+            const exported = await exportAfter(from, commands, { now: T });
+            bots += exported.bots.length;
+            const root = mkdtempSync(join(tmpdir(), "drydock-diff-"));
+            const target = await to(join(root, "data"), { now: () => T, newKey: () => keyOf(0) });
+            try {
+              await target.importAll(exported);
+              expect(await target.exportAll()).toEqual(exported);
+            } finally {
+              await target.close();
+              rmSync(root, { recursive: true, force: true });
+            }
+          }
+        },
+      ),
+      { numRuns: 15 },
+    );
+    expect(bots).toBeGreaterThan(0);
+  });
+});
+
+function exportAfter(open: Open, commands: JournalCommand[], clock: { now: number }) {
+  return session(open, commands, clock);
+}

@@ -1,5 +1,6 @@
 import {
   closeSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readFileSync,
@@ -17,6 +18,7 @@ import { isStorageError, type Storage } from "@drydock/storage";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStorage, SCHEMA_VERSION, SQLITE_FILE } from "../src/index.js";
+import { MIGRATIONS } from "../src/schema.js";
 
 const BODY = '{"ttlSeconds":28800,"noEnv":true}';
 const cleanups: (() => void)[] = [];
@@ -265,4 +267,93 @@ describe("OS-level refusals say what happened, that nothing changed, and what to
       await reopened.close();
     });
   }
+});
+
+describe("the bot registry on SQLite", () => {
+  it("a row that fails BotSchema is STORAGE_CORRUPT on read, and is never rewritten", async () => {
+    const dir = dataDir();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    await storage.bots.create({ botId: "kept", name: "Kept" });
+    await storage.close();
+    const db = new Database(join(dir, SQLITE_FILE));
+    db.prepare("UPDATE bots SET row_json = ? WHERE bot_id = 'kept'").run('{"botId":"x y"}');
+    db.close();
+    const again = await openSqliteStorage({ dataDir: dir });
+    for (const call of [
+      () => again.bots.get("kept"),
+      () => again.bots.list(),
+      () => again.bots.page({ limit: 10 }),
+      () => again.bots.markDeleting("kept"),
+    ]) {
+      const error = await refusal(call);
+      expect(isStorageError(error) && error.code).toBe("STORAGE_CORRUPT");
+    }
+    await again.close();
+    const check = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    expect(check.prepare("SELECT row_json FROM bots").pluck().all()).toEqual(['{"botId":"x y"}']);
+    check.close();
+  });
+
+  it("page() walks the primary key's index (no full scan), count() is COUNT(*)", async () => {
+    const dir = dataDir();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    await storage.close();
+    const db = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    const plan = (sql: string) =>
+      (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((r) => r.detail).join("; ");
+    expect(plan("SELECT row_json FROM bots WHERE bot_id > 'a' ORDER BY bot_id LIMIT 11")).toMatch(
+      /SEARCH bots USING INDEX sqlite_autoindex_bots_1 \(bot_id>\?\)/,
+    );
+    expect(plan("SELECT row_json FROM bots ORDER BY bot_id LIMIT 11")).toMatch(
+      /SCAN bots USING INDEX sqlite_autoindex_bots_1/,
+    );
+    expect(plan("SELECT row_json FROM bots ORDER BY bot_id LIMIT 11")).not.toMatch(/TEMP B-TREE/);
+    db.close();
+  });
+
+  it("a full disk while creating a bot: ENOSPC in words that never say invalid, the registry unchanged", async () => {
+    const dir = dataDir();
+    const plain = await openSqliteStorage({ dataDir: dir });
+    await plain.bots.create({ botId: "kept", name: "Kept" });
+    const before = await plain.exportAll();
+    await plain.close();
+    const storage = await openSqliteStorage({
+      dataDir: dir,
+      configure: (db) => db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`),
+    });
+    let error: unknown;
+    for (let i = 0; i < 400 && error === undefined; i += 1) {
+      error = await storage.bots.create({ botId: `b${i}`, name: "n".repeat(200) }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    }
+    expect(isStorageError(error) && error.errno).toBe("ENOSPC");
+    expect((error as Error).message).not.toMatch(/invalid|repair/i);
+    const after = await storage.exportAll();
+    await storage.close();
+    expect(after.bots.filter((b) => b.botId === "kept")).toEqual(before.bots);
+  });
+});
+
+describe("schema migration 2 (the bot registry)", () => {
+  it("a version-1 database (journals only) opens at version 2 with its rows intact and a working registry", async () => {
+    const dir = dataDir();
+    mkdirSync(dir, { recursive: true });
+    const db = new Database(join(dir, SQLITE_FILE));
+    db.pragma("journal_mode = WAL");
+    db.exec(MIGRATIONS[0] as string);
+    db.exec("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1)");
+    db.prepare("INSERT INTO meta (key, value) VALUES ('environment-id', 'kept')").run();
+    db.close();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    expect(SCHEMA_VERSION).toBe(2);
+    expect(await storage.meta.get("environment-id")).toBe("kept");
+    await storage.bots.create({ botId: "ada", name: "Ada" });
+    expect((await storage.exportAll()).bots.map((b) => b.botId)).toEqual(["ada"]);
+    await storage.close();
+    const check = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").pluck().get()).toBe(2);
+    check.close();
+  });
 });

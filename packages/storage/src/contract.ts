@@ -1,5 +1,6 @@
 import type { BoatCreateJournal, BoatCreateRequest } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete-journal";
+import type { Bot, BotRegistryStore } from "./bots.js";
 
 /**
  * The storage contract. A backend implements the very interfaces the journal packages export
@@ -34,6 +35,8 @@ export interface StorageExport {
   deletes: BoatDeletionRecord[];
   /** Meta singletons by key (sorted). */
   meta: Record<string, string>;
+  /** The bot registry, botId ascending, every field (deletion marks too). */
+  bots: Bot[];
 }
 
 export interface Storage {
@@ -42,8 +45,21 @@ export interface Storage {
   readonly createJournal: BoatCreateJournal;
   readonly deleteJournal: BoatDeleteJournal;
   readonly meta: MetaStore;
+  readonly bots: BotRegistryStore;
   /** One consistent reading of everything stored (a read transaction, or each file under its lock). */
   exportAll(): Promise<StorageExport>;
+  /**
+   * Writes `data` verbatim (keys, timestamps, marks: export after import equals `data`) into an EMPTY store:
+   * one transaction (a row backend) or one durable step per file (`file`). A store holding anything is
+   * refused with STORAGE_NOT_EMPTY and left unchanged. For `migrateStorage`.
+   */
+  importAll(data: StorageExport): Promise<void>;
+  /**
+   * Retires this store after `migrateStorage` moved its state to `to`: from then on every open (and, for
+   * `file`, the seeds' own code) refuses it, naming where the state went. Idempotent. Optional: a backend
+   * without it cannot be migrated from.
+   */
+  retire?(to: StorageKind, at: number): Promise<void>;
   /** Releases the backend's handles; calls after it fail. Idempotent. */
   close(): Promise<void>;
 }

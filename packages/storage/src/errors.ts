@@ -22,6 +22,12 @@ export const STORAGE_ERROR_STATUS = {
   STORAGE_BACKEND_MISMATCH: 409,
   /** A call after close(). */
   STORAGE_CLOSED: 503,
+  /** importAll into a store that already holds something; nothing was changed. */
+  STORAGE_NOT_EMPTY: 409,
+  /** migrateStorage while a live drydock process claims the data directory (see presence.ts). */
+  STORAGE_IN_USE: 409,
+  /** A migration whose verification failed (or could not finish); the source is untouched and still bound. */
+  STORAGE_MIGRATION_FAILED: 503,
 } as const satisfies Record<string, number>;
 
 export type StorageErrorCode = keyof typeof STORAGE_ERROR_STATUS;
@@ -105,6 +111,22 @@ export function osCauseOf(error: unknown): string | undefined {
 }
 
 /**
+ * The OS cause (ENOSPC, EROFS, …) of a write that failed before it published anything, found in `error`'s
+ * cause chain; undefined when there is none, or when the failure came after the rename (json-journal's
+ * DIRECTORY_SYNC_FAILED: the new state is visible, so "nothing was changed" would be false).
+ */
+export function unpublishedOsCause(error: unknown): string | undefined {
+  let errno: string | undefined;
+  let cause: unknown = error;
+  for (let depth = 0; depth < 8 && cause !== undefined && cause !== null; depth += 1) {
+    if ((cause as { code?: unknown }).code === "DIRECTORY_SYNC_FAILED") return undefined;
+    errno ??= osCauseOf(cause);
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return errno;
+}
+
+/**
  * A StorageError for an OS-level refusal while reading or writing `where`: says what happened, that nothing
  * was changed, and what to do — never that the state is invalid (its bytes are fine).
  */
@@ -130,6 +152,14 @@ export function busyFailure(where: string, waitedMs: number, cause?: unknown): S
     retryable: true,
     message: `${where} was busy (another drydock process held it) for longer than ${waitedMs} ms. Nothing was changed. Retry in a moment.`,
     cause,
+  });
+}
+
+/** importAll into a store that holds something: refused, nothing changed. */
+export function notEmptyFailure(where: string, what: string): StorageError {
+  return new StorageError({
+    code: "STORAGE_NOT_EMPTY",
+    message: `${where} already holds ${what}, so nothing was imported into it and nothing was changed. Import only into an empty store (a new data directory, or one whose files were retired by a migration).`,
   });
 }
 

@@ -2,6 +2,19 @@
 // conformance suite every backend's tests run.
 
 export { bindStorage, migrateCommand, readStorageBinding, type StorageBinding } from "./binding.js";
+export { checkBotInput, checkPageInput } from "./bot-input.js";
+export {
+  botExists,
+  byBotId,
+  judgeMarks,
+  MAX_DELETION_MARKS,
+  markMethods,
+  newBot,
+  thisProcess,
+  tooManyBots,
+  withMark,
+  withoutMarks,
+} from "./bot-rules.js";
 export {
   BOT_REGISTRY_ERROR_CODES,
   type Bot,
@@ -32,6 +45,7 @@ export {
   busyFailure,
   corruptFailure,
   isStorageError,
+  notEmptyFailure,
   osCauseOf,
   osFailure,
   STORAGE_ERROR_STATUS,
@@ -39,5 +53,27 @@ export {
   type StorageErrorCode,
 } from "./errors.js";
 export { type FileBackendOptions, openFileStorage } from "./file/backend.js";
+export {
+  type BotsFile,
+  BotsFileSchema,
+  type FileBotRegistryOptions,
+  openFileBotRegistry,
+} from "./file/bots.js";
 export { assertMetaKey, META_KEY, META_VALUE, mintedValue } from "./meta-rules.js";
+export {
+  MIGRATE_CRASH_POINTS,
+  type MigrateStorageOptions,
+  type MigrateStorageResult,
+  migrateStorage,
+} from "./migrate.js";
 export { type OpenStorageOptions, openStorage, parseStorageSetting, type StorageSetting } from "./open.js";
+export {
+  type ClaimRecord,
+  claimDataDir,
+  type DataDirClaim,
+  listClaims,
+  liveMigration,
+  MIGRATE_LOCK_FILE,
+  migrateLockPath,
+} from "./presence.js";
+export { parseRetired, RETIRED_VERSION, type RetiredMarker, retiredError } from "./retired.js";

@@ -2,8 +2,11 @@ import type { BoatCreateRequest } from "@drydock/boat-create-journal";
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import fc from "fast-check";
-import type { Storage } from "../contract.js";
+import type { DeletionMark } from "../bots.js";
+import { isBotRegistryError } from "../bots.js";
+import type { Storage, StorageExport } from "../contract.js";
 import { CreateModel, DeleteModel, type Outcome, type Receipt } from "./model.js";
+import { RegistryModel, view } from "./registry-model.js";
 
 /**
  * Journal commands as plain data, so one generated sequence can run against the reference model and
@@ -25,7 +28,20 @@ export type JournalCommand =
   | { op: "getFence"; boat: string }
   | { op: "hasPending"; bot: string }
   | { op: "advance"; ms: number }
-  | { op: "restart" };
+  | { op: "restart" }
+  | RegistryCommand;
+
+/** The bot registry's commands (same runs, same restarts and clock). */
+export type RegistryCommand =
+  | { op: "botCreate"; bot: string; name: string }
+  | { op: "botRemove"; bot: string }
+  | { op: "botMark"; bot: string }
+  | { op: "botUnmark"; bot: string; held: number }
+  | { op: "botDropAbandoned"; bot: string }
+  | { op: "botGet"; bot: string }
+  | { op: "botPage"; after: string | null; limit: number }
+  | { op: "botCount" }
+  | { op: "botList" };
 
 export const BOTS = ["bot-a", "bot-b", "bot-c"] as const;
 export const BODIES = ['{"ttlSeconds":28800,"noEnv":true}', '{"ttlSeconds":7200,"noEnv":true}'] as const;
@@ -34,7 +50,40 @@ export const OPERATIONS = ["bdop_" + "a".repeat(32), "bdop_" + "b".repeat(32)] a
 export const T0 = 1_767_000_000_000;
 export const keyOf = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padStart(12, "0")}`;
 
+/** The registry's ids: upper case sorts before lower case, `_` between: page order is byte order. */
+export const REGISTRY_BOTS = ["bot-a", "bot-b", "Bot-E", "bot_9", "x"] as const;
+
 const bot = fc.constantFrom(...BOTS);
+const registryBot = fc.constantFrom(...REGISTRY_BOTS);
+
+export const registryCommandArb: fc.Arbitrary<RegistryCommand> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant("botCreate" as const),
+      bot: registryBot,
+      name: fc.constantFrom("Ann", "B", "n".repeat(200)),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant("botRemove" as const), bot: registryBot }) },
+  { weight: 3, arbitrary: fc.record({ op: fc.constant("botMark" as const), bot: registryBot }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ op: fc.constant("botUnmark" as const), bot: registryBot, held: fc.nat(7) }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("botDropAbandoned" as const), bot: registryBot }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("botGet" as const), bot: registryBot }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant("botPage" as const),
+      after: fc.option(fc.constantFrom(...REGISTRY_BOTS, "A", "bot-"), { nil: null }),
+      limit: fc.integer({ min: 1, max: 3 }),
+    }),
+  },
+  { weight: 1, arbitrary: fc.constant({ op: "botCount" as const }) },
+  { weight: 1, arbitrary: fc.constant({ op: "botList" as const }) },
+);
 const boat = fc.constantFrom(...BOATS);
 const held = fc.nat(7);
 
@@ -90,6 +139,7 @@ export const journalCommandArb: fc.Arbitrary<JournalCommand> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.constant({ op: "restart" as const }) },
+  { weight: 6, arbitrary: registryCommandArb },
 );
 
 const identityOf = (boxId: string, renamed: boolean, owner: string | null) => ({
@@ -109,10 +159,94 @@ export interface RunState {
   clock: { now: number };
   minted: { n: number };
   held: BoatCreateRequest[];
+  /** The deletion marks a caller holds (the model's refs, or a backend's marks), in the order they were made. */
+  heldMarks: unknown[];
 }
 
 export function newRunState(): RunState {
-  return { clock: { now: T0 }, minted: { n: 0 }, held: [] };
+  return { clock: { now: T0 }, minted: { n: 0 }, held: [], heldMarks: [] };
+}
+
+const heldMark = (state: RunState, index: number) =>
+  state.heldMarks.length === 0 ? undefined : state.heldMarks[index % state.heldMarks.length];
+
+function applyToRegistryModel(r: RegistryModel, state: RunState, command: RegistryCommand): Outcome {
+  switch (command.op) {
+    case "botCreate":
+      return r.create(command.bot, command.name);
+    case "botRemove":
+      return r.remove(command.bot);
+    case "botMark": {
+      const outcome = r.mark(command.bot);
+      if (outcome.ok && outcome.value !== null) state.heldMarks.push(r.marksMade - 1);
+      return outcome;
+    }
+    case "botUnmark": {
+      const ref = heldMark(state, command.held);
+      return ref === undefined ? { ok: true, value: "skipped" } : r.unmark(command.bot, ref as number);
+    }
+    case "botDropAbandoned":
+      return r.dropAbandoned(command.bot);
+    case "botGet":
+      return r.get(command.bot);
+    case "botPage":
+      return r.page(command.after ?? undefined, command.limit);
+    case "botCount":
+      return { ok: true, value: r.bots.length };
+    case "botList":
+      return { ok: true, value: r.bots.map((b) => b.botId) };
+  }
+}
+
+async function applyToRegistry(
+  storage: Storage,
+  state: RunState,
+  command: RegistryCommand,
+): Promise<unknown> {
+  const bots = storage.bots;
+  switch (command.op) {
+    case "botCreate":
+      return view(await bots.create({ botId: command.bot, name: command.name }));
+    case "botRemove":
+      return bots.remove(command.bot);
+    case "botMark": {
+      const mark = await bots.markDeleting(command.bot);
+      if (mark === null) return null;
+      state.heldMarks.push(mark);
+      return { since: mark.since };
+    }
+    case "botUnmark": {
+      const mark = heldMark(state, command.held);
+      return mark === undefined ? "skipped" : bots.unmarkDeleting(command.bot, mark as DeletionMark);
+    }
+    case "botDropAbandoned": {
+      const bot = await bots.get(command.bot);
+      if (bot === null) return null;
+      const { live, abandoned } = bots.liveMarks(bot, { ownIdle: true });
+      await bots.dropAbandonedMarks(command.bot, abandoned);
+      return { live: live.length, abandoned: abandoned.length };
+    }
+    case "botGet": {
+      const bot = await bots.get(command.bot);
+      return bot === null ? null : view(bot);
+    }
+    case "botPage": {
+      const page = await bots.page({
+        ...(command.after === null ? {} : { after: command.after }),
+        limit: command.limit,
+      });
+      return { ids: page.bots.map((b) => b.botId), next: page.next };
+    }
+    case "botCount":
+      return bots.count();
+    case "botList":
+      return (await bots.list()).map((b) => b.botId);
+  }
+}
+
+/** An export as the suite compares it: bots by `view` (a mark's random id and process are the backend's). */
+export function canonicalExport(exported: StorageExport): unknown {
+  return { ...exported, bots: exported.bots.map(view) };
 }
 
 function hold(
@@ -139,12 +273,14 @@ const pickers: Partial<Record<JournalCommand["op"], (value: unknown) => BoatCrea
 
 /** What the reference model answers. `advance` and `restart` change no journal. */
 export function applyToModel(
-  models: { create: CreateModel; delete: DeleteModel },
+  models: { create: CreateModel; delete: DeleteModel; registry: RegistryModel },
   state: RunState,
   command: JournalCommand,
 ): Outcome {
   const { create: c, delete: d } = models;
   const outcome = ((): Outcome => {
+    if (command.op.startsWith("bot"))
+      return applyToRegistryModel(models.registry, state, command as RegistryCommand);
     switch (command.op) {
       case "begin":
         return c.begin(command.bot, command.body);
@@ -190,7 +326,10 @@ export function applyToModel(
         state.clock.now += command.ms;
         return { ok: true, value: undefined };
       case "restart":
+        models.registry.generation += 1;
         return { ok: true, value: undefined };
+      default:
+        throw new Error(`unknown command ${command.op}`);
     }
   })();
   hold(state, outcome, pickers[command.op] ?? (() => undefined));
@@ -207,6 +346,7 @@ export function outcomeOfError(error: unknown): Outcome {
   ) {
     return { ok: false, code: e.code, detail: e.detail };
   }
+  if (isBotRegistryError(error)) return { ok: false, code: error.code, detail: error.message };
   throw error;
 }
 
@@ -224,6 +364,8 @@ export async function applyToStorage(
   let outcome: Outcome;
   try {
     const value = await (async (): Promise<unknown> => {
+      if (command.op.startsWith("bot"))
+        return applyToRegistry(storage.current, state, command as RegistryCommand);
       switch (command.op) {
         case "begin":
           return c.beginBoatCreate(command.bot, command.body);
@@ -272,6 +414,8 @@ export async function applyToStorage(
         case "restart":
           await storage.reopen();
           return undefined;
+        default:
+          throw new Error(`unknown command ${command.op}`);
       }
     })();
     outcome = { ok: true, value };
@@ -282,10 +426,14 @@ export async function applyToStorage(
   return outcome;
 }
 
-export function newModels(state: RunState): { create: CreateModel; delete: DeleteModel } {
+export function newModels(
+  state: RunState,
+  botLimit = Number.POSITIVE_INFINITY,
+): { create: CreateModel; delete: DeleteModel; registry: RegistryModel } {
   let minted = 0;
   return {
     create: new CreateModel(state.clock, () => keyOf(++minted)),
     delete: new DeleteModel(state.clock),
+    registry: new RegistryModel(state.clock, botLimit),
   };
 }

@@ -6,19 +6,22 @@ import { fileURLToPath } from "node:url";
 import { spawnWorker, type Worker } from "@drydock/test-kit";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import type { Storage, StorageCrashHook } from "../contract.js";
+import type { Storage, StorageCrashHook, StorageExport } from "../contract.js";
 import { isStorageError } from "../errors.js";
 import {
   applyToModel,
   applyToStorage,
   BODIES,
+  canonicalExport,
   type JournalCommand,
   journalCommandArb,
   keyOf,
   newModels,
   newRunState,
   type RunState,
+  registryCommandArb,
 } from "./commands.js";
+import { describeRegistry } from "./registry.js";
 
 export {
   applyToModel,
@@ -26,21 +29,28 @@ export {
   BOATS,
   BODIES,
   BOTS,
+  canonicalExport,
   type JournalCommand,
   journalCommandArb,
   keyOf,
   newModels,
   newRunState,
   OPERATIONS,
+  REGISTRY_BOTS,
+  type RegistryCommand,
   type RunState,
+  registryCommandArb,
   T0,
 } from "./commands.js";
 export { CreateModel, DeleteModel, type Outcome } from "./model.js";
+export { RegistryModel } from "./registry-model.js";
 
 export interface ConformanceOpenOptions {
   now?: () => number;
   newKey?: () => string;
   crash?: StorageCrashHook;
+  /** The registry's limit, for a backend whose limit is configurable (the file backend's is 4,096). */
+  maxBots?: number;
 }
 
 export interface ConformanceTarget {
@@ -59,6 +69,11 @@ export interface ConformanceTarget {
   crashPoints: { point: string; leaves: "before" | "after" }[];
   /** Runs per property (default 25; bounded, deterministic per seed). */
   runs?: number;
+  /**
+   * The registry's limit the limit test reaches: the backend's fixed cap (file: 4,096), or a small one it is
+   * opened with (`maxBots`).
+   */
+  botLimit: number;
 }
 
 // The sources (tests, tsx) or the built dist/ next to this module.
@@ -67,7 +82,7 @@ const WORKER = fileURLToPath(
 );
 const BODY = BODIES[0];
 
-function tempDir(): { dataDir: string; root: string; cleanup(): void } {
+export function tempDir(): { dataDir: string; root: string; cleanup(): void } {
   const root = mkdtempSync(join(tmpdir(), "drydock-storage-"));
   return { root, dataDir: join(root, "data"), cleanup: () => rmSync(root, { recursive: true, force: true }) };
 }
@@ -94,6 +109,7 @@ export async function runAgainstModel(target: ConformanceTarget, commands: Journ
       const stored = await storage.current.exportAll();
       expect(stored.creates).toEqual(models.create.rows);
       expect(stored.deletes).toEqual(models.delete.rows);
+      expect((canonicalExport(stored) as { bots: unknown }).bots).toEqual(models.registry.exported());
     }
   } finally {
     await storage.current.close();
@@ -117,29 +133,27 @@ export function describeStorageConformance(target: ConformanceTarget): void {
     describeMetaAndPeeks(target, fresh);
     describeRaces(target, fresh);
     describeCrashes(target, fresh);
+    describeRegistry(target, fresh, WORKER);
   });
 }
 
-type Fresh = () => { dataDir: string; root: string };
+export type Fresh = () => { dataDir: string; root: string };
 
 /** The model-based sequences and the fuzzed arguments. */
 function describeModelAndFuzz(target: ConformanceTarget, runs: number, fresh: Fresh): void {
-  it("model-based command sequences (both journals, restarts, clock moves) match the reference model", async () => {
-    class Step implements fc.AsyncCommand<{ commands: JournalCommand[] }, { commands: JournalCommand[] }> {
-      constructor(readonly command: JournalCommand) {}
-      check = () => true;
-      async run(model: { commands: JournalCommand[] }): Promise<void> {
-        model.commands.push(this.command);
-      }
-      toString = () => JSON.stringify(this.command);
+  class Step implements fc.AsyncCommand<{ commands: JournalCommand[] }, { commands: JournalCommand[] }> {
+    constructor(readonly command: JournalCommand) {}
+    check = () => true;
+    async run(model: { commands: JournalCommand[] }): Promise<void> {
+      model.commands.push(this.command);
     }
-    // fc.commands shrinks a failing sequence; each run replays its commands on the model and the backend.
-    await fc.assert(
+    toString = () => JSON.stringify(this.command);
+  }
+  // fc.commands shrinks a failing sequence; each run replays its commands on the model and the backend.
+  const modelRuns = (commands: fc.Arbitrary<JournalCommand>) =>
+    fc.assert(
       fc.asyncProperty(
-        fc.commands([journalCommandArb.map((command) => new Step(command))], {
-          maxCommands: 60,
-          size: "large",
-        }),
+        fc.commands([commands.map((command) => new Step(command))], { maxCommands: 60, size: "large" }),
         async (cmds) => {
           const collected = { commands: [] as JournalCommand[] };
           await fc.asyncModelRun(() => ({ model: collected, real: collected }), cmds);
@@ -147,6 +161,18 @@ function describeModelAndFuzz(target: ConformanceTarget, runs: number, fresh: Fr
         },
       ),
       { numRuns: runs },
+    );
+  it("model-based command sequences (both journals, the registry, restarts, clock moves) match the reference model", async () => {
+    await modelRuns(journalCommandArb);
+  });
+
+  it("model-based registry sequences (create, remove, marks, pages, count, get, restarts) match the model", async () => {
+    await modelRuns(
+      fc.oneof(
+        { weight: 12, arbitrary: registryCommandArb as fc.Arbitrary<JournalCommand> },
+        { weight: 1, arbitrary: fc.constant({ op: "restart" as const }) },
+        { weight: 1, arbitrary: fc.constant({ op: "advance" as const, ms: 1_000 }) },
+      ),
     );
   });
 
@@ -277,26 +303,7 @@ function describeRaces(target: ConformanceTarget, fresh: Fresh): void {
       await seed.createJournal.beginBoatCreate("other-bot", BODY);
       await seed.close();
     }
-    const goFile = join(dir.root, "go");
-    const workers: Worker[] = [];
-    try {
-      for (let i = 0; i < 2; i += 1) {
-        workers.push(spawnWorker(WORKER, [target.workerModule, dir.dataDir, goFile, mode, ...args(i)]));
-      }
-      await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
-      writeFileSync(goFile, "go");
-      const exits = await Promise.all(workers.map((w) => w.exited));
-      for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
-      const results = workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
-      const after = await target.open(dir.dataDir);
-      try {
-        return { results, stored: await after.exportAll() };
-      } finally {
-        await after.close();
-      }
-    } finally {
-      for (const w of workers) w.kill();
-    }
+    return runRace(target, dir, WORKER, mode, [args(0), args(1)]);
   }
 
   it("two real processes racing beginBoatCreate for one bot: exactly one mints, both hold one key", async () => {
@@ -326,6 +333,39 @@ function describeRaces(target: ConformanceTarget, fresh: Fresh): void {
     expect(stored.meta["environment-id"]).toBe(results[0]?.value);
     expect(stored.creates).toEqual([]);
   });
+}
+
+/**
+ * One process per entry of `argsPerWorker`, all released at once by a go file; each prints one JSON line.
+ * Returns those lines and the store's export afterwards.
+ */
+export async function runRace(
+  target: ConformanceTarget,
+  dir: { dataDir: string; root: string },
+  workerPath: string,
+  mode: string,
+  argsPerWorker: string[][],
+): Promise<{ results: Record<string, unknown>[]; stored: StorageExport }> {
+  const goFile = join(dir.root, "go");
+  const workers: Worker[] = [];
+  try {
+    for (const args of argsPerWorker) {
+      workers.push(spawnWorker(workerPath, [target.workerModule, dir.dataDir, goFile, mode, ...args]));
+    }
+    await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
+    writeFileSync(goFile, "go");
+    const exits = await Promise.all(workers.map((w) => w.exited));
+    for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
+    const results = workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
+    const after = await target.open(dir.dataDir);
+    try {
+      return { results, stored: await after.exportAll() };
+    } finally {
+      await after.close();
+    }
+  } finally {
+    for (const w of workers) w.kill();
+  }
 }
 
 /** A writer SIGKILLed at each of the backend's crash points. */

@@ -32,6 +32,12 @@ if (mode.startsWith("crash-")) {
       ownerBotId: "bot-1",
     });
   process.stdout.write("finished\n");
+} else if (mode === "bot-mark") {
+  // Sets a deletion mark and stays alive (holding it) until the parent kills it.
+  const storage = await backend.open(dataDir);
+  const mark = await storage.bots.markDeleting(arg as string);
+  process.stdout.write(`${JSON.stringify(mark)}\n`);
+  setInterval(() => {}, 60_000);
 } else if (mode === "meta-fresh") {
   // Both processes open a data directory nobody created yet at the same moment: one creates the store,
   // the other must find it whole (never a half-created one), and both agree on the first writer's value.
@@ -51,6 +57,11 @@ if (mode.startsWith("crash-")) {
   if (mode === "begin") {
     const attempt = await storage.createJournal.beginBoatCreate(arg as string, BODY);
     line = { startedNow: attempt.startedNow, key: attempt.request.idempotencyKey };
+  } else if (mode === "bot-create") {
+    line = await storage.bots.create({ botId: arg as string, name: `by ${process.pid}` }).then(
+      () => ({ created: true }),
+      (error: { code?: string }) => ({ created: false, code: error.code }),
+    );
   } else if (mode === "prepare") {
     const once = await storage.deleteJournal.prepareBoatDeletionOnce({
       boxId: arg as string,

@@ -21,15 +21,32 @@ import {
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
-import type { BackendOptions, Storage, StorageCrashHook } from "../contract.js";
-import { asJournalError, isStorageError, osCauseOf, osFailure, StorageError } from "../errors.js";
-import { openFileMeta } from "./meta.js";
+import { byBotId } from "../bot-rules.js";
+import type { BackendOptions, Storage, StorageCrashHook, StorageExport } from "../contract.js";
+import {
+  asJournalError,
+  isStorageError,
+  notEmptyFailure,
+  osFailure,
+  StorageError,
+  unpublishedOsCause,
+} from "../errors.js";
+import { assertMetaKey, META_VALUE } from "../meta-rules.js";
+import { readRetired, retiredError } from "../retired.js";
+import { openBotsDocument, openFileBotRegistry } from "./bots.js";
+import { documentSpecs, documentState, retiredText, writeDocumentLocked } from "./documents.js";
+import { createOnce, openFileMeta, osOrUnknown } from "./meta.js";
 
 export interface FileBackendOptions extends BackendOptions {
   /** File system seam for the journals and their locks (default the real one). */
   fs?: FileOps;
   /** Lock wait of each journal call, ms (file-lock's default when unset). */
   lockWaitMs?: number;
+  /**
+   * For `migrateStorage` only: open even when the files were retired by a migration, to import into them
+   * (a retired document counts as empty) or to finish retiring them. Every other caller is refused.
+   */
+  acceptRetired?: boolean;
 }
 
 /**
@@ -40,6 +57,12 @@ export interface FileBackendOptions extends BackendOptions {
  */
 export async function openFileStorage(options: FileBackendOptions): Promise<Storage> {
   const { dataDir } = options;
+  const specs = documentSpecs(dataDir);
+  // A data directory migrated away: its files say where the state went; refuse before anything reads them.
+  for (const spec of options.acceptRetired === true ? [] : specs) {
+    const marker = readRetired(spec.file);
+    if (marker !== null) throw retiredError(spec.file, marker);
+  }
   const baseFs = options.fs ?? nodeFileOps;
   // Crash points are in the documents' writes only; the locks keep the plain seam (the lock is held when
   // the process stops, as in the journals' own crash tests).
@@ -78,7 +101,21 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     lock: { label: "drydock", ...lock },
     fs,
   });
+  const registryOptions = {
+    fs,
+    ...(options.now ? { now: options.now } : {}),
+    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+  };
+  const bots = openFileBotRegistry(dataDir, registryOptions);
+  const botsDoc = openBotsDocument(dataDir, registryOptions);
+  const writeOptions = {
+    fs: baseFs,
+    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+  };
   let closed = false;
+  const live = () => {
+    if (closed) throw closedError();
+  };
   const guard = <T extends object>(journal: "create" | "delete", target: T): T =>
     wrapMethods(
       target,
@@ -92,15 +129,10 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     dataDir,
     createJournal: guard<BoatCreateJournal>("create", createJournal),
     deleteJournal: guard<BoatDeleteJournal>("delete", deleteJournal),
-    meta: wrapMethods(
-      meta,
-      () => {
-        if (closed) throw closedError();
-      },
-      (error) => error,
-    ),
+    meta: wrapMethods(meta, live, (error) => error),
+    bots: { ...wrapMethods(bots, live, (error) => error), liveMarks: bots.liveMarks },
     async exportAll() {
-      if (closed) throw closedError();
+      live();
       let creates: BoatCreateJournalFile;
       let deletes: BoatDeleteJournalFile;
       try {
@@ -113,16 +145,78 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
       } catch (error) {
         throw reword("delete", dataDir, toJournalStateError(error, isBoatDeleteJournalError, deletePaused));
       }
+      const registry = await botsDoc.read();
       return {
         creates: creates.requests.map((row) => ({ ...row })),
         deletes: deletes.records.map((row) => ({ ...row })),
         meta: await meta.all(),
+        bots: [...registry.bots].sort(byBotId),
       };
+    },
+    async importAll(data) {
+      live();
+      checkImport(specs, data);
+      const existing = await meta.all();
+      const emptyState = (state: ReturnType<typeof documentState>) =>
+        state.kind === "absent" || state.kind === "retired" || (state.kind === "live" && state.rows === 0);
+      for (const spec of specs) {
+        if (!emptyState(documentState(spec))) throw notEmptyFailure(spec.file, `a ${spec.name} with rows`);
+      }
+      for (const [key, value] of Object.entries(existing)) {
+        if (data.meta[key] !== value) throw notEmptyFailure(dataDir, `the singleton ${key}`);
+      }
+      for (const spec of specs) {
+        await writeDocumentLocked(
+          spec,
+          (state) => {
+            if (!emptyState(state)) throw notEmptyFailure(spec.file, `a ${spec.name} with rows`);
+            return `${JSON.stringify(spec.build(data), null, 2)}\n`;
+          },
+          writeOptions,
+        );
+      }
+      for (const [key, value] of Object.entries(data.meta)) {
+        if (existing[key] === value) continue;
+        try {
+          await createOnce(join(dataDir, key), value);
+        } catch (error) {
+          throw osOrUnknown(error, join(dataDir, key));
+        }
+      }
+    },
+    async retire(to, at) {
+      live();
+      // Every document, present or not: a seed process finding no file would start a new, empty one.
+      for (const spec of specs) {
+        await writeDocumentLocked(
+          spec,
+          (state) => (state.kind === "retired" ? null : retiredText(spec, to, at)),
+          writeOptions,
+        );
+      }
     },
     async close() {
       closed = true;
     },
   };
+}
+
+/** The export to import is checked whole (the journals' schemas and invariants) before anything is written. */
+function checkImport(specs: ReturnType<typeof documentSpecs>, data: StorageExport): void {
+  const bad = (what: string) =>
+    new StorageError({
+      code: "STORAGE_INVALID_ARGUMENT",
+      message: `importAll was given ${what}; nothing was imported`,
+    });
+  if (typeof data !== "object" || data === null) throw bad("no export");
+  for (const list of [data.creates, data.deletes, data.bots])
+    if (!Array.isArray(list)) throw bad("an export without its lists");
+  for (const spec of specs)
+    if (!spec.valid(spec.build(data))) throw bad(`a ${spec.name} that breaks its format`);
+  for (const [key, value] of Object.entries(data.meta ?? {})) {
+    assertMetaKey(key);
+    if (typeof value !== "string" || !META_VALUE.test(value)) throw bad(`an invalid value for ${key}`);
+  }
 }
 
 function closedError(): StorageError {
@@ -154,13 +248,7 @@ function wrapMethods<T extends object>(target: T, before: () => void, map: (erro
 function reword(journal: "create" | "delete", dataDir: string, error: unknown): unknown {
   if (!(isBoatCreateJournalError(error) || isBoatDeleteJournalError(error))) return error;
   if (error.code === "INVALID_ARGUMENT") return error;
-  let errno: string | undefined;
-  let cause: unknown = error;
-  for (let depth = 0; depth < 8 && cause !== undefined && cause !== null; depth += 1) {
-    if ((cause as { code?: unknown }).code === "DIRECTORY_SYNC_FAILED") return error;
-    errno ??= osCauseOf(cause);
-    cause = (cause as { cause?: unknown }).cause;
-  }
+  const errno = unpublishedOsCause(error);
   if (errno === undefined || isStorageError(error.cause)) return error;
   const file = journal === "create" ? CREATE_JOURNAL_FILE : DELETE_JOURNAL_FILE;
   return asJournalError(journal, osFailure(errno, `${join(dataDir, file)} (or its lock)`, error));
