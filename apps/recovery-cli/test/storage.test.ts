@@ -5,7 +5,7 @@
  * `next:` line. In-process `main` with buffer streams; the state is written through the real backends.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
@@ -81,8 +81,11 @@ describe("which backend drydock reads", () => {
   it("--storage sqlite on a directory never bound to it is not found (exit 3), and nothing is created", async () => {
     const dir = mkdtempSync(join(tmpdir(), "drydock-cli-storage-unbound-"));
     dirs.push(dir);
-    await cli(["locks", "list", "--data-dir", dir]); // not a data directory yet: refused, nothing written
-    const { mkdirSync, readdirSync } = await import("node:fs");
+    // Not a data directory yet: refused (exit 3), nothing written.
+    expect((await cli(["creates", "list", "--data-dir", dir, "--storage", "sqlite"])).code).toBe(
+      EXIT_CODES.NOT_FOUND,
+    );
+    expect(readdirSync(dir)).toEqual([]);
     mkdirSync(join(dir, "workspaces"));
     const run = await cli(["creates", "list", "--data-dir", dir, "--storage", "sqlite"]);
     expect(run.code).toBe(EXIT_CODES.NOT_FOUND);
@@ -146,44 +149,25 @@ for (const kind of ["file", "sqlite"] as const) {
 
     it("--json carries nextCursor; a row added before the cursor never shifts the next page; a bad cursor or limit is exit 2", async () => {
       const { dir, storage } = await boundDir(kind, ["b1", "b2", "b3", "b4", "b5"]);
-      const first = JSON.parse(
-        (await cli(["creates", "list", "--data-dir", dir, "--limit", "2", "--json"])).out,
-      );
-      expect(first.creates.map((row: { botId: string }) => row.botId)).toEqual(["b1", "b2"]);
+      /** One `creates list --json` page of 2 rows, after `cursor`: its bots and its nextCursor. */
+      const page = async (cursor?: string) => {
+        const args = ["creates", "list", "--data-dir", dir, "--limit", "2", "--json"];
+        const listed = JSON.parse(
+          (await cli(cursor === undefined ? args : [...args, "--cursor", cursor])).out,
+        );
+        return {
+          bots: listed.creates.map((row: { botId: string }) => row.botId),
+          nextCursor: listed.nextCursor as string | null,
+        };
+      };
+      const first = await page();
+      expect(first.bots).toEqual(["b1", "b2"]);
       expect(first.nextCursor).toEqual(expect.any(String));
       await storage.createJournal.beginBoatCreate("a0", BODY);
-      const second = JSON.parse(
-        (
-          await cli([
-            "creates",
-            "list",
-            "--data-dir",
-            dir,
-            "--limit",
-            "2",
-            "--cursor",
-            first.nextCursor,
-            "--json",
-          ])
-        ).out,
-      );
-      expect(second.creates.map((row: { botId: string }) => row.botId)).toEqual(["b3", "b4"]);
-      const third = JSON.parse(
-        (
-          await cli([
-            "creates",
-            "list",
-            "--data-dir",
-            dir,
-            "--limit",
-            "2",
-            "--cursor",
-            second.nextCursor,
-            "--json",
-          ])
-        ).out,
-      );
-      expect(third.creates.map((row: { botId: string }) => row.botId)).toEqual(["b5"]);
+      const second = await page(first.nextCursor as string);
+      expect(second.bots).toEqual(["b3", "b4"]);
+      const third = await page(second.nextCursor as string);
+      expect(third.bots).toEqual(["b5"]);
       expect(third.nextCursor).toBeNull();
       // The default page (100) holds them all.
       const all = JSON.parse((await cli(["creates", "list", "--data-dir", dir, "--json"])).out);
