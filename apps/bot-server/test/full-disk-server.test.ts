@@ -4,34 +4,25 @@
  * refusing store's message (what happened, that nothing was changed, what to do), create no Boat, and succeed
  * once space is freed. (A journal's own full-disk refusal is mapped the same way: http-errors.test.ts.) Needs root (CAP_SYS_ADMIN) to mount; fails (never skips) without it.
  */
-import { execFileSync } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/server.js";
-import { api, TEST_STORAGES } from "./helpers.js";
+import { api, mountTmpfs, TEST_STORAGES, unmountTmpfs } from "./helpers.js";
 
 const mountPoint = `/tmp/drydock-full-disk-server-${process.pid}`;
 let sim: BoatSimulator;
 
 beforeAll(async () => {
-  mkdirSync(mountPoint, { recursive: true });
-  try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mountPoint]);
-  } catch (error) {
-    throw new Error(
-      `this test mounts a small tmpfs to fill it and needs root / CAP_SYS_ADMIN: ${String(error)}`,
-    );
-  }
+  mountTmpfs(mountPoint, "4m");
   sim = await startBoatSimulator({ port: 0 });
 });
 
 afterAll(async () => {
   await sim?.close();
-  execFileSync("umount", [mountPoint]);
-  rmSync(mountPoint, { recursive: true, force: true });
+  unmountTmpfs(mountPoint);
 });
 
 /** Fills the file system of `dir` to the last byte with `filler`. */

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -37,6 +37,26 @@ export function bindTestStorage(dir: string, storage: TestStorage): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, STORAGE_BINDING_FILE);
   if (!existsSync(path)) writeFileSync(path, JSON.stringify({ version: 1, kind: storage }), { mode: 0o600 });
+}
+
+/**
+ * Mounts a tmpfs of `size` (e.g. "64k") at `dir`, to fill it for a REAL full disk. Needs root
+ * (CAP_SYS_ADMIN): without it this throws (the test fails, never skips). `unmountTmpfs` undoes it.
+ */
+export function mountTmpfs(dir: string, size: string): void {
+  mkdirSync(dir, { recursive: true });
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir]);
+  } catch (error) {
+    throw new Error(
+      `this test mounts a small tmpfs to fill it and needs root / CAP_SYS_ADMIN: ${String(error)}`,
+    );
+  }
+}
+
+export function unmountTmpfs(dir: string): void {
+  execFileSync("umount", [dir]);
+  rmSync(dir, { recursive: true, force: true });
 }
 
 export function tempDir(label: string): { dir: string; cleanup(): void } {
