@@ -12,7 +12,7 @@ import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
-import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
+import { DEFAULT_MAX_ROWS, SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { fileTokens, staticTokens, type TokenEntry, type TokenSource } from "./auth.js";
@@ -199,7 +199,10 @@ function openCollaborators(
   logs: LogSink,
 ) {
   const now = options.now ?? Date.now;
-  const metrics = createMetrics();
+  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's configurable limit.
+  const metrics = createMetrics(
+    storage.kind === "sqlite" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
+  );
   const client = createBoatClient({
     baseUrl: boatDev.provider.apiUrl,
     token: boatDev.provider.token,

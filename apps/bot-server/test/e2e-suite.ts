@@ -629,6 +629,11 @@ export function e2eSuite(storage: TestStorage): void {
       expect(res.text).toContain("drydock_http_requests_total");
       expect(res.text).toContain("drydock_provider_calls_total");
       expect(res.text).toContain("drydock_recovery_items_open");
+      // Each journal's cap is its backend's: the file backend's 4,096 rows, sqlite's 1,000,000 by default.
+      const cap = storage === "sqlite" ? 1_000_000 : 4_096;
+      expect(res.text).toContain(`drydock_journal_capacity{journal="create"} ${cap}`);
+      expect(res.text).toContain(`drydock_journal_capacity{journal="delete"} ${cap}`);
+      expect(res.text).toContain('drydock_journal_capacity{journal="bots"} 4096');
     });
   });
 }
