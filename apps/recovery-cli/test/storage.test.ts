@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
+import { acquireWorkspaceLock } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { afterAll, describe, expect, it } from "vitest";
@@ -183,6 +184,36 @@ for (const kind of ["file", "sqlite"] as const) {
         const run = await cli(["creates", "list", "--data-dir", dir, ...bad]);
         expect(run.code, bad.join(" ")).toBe(EXIT_CODES.USAGE);
         expect(run.out).toBe("");
+      }
+    });
+
+    it("locks list pages in lock-path order, every lock on exactly one page", async () => {
+      const { dir } = await boundDir(kind);
+      const held = [];
+      for (const name of ["w1", "w2", "w3"]) {
+        const workspaceRoot = join(dir, "workspaces", name);
+        mkdirSync(workspaceRoot, { recursive: true });
+        held.push(
+          await acquireWorkspaceLock({
+            dataDir: dir,
+            workspaceRoot,
+            transactionId: `edit-${name}`,
+            purpose: "workspace-edit",
+          }),
+        );
+      }
+      try {
+        const all = JSON.parse((await cli(["locks", "list", "--data-dir", dir, "--json"])).out);
+        const paths = all.locks.map((row: { path: string }) => row.path);
+        expect(paths.length).toBeGreaterThanOrEqual(3);
+        expect(paths).toEqual([...paths].sort());
+        const pathsIn = (out: string) =>
+          paths.filter((path: string) => out.split("\n").some((line) => line.startsWith(`${path} `)));
+        const pages = await allPages(["locks", "list", "--data-dir", dir, "--limit", "2"], pathsIn);
+        expect(pages.every((page) => page.length <= 2)).toBe(true);
+        expect(pages.flat()).toEqual(paths);
+      } finally {
+        for (const lock of held) lock.release();
       }
     });
 
