@@ -4,12 +4,13 @@
  * binding's message, `status` names the backend, and the lists page with a stable order and a printed
  * `next:` line. In-process `main` with buffer streams; the state is written through the real backends.
  */
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
-import { acquireWorkspaceLock } from "@drydock/restore-saga";
+import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { afterAll, describe, expect, it } from "vitest";
@@ -215,6 +216,35 @@ for (const kind of ["file", "sqlite"] as const) {
       } finally {
         for (const lock of held) lock.release();
       }
+    });
+
+    it("restores list pages by bot, then operation: each restore on exactly one page", async () => {
+      const { dir } = await boundDir(kind);
+      // Restores killed right after `created` by a process that is gone: each is listed with its abort.
+      const deadPid = spawnSync(process.execPath, ["-e", ""]).pid as number;
+      const stateDir = join(dir, "restore-sagas");
+      for (const [bot, operationId] of [
+        ["bot-b", "op-2"],
+        ["bot-a", "op-9"],
+        ["bot-b", "op-1"],
+      ] as const) {
+        const workspaceRoot = join(dir, "workspaces", bot);
+        mkdirSync(workspaceRoot, { recursive: true });
+        await openSagaStore({ stateDir, workspaceRoot }).create(operationId, {
+          kind: "checkpoint-restore",
+          checkpointId: "cp-1",
+          checkpointManifestDigest: `sha256:${"a".repeat(64)}`,
+          actorPid: deadPid,
+        });
+      }
+      // The operation column of each table row, in the printed order.
+      const opsIn = (out: string) =>
+        out
+          .split("\n")
+          .map((line) => line.split(/\s+/)[1] ?? "")
+          .filter((word) => /^op-\d$/.test(word));
+      const pages = await allPages(["restores", "list", "--data-dir", dir, "--limit", "2"], opsIn);
+      expect(pages).toEqual([["op-9", "op-1"], ["op-2"]]);
     });
 
     it("deletions list pages in Boat order", async () => {
