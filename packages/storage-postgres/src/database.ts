@@ -35,6 +35,7 @@ export interface OpenDatabaseOptions {
   pool?: pg.Pool | undefined;
   poolSize: number;
   lockTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
   queryTimeoutMs: number;
   connectTimeoutMs: number;
   resolveTimeoutMs: number;
@@ -46,6 +47,9 @@ export interface OpenDatabaseOptions {
 /** A SQL identifier for the schema: lower-case letters, digits and underscores, so it never needs quoting. */
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
+/** How this store's connections name themselves in pg_stat_activity (an orphan is only ever one of them). */
+const APPLICATION_NAME = "drydock";
+
 /** How long an ops row is kept: far longer than any caller takes to resolve its own lost COMMIT. */
 const OPS_KEEP = "10 minutes";
 
@@ -56,10 +60,13 @@ export function lockKey(schema: string, name: string): string {
 
 const NOW_SQL = "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now";
 
-/** A backend that held a transaction whose connection was lost: terminated before the next write. */
+/**
+ * A backend that held a transaction whose connection was lost: terminated (and waited for) before its call
+ * reads `ops`, or before this store's next write when the server could not be reached then. Its pid is the
+ * one the server sent when the connection began (BackendKeyData), known before BEGIN is even sent.
+ */
 interface Orphan {
   pid: number;
-  started: string;
 }
 
 /**
@@ -70,10 +77,12 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   const where = `${redactUrl(options.url)} (schema ${options.schema})`;
   const clientConfig: pg.ClientConfig = {
     connectionString: options.url,
-    options: `-c search_path=${options.schema} -c lock_timeout=${Math.max(1, Math.floor(options.lockTimeoutMs))}`,
+    // A transaction of this store is never idle for long: one left idle (its client vanished) is ended by
+    // the server, releasing its advisory lock, even if nobody is left to terminate it.
+    options: `-c search_path=${options.schema} -c lock_timeout=${options.lockTimeoutMs} -c idle_in_transaction_session_timeout=${options.idleInTransactionTimeoutMs}`,
     query_timeout: options.queryTimeoutMs,
     connectionTimeoutMillis: options.connectTimeoutMs,
-    application_name: "drydock",
+    application_name: APPLICATION_NAME,
   };
   const ownsPool = options.pool === undefined;
   const pool = options.pool ?? new pg.Pool({ ...clientConfig, max: options.poolSize });
@@ -110,10 +119,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
 
   /** Terminates `orphan`'s backend if it still runs, and waits until the server no longer lists it. */
   async function bury(client: pg.Client, orphan: Orphan): Promise<void> {
-    const listed = "FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2::timestamptz";
-    await client.query(`SELECT pg_terminate_backend(pid) ${listed}`, [orphan.pid, orphan.started]);
+    const listed = `FROM pg_stat_activity WHERE pid = $1 AND application_name = '${APPLICATION_NAME}'`;
+    await client.query(`SELECT pg_terminate_backend(pid) ${listed}`, [orphan.pid]);
     for (;;) {
-      const { rows } = await client.query(`SELECT 1 ${listed}`, [orphan.pid, orphan.started]);
+      const { rows } = await client.query(`SELECT 1 ${listed}`, [orphan.pid]);
       if (rows.length === 0) return;
       await sleep(10);
     }
@@ -155,7 +164,8 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
           cause,
         });
       } catch (error) {
-        if (error instanceof StorageError || !isConnectionFailure(error)) throw fail(error);
+        if (error instanceof StorageError) throw error;
+        // Anything short of reading `ops` after the old backend is gone leaves the outcome unknown: try again.
         last = error;
         await sleep(50);
       }
@@ -178,14 +188,17 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
       throw fail(error);
     }
     const callId = randomUUID();
-    let orphan: Orphan | undefined;
+    const pid = (client as unknown as { processID: number | null }).processID;
+    const orphan = typeof pid === "number" ? { pid } : undefined;
     try {
       await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
-      const held = await client.query(
-        "SELECT pid, backend_start::text AS started, pg_advisory_xact_lock($1::bigint) FROM pg_stat_activity WHERE pid = pg_backend_pid()",
-        [lockKey(options.schema, lock)],
-      );
-      orphan = held.rows[0] as Orphan;
+    } catch (error) {
+      // Nothing was sent but BEGIN: a pooled connection the server had closed (a restart). A fresh one may work.
+      client.release(true);
+      throw isConnectionFailure(error) ? new StaleConnection(error) : error;
+    }
+    try {
+      await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [lockKey(options.schema, lock)]);
       const tx = txOf(client, await readNow(client));
       crash("postgres:after-begin");
       const value = await body(tx);
@@ -217,10 +230,15 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   const handle: PgHandle = {
     where,
     async write(lock, body) {
+      let stale = 0;
       for (let tries = 0; ; tries += 1) {
         try {
           return (await attempt(lock, body)).value as Awaited<ReturnType<typeof body>>;
         } catch (error) {
+          if (error instanceof StaleConnection) {
+            if (++stale <= STALE_RETRIES) continue;
+            throw fail(error.cause);
+          }
           if (isSerializationFailure(error) && tries < options.maxRetries) {
             await sleep(5 + Math.floor(Math.random() * 20 * (tries + 1)));
             continue;
@@ -230,21 +248,25 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
       }
     },
     async read(body) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (error) {
-        throw fail(error);
-      }
-      try {
-        await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-        const value = await body(txOf(client, await readNow(client)));
-        await client.query("COMMIT");
-        client.release();
-        return value;
-      } catch (error) {
-        client.release(true);
-        throw fail(error);
+      // A read changes nothing, so one that lost its connection is simply run again (bounded).
+      for (let tries = 0; ; tries += 1) {
+        let client: pg.PoolClient;
+        try {
+          client = await pool.connect();
+        } catch (error) {
+          throw fail(error);
+        }
+        try {
+          await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+          const value = await body(txOf(client, await readNow(client)));
+          await client.query("COMMIT");
+          client.release();
+          return value;
+        } catch (error) {
+          client.release(true);
+          if (tries < STALE_RETRIES && isConnectionFailure(error)) continue;
+          throw fail(error);
+        }
       }
     },
     async close() {
@@ -259,6 +281,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   }
   if (options.crash) crash = options.crash;
   return handle;
+}
+
+/** Fresh connections a call tries after pooled ones the server had closed, before it reports the failure. */
+const STALE_RETRIES = 2;
+
+/** BEGIN failed on a pooled connection: nothing of the call reached the server. */
+class StaleConnection extends Error {
+  constructor(override readonly cause: unknown) {
+    super("stale connection");
+  }
 }
 
 function describe(error: unknown): string {

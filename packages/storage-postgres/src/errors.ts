@@ -50,7 +50,7 @@ export function isConnectionFailure(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === "string" && (code in CONNECTION_STATES || code in SOCKET_ERRNOS)) return true;
   const message = String((error as { message?: unknown } | null)?.message ?? "");
-  return /Connection terminated|connection timeout|Client has encountered a connection error|Connection ended|not queryable/i.test(
+  return /Connection terminated|connection timeout|Client has encountered a connection error|Connection ended|not queryable|Query read timeout|timeout expired/i.test(
     message,
   );
 }

@@ -34,6 +34,7 @@ export const DEFAULTS = {
   schema: "drydock",
   poolSize: 10,
   lockTimeoutMs: 5_000,
+  idleInTransactionTimeoutMs: 60_000,
   queryTimeoutMs: 30_000,
   connectTimeoutMs: 10_000,
   resolveTimeoutMs: 15_000,
@@ -49,6 +50,8 @@ export interface PostgresStorageOptions extends BackendOptions {
   pool?: { max?: number };
   /** Bounded wait for another process's transaction on the same journal, ms (then STORAGE_BUSY). */
   lockTimeoutMs?: number;
+  /** The server ends a transaction of this store left idle this long (its client vanished), ms. */
+  idleInTransactionTimeoutMs?: number;
   /** A query without an answer for this long counts as a lost connection (and is resolved by call id), ms. */
   queryTimeoutMs?: number;
   connectTimeoutMs?: number;
@@ -65,6 +68,8 @@ export interface PostgresStorageOptions extends BackendOptions {
 /** The storage with the members this backend has beyond today's contract (the registry slice adds them). */
 export interface PostgresStorage extends Storage {
   readonly kind: "postgres";
+  /** The schema holding this store's tables. */
+  readonly schema: string;
   readonly bots: BotRegistryStore;
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
@@ -94,6 +99,11 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
     schema,
     poolSize: positive("pool.max", options.pool?.max, DEFAULTS.poolSize),
     lockTimeoutMs: positive("lockTimeoutMs", options.lockTimeoutMs, DEFAULTS.lockTimeoutMs),
+    idleInTransactionTimeoutMs: positive(
+      "idleInTransactionTimeoutMs",
+      options.idleInTransactionTimeoutMs,
+      DEFAULTS.idleInTransactionTimeoutMs,
+    ),
     queryTimeoutMs: positive("queryTimeoutMs", options.queryTimeoutMs, DEFAULTS.queryTimeoutMs),
     connectTimeoutMs: positive("connectTimeoutMs", options.connectTimeoutMs, DEFAULTS.connectTimeoutMs),
     resolveTimeoutMs: positive("resolveTimeoutMs", options.resolveTimeoutMs, DEFAULTS.resolveTimeoutMs),
@@ -150,6 +160,7 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
   };
   return {
     kind: "postgres",
+    schema,
     dataDir: options.dataDir,
     createJournal: pgCreateJournal(handle, { newKey: options.newKey ?? randomUUID, maxRows, live }),
     deleteJournal: pgDeleteJournal(handle, { maxRows, live }),

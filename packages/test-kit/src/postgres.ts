@@ -173,6 +173,12 @@ export type ProxyMode =
    * know. With `count`, only that many COMMITs are treated so (then it passes again).
    */
   | { kind: "drop-commit-answer"; count?: number }
+  /**
+   * Forwards until the client sends a chunk containing `match` (e.g. "COMMIT", "INSERT INTO x"); from then on
+   * that connection is a blackhole (the chunk is dropped too), and with `everything` so is every other
+   * connection, new ones included (until the mode is set again).
+   */
+  | { kind: "blackhole-on"; match: string; everything?: boolean }
   /** Like drop-commit-answer, but the COMMIT never reaches the server: the client is cut before it. */
   | { kind: "drop-commit"; count?: number };
 
@@ -204,20 +210,28 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const upstream = new Socket();
     const pair = { client, upstream };
     pairs.add(pair);
+    let cutAfterCommit = false;
     const end = () => {
       pairs.delete(pair);
       client.destroy();
-      upstream.destroy();
+      // After a forwarded COMMIT the server must still read it: close gently (FIN after the data).
+      if (cutAfterCommit) upstream.end();
+      else upstream.destroy();
     };
     client.on("error", end);
     upstream.on("error", end);
     client.on("close", end);
     upstream.on("close", end);
     upstream.connect(targetPort, "127.0.0.1");
-    let cutAfterCommit = false;
+    let blackholed = false;
     const forward = async (to: Socket, chunk: Buffer, toServer: boolean) => {
       const now = mode;
-      if (now.kind === "blackhole") return;
+      if (now.kind === "blackhole" || blackholed) return;
+      if (toServer && now.kind === "blackhole-on" && chunk.toString("latin1").includes(now.match)) {
+        blackholed = true;
+        mode = now.everything === true ? { kind: "blackhole" } : { kind: "pass" };
+        return;
+      }
       if (now.kind === "delay") await sleep(now.ms);
       if (toServer && carriesCommit(chunk)) {
         commits += 1;
