@@ -250,6 +250,16 @@ describe("through a TCP proxy that injects network faults", () => {
     expect(again.request.idempotencyKey).toBe(next.request.idempotencyKey);
   });
 
+  it("a pooled connection that died silently: its BEGIN times out and the call runs on a fresh one", async () => {
+    const storage = await openAt(proxy.url(url), { queryTimeoutMs: 800 });
+    const before = await seed(storage);
+    proxy.set({ kind: "blackhole-on", match: "BEGIN" });
+    const attempt = await storage.createJournal.beginBoatCreate("bot-1", BODY);
+    expect(attempt.startedNow).toBe(true);
+    expect(proxy.commits).toBeGreaterThan(0);
+    await afterFault(storage, before, "bot-1");
+  });
+
   it("a blackholed network before a call: it fails typed, nothing changed, and after it heals the next call works", async () => {
     const storage = await openAt(proxy.url(url), { queryTimeoutMs: 800, connectTimeoutMs: 500 });
     const direct = await openAt(url, { schema: storage.schema });

@@ -211,9 +211,12 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     const pair = { client, upstream };
     pairs.add(pair);
     let cutAfterCommit = false;
+    let blackholed = false;
     const end = () => {
-      pairs.delete(pair);
       client.destroy();
+      // A dead network carries no FIN either: the server keeps its side (until the proxy closes).
+      if (blackholed || mode.kind === "blackhole") return;
+      pairs.delete(pair);
       // After a forwarded COMMIT the server must still read it: close gently (FIN after the data).
       if (cutAfterCommit) upstream.end();
       else upstream.destroy();
@@ -223,7 +226,6 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     client.on("close", end);
     upstream.on("close", end);
     upstream.connect(targetPort, "127.0.0.1");
-    let blackholed = false;
     const forward = async (to: Socket, chunk: Buffer, toServer: boolean) => {
       const now = mode;
       if (now.kind === "blackhole" || blackholed) return;
