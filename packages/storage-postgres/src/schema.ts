@@ -47,7 +47,7 @@ export const MIGRATIONS: readonly string[] = [
     version BIGINT NOT NULL
   );
   INSERT INTO journal_state (name, n, version) VALUES ('create', 0, 0), ('delete', 0, 0), ('bots', 0, 0);
-  CREATE FUNCTION journal_count() RETURNS trigger LANGUAGE plpgsql AS $$
+  CREATE FUNCTION journal_count() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
   BEGIN
     IF TG_OP = 'INSERT' THEN
       UPDATE journal_state SET n = n + 1 WHERE name = TG_ARGV[0];
@@ -56,6 +56,7 @@ export const MIGRATIONS: readonly string[] = [
     END IF;
     RETURN NULL;
   END $$;
+  -- (The function keeps the schema it was created in: a session with another search_path counts right too.)
   CREATE TRIGGER create_rows_count AFTER INSERT OR DELETE ON create_rows
     FOR EACH ROW EXECUTE FUNCTION journal_count('create');
   CREATE TRIGGER delete_rows_count AFTER INSERT OR DELETE ON delete_rows
