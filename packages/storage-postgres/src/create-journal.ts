@@ -38,19 +38,13 @@ export interface PgJournalOptions {
   live: () => void;
 }
 
-/**
- * The create journal on PostgreSQL. Each method reads the slice of rows its pure step needs (the bot's rows,
- * the rows of a Boat id, a key's row), runs the step from `@drydock/boat-create-journal/logic` on a document
- * holding only that slice, and writes the difference in the same transaction, which holds the create
- * journal's advisory lock (so the slice and the row count cannot change under the step). The clock is the
- * database's, read inside that transaction.
- */
-export function pgCreateJournal(handle: PgHandle, options: PgJournalOptions): BoatCreateJournal {
-  const table = rowTable<BoatCreateRequest>({
+/** The create journal's table: its indexed columns and the row schema. */
+export function createTable(where: string) {
+  return rowTable<BoatCreateRequest>({
     table: "create_rows",
     stateName: "create",
     what: "create row",
-    where: handle.where,
+    where,
     key: (row) => row.idempotencyKey,
     schema: BoatCreateRequestSchema,
     columns: ["bot_id", "request_body", "idempotency_key", "created_at", "box_id", "resolved"],
@@ -63,6 +57,17 @@ export function pgCreateJournal(handle: PgHandle, options: PgJournalOptions): Bo
       row.resolved === true,
     ],
   });
+}
+
+/**
+ * The create journal on PostgreSQL. Each method reads the slice of rows its pure step needs (the bot's rows,
+ * the rows of a Boat id, a key's row), runs the step from `@drydock/boat-create-journal/logic` on a document
+ * holding only that slice, and writes the difference in the same transaction, which holds the create
+ * journal's advisory lock (so the slice and the row count cannot change under the step). The clock is the
+ * database's, read inside that transaction.
+ */
+export function pgCreateJournal(handle: PgHandle, options: PgJournalOptions): BoatCreateJournal {
+  const table = createTable(handle.where);
   const byBot = (botId: string) => (tx: PgTx) => table.select(tx, "bot_id = $1", [botId]);
   const docOf = (slice: StoredRow[]): BoatCreateJournalFile => ({
     version: 1,

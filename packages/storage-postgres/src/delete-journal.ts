@@ -29,6 +29,20 @@ import { rowTable, type Stored } from "./rows.js";
 
 type StoredFence = Stored<BoatDeletionRecord>;
 
+/** The delete journal's table: its indexed columns and the row schema. */
+export function deleteTable(where: string) {
+  return rowTable<BoatDeletionRecord>({
+    table: "delete_rows",
+    stateName: "delete",
+    what: "deletion fence",
+    where,
+    key: (row) => row.boxId,
+    schema: BoatDeletionRecordSchema,
+    columns: ["box_id", "owner_bot_id", "operation_id"],
+    values: (row) => [row.boxId, row.ownerBotId, row.operationId ?? null],
+  });
+}
+
 /**
  * The delete journal on PostgreSQL: each method reads the fences its pure step needs (the Boat's fence, plus
  * any fence holding the receipt's operation id) and runs the step from `@drydock/boat-delete-journal/logic`
@@ -39,16 +53,7 @@ export function pgDeleteJournal(
   handle: PgHandle,
   options: Omit<PgJournalOptions, "newKey">,
 ): BoatDeleteJournal {
-  const table = rowTable<BoatDeletionRecord>({
-    table: "delete_rows",
-    stateName: "delete",
-    what: "deletion fence",
-    where: handle.where,
-    key: (row) => row.boxId,
-    schema: BoatDeletionRecordSchema,
-    columns: ["box_id", "owner_bot_id", "operation_id"],
-    values: (row) => [row.boxId, row.ownerBotId, row.operationId ?? null],
-  });
+  const table = deleteTable(handle.where);
   const byBoat = (boxId: string) => (tx: PgTx) => table.select(tx, "box_id = $1", [boxId]);
   const byBoatOrOperation = (boxId: string, operationId: string) => (tx: PgTx) =>
     table.select(tx, "box_id = $1 OR operation_id = $2", [boxId, operationId]);

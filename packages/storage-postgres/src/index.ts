@@ -21,9 +21,9 @@ import {
   type StorageExport,
 } from "@drydock/storage";
 import { pgBotRegistry } from "./bots.js";
-import { pgCreateJournal } from "./create-journal.js";
+import { createTable, pgCreateJournal } from "./create-journal.js";
 import { lockKey, openDatabase, type PgTx, SCHEMA_NAME } from "./database.js";
-import { pgDeleteJournal } from "./delete-journal.js";
+import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
 
 export { redactText, redactUrl, toStorageError } from "./errors.js";
 export { SCHEMA_VERSION } from "./schema.js";
@@ -226,26 +226,10 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
             `${handle.where} is not empty, and an import writes only into an empty store. Nothing was changed. Import into a fresh schema or database.`,
           );
         }
-        for (const row of creates.data) {
-          await tx.query(
-            "INSERT INTO create_rows (bot_id, request_body, idempotency_key, created_at, box_id, resolved, row_json) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            [
-              row.botId,
-              row.requestBody,
-              row.idempotencyKey,
-              row.createdAt,
-              row.boxId ?? null,
-              row.resolved === true,
-              JSON.stringify(row),
-            ],
-          );
-        }
-        for (const row of deletes.data) {
-          await tx.query(
-            "INSERT INTO delete_rows (box_id, owner_bot_id, operation_id, row_json) VALUES ($1, $2, $3, $4)",
-            [row.boxId, row.ownerBotId, row.operationId ?? null, JSON.stringify(row)],
-          );
-        }
+        const createRows = createTable(handle.where);
+        const deleteRows = deleteTable(handle.where);
+        for (const row of creates.data) await createRows.insert(tx, row);
+        for (const row of deletes.data) await deleteRows.insert(tx, row);
         for (const [key, value] of meta) {
           await tx.query("INSERT INTO meta (key, value) VALUES ($1, $2)", [key, value]);
         }

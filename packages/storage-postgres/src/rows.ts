@@ -29,6 +29,8 @@ export interface RowTable<Row> {
   select(tx: PgTx, where: string, params: unknown[]): Promise<Stored<Row>[]>;
   /** Every row, in journal order. */
   all(tx: PgTx): Promise<Stored<Row>[]>;
+  /** Appends `row` at the end of the journal (the next `seq`). */
+  insert(tx: PgTx, row: Row): Promise<void>;
   /** Rows in the table now (kept by triggers: O(1)). */
   count(tx: PgTx): Promise<number>;
   /** Changes whenever a write changed this table (the peeks' memo key). */
@@ -79,8 +81,12 @@ export function rowTable<Row>(spec: RowTableSpec<Row>): RowTable<Row> {
       ])
     )[0] ?? { n: "0", version: "0" };
 
+  const insert = async (tx: PgTx, row: Row) => {
+    await tx.query(insertSql, params(row));
+  };
   return {
     select,
+    insert,
     all: (tx) => select(tx, "TRUE", []),
     count: async (tx) => Number((await state(tx)).n),
     version: async (tx) => (await state(tx)).version,
@@ -97,10 +103,10 @@ export function rowTable<Row>(spec: RowTableSpec<Row>): RowTable<Row> {
           await tx.query(updateSql, [...params(row), stored.seq]);
         }
       }
-      for (const row of inPlace) if (!before.has(spec.key(row))) await tx.query(insertSql, params(row));
+      for (const row of inPlace) if (!before.has(spec.key(row))) await insert(tx, row);
       if (last !== undefined) {
         await beforeAppend(last, before.has(spec.key(last)));
-        await tx.query(insertSql, params(last));
+        await insert(tx, last);
       }
       await tx.query("UPDATE journal_state SET version = version + 1 WHERE name = $1", [spec.stateName]);
     },

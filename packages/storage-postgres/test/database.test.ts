@@ -1,47 +1,22 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBotRegistryError, isStorageError, openStorage } from "@drydock/storage";
 import pg from "pg";
-import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { beforeAll, describe, expect, it, vi } from "vitest";
 import { toStorageError } from "../src/errors.js";
-import {
-  openPostgresStorage,
-  type PostgresStorage,
-  type PostgresStorageOptions,
-  postgresBackend,
-  SCHEMA_VERSION,
-} from "../src/index.js";
-import { freshDatabase } from "./helpers.js";
+import { openPostgresStorage, postgresBackend, SCHEMA_VERSION } from "../src/index.js";
+import { useStores } from "./helpers.js";
 
 const BODY = '{"ttlSeconds":28800,"noEnv":true}';
+const stores = useStores("d");
 let url: string;
-let schemas = 0;
-const cleanups: (() => Promise<void> | void)[] = [];
-beforeAll(async () => {
-  url = await freshDatabase();
+beforeAll(() => {
+  url = stores.url();
 });
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-function dataDir(): string {
-  const root = mkdtempSync(join(tmpdir(), "drydock-pgdb-"));
-  cleanups.push(() => rmSync(root, { recursive: true, force: true }));
-  return join(root, "data");
-}
-
-async function open(extra: Partial<PostgresStorageOptions> = {}): Promise<PostgresStorage> {
-  const storage = await openPostgresStorage({
-    url,
-    dataDir: dataDir(),
-    schema: `d_${process.pid}_${++schemas}`,
-    ...extra,
-  });
-  cleanups.push(() => storage.close());
-  return storage;
-}
+const { dataDir, open } = stores;
+const cleanups = { push: stores.later };
+const nextSchema = stores.schema;
 
 async function sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
@@ -121,7 +96,7 @@ describe("the schema", () => {
   });
 
   it("eight stores opening one fresh schema at once migrate it once (pg_advisory_lock)", async () => {
-    const schema = `d_${process.pid}_${++schemas}`;
+    const schema = nextSchema();
     const stores = await Promise.all(
       Array.from({ length: 8 }, () => openPostgresStorage({ url, dataDir: dataDir(), schema })),
     );
@@ -252,7 +227,7 @@ describe("openStorage with postgresBackend", () => {
       dataDir: dir,
       storage: url,
       backends: { postgres: postgresBackend },
-      backendOptions: { schema: `d_${process.pid}_${++schemas}` },
+      backendOptions: { schema: nextSchema() },
     });
     cleanups.push(() => storage.close());
     expect(storage.kind).toBe("postgres");

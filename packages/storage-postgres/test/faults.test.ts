@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
@@ -15,7 +12,7 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { lockKey } from "../src/database.js";
 import { openPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/index.js";
-import { freshDatabase } from "./helpers.js";
+import { useStores } from "./helpers.js";
 
 /**
  * Faults only a server has. Each case checks the same four things: the call ends in a typed error or a
@@ -25,35 +22,19 @@ import { freshDatabase } from "./helpers.js";
 
 const BODY = '{"ttlSeconds":28800,"noEnv":true}';
 const FENCE = { boxId: "bx_cccccccc", name: "drydock-bx_cccccccc", ownerBotId: "bot-0" };
+const stores = useStores("f", {
+  queryTimeoutMs: 2_000,
+  connectTimeoutMs: 1_000,
+  resolveTimeoutMs: 3_000,
+  lockTimeoutMs: 2_000,
+});
 let url: string;
-let schemas = 0;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  url = await freshDatabase();
+beforeAll(() => {
+  url = stores.url();
 });
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function openAt(at: string, extra: Partial<PostgresStorageOptions> = {}): Promise<PostgresStorage> {
-  const root = mkdtempSync(join(tmpdir(), "drydock-pgfault-"));
-  const storage = await openPostgresStorage({
-    url: at,
-    dataDir: join(root, "data"),
-    schema: `f_${process.pid}_${++schemas}`,
-    queryTimeoutMs: 2_000,
-    connectTimeoutMs: 1_000,
-    resolveTimeoutMs: 3_000,
-    lockTimeoutMs: 2_000,
-    ...extra,
-  });
-  cleanups.push(async () => {
-    await storage.close();
-    rmSync(root, { recursive: true, force: true });
-  });
-  return storage;
-}
+const openAt = (at: string, extra: Partial<PostgresStorageOptions> = {}) =>
+  stores.open({ url: at, ...extra });
+const cleanups = { push: stores.later };
 
 async function adminClient(at: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: at });
