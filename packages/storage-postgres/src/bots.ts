@@ -63,7 +63,7 @@ export function pgBotRegistry(
   };
   const save = (tx: PgTx, bot: Bot) =>
     tx.query("UPDATE bots SET row_json = $2 WHERE bot_id = $1", [bot.botId, JSON.stringify(bot)]);
-  const bump = (tx: PgTx) => tx.query("UPDATE journal_state SET version = version + 1 WHERE name = 'bots'");
+  const bump = (tx: PgTx) => tx.touch("bots");
   const readRows = async (sql: string, params: unknown[]) => {
     options.live();
     return handle.read(async (tx) =>

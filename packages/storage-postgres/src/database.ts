@@ -10,6 +10,8 @@ export interface PgTx {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
   /** Milliseconds since the epoch, read inside the transaction after its lock (clock_timestamp()). */
   readonly now: number;
+  /** Marks a journal ("create", "delete", "bots") as written: its version is bumped with the ops row. */
+  touch(name: string): void;
 }
 
 /** The lock a write holds for its whole transaction: one per journal, so the pure step sees a stable slice. */
@@ -53,7 +55,10 @@ const APPLICATION_NAME = "drydock";
 /** How long an ops row is kept: far longer than any caller takes to resolve its own lost COMMIT. */
 const OPS_KEEP = "10 minutes";
 
-/** A 64-bit advisory lock key for `name` within `schema` (two stores in one database never share one). */
+/**
+ * The 64-bit advisory lock key a write of `name` ("create", "delete", "meta", "bots") holds within `schema`
+ * (two stores in one database never share one); exported as `advisoryLockKey` for tools and benches.
+ */
 export function lockKey(schema: string, name: string): string {
   return createHash("sha256").update(`drydock:${schema}:${name}`).digest().readBigInt64BE(0).toString();
 }
@@ -96,15 +101,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   let crash: StorageCrashHook = () => {};
   const orphans = new Map<number, Orphan>();
 
-  const txOf = (client: pg.PoolClient, now: number): PgTx => ({
+  const txOf = (client: pg.PoolClient, now: number, touched?: Set<string>): PgTx => ({
     now,
+    touch(name) {
+      if (touched === undefined) throw new Error("a read transaction cannot write");
+      touched.add(name);
+    },
     async query<T>(sql: string, params?: unknown[]) {
       return (await client.query(sql, params)).rows as T[];
     },
   });
-  const readNow = async (client: pg.PoolClient) =>
-    options.now ? options.now() : ((await client.query(NOW_SQL)).rows[0] as { now: number }).now;
-
   /** A fresh connection outside the pool (whose connections may all be dead after a restart). */
   async function withFreshClient<R>(body: (client: pg.Client) => Promise<R>): Promise<R> {
     const client = new pg.Client({ ...clientConfig, query_timeout: options.queryTimeoutMs });
@@ -121,11 +127,15 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   async function bury(client: pg.Client, orphan: Orphan): Promise<void> {
     const listed = `FROM pg_stat_activity WHERE pid = $1 AND application_name = '${APPLICATION_NAME}'`;
     await client.query(`SELECT pg_terminate_backend(pid) ${listed}`, [orphan.pid]);
-    for (;;) {
+    const deadline = Date.now() + options.resolveTimeoutMs;
+    while (Date.now() < deadline) {
       const { rows } = await client.query(`SELECT 1 ${listed}`, [orphan.pid]);
       if (rows.length === 0) return;
       await sleep(10);
     }
+    throw new Error(
+      `backend ${orphan.pid} was still listed ${options.resolveTimeoutMs} ms after it was terminated`,
+    );
   }
 
   async function buryOrphans(): Promise<void> {
@@ -190,22 +200,32 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     const callId = randomUUID();
     const pid = (client as unknown as { processID: number | null }).processID;
     const orphan = typeof pid === "number" ? { pid } : undefined;
+    // One round trip: BEGIN, the journal's lock, then (after the lock) the clock. The key is our own bigint.
+    const head = `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(${lockKey(options.schema, lock)}::bigint)${options.now ? "" : `; ${NOW_SQL}`}`;
+    let now: number;
     try {
-      await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
+      const results = (await client.query(head)) as unknown as pg.QueryResult[];
+      now = options.now ? options.now() : clockOf(results[2]);
     } catch (error) {
-      // Nothing was sent but BEGIN: a pooled connection the server had closed (a restart). A fresh one may work.
+      // Nothing of the call was sent but BEGIN and the lock: a pooled connection the server had closed (a
+      // restart), or one that stopped answering. A fresh one may work; a backend that may still hold the lock
+      // is terminated first.
       client.release(true);
-      throw isConnectionFailure(error) ? new StaleConnection(error) : error;
+      if (!isConnectionFailure(error)) throw error;
+      if (orphan !== undefined) orphans.set(orphan.pid, orphan);
+      throw new StaleConnection(error);
     }
+    const touched = new Set<string>();
     try {
-      await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [lockKey(options.schema, lock)]);
-      const tx = txOf(client, await readNow(client));
+      const tx = txOf(client, now, touched);
       crash("postgres:after-begin");
       const value = await body(tx);
+      // One round trip: prune old ops rows, bump the versions of the journals written, record the result.
       await client.query(
-        `WITH pruned AS (DELETE FROM ops WHERE at < clock_timestamp() - interval '${OPS_KEEP}')
+        `WITH pruned AS (DELETE FROM ops WHERE at < clock_timestamp() - interval '${OPS_KEEP}'),
+              bumped AS (UPDATE journal_state SET version = version + 1 WHERE name = ANY($3::text[]))
          INSERT INTO ops (call_id, result_json) VALUES ($1, $2)`,
-        [callId, JSON.stringify({ value })],
+        [callId, JSON.stringify({ value }), [...touched]],
       );
       crash("postgres:before-commit");
       await client.query("COMMIT");
@@ -257,8 +277,11 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
           throw fail(error);
         }
         try {
-          await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-          const value = await body(txOf(client, await readNow(client)));
+          const begun = (await client.query(
+            `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY${options.now ? "" : `; ${NOW_SQL}`}`,
+          )) as unknown as pg.QueryResult[];
+          const now = options.now ? options.now() : clockOf(begun[1]);
+          const value = await body(txOf(client, now));
           await client.query("COMMIT");
           client.release();
           return value;
@@ -291,6 +314,13 @@ class StaleConnection extends Error {
   constructor(override readonly cause: unknown) {
     super("stale connection");
   }
+}
+
+/** The `now` of NOW_SQL's answer. */
+function clockOf(result: pg.QueryResult | undefined): number {
+  const now = (result?.rows[0] as { now?: unknown } | undefined)?.now;
+  if (typeof now !== "number") throw new Error("the server's answer held no clock reading");
+  return now;
 }
 
 function describe(error: unknown): string {

@@ -25,6 +25,7 @@ import { createTable, pgCreateJournal } from "./create-journal.js";
 import { lockKey, openDatabase, type PgTx, SCHEMA_NAME } from "./database.js";
 import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
 
+export { lockKey as advisoryLockKey } from "./database.js";
 export { redactText, redactUrl, toStorageError } from "./errors.js";
 export { SCHEMA_VERSION } from "./schema.js";
 

@@ -108,7 +108,7 @@ export function rowTable<Row>(spec: RowTableSpec<Row>): RowTable<Row> {
         await beforeAppend(last, before.has(spec.key(last)));
         await insert(tx, last);
       }
-      await tx.query("UPDATE journal_state SET version = version + 1 WHERE name = $1", [spec.stateName]);
+      tx.touch(spec.stateName);
     },
   };
 }

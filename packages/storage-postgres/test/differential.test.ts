@@ -77,7 +77,7 @@ describe("differential: file and postgres", () => {
           }
         },
       ),
-      { numRuns: 20 },
+      { numRuns: 15 },
     );
     // The sequences exercised refusals too, not only happy paths.
     expect(commandsRun).toBeGreaterThan(100);

@@ -249,7 +249,7 @@ describe("through a TCP proxy that injects network faults", () => {
     const outcome = await settle(storage.createJournal.beginBoatCreate("bot-1", BODY));
     const error = storageErrorOf((outcome as { error: unknown }).error);
     expect([error.code, error.retryable]).toEqual(["STORAGE_UNAVAILABLE", true]);
-    expect(error.message).toMatch(/connection timeout.*Nothing was changed/);
+    expect(error.message).toMatch(/timeout.*Nothing was changed/);
     expect(await direct.exportAll()).toEqual(before);
     proxy.set({ kind: "pass" });
     expect((await storage.createJournal.beginBoatCreate("bot-1", BODY)).startedNow).toBe(true);
