@@ -83,7 +83,15 @@ export function pgBotRegistry(
   };
   return {
     list: () => readRows("SELECT row_json FROM bots ORDER BY seq", []),
-    async page({ after, limit }) {
+    async page(input) {
+      const { after, limit } = input ?? {};
+      if (!Number.isSafeInteger(limit) || limit < 1 || (after !== undefined && typeof after !== "string")) {
+        throw new StorageError({
+          code: "STORAGE_INVALID_ARGUMENT",
+          message:
+            "invalid page (expected a positive integer limit and, optionally, the previous page's last botId)",
+        });
+      }
       const rows = await readRows("SELECT row_json FROM bots WHERE bot_id > $1 ORDER BY bot_id LIMIT $2", [
         after ?? "",
         limit + 1,

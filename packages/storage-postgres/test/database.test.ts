@@ -180,6 +180,12 @@ describe("the bot registry", () => {
     const second = await bots.page({ after: "ada", limit: 2 });
     expect([second.bots.map((b) => b.botId), second.next]).toEqual([["bob"], null]);
     expect(await bots.get("ada")).toEqual(ada);
+    for (const bad of [0, -1, 1.5, Number.NaN, "2"]) {
+      const refused = await refusal(() => bots.page({ limit: bad as number }));
+      expect(isStorageError(refused) && refused.code).toBe("STORAGE_INVALID_ARGUMENT");
+    }
+    const badId = await refusal(() => bots.create({ botId: "no spaces", name: "x" }));
+    expect(isStorageError(badId) && badId.code).toBe("STORAGE_INVALID_ARGUMENT");
     const mark = await bots.markDeleting("ada");
     expect(mark).not.toBeNull();
     expect(await bots.markDeleting("nobody")).toBeNull();
