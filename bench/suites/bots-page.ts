@@ -4,15 +4,12 @@
  * first page and a page from the middle (a cursor), on the built server. 100,000 bots need the SQLite
  * registry (the file backend caps at 4,096).
  *
- * Seeding, by the fastest honest route available: through the storage API (`storage.bots.create`) when the
- * backend has a bot registry; otherwise, on `file` only, bots.json written directly in the file backend's
- * format (`{ version: 1, bots: [...] }`, what the server itself writes). Either way the server must then list
- * every seeded bot (all pages are walked) before anything is timed.
+ * Seeding: one `storage.importAll` of the bots into the empty store (the contract's bulk import, on every
+ * backend; the file backend refuses more than 4,096). The server must then list every seeded bot (all pages
+ * are walked) before anything is timed.
  */
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BOTS_FILE } from "@drydock/facts";
-import { type BotRegistryStore, MAX_FILE_BOTS, openStorage, type Storage } from "@drydock/storage";
+import { openStorage, type Storage } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { intOption, type SuiteOptions } from "../lib/args.js";
 import { scratchDir } from "../lib/dirs.js";
@@ -28,36 +25,20 @@ const botIdOf = (i: number) => `bench-${String(i).padStart(6, "0")}`;
 async function seed(dataDir: string, kind: Backend, n: number): Promise<string> {
   const storage: Storage = await openStorage({ dataDir, storage: kind, backends: { sqlite: sqliteBackend } });
   try {
-    // storage.bots lands with the registry's move into @drydock/storage; until then it is absent.
-    const bots = (storage as Storage & { bots?: BotRegistryStore }).bots;
-    if (bots) {
-      const t0 = performance.now();
-      for (let i = 0; i < n; i++) await bots.create({ botId: botIdOf(i), name: `bench ${i}` });
-      return `seeded through the storage API (storage.bots.create, one transaction per bot) in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
-    }
+    // One import into the empty store (the contract's importAll, what `storage migrate` uses): the rows are
+    // the registry's own, read back through the server below.
+    const t0 = performance.now();
+    const now = Date.now();
+    const bots = Array.from({ length: n }, (_, i) => ({
+      botId: botIdOf(i),
+      name: `bench ${i}`,
+      createdAt: now,
+    }));
+    await storage.importAll({ creates: [], deletes: [], meta: {}, bots });
+    return `seeded through the storage API (storage.importAll, one transaction) in ${((performance.now() - t0) / 1000).toFixed(1)} s`;
   } finally {
     await storage.close();
   }
-  if (kind !== "file") {
-    throw new Error(
-      `the ${kind} backend has no bot registry on this branch (storage.bots is absent), so ${n} bots cannot be seeded into it. Run --storage=file with --bots=${MAX_FILE_BOTS} or fewer until the registry lands; nothing was measured.`,
-    );
-  }
-  if (n > MAX_FILE_BOTS) {
-    throw new Error(
-      `--bots=${n}: the file backend holds at most ${MAX_FILE_BOTS} bots; use --storage=sqlite for more (it needs storage.bots). Nothing was measured.`,
-    );
-  }
-  const doc = {
-    version: 1,
-    bots: Array.from({ length: n }, (_, i) => ({
-      botId: botIdOf(i),
-      name: `bench ${i}`,
-      createdAt: 1_700_000_000_000 + i,
-    })),
-  };
-  writeFileSync(join(dataDir, BOTS_FILE), `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600 });
-  return "seeded by writing bots.json directly in the file backend's format (storage.bots is not on this branch)";
 }
 
 /** Walks every page; answers how many bots the server lists. */
