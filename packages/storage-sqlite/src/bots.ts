@@ -20,6 +20,17 @@ import type { SqliteHandle } from "./database.js";
  * (`@drydock/storage`'s bot rules) run on the bot's row inside one BEGIN IMMEDIATE transaction. A row that
  * fails BotSchema is STORAGE_CORRUPT and is never rewritten.
  */
+/** Pages kept between commits (each at most 500 rows): the ones a console or client is walking. */
+const MAX_CACHED_PAGES = 32;
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
 export function sqliteBotRegistry(
   handle: SqliteHandle,
   options: { now: () => number; maxBots: number; live: () => void },
@@ -38,6 +49,11 @@ export function sqliteBotRegistry(
   const update = db.prepare("UPDATE bots SET row_json = ? WHERE bot_id = ?");
   const remove = db.prepare("DELETE FROM bots WHERE bot_id = ?");
 
+  const pages: { version: string | null; byKey: Map<string, { bots: readonly Bot[]; next: string | null }> } =
+    {
+      version: null,
+      byKey: new Map(),
+    };
   const parse = (json: string): Bot => {
     let value: unknown;
     try {
@@ -73,15 +89,29 @@ export function sqliteBotRegistry(
     async page(input) {
       live();
       const { after, limit } = checkPageInput(input);
+      // A page is a view (read like the file backend's peek): while no transaction committed since it was
+      // read (this connection's commits and SQLite's data_version for everyone else's), the same frozen rows
+      // are handed out again, so the server's listing memo sees an unchanged page and sends its body as it is.
+      const version = handle.version();
+      if (pages.version !== version) {
+        pages.version = version;
+        pages.byKey.clear();
+      }
+      const key = `${limit}:${after ?? ""}`;
+      const cached = pages.byKey.get(key);
+      if (cached !== undefined) return cached;
       // limit + 1 rows by the primary key's index: the extra one only says whether a next page exists.
       const rows = handle.read(() =>
         ((after === undefined ? pageFirst.all(limit + 1) : pageAfter.all(after, limit + 1)) as string[]).map(
-          parse,
+          (json) => deepFreeze(parse(json)),
         ),
       );
-      const bots = rows.slice(0, limit);
+      const bots = Object.freeze(rows.slice(0, limit));
       const last = bots.at(-1);
-      return { bots, next: rows.length > limit && last !== undefined ? last.botId : null };
+      const page = { bots, next: rows.length > limit && last !== undefined ? last.botId : null };
+      if (pages.byKey.size >= MAX_CACHED_PAGES) pages.byKey.clear();
+      pages.byKey.set(key, page);
+      return page;
     },
     async count() {
       live();
