@@ -280,7 +280,10 @@ function setErrorHandler(app: FastifyInstance, ctx: ServerContext): void {
     mapped.body.error.message = ctx.scrubPaths(mapped.body.error.message);
     // A bad file path is the client's mistake, not a refusal of work (busy, fenced, paused).
     const clientMistake = error instanceof WorkspacePathError;
-    if (!clientMistake && (mapped.status === 409 || mapped.status === 429 || mapped.status === 503)) {
+    if (
+      !clientMistake &&
+      (mapped.status === 409 || mapped.status === 429 || mapped.status === 503 || mapped.status === 507)
+    ) {
       ctx.metrics.refusals.inc({ status: String(mapped.status), code: mapped.body.error.code });
     }
     if (mapped.retryAfterS !== undefined) reply.header("retry-after", String(mapped.retryAfterS));

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { isStorageError, parseStorageSetting } from "@drydock/storage";
 import { z } from "zod";
 import { parseTokenList, type TokenEntry, TokenListError } from "./auth.js";
 
@@ -29,6 +30,8 @@ export const ConfigSchema = z
     DRYDOCK_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
     DRYDOCK_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
     DRYDOCK_NAME_SWEEP_INLINE_PAGES: z.coerce.number().int().min(0).max(100_000).default(10),
+    DRYDOCK_STORAGE: z.string().min(1).optional(),
+    DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).optional(),
   })
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
@@ -58,6 +61,32 @@ export interface ServerConfig {
    * one-time name sweep is incomplete, before answering 503 `name_sweep_incomplete` (default 10).
    */
   nameSweepInlinePages?: number;
+  /** DRYDOCK_STORAGE: the storage backend (default `file`: today's files); the data directory is bound to it. */
+  storage?: ServerStorageKind;
+  /** DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: the sqlite backend's bounded wait for a database another process holds. */
+  sqliteBusyTimeoutMs?: number;
+}
+
+/** The backends this server can run on (postgres is parsed by @drydock/storage, but not wired here yet). */
+export type ServerStorageKind = "file" | "sqlite";
+
+/** DRYDOCK_STORAGE as the server takes it: `file` (default) or `sqlite`; anything else is a ConfigError. */
+function parseServerStorage(value: string | undefined): ServerStorageKind {
+  let setting: ReturnType<typeof parseStorageSetting>;
+  try {
+    setting = parseStorageSetting(value);
+  } catch (error) {
+    if (isStorageError(error))
+      throw new ConfigError(`invalid configuration: DRYDOCK_STORAGE: ${error.message}`);
+    throw error;
+  }
+  if (setting.kind === "postgres") {
+    // Never echoes the URL: it may carry a password.
+    throw new ConfigError(
+      "invalid configuration: DRYDOCK_STORAGE: the postgres backend is not wired into drydock-server yet; use file or sqlite",
+    );
+  }
+  return setting.kind;
 }
 
 export class ConfigError extends Error {
@@ -107,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
     throw new ConfigError(`invalid configuration: ${variable}: ${issue?.message ?? "invalid"}`);
   }
   const c = parsed.data;
+  const storage = parseServerStorage(c.DRYDOCK_STORAGE);
   const tokens = c.DRYDOCK_TOKENS === undefined ? undefined : parseTokens("DRYDOCK_TOKENS", c.DRYDOCK_TOKENS);
   const tokensFile =
     c.DRYDOCK_TOKENS_FILE === undefined
@@ -133,5 +163,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
     ...(c.DRYDOCK_METRICS_TOKEN ? { metricsToken: c.DRYDOCK_METRICS_TOKEN } : {}),
     shutdownTimeoutMs: c.DRYDOCK_SHUTDOWN_TIMEOUT_MS,
     nameSweepInlinePages: c.DRYDOCK_NAME_SWEEP_INLINE_PAGES,
+    storage,
+    ...(c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS === undefined
+      ? {}
+      : { sqliteBusyTimeoutMs: c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS }),
   };
 }

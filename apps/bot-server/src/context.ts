@@ -4,6 +4,7 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { CrashHook } from "@drydock/restore-saga";
+import type { Storage } from "@drydock/storage";
 import { staticTokens, type TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { RecoverySource, ServerDeps } from "./deps.js";
@@ -44,6 +45,8 @@ export type ServerContext = WorkspaceContext & {
   readonly lifecycle: BoatLifecycle;
   readonly createJournal: BoatCreateJournal;
   readonly deleteJournal: BoatDeleteJournal;
+  /** See ServerDeps.storage. */
+  readonly storage: Pick<Storage, "kind" | "meta"> | undefined;
   readonly client: BoatClient;
   readonly metrics: Metrics;
   readonly recovery: RecoverySource;
@@ -100,6 +103,7 @@ export function createServerContext(deps: ServerDeps): ServerContext {
     lifecycle: deps.lifecycle,
     createJournal: deps.createJournal,
     deleteJournal: deps.deleteJournal,
+    storage: deps.storage,
     client: deps.client,
     metrics: deps.metrics,
     recovery: deps.recovery,

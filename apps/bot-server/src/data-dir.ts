@@ -35,6 +35,7 @@ import {
   providerMismatch,
   readProviderBinding,
 } from "@drydock/recovery-controller";
+import { isStorageError, type Storage } from "@drydock/storage";
 import { processAlive } from "./workspace-files.js";
 
 const UUID = UUID_V4;
@@ -99,11 +100,35 @@ export function ensureDataDir(dataDir: string): void {
   }
 }
 
-/** The installation's id: scopes Boat names so two installations sharing a boat.dev account never collide. */
-export function loadEnvironmentId(dataDir: string): string {
-  const path = join(dataDir, ENVIRONMENT_ID_FILE);
-  return (
-    readValid(path, UUID, "the environment id") ?? createOnce(path, randomUUID(), UUID, "the environment id")
+/**
+ * The installation's id: scopes Boat names so two installations sharing a boat.dev account never collide.
+ * Kept in the storage's meta singletons (`environment-id`: on the file backend the very file the seeds
+ * wrote, `<dataDir>/environment-id`): minted once (first writer wins), never regenerated, and a stored value
+ * that is not a UUID is refused, never replaced (a new id would rename every Boat this installation owns).
+ */
+export async function loadEnvironmentId(
+  storage: Pick<Storage, "meta" | "kind" | "dataDir">,
+): Promise<string> {
+  const where =
+    storage.kind === "file"
+      ? join(storage.dataDir, ENVIRONMENT_ID_FILE)
+      : `${storage.dataDir} (the ${storage.kind} storage's meta ${ENVIRONMENT_ID_FILE})`;
+  let value: string;
+  try {
+    value = await storage.meta.getOrCreate(ENVIRONMENT_ID_FILE, randomUUID);
+  } catch (error) {
+    // Bytes that are not a value at all: the same refusal as a value that is not a UUID.
+    if (isStorageError(error) && error.code === "STORAGE_CORRUPT") throw invalidEnvironmentId(where, error);
+    throw error;
+  }
+  if (!UUID.test(value)) throw invalidEnvironmentId(where);
+  return value;
+}
+
+function invalidEnvironmentId(where: string, cause?: unknown): DataDirError {
+  return new DataDirError(
+    `the environment id at ${where} is not valid; restore it from a backup (drydock never replaces it).`,
+    cause === undefined ? undefined : { cause },
   );
 }
 

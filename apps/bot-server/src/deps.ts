@@ -4,6 +4,7 @@ import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { BoatPlan } from "@drydock/recovery-controller";
 import type { CrashHook } from "@drydock/restore-saga";
+import type { Storage } from "@drydock/storage";
 import type { FastifyServerOptions } from "fastify";
 import type { TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
@@ -27,6 +28,11 @@ export interface ServerDeps {
   lifecycle: BoatLifecycle;
   createJournal: BoatCreateJournal;
   deleteJournal: BoatDeleteJournal;
+  /**
+   * The Storage the journals come from (startServer's): GET /readyz reads it (one meta read) on every
+   * backend. Unset (a server built around bare journals): no storage check.
+   */
+  storage?: Pick<Storage, "kind" | "meta">;
   client: BoatClient;
   metrics: Metrics;
   /** Boat recovery plan (recovery-controller); restores are listed by the server itself. */

@@ -1,4 +1,5 @@
 import { isLifecycleError } from "@drydock/boat-lifecycle";
+import { isStorageError, type StorageError } from "@drydock/storage";
 
 /**
  * One place that turns anything thrown into an HTTP answer. Every drydock package error carries `code`,
@@ -60,7 +61,65 @@ export function httpErrorCode(code: string): string {
   return UPPER_SNAKE.test(code) ? code.toLowerCase() : code;
 }
 
+/** How deep a cause chain is followed (journal error → lifecycle error → StorageError → OS error …). */
+const MAX_CAUSE_DEPTH = 8;
+
+/** `error` and its causes, outermost first. */
+function causeChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  let at: unknown = error;
+  while (chain.length < MAX_CAUSE_DEPTH && typeof at === "object" && at !== null) {
+    chain.push(at);
+    at = (at as { cause?: unknown }).cause;
+  }
+  return chain;
+}
+
+/**
+ * The StorageError behind `error`: itself, or the cause of a journal's refusal (BOAT_CREATE_PAUSED and
+ * BOAT_DELETE_PAUSED carry it, see @drydock/storage `asJournalError`) and of the lifecycle's
+ * `recovery_paused` over that.
+ */
+export function storageCause(error: unknown): StorageError | undefined {
+  return causeChain(error).find(isStorageError);
+}
+
+/**
+ * Whether the root of `error` is a full disk or an exhausted quota (ENOSPC, EDQUOT): then the answer is
+ * 507 Insufficient Storage, whichever store refused (a workspace file, a journal on either backend, the bot
+ * registry), so a client and an alert can tell "no room" from "busy" or "damaged".
+ */
+export function isFullDisk(error: unknown): boolean {
+  return causeChain(error).some((link) => {
+    const { code, errno } = link as { code?: unknown; errno?: unknown };
+    return [code, errno].some((value) => value === "ENOSPC" || value === "EDQUOT");
+  });
+}
+
+/** Retry-After for a storage fault a retry may cure: a busy database soon, anything else later. */
+export const STORAGE_RETRY_AFTER_S = { busy: 1, other: 10 } as const;
+
 export function toHttpError(error: unknown): HttpError {
+  const mapped = toHttpErrorBase(error);
+  // A storage fault below a package's refusal: its own code (storage_busy, storage_corrupt, …) and status,
+  // and the message the client gets (the outer one when it carries the storage's, as asJournalError's do).
+  const storage = storageCause(error);
+  if (storage !== undefined && mapped.status !== 500) {
+    mapped.status = storage.status;
+    mapped.body.error.code = httpErrorCode(storage.code);
+    if (!mapped.body.error.message.includes(storage.message)) mapped.body.error.message = storage.message;
+    if (storage.retryable) {
+      mapped.retryAfterS =
+        storage.code === "STORAGE_BUSY" ? STORAGE_RETRY_AFTER_S.busy : STORAGE_RETRY_AFTER_S.other;
+    }
+  } else if (storage !== undefined) {
+    return toHttpError(storage);
+  }
+  if (mapped.status !== 500 && isFullDisk(error)) mapped.status = 507;
+  return mapped;
+}
+
+function toHttpErrorBase(error: unknown): HttpError {
   if (error instanceof HttpProblem) {
     return {
       status: error.status,

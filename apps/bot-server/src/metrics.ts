@@ -23,13 +23,19 @@ export function serverVersion(): string {
   }
 }
 
+/** The caps of the file backend's journals and of the bot registry (bots.json); a row backend has its own. */
 const JOURNAL_CAPS = { create: MAX_REQUESTS, delete: MAX_RECORDS, bots: MAX_BOTS } as const;
+export type JournalCaps = Record<keyof typeof JOURNAL_CAPS, number>;
 
 /**
  * Gauges read at scrape time: the build, and each journal's rows against its cap (`journals.sources`, set by
  * buildServer; none before it is).
  */
-function registerStateGauges(registry: Registry, journals: { sources: JournalSizes | null }): void {
+function registerStateGauges(
+  registry: Registry,
+  journals: { sources: JournalSizes | null },
+  caps: JournalCaps,
+): void {
   new Gauge({
     name: "drydock_build_info",
     help: "Always 1; the labels say which drydock server and Node.js run.",
@@ -42,7 +48,7 @@ function registerStateGauges(registry: Registry, journals: { sources: JournalSiz
     labelNames: ["journal"] as const,
     registers: [registry],
     collect() {
-      for (const [journal, cap] of Object.entries(JOURNAL_CAPS)) this.set({ journal }, cap);
+      for (const [journal, cap] of Object.entries(caps)) this.set({ journal }, cap);
     },
   });
   new Gauge({
@@ -74,12 +80,12 @@ function registerStateGauges(registry: Registry, journals: { sources: JournalSiz
  * The server's Prometheus metrics, on a registry of its own (never prom-client's global one), so two
  * servers in one process (tests) never share or double-register series.
  */
-export function createMetrics() {
+export function createMetrics(options: { journalCaps?: Partial<JournalCaps> } = {}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   /** Set by buildServer: the journals the size gauges read when scraped. */
   const journals: { sources: JournalSizes | null } = { sources: null };
-  registerStateGauges(registry, journals);
+  registerStateGauges(registry, journals, { ...JOURNAL_CAPS, ...options.journalCaps });
   return {
     journals,
     registry,

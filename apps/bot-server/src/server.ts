@@ -1,6 +1,4 @@
 import { join } from "node:path";
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
-import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import {
   type BoatLifecycle,
   createBoatLifecycle,
@@ -13,10 +11,12 @@ import { LOCKS_DIR } from "@drydock/facts";
 import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
+import { claimDataDir, openStorage, type Storage } from "@drydock/storage";
+import { DEFAULT_MAX_ROWS, SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
 import { fileTokens, staticTokens, type TokenEntry, type TokenSource } from "./auth.js";
-import { openBotRegistry } from "./bots.js";
+import { httpBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import {
   bindProvider,
@@ -49,6 +49,8 @@ export interface RunningServer {
   token: string;
   tokenPath: string | null;
   provider: { embedded: boolean; apiUrl: string };
+  /** The storage backend the data directory is bound to and this server runs on (DRYDOCK_STORAGE). */
+  storage: { kind: Storage["kind"] };
   /** The embedded boat.dev simulator, when no BOAT_API_URL was configured (its stats are the billing truth). */
   simulator: BoatSimulator | null;
   /** Resolves when recoverAtStartup has finished (its report is also in GET /v1/recovery). */
@@ -164,24 +166,51 @@ async function provideBoatDev(config: ServerConfig, taken: (() => unknown)[]): P
 /** Where the lifecycle logs: the Fastify app's logger, once it is built. */
 type LogSink = { app: FastifyInstance | null };
 
+/**
+ * The data directory's one Storage (DRYDOCK_STORAGE; the directory is bound to its backend on first start,
+ * and another backend is refused naming both and the migrate command). Every journal call goes through it.
+ */
+export async function openServerStorage(config: ServerConfig, options: StartOptions = {}): Promise<Storage> {
+  return openStorage({
+    dataDir: config.dataDir,
+    storage: config.storage ?? "file",
+    backends: { sqlite: sqliteBackend },
+    ...(options.now ? { now: options.now } : {}),
+    ...(config.sqliteBusyTimeoutMs === undefined
+      ? {}
+      : { backendOptions: { busyTimeoutMs: config.sqliteBusyTimeoutMs } }),
+  });
+}
+
+/** How the banner names the storage: its backend and where it lives. */
+function storageLine(storage: Storage): string {
+  return storage.kind === "sqlite"
+    ? `sqlite (${join(storage.dataDir, SQLITE_FILE)})`
+    : `${storage.kind} (${storage.dataDir}, one JSON file per journal)`;
+}
+
 /** The journals, the bot registry, the boat.dev client, the lifecycle and the recovery plan of a start. */
 function openCollaborators(
   config: ServerConfig,
   options: StartOptions,
+  storage: Storage,
   environmentId: string,
   boatDev: BoatDev,
   logs: LogSink,
 ) {
   const now = options.now ?? Date.now;
-  const metrics = createMetrics();
+  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's configurable limit.
+  const metrics = createMetrics(
+    storage.kind === "sqlite" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
+  );
   const client = createBoatClient({
     baseUrl: boatDev.provider.apiUrl,
     token: boatDev.provider.token,
     fetch: countingFetch(metrics),
   });
-  const createJournal = openBoatCreateJournal({ dataDir: config.dataDir, now });
-  const deleteJournal = openBoatDeleteJournal({ dataDir: config.dataDir, now });
-  const bots = openBotRegistry(config.dataDir);
+  const { createJournal, deleteJournal } = storage;
+  // The bot registry is the Storage's (bots.json on file, the bots table on sqlite), answering in HTTP terms.
+  const bots = httpBotRegistry(storage.bots);
   const lifecycle = createBoatLifecycle({
     client,
     createJournal,
@@ -225,11 +254,19 @@ const SERVER_LOG_REDACTION = {
 
 function printBanner(
   print: (line: string) => void,
-  facts: { url: string; dataDir: string; tokenPath: string | null; boatDev: BoatDev; config: ServerConfig },
+  facts: {
+    url: string;
+    dataDir: string;
+    storage: Storage;
+    tokenPath: string | null;
+    boatDev: BoatDev;
+    config: ServerConfig;
+  },
 ): void {
-  const { url, dataDir, tokenPath, boatDev, config } = facts;
+  const { url, dataDir, storage, tokenPath, boatDev, config } = facts;
   print(`drydock bot server listening on ${url}`);
   print(`  data directory: ${dataDir}`);
+  print(`  storage:        ${storageLine(storage)}`);
   print(
     tokenPath
       ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
@@ -288,7 +325,15 @@ async function start(
 ): Promise<RunningServer> {
   const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
   ensureDataDir(config.dataDir);
-  const environmentId = loadEnvironmentId(config.dataDir);
+  // First: a directory bound to another backend, or a damaged, busy or newer store, stops the start here,
+  // before anything else is written to the directory.
+  // The server's presence claim: `drydock storage migrate` refuses while it is held, and a start during a
+  // migration is refused here (STORAGE_IN_USE) before the store is opened. Released at close.
+  const claim = await claimDataDir(config.dataDir, { role: "server" });
+  taken.push(() => claim.release());
+  const storage = await openServerStorage(config, options);
+  taken.push(() => storage.close());
+  const environmentId = await loadEnvironmentId(storage);
   const { token, path: tokenPath, source: tokenSource } = tokensOf(config);
 
   const boatDev = await provideBoatDev(config, taken);
@@ -297,6 +342,7 @@ async function start(
   const { metrics, client, createJournal, deleteJournal, bots, lifecycle, recovery } = openCollaborators(
     config,
     options,
+    storage,
     environmentId,
     boatDev,
     logs,
@@ -313,6 +359,7 @@ async function start(
     lifecycle: options.wrapLifecycle ? options.wrapLifecycle(lifecycle) : lifecycle,
     createJournal,
     deleteJournal,
+    storage,
     client,
     metrics,
     recovery,
@@ -329,7 +376,7 @@ async function start(
 
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace("[::1]", "localhost");
-  printBanner(print, { url, dataDir: config.dataDir, tokenPath, boatDev, config });
+  printBanner(print, { url, dataDir: config.dataDir, storage, tokenPath, boatDev, config });
 
   const startup = lifecycle.recoverAtStartup().then(
     (report) => {
@@ -352,6 +399,7 @@ async function start(
     token,
     tokenPath,
     provider: { embedded: simulator !== null, apiUrl: provider.apiUrl },
+    storage: { kind: storage.kind },
     simulator,
     startup,
     async close() {
@@ -365,6 +413,12 @@ async function start(
         simulatorLock?.release();
       } catch {
         // Held until this process exits (then reaped by the next start): nothing is lost.
+      }
+      // Last: in-flight requests (and the simulator) are done with it.
+      try {
+        await storage.close();
+      } finally {
+        claim.release();
       }
     },
   };

@@ -1,20 +1,13 @@
-import { execFileSync } from "node:child_process";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openBotRegistry } from "../src/bots.js";
+import { mountTmpfs, unmountTmpfs } from "./helpers.js";
 
 // A REAL full disk: a 64 KiB tmpfs, filled. Needs root (CAP_SYS_ADMIN); fails (never skips) without it.
 const dir = `/tmp/drydock-full-disk-${process.pid}`;
 
 beforeAll(() => {
-  mkdirSync(dir, { recursive: true });
-  try {
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir]);
-  } catch (error) {
-    throw new Error(
-      `this test mounts a small tmpfs to fill it and needs root / CAP_SYS_ADMIN: ${String(error)}`,
-    );
-  }
+  mountTmpfs(dir, "64k");
   try {
     writeFileSync(`${dir}/fill`, Buffer.alloc(1024 * 1024));
   } catch {
@@ -23,8 +16,7 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  execFileSync("umount", [dir]);
-  rmSync(dir, { recursive: true, force: true });
+  unmountTmpfs(dir);
 });
 
 describe("the bot registry on a full disk", () => {

@@ -1,10 +1,20 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { STORAGE_BINDING_FILE } from "@drydock/facts";
 import { afterAll, beforeAll } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -14,6 +24,40 @@ export const REPO_ROOT = join(HERE, "..", "..", "..");
 const ENTRY = join(HERE, "fixtures", "server-entry.ts");
 /** The server with main.ts's signal handling and a GET /v1/computers that can be slowed or hung. */
 export const SHUTDOWN_ENTRY = join(HERE, "fixtures", "shutdown-entry.ts");
+
+/** The storage backends the server's suites run on (DRYDOCK_STORAGE). */
+export const TEST_STORAGES = ["file", "sqlite"] as const;
+export type TestStorage = (typeof TEST_STORAGES)[number];
+
+/**
+ * Binds `dir` to `storage` as a server's first start would (`<dir>/storage.json`), so files a test seeds
+ * before that start (a bots.json, a journal) never bind it to `file` by their presence. Never rebinds.
+ */
+export function bindTestStorage(dir: string, storage: TestStorage): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const path = join(dir, STORAGE_BINDING_FILE);
+  if (!existsSync(path)) writeFileSync(path, JSON.stringify({ version: 1, kind: storage }), { mode: 0o600 });
+}
+
+/**
+ * Mounts a tmpfs of `size` (e.g. "64k") at `dir`, to fill it for a REAL full disk. Needs root
+ * (CAP_SYS_ADMIN): without it this throws (the test fails, never skips). `unmountTmpfs` undoes it.
+ */
+export function mountTmpfs(dir: string, size: string): void {
+  mkdirSync(dir, { recursive: true });
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir]);
+  } catch (error) {
+    throw new Error(
+      `this test mounts a small tmpfs to fill it and needs root / CAP_SYS_ADMIN: ${String(error)}`,
+    );
+  }
+}
+
+export function unmountTmpfs(dir: string): void {
+  execFileSync("umount", [dir]);
+  rmSync(dir, { recursive: true, force: true });
+}
 
 export function tempDir(label: string): { dir: string; cleanup(): void } {
   const dir = mkdtempSync(join(tmpdir(), `drydock-${label}-`));

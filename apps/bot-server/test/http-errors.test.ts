@@ -1,8 +1,9 @@
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { LockError } from "@drydock/file-lock";
 import { SagaError } from "@drydock/restore-saga";
+import { asJournalError, busyFailure, corruptFailure, osFailure, type StorageError } from "@drydock/storage";
 import { describe, expect, it } from "vitest";
-import { HttpProblem, httpErrorCode, toHttpError } from "../src/http-errors.js";
+import { HttpProblem, httpErrorCode, STORAGE_RETRY_AFTER_S, toHttpError } from "../src/http-errors.js";
 import { WorkspacePathIsDirectory } from "../src/workspace-files.js";
 
 describe("httpErrorCode: the HTTP API's one casing", () => {
@@ -57,5 +58,60 @@ describe("toHttpError answers every code in lower snake case", () => {
     expect(mapped.status).toBe(500);
     expect(mapped.body.error.code).toBe("internal");
     expect(mapped.body.error.message).not.toContain("secret");
+  });
+});
+
+describe("storage faults at the HTTP edge", () => {
+  const busy = busyFailure("/data/drydock.sqlite", 200);
+  /** As the lifecycle surfaces a journal's refusal: recovery_paused over BOAT_CREATE_PAUSED over the fault. */
+  const throughLifecycle = (fault: StorageError) => {
+    const journal = asJournalError("create", fault) as Error;
+    return new LifecycleError({ code: "recovery_paused", message: journal.message, cause: journal });
+  };
+
+  it("a StorageError answers its status and lower-snake code; a retryable one carries Retry-After", () => {
+    const mapped = toHttpError(busy);
+    expect(mapped).toEqual({
+      status: 503,
+      body: { ok: false, error: { code: "storage_busy", message: busy.message } },
+      retryAfterS: STORAGE_RETRY_AFTER_S.busy,
+    });
+    const corrupt = toHttpError(corruptFailure("/data/drydock.sqlite", "integrity check: bad page"));
+    expect([corrupt.status, corrupt.body.error.code, corrupt.retryAfterS]).toEqual([
+      503,
+      "storage_corrupt",
+      undefined,
+    ]);
+  });
+
+  it("below a journal's and the lifecycle's refusal, the client gets the storage's code and its message", () => {
+    const mapped = toHttpError(throughLifecycle(busy));
+    expect(mapped.status).toBe(503);
+    expect(mapped.body.error.code).toBe("storage_busy");
+    expect(mapped.body.error.message).toContain(busy.message);
+    expect(mapped.body.error.message).toMatch(/^Cloud computer creation is paused: /);
+    expect(mapped.retryAfterS).toBe(STORAGE_RETRY_AFTER_S.busy);
+  });
+
+  it("a full disk or an exhausted quota is 507 Insufficient Storage, whichever store refused", () => {
+    for (const errno of ["ENOSPC", "EDQUOT"]) {
+      const full = toHttpError(throughLifecycle(osFailure(errno, "/data/box-create-requests.json")));
+      expect([full.status, full.body.error.code, full.retryAfterS]).toEqual([
+        507,
+        "storage_unavailable",
+        STORAGE_RETRY_AFTER_S.other,
+      ]);
+      expect(full.body.error.message).toContain(`because the disk`);
+      expect(full.body.error.message).toContain("Nothing was changed.");
+      // The bot registry's refusal over the OS error, as bots.ts builds it.
+      const registry = new HttpProblem(503, "bots_paused", "Bots cannot be changed: …");
+      (registry as { cause?: unknown }).cause = Object.assign(new Error("no space"), { code: errno });
+      expect([toHttpError(registry).status, toHttpError(registry).body.error.code]).toEqual([
+        507,
+        "bots_paused",
+      ]);
+    }
+    // Any other OS refusal stays 503.
+    expect(toHttpError(throughLifecycle(osFailure("EROFS", "/data/x"))).status).toBe(503);
   });
 });

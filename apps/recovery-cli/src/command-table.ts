@@ -7,9 +7,11 @@ import { locksGc, locksList } from "./commands/locks.js";
 import { reconcilePlan } from "./commands/reconcile.js";
 import { restoresAction, restoresList, restoresPurge, restoresShow } from "./commands/restores.js";
 import { status } from "./commands/status.js";
+import { storageMigrate } from "./commands/storage.js";
 import type { CommandContext } from "./context.js";
 import { addExamples } from "./help.js";
 import type { Rendered } from "./render.js";
+import { PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX } from "./shared/pages.js";
 
 /** A command as the table calls it: the context, then its positional arguments. */
 export type Handler = (ctx: CommandContext, ...args: string[]) => Promise<Rendered>;
@@ -41,11 +43,25 @@ export function registerCommands(program: Command, run: Runner, plain: PlainRunn
   locks
     .command("list")
     .description("lock files, owners (digest only), liveness")
+    .addOption(pageLimitOption())
+    .addOption(pageCursorOption())
     .action(run((ctx) => locksList(ctx)));
   locks
     .command("gc")
     .description("remove garbage election records (only with --yes)")
     .action(run((ctx) => locksGc(ctx)));
+  program
+    .command("storage")
+    .description("the data directory's storage backend")
+    .command("migrate")
+    .description("move the journals, bots and meta to another backend (offline, verified; only with --yes)")
+    .addOption(
+      new Option("--to <backend>", "the backend to move to")
+        .choices(["file", "sqlite"])
+        .makeOptionMandatory(),
+    )
+    .option("--expected-state <digest>", "the state digest printed by the preview")
+    .action(run((ctx) => storageMigrate(ctx, (ctx.options as { to?: string }).to)));
   program
     .command("completion")
     .description("print a shell completion script (bash, zsh or fish), generated from this command table")
@@ -54,12 +70,30 @@ export function registerCommands(program: Command, run: Runner, plain: PlainRunn
   addExamples(program);
 }
 
+/** `--limit N` of a list: its page size. */
+function pageLimitOption(): Option {
+  return new Option(
+    "--limit <n>",
+    `rows per page (default ${PAGE_LIMIT_DEFAULT}, at most ${PAGE_LIMIT_MAX}); a "next:" line prints the following page`,
+  );
+}
+
+/** `--cursor C` of a list: where its page starts (printed by the page before). */
+function pageCursorOption(): Option {
+  return new Option(
+    "--cursor <cursor>",
+    "start after this position (from a page's next: line or nextCursor)",
+  );
+}
+
 /** `creates …` and `deletions …`: the Boat journals, each change fenced by `--expected-state`. */
 function registerBoatCommands(program: Command, run: Runner): void {
   const creates = program.command("creates").description("the Boat create journal");
   creates
     .command("list")
     .description("create journal (redacted): bot, boxId, resolved, age vs the 24 h window")
+    .addOption(pageLimitOption())
+    .addOption(pageCursorOption())
     .action(run((ctx) => createsList(ctx)));
   creates
     .command("adopt <botId> <boxId>")
@@ -76,6 +110,8 @@ function registerBoatCommands(program: Command, run: Runner): void {
   deletions
     .command("list")
     .description("deletion fences by phase")
+    .addOption(pageLimitOption())
+    .addOption(pageCursorOption())
     .action(run((ctx) => deletionsList(ctx)));
   deletions
     .command("reconcile <boxId>")
@@ -95,6 +131,8 @@ function registerRestoreCommands(program: Command, run: Runner): void {
   restores
     .command("list")
     .description("active restore sagas and what each needs")
+    .addOption(pageLimitOption())
+    .addOption(pageCursorOption())
     .action(run((ctx) => restoresList(ctx)));
   restores
     .command("show <operationId>")

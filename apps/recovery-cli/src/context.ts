@@ -10,6 +10,7 @@ import {
   ENVIRONMENT_ID_FILE,
   PROVIDER_BINDING_FILE,
   RESTORE_SAGAS_DIR,
+  STORAGE_BINDING_FILE,
   WORKSPACES_DIR,
 } from "@drydock/facts";
 import {
@@ -19,15 +20,21 @@ import {
   readProviderBinding,
   shellQuote,
 } from "@drydock/recovery-controller";
+import type { Storage } from "@drydock/storage";
+import { SQLITE_FILE } from "@drydock/storage-sqlite";
 import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import { type Progress, progressReporter } from "./progress.js";
 import { type Colors, colors } from "./render.js";
+import { openCliStorage, readEnvironmentId } from "./storage.js";
 
 /** What `main` runs with besides the command line: the streams, the environment, the test seams. */
 export interface MainOptions {
   io: CliIo;
-  /** The environment variables the CLI honours (DRYDOCK_DATA_DIR, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR). */
+  /**
+   * The environment variables the CLI honours (DRYDOCK_DATA_DIR, DRYDOCK_STORAGE, BOAT_API_URL, BOAT_API_TOKEN,
+   * NO_COLOR).
+   */
   env: Readonly<Record<string, string | undefined>>;
   now?: () => number;
   /** Injected for tests: replaces global fetch for the provider client. */
@@ -37,6 +44,14 @@ export interface MainOptions {
 
 export interface GlobalOptions {
   dataDir?: string;
+  /** `--storage file|sqlite` (env DRYDOCK_STORAGE); default: the data directory's binding. */
+  storage?: string;
+  /** `storage migrate --to`: the backend to move to. */
+  to?: string;
+  /** A list's page size (`--limit`). */
+  limit?: string;
+  /** Where a list's page starts (`--cursor`, printed by the page before it). */
+  cursor?: string;
   providerUrl?: string;
   providerToken?: string;
   json: boolean;
@@ -68,8 +83,14 @@ export interface CommandContext {
   /** The boat.dev client; throws PROVIDER_NOT_CONFIGURED when no URL/token was given. */
   client(): BoatClient;
   providerConfigured: boolean;
-  /** `<dataDir>/environment-id`; throws ENVIRONMENT_ID_MISSING when the server never wrote it. */
-  environmentId(): string;
+  /**
+   * The data directory's Storage (see storage.ts: `--storage`, DRYDOCK_STORAGE or its binding), opened on
+   * first use; every journal and meta read goes through it. `close()` releases it (main does, after the command).
+   */
+  storage(): Promise<Storage>;
+  close(): Promise<void>;
+  /** The environment id (the storage's meta); throws ENVIRONMENT_ID_MISSING when the server never wrote it. */
+  environmentId(): Promise<string>;
   /** `drydock --data-dir <abs>`: the start of every command line the CLI prints for pasting. */
   commandPrefix: string;
   /**
@@ -126,6 +147,8 @@ function assertDataDir(dataDir: string): void {
 /** What a data directory holds once anything of drydock ran on it; one holding none of them is not one. */
 const DATA_DIR_MARKERS = [
   ENVIRONMENT_ID_FILE,
+  STORAGE_BINDING_FILE,
+  SQLITE_FILE,
   PROVIDER_BINDING_FILE,
   BOTS_FILE,
   CREATE_JOURNAL_FILE,
@@ -156,8 +179,6 @@ export function boundToEmbedded(dataDir: string): boolean {
   }
   return bound === "embedded" || existsSync(path.join(dataDir, "boat-simulator.json"));
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The boat.dev a run talks to: its URL and token (flags, then environment, then the embedded simulator). */
 interface ProviderChoice {
@@ -227,29 +248,6 @@ function checkedProvider(provider: ProviderChoice, dataDir: string): { url: stri
   return { url, token };
 }
 
-/** `<dataDir>/environment-id`; throws ENVIRONMENT_ID_MISSING when it is missing or not a UUID. */
-function readEnvironmentId(dataDir: string): string {
-  const file = path.join(dataDir, ENVIRONMENT_ID_FILE);
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8").trim();
-  } catch (error) {
-    throw new CliError(
-      "ENVIRONMENT_ID_MISSING",
-      `${file} is missing or unreadable, so this installation's Boat names cannot be computed. ` +
-        "Start drydock-server once with this data directory (it writes the file), or pass the right --data-dir.",
-      error,
-    );
-  }
-  if (!UUID.test(text)) {
-    throw new CliError(
-      "ENVIRONMENT_ID_MISSING",
-      `${file} does not hold a UUID, so this installation's Boat names cannot be computed. Restore the file from a backup; do not invent a new id (Boats are named after it).`,
-    );
-  }
-  return text;
-}
-
 export function createContext(globals: GlobalOptions, options: MainOptions): CommandContext {
   const { io, env } = options;
   const cwd = options.cwd ?? process.cwd();
@@ -259,6 +257,16 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const provider = chooseProvider(globals, env, dataDir, commandPrefix);
   const colorOn = io.stdoutIsTTY && globals.color !== false && !env.NO_COLOR && !globals.json;
   let client: BoatClient | null = null;
+  const now = options.now ?? Date.now;
+  let opened: Promise<Storage> | null = null;
+  const storage = () => {
+    // A command that writes (--yes) claims the data directory while its storage is open, so that
+    // `drydock storage migrate` never moves the state from under it (and it never writes during one).
+    opened ??= openCliStorage(dataDir, globals.storage ?? env.DRYDOCK_STORAGE, now, {
+      claim: globals.yes === true,
+    });
+    return opened;
+  };
   return {
     dataDir,
     io,
@@ -266,7 +274,7 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     yes: globals.yes === true,
     tty: io.stdoutIsTTY && !globals.json,
     c: colors(colorOn),
-    now: options.now ?? Date.now,
+    now,
     options: globals,
     providerConfigured: Boolean(provider.url && provider.token),
     client() {
@@ -279,7 +287,13 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
       });
       return client;
     },
-    environmentId: () => readEnvironmentId(dataDir),
+    storage,
+    async close() {
+      const open = opened;
+      opened = null;
+      if (open !== null) await (await open.catch(() => null))?.close();
+    },
+    environmentId: async () => readEnvironmentId(await storage()),
     commandPrefix,
     boatCommandPrefix: provider.boatCommandPrefix,
     providerNote: provider.providerNote,

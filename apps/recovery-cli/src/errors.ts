@@ -5,6 +5,7 @@ import { isBoatApiError, isBoatTransportError } from "@drydock/boat-provider";
 import { isLockError } from "@drydock/file-lock";
 import { isRecoveryError } from "@drydock/recovery-controller";
 import { isSagaError } from "@drydock/restore-saga";
+import { isStorageError, type StorageError, type StorageErrorCode } from "@drydock/storage";
 
 /**
  * Exit codes, the CLI's contract with scripts (SERVER_AND_CLI.md). One table; `exitCodeFor` is the only
@@ -147,9 +148,41 @@ export function classifyError(error: unknown): { exitCode: ExitCode; code: strin
   return { exitCode, code: toSnakeCode(code) };
 }
 
+/**
+ * Every storage fault, decided one by one: a choice of backend the data directory is not bound to is a
+ * usage error (like another provider), damaged or newer state needs a person (5), a busy database or an OS
+ * refusal is a failure a retry (or freeing space, …) may cure (1).
+ */
+const STORAGE_EXIT: Record<StorageErrorCode, ExitCode> = {
+  STORAGE_BACKEND_MISMATCH: EXIT_CODES.USAGE,
+  STORAGE_INVALID_ARGUMENT: EXIT_CODES.USAGE,
+  STORAGE_CORRUPT: EXIT_CODES.UNSAFE,
+  STORAGE_NEWER: EXIT_CODES.UNSAFE,
+  STORAGE_CONSTRAINT: EXIT_CODES.UNSAFE,
+  STORAGE_BUSY: EXIT_CODES.FAILURE,
+  STORAGE_UNAVAILABLE: EXIT_CODES.FAILURE,
+  STORAGE_CLOSED: EXIT_CODES.FAILURE,
+  STORAGE_NOT_EMPTY: EXIT_CODES.UNSAFE,
+  STORAGE_IN_USE: EXIT_CODES.UNSAFE,
+  STORAGE_MIGRATION_FAILED: EXIT_CODES.UNSAFE,
+};
+
+/** The StorageError behind a journal's or the lifecycle's refusal (their `cause` chain), if any. */
+function storageCause(error: unknown): StorageError | undefined {
+  let at: unknown = error;
+  for (let depth = 0; depth < 8 && typeof at === "object" && at !== null; depth += 1) {
+    if (isStorageError(at)) return at;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
 /** The exit code and the error's own code, in the casing of the package that threw it. */
 function classifyRaw(error: unknown): { exitCode: ExitCode; code: string } {
   if (isCliError(error)) return { exitCode: error.exitCode, code: error.code };
+  // A storage fault, also below a journal's PAUSED refusal or the lifecycle's recovery_paused over it.
+  const storage = storageCause(error);
+  if (storage !== undefined) return { exitCode: STORAGE_EXIT[storage.code], code: storage.code };
   if (isRecoveryError(error)) {
     switch (error.code) {
       case "INVALID_ARGUMENT":

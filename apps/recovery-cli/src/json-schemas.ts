@@ -58,6 +58,8 @@ export const StatusDocumentSchema = z.strictObject({
   attention: z.number().int().min(0),
   providerChecked: z.boolean(),
   verdict: z.string().regex(/^(OK|ATTENTION|INCOMPLETE):/),
+  /** The storage backend read and where it keeps its state; null when it could not be opened. */
+  storage: z.strictObject({ kind: z.enum(["file", "sqlite", "postgres"]), location: z.string() }).nullable(),
 });
 
 export const CreateRowSchema = z.strictObject({
@@ -75,6 +77,8 @@ export const CreatesListDocumentSchema = z.strictObject({
   schemaVersion: Version,
   creates: z.array(CreateRowSchema),
   environmentIdMissing: z.boolean(),
+  /** Pass as `--cursor` for the next page (`--limit`, default 100); null on the last page. */
+  nextCursor: z.string().nullable(),
 });
 
 export const DeletionRowSchema = z.strictObject({
@@ -92,6 +96,8 @@ export const DeletionRowSchema = z.strictObject({
 export const DeletionsListDocumentSchema = z.strictObject({
   schemaVersion: Version,
   deletions: z.array(DeletionRowSchema),
+  /** Pass as `--cursor` for the next page (`--limit`, default 100); null on the last page. */
+  nextCursor: z.string().nullable(),
 });
 
 /** A Boat action's preview (`creates adopt|retire`, `deletions reconcile|retry` without --yes). */
@@ -137,6 +143,8 @@ export const RestoresListDocumentSchema = z.strictObject({
   schemaVersion: Version,
   restores: z.array(RestoreListItemSchema),
   gaps: z.array(z.strictObject({ botId: z.string(), message: z.string() })),
+  /** Pass as `--cursor` for the next page (`--limit`, default 100); null on the last page. */
+  nextCursor: z.string().nullable(),
 });
 
 export const RestoresShowDocumentSchema = z.strictObject({
@@ -210,6 +218,8 @@ export const LockRowSchema = z.strictObject({
 export const LocksListDocumentSchema = z.strictObject({
   schemaVersion: Version,
   locks: z.array(LockRowSchema),
+  /** Pass as `--cursor` for the next page (`--limit`, default 100); null on the last page. */
+  nextCursor: z.string().nullable(),
 });
 
 export const LocksGcDocumentSchema = z.union([

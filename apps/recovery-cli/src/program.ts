@@ -67,6 +67,10 @@ function createProgram(io: CliIo): Command {
       .description("drydock operator tool: inspect and repair recovery state. Read-only unless --yes.")
       .version(manifest.version)
       .option("--data-dir <dir>", "drydock data directory (env DRYDOCK_DATA_DIR, default ./.drydock)")
+      .option(
+        "--storage <backend>",
+        "storage backend: file or sqlite (env DRYDOCK_STORAGE; default: the one the data directory is bound to)",
+      )
       .option("--provider-url <url>", "boat.dev API base, e.g. https://boat.dev/api/v1 (env BOAT_API_URL)")
       .option("--provider-token <token>", "boat.dev API token (env BOAT_API_TOKEN)")
       .option("--json", "print one JSON document on stdout", false)
@@ -100,14 +104,24 @@ function runner(run: Run, options: MainOptions): Runner {
         .filter((value): value is string => typeof value === "string");
       try {
         const preview = await handler(ctx, ...positional);
+        // The preview's storage is released before a person is asked (a database is never held open while
+        // someone reads); the apply opens its own.
+        await ctx.close();
         run.outcome =
           preview.confirm !== undefined && mayAsk(globals, options)
-            ? await confirmed(preview, preview.confirm.command, globals, options, (fenced) =>
-                handler(createContext(fenced, options), ...positional),
-              )
+            ? await confirmed(preview, preview.confirm.command, globals, options, async (fenced) => {
+                const applying = createContext(fenced, options);
+                try {
+                  return await handler(applying, ...positional);
+                } finally {
+                  await applying.close();
+                }
+              })
             : preview;
       } catch (error) {
         run.failure = error;
+      } finally {
+        await ctx.close();
       }
     };
 }

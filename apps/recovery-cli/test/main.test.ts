@@ -118,7 +118,7 @@ describe("main (in-process, injected streams)", () => {
     const root = dataDir();
     const ok = bufferIo();
     expect(await main(["locks", "list", "--json"], { io: ok, env: { DRYDOCK_DATA_DIR: root } })).toBe(0);
-    expect(JSON.parse(ok.out())).toEqual({ schemaVersion: 1, locks: [] });
+    expect(JSON.parse(ok.out())).toEqual({ schemaVersion: 1, locks: [], nextCursor: null });
     expect(ok.err()).toBe("");
 
     const failed = bufferIo();

@@ -501,8 +501,10 @@ describe("versioned --json", () => {
 
   it("a strict top level: an unlisted field fails the schema (so the test above catches an undocumented one)", () => {
     const locks = JSON_SCHEMAS["locks list"];
-    expect(locks.safeParse({ schemaVersion: 1, locks: [] }).success).toBe(true);
-    expect(locks.safeParse({ schemaVersion: 1, locks: [], extra: true }).success).toBe(false);
-    expect(locks.safeParse({ schemaVersion: 2, locks: [] }).success).toBe(false);
+    expect(locks.safeParse({ schemaVersion: 1, locks: [], nextCursor: null }).success).toBe(true);
+    expect(locks.safeParse({ schemaVersion: 1, locks: [], nextCursor: null, extra: true }).success).toBe(
+      false,
+    );
+    expect(locks.safeParse({ schemaVersion: 2, locks: [], nextCursor: null }).success).toBe(false);
   });
 });

@@ -110,7 +110,7 @@ describe("a restore whose create died before its saga was published", () => {
 
     const list = bufferIo();
     expect(await main(["restores", "list", "--data-dir", dir, "--json"], { io: list, env: {} })).toBe(0);
-    expect(JSON.parse(list.out())).toEqual({ schemaVersion: 1, restores: [], gaps: [] });
+    expect(JSON.parse(list.out())).toEqual({ schemaVersion: 1, restores: [], gaps: [], nextCursor: null });
   });
 });
 

@@ -1,4 +1,5 @@
 import { accessSync, constants as fsConstants } from "node:fs";
+import { ENVIRONMENT_ID_FILE } from "@drydock/facts";
 import type { FastifyBaseLogger } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
@@ -85,7 +86,10 @@ const metricsSchema = {
   },
 };
 
-/** The storage checks of GET /readyz: data directory readable and writable, journals and registry readable. */
+/**
+ * The storage checks of GET /readyz: data directory readable and writable, the storage readable (a meta
+ * read, on every backend), journals and registry readable.
+ */
 async function storageChecks(ctx: ServerContext) {
   const checks: Record<string, { ok: boolean; message?: string }> = {};
   try {
@@ -94,7 +98,10 @@ async function storageChecks(ctx: ServerContext) {
   } catch (error) {
     checks.dataDir = { ok: false, message: ctx.scrubPaths((error as Error).message) };
   }
+  const storage = ctx.storage;
   for (const [name, read] of [
+    // One cheap read of the store itself, on every backend (a damaged, busy or unreachable database).
+    ...(storage ? ([["storage", () => storage.meta.get(ENVIRONMENT_ID_FILE)]] as const) : []),
     ["createJournal", () => ctx.createJournal.boatCreateRecoverySnapshot()],
     ["deleteJournal", () => ctx.deleteJournal.boatDeletionSnapshot()],
     ["bots", () => ctx.bots.list()],

@@ -5,6 +5,7 @@ import { isCliError } from "../errors.js";
 import { duration, type Rendered, table } from "../render.js";
 import { boatAction } from "../shared/boat-action.js";
 import { journals } from "../shared/boats.js";
+import { nextLine, type Page, pageOf } from "../shared/pages.js";
 
 export interface CreateRow {
   botId: string;
@@ -22,10 +23,10 @@ export interface CreateRow {
 export async function collectCreates(
   ctx: CommandContext,
 ): Promise<{ rows: CreateRow[]; environmentIdMissing: boolean }> {
-  const snapshot = await journals(ctx).createJournal.boatCreateRecoverySnapshot();
+  const snapshot = await (await journals(ctx)).createJournal.boatCreateRecoverySnapshot();
   let environmentId: string | null = null;
   try {
-    environmentId = ctx.environmentId();
+    environmentId = await ctx.environmentId();
   } catch (error) {
     if (!isCliError(error)) throw error;
   }
@@ -47,13 +48,17 @@ export async function collectCreates(
 
 /** `creates list`: the create journal (`collectCreates`), rendered by `renderCreates`. */
 export async function createsList(ctx: CommandContext): Promise<Rendered> {
-  return renderCreates(ctx, await collectCreates(ctx));
+  const { rows, environmentIdMissing } = await collectCreates(ctx);
+  // In bot order (then age): a bot's rows stay together and a page break never reorders them.
+  const page = pageOf(ctx, rows, (row) => [row.botId, row.createdAt, row.boxId ?? ""], "creates list");
+  return renderCreates(ctx, { rows: page.items, environmentIdMissing }, page);
 }
 
 /** The create journal as a table: each row's age against boat.dev's 24-hour window, and its Boat name. */
 export function renderCreates(
   ctx: CommandContext,
   { rows, environmentIdMissing }: { rows: CreateRow[]; environmentIdMissing: boolean },
+  page: Page<unknown>,
 ): Rendered {
   const note = environmentIdMissing
     ? "note: <dataDir>/environment-id is missing, so Boat names cannot be shown.\n"
@@ -72,8 +77,10 @@ export function renderCreates(
             row.expectedName,
           ]),
           ctx.tty,
-        ) + note;
-  return { data: { creates: rows, environmentIdMissing }, human };
+        ) +
+        note +
+        nextLine(page);
+  return { data: { creates: rows, environmentIdMissing, nextCursor: page.nextCursor }, human };
 }
 
 export function createsAdopt(ctx: CommandContext, botId: string, boxId: string): Promise<Rendered> {

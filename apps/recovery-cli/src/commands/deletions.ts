@@ -3,6 +3,7 @@ import type { CommandContext } from "../context.js";
 import { duration, type Rendered, table } from "../render.js";
 import { boatAction } from "../shared/boat-action.js";
 import { journals } from "../shared/boats.js";
+import { nextLine, type Page, pageOf } from "../shared/pages.js";
 
 export interface DeletionRow {
   boxId: string;
@@ -22,7 +23,7 @@ export interface DeletionRow {
 }
 
 export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow[]> {
-  const records = await journals(ctx).deleteJournal.boatDeletionSnapshot();
+  const records = await (await journals(ctx)).deleteJournal.boatDeletionSnapshot();
   const now = ctx.now();
   return records.map((record) => ({
     boxId: record.boxId,
@@ -39,11 +40,14 @@ export async function collectDeletions(ctx: CommandContext): Promise<DeletionRow
 
 /** `deletions list`: the deletion fences (`collectDeletions`), rendered by `renderDeletions`. */
 export async function deletionsList(ctx: CommandContext): Promise<Rendered> {
-  return renderDeletions(ctx, await collectDeletions(ctx));
+  // In Boat order: one fence per Boat, so the Boat id alone is a stable position.
+  const page = pageOf(ctx, await collectDeletions(ctx), (row) => [row.boxId], "deletions list");
+  return renderDeletions(ctx, page);
 }
 
 /** The deletion fences as a table, with the command group that moves each on. */
-export function renderDeletions(ctx: CommandContext, rows: DeletionRow[]): Rendered {
+export function renderDeletions(ctx: CommandContext, page: Page<DeletionRow>): Rendered {
+  const rows = page.items;
   const human =
     rows.length === 0
       ? "No deletion fences.\n"
@@ -59,8 +63,8 @@ export function renderDeletions(ctx: CommandContext, rows: DeletionRow[]): Rende
             row.phase === "blocked" ? "retry" : "reconcile",
           ]),
           ctx.tty,
-        );
-  return { data: { deletions: rows }, human };
+        ) + nextLine(page);
+  return { data: { deletions: rows, nextCursor: page.nextCursor }, human };
 }
 
 export function deletionsReconcile(ctx: CommandContext, boxId: string): Promise<Rendered> {

@@ -2,6 +2,7 @@ import { relative } from "node:path";
 import { collectGarbage, type LockRow, listLocks, lockGarbage } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { type Rendered, table } from "../render.js";
+import { nextLine, type Page, pageOf } from "../shared/pages.js";
 
 export type { LockRow };
 
@@ -12,11 +13,16 @@ export function collectLocks(ctx: CommandContext): LockRow[] {
 
 /** `locks list`: the lock files (`collectLocks`), rendered by `renderLocks`. */
 export async function locksList(ctx: CommandContext): Promise<Rendered> {
-  return renderLocks(ctx, collectLocks(ctx));
+  // In path order: a lock file's path is unique.
+  return renderLocks(
+    ctx,
+    pageOf(ctx, collectLocks(ctx), (row) => [row.path], "locks list"),
+  );
 }
 
 /** The lock files as a table: owner liveness (digest only), the restore or edit holding each, leftovers. */
-export function renderLocks(ctx: CommandContext, rows: LockRow[]): Rendered {
+export function renderLocks(ctx: CommandContext, page: Page<LockRow>): Rendered {
+  const rows = page.items;
   const human =
     rows.length === 0
       ? "No lock files.\n"
@@ -42,8 +48,8 @@ export function renderLocks(ctx: CommandContext, rows: LockRow[]): Rendered {
             row.kept,
           ]),
           ctx.tty,
-        );
-  return { data: { locks: rows }, human };
+        ) + nextLine(page);
+  return { data: { locks: rows, nextCursor: page.nextCursor }, human };
 }
 
 /**

@@ -10,7 +10,7 @@ export async function reconcilePlan(ctx: CommandContext): Promise<Rendered> {
   const progress = ctx.progress("reconcile");
   progress.phase("reading the Boat journals and boat.dev's list of Boats");
   try {
-    return renderPlan(ctx, await boatRecovery(ctx).plan());
+    return renderPlan(ctx, await (await boatRecovery(ctx)).plan());
   } finally {
     progress.done();
   }

@@ -9,6 +9,7 @@ import {
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import { type Rendered, table } from "../render.js";
+import { nextLine, type Page, pageOf } from "../shared/pages.js";
 import { controllerFor, findSaga, type Workspace, workspaces } from "../shared/workspaces.js";
 
 const ACTIONS: readonly RestoreActionName[] = ["abort", "release", "complete", "rollback"];
@@ -54,7 +55,10 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
   const progress = ctx.progress("restores list");
   progress.phase(`reading the restore sagas of ${workspaces(ctx).length} workspace(s)`);
   try {
-    return renderRestoresList(ctx, await collectRestores(ctx));
+    const { restores, gaps } = await collectRestores(ctx);
+    // In bot order, then operation: an operation id is unique. The gaps are few and always shown whole.
+    const page = pageOf(ctx, restores, (item) => [item.botId, item.operationId], "restores list");
+    return renderRestoresList(ctx, { restores: page.items, gaps }, page);
   } finally {
     progress.done();
   }
@@ -64,6 +68,7 @@ export async function restoresList(ctx: CommandContext): Promise<Rendered> {
 export function renderRestoresList(
   ctx: CommandContext,
   { restores: items, gaps }: { restores: RestoreListItem[]; gaps: RestoreListGap[] },
+  page: Page<unknown>,
 ): Rendered {
   const { c } = ctx;
   const gapLines = gaps
@@ -98,8 +103,10 @@ export function renderRestoresList(
         items
           .filter((item) => item.command)
           .map((item) => `→ ${item.command}\n`)
-          .join("")) + gapLines;
-  return { data: { restores: items, gaps }, human };
+          .join("")) +
+    gapLines +
+    nextLine(page);
+  return { data: { restores: items, gaps, nextCursor: page.nextCursor }, human };
 }
 
 /** What `restores show` shows: the saga's preview, its workspace, and the command of each eligible action. */

@@ -5,8 +5,9 @@ import {
   reportRestores,
   tallyNeedsPerson,
 } from "@drydock/recovery-controller";
+import { isStorageError, type StorageErrorCode } from "@drydock/storage";
 import { boundToEmbedded, type CommandContext } from "../context.js";
-import { CliError, EXIT_CODES } from "../errors.js";
+import { CliError, EXIT_CODES, isCliError } from "../errors.js";
 import type { Rendered } from "../render.js";
 import { boatRecovery } from "../shared/boats.js";
 import {
@@ -18,11 +19,15 @@ import {
   reportFinding,
   tallied,
 } from "../shared/findings.js";
+import { storageLocation } from "../storage.js";
 import { collectCreates } from "./creates.js";
 import { collectDeletions } from "./deletions.js";
 import { collectLocks } from "./locks.js";
 
 export type { Finding } from "../shared/findings.js";
+
+/** Refusals of the command line's choice of backend, not faults of the store: status fails on them. */
+const CHOICE_ERRORS = new Set<StorageErrorCode>(["STORAGE_BACKEND_MISMATCH", "STORAGE_INVALID_ARGUMENT"]);
 
 /** What `drydock status` found: its lines, their tally, what could not be looked at. Rendered by `renderStatus`. */
 export interface StatusData {
@@ -30,6 +35,8 @@ export interface StatusData {
   tally: NeedsPersonTally;
   unchecked: NeedsPersonUnchecked[];
   providerChecked: boolean;
+  /** The backend read (and where it keeps its state), or null when it could not be opened (the findings say why). */
+  storage: { kind: string; location: string } | null;
 }
 
 /**
@@ -38,10 +45,19 @@ export interface StatusData {
  */
 export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
   // A missing data directory (exit 3) is refused by createContext, for every command alike.
+  // A store that cannot be opened (damaged, busy, refused by the OS) is not a failure of status: the
+  // journals' findings below say why. A backend this command line chose wrongly is (exit 2, like a provider).
+  const storage = await ctx.storage().then(
+    (opened) => ({ kind: opened.kind, location: storageLocation(opened) }),
+    (error: unknown) => {
+      if (isCliError(error) || (isStorageError(error) && CHOICE_ERRORS.has(error.code))) throw error;
+      return null;
+    },
+  );
   const report = await reportNeedsPerson({
     dataDir: ctx.dataDir,
     commandPrefix: ctx.commandPrefix,
-    plan: ctx.providerConfigured ? () => boatRecovery(ctx).plan() : null,
+    plan: ctx.providerConfigured ? async () => (await boatRecovery(ctx)).plan() : null,
     // The restores through this module's own import of `reportRestores`, the seam a test stubs (a listing
     // cut short takes 4,097 real sagas to make).
     restores: () => reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix }),
@@ -62,6 +78,7 @@ export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
     tally: tallyNeedsPerson(findings.map(tallied), report.unchecked),
     unchecked: report.unchecked,
     providerChecked: report.providerChecked,
+    storage,
   };
 }
 
@@ -157,9 +174,18 @@ export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
   // Red for every INCOMPLETE verdict but one that also counts items needing a person (those come first).
   const red = couldNotLook(data.unchecked) !== null || (incomplete && tally.attention === 0);
   const colored = red ? c.red(verdict) : tally.attention === 0 ? c.green(verdict) : c.yellow(verdict);
+  const storageLine = data.storage
+    ? `storage: ${data.storage.kind} (${data.storage.location})`
+    : "storage: could not be opened (see the journals' lines)";
   return {
-    data: { findings, attention: tally.attention, providerChecked: data.providerChecked, verdict },
-    human: `${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
+    data: {
+      findings,
+      attention: tally.attention,
+      providerChecked: data.providerChecked,
+      verdict,
+      storage: data.storage,
+    },
+    human: `${c.dim(storageLine)}\n${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
     // Monitoring (`--fail-on-attention`): a person is needed (7) outranks "could not look everywhere" (6),
     // since it is known for sure; without the flag a verdict of ATTENTION still exits 0 (the verdict says so).
     exitCode:

@@ -28,7 +28,7 @@ export async function boatAction(
       `Applying ${action} needs --expected-state sha256:… from its preview: run the same command without --yes (or \`${ctx.boatCommandPrefix} reconcile\`) and paste the command it prints. Nothing was changed.`,
     );
   }
-  const recovery = boatRecovery(ctx);
+  const recovery = await boatRecovery(ctx);
   if (!ctx.yes || expectedState === undefined) {
     const plan = await recovery.plan(target.botId === undefined ? {} : { botIds: [target.botId] });
     const item =
@@ -109,7 +109,7 @@ async function adoptElsewhere(
   botId: string,
   boxId: string,
 ): Promise<Rendered | null> {
-  const own = scopedBoatName(ctx.environmentId(), botId);
+  const own = scopedBoatName(await ctx.environmentId(), botId);
   const refuse = (why: string): never => {
     throw new CliError(
       "ACTION_NOT_ELIGIBLE",
@@ -140,7 +140,7 @@ async function adoptElsewhere(
   }
   if (items.some((candidate) => candidate.boxId === boxId)) return null; // this bot's item: said below
   // No plan item: a recorded Boat needs none, and a Boat of no bot of this installation gets none.
-  const rows = await journals(ctx).createJournal.boatCreateRecoverySnapshot();
+  const rows = await (await journals(ctx)).createJournal.boatCreateRecoverySnapshot();
   const recorded = rows.find((row) => row.boxId === boxId);
   if (recorded !== undefined && recorded.botId !== botId) {
     refuse(

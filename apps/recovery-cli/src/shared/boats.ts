@@ -1,15 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import {
-  type BoatCreateJournal,
-  isBoatCreateJournalError,
-  openBoatCreateJournal,
-} from "@drydock/boat-create-journal";
-import {
-  type BoatDeleteJournal,
-  isBoatDeleteJournalError,
-  openBoatDeleteJournal,
-} from "@drydock/boat-delete-journal";
+import { type BoatCreateJournal, isBoatCreateJournalError } from "@drydock/boat-create-journal";
+import { type BoatDeleteJournal, isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { createBoatLifecycle } from "@drydock/boat-lifecycle";
 import { BOTS_FILE, CREATE_JOURNAL_FILE, DELETE_JOURNAL_FILE, WORKSPACES_DIR } from "@drydock/facts";
 import {
@@ -20,6 +12,7 @@ import {
 } from "@drydock/recovery-controller";
 import type { CommandContext } from "../context.js";
 import { table } from "../render.js";
+import { storageLocation } from "../storage.js";
 
 /**
  * A journal whose refusals name its file: "recovery state is unreadable" alone does not tell an operator
@@ -47,19 +40,17 @@ function namingFile<T extends object>(journal: T, file: string): T {
   });
 }
 
-export function journals(ctx: CommandContext): {
+/** The Boat journals of the data directory's storage, their refusals naming where they live. */
+export async function journals(ctx: CommandContext): Promise<{
   createJournal: BoatCreateJournal;
   deleteJournal: BoatDeleteJournal;
-} {
+}> {
+  const storage = await ctx.storage();
+  const where = (file: string) =>
+    storage.kind === "file" ? path.join(ctx.dataDir, file) : storageLocation(storage);
   return {
-    createJournal: namingFile(
-      openBoatCreateJournal({ dataDir: ctx.dataDir, now: ctx.now }),
-      path.join(ctx.dataDir, CREATE_JOURNAL_FILE),
-    ),
-    deleteJournal: namingFile(
-      openBoatDeleteJournal({ dataDir: ctx.dataDir, now: ctx.now }),
-      path.join(ctx.dataDir, DELETE_JOURNAL_FILE),
-    ),
+    createJournal: namingFile(storage.createJournal, where(CREATE_JOURNAL_FILE)),
+    deleteJournal: namingFile(storage.deleteJournal, where(DELETE_JOURNAL_FILE)),
   };
 }
 
@@ -105,10 +96,10 @@ function registryBotIds(dataDir: string): string[] | null {
 }
 
 /** Boat recovery wired to this data directory and provider. Needs the environment id and the provider. */
-export function boatRecovery(ctx: CommandContext): BoatRecovery {
-  const environmentId = ctx.environmentId();
+export async function boatRecovery(ctx: CommandContext): Promise<BoatRecovery> {
+  const environmentId = await ctx.environmentId();
   const client = ctx.client();
-  const { createJournal, deleteJournal } = journals(ctx);
+  const { createJournal, deleteJournal } = await journals(ctx);
   const lifecycle = createBoatLifecycle({
     client,
     createJournal,

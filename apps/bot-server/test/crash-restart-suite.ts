@@ -1,0 +1,673 @@
+/**
+ * SIGKILL of the real server process at lifecycle and restore crash points, then a restart on the same
+ * data directory. The boat.dev simulator runs in this (the test) process, so its stats are the billing
+ * truth across the server's death.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import {
+  DELETE_IN_FLIGHT_MS,
+  LIFECYCLE_CRASH_POINTS,
+  type LifecycleCrashPoint,
+} from "@drydock/boat-lifecycle";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { createRestoreRecoveryController } from "@drydock/recovery-controller";
+import { openStorage, type Storage } from "@drydock/storage";
+import { sqliteBackend } from "@drydock/storage-sqlite";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FILE_WRITE_CRASH_POINT } from "../src/app.js";
+import { isWorkspaceTempName } from "../src/workspace-files.js";
+import { type Api, api, type ServerChild, spawnServer, type TestStorage, tempDir } from "./helpers.js";
+
+/**
+ * The crash-restart suite on one storage backend (crash-restart.test.ts: file,
+ * crash-restart-sqlite.test.ts: sqlite): every server it spawns runs with DRYDOCK_STORAGE set to it, and
+ * what the dead server left is read through that backend.
+ */
+export function crashRestartSuite(storage: TestStorage): void {
+  /** The real server on this suite's backend (DRYDOCK_STORAGE), spawned as helpers.ts's spawnServer does. */
+  function spawnOn(dataDir: string, env: Record<string, string> = {}): Promise<ServerChild> {
+    return spawnServer(dataDir, { DRYDOCK_STORAGE: storage, ...env });
+  }
+
+  /** Runs `use` on the data directory's storage (this suite's backend), as a second process would, then closes it. */
+  async function onStorage<T>(
+    dataDir: string,
+    use: (s: Storage) => Promise<T>,
+    now?: () => number,
+  ): Promise<T> {
+    const opened = await openStorage({
+      dataDir,
+      storage,
+      backends: { sqlite: sqliteBackend },
+      ...(now ? { now } : {}),
+    });
+    try {
+      return await use(opened);
+    } finally {
+      await opened.close();
+    }
+  }
+
+  let sim: BoatSimulator;
+  beforeAll(async () => {
+    sim = await startBoatSimulator({ port: 0 });
+  });
+  afterAll(async () => {
+    await sim?.close();
+  });
+
+  function providerEnv(): Record<string, string> {
+    return { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token };
+  }
+
+  async function expectKilled(server: ServerChild, request: Promise<unknown>): Promise<void> {
+    await request.then(
+      () => undefined,
+      () => undefined,
+    );
+    const exit = await server.exited;
+    expect(exit.signal).toBe("SIGKILL");
+  }
+
+  const PROVISION_POINTS = [
+    "provision.after-begin",
+    "provision.after-create-response",
+    "provision.after-remember",
+    "provision.after-rename",
+    "provision.after-resolve",
+  ] as const;
+
+  describe("server killed during a provision, restarted on the same data directory", () => {
+    it.each(PROVISION_POINTS)(
+      "at %s: exactly one Boat, the open item visible until the retry finishes it",
+      async (point) => {
+        const tmp = tempDir("crash-provision");
+        const botId = `b-${point.replace(/[^a-z]/g, "").slice(-12)}`;
+        const before = sim.stats().createsCommitted;
+        let server = await spawnOn(tmp.dir, { ...providerEnv(), DRYDOCK_CRASH_POINT: point });
+        try {
+          const call = api(server.url, server.token);
+          expect((await call("POST", "/v1/bots", { name: "crash", botId })).status).toBe(201);
+          await expectKilled(server, call("POST", `/v1/bots/${botId}/computer`));
+
+          server = await spawnOn(tmp.dir, providerEnv());
+          const again = api(server.url, server.token);
+          const recovery = await again("GET", "/v1/recovery");
+          expect(recovery.status, recovery.text).toBe(200);
+          if (point !== "provision.after-resolve") {
+            // An interrupted create is never hidden: the bot's computer needs attention until it is finished.
+            const computer = await again("GET", `/v1/bots/${botId}/computer`);
+            expect(computer.json.computer.status).toBe("needs_attention");
+            expect(JSON.stringify(recovery.json)).toContain(botId);
+          }
+          const finished = await again("POST", `/v1/bots/${botId}/computer`);
+          expect([200, 201]).toContain(finished.status);
+          expect(finished.json.computer.status).toBe("ready");
+
+          const stats = sim.stats();
+          const name = finished.json.computer.name as string;
+          expect(stats.createsCommitted - before).toBe(1);
+          expect(stats.perName[name]).toBe(1);
+          expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer.status).toBe("ready");
+          expect((await again("GET", "/v1/recovery")).json.boats).toEqual([]);
+        } finally {
+          server.kill();
+          tmp.cleanup();
+        }
+      },
+    );
+  });
+
+  function snapshot(root: string): Record<string, string> {
+    const out: Record<string, string> = {};
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const p = join(dir, entry.name);
+        if (entry.isDirectory()) walk(p);
+        else out[relative(root, p)] = readFileSync(p, "utf8");
+      }
+    };
+    try {
+      if (statSync(root).isDirectory()) walk(root);
+    } catch {
+      // no workspace yet
+    }
+    return out;
+  }
+
+  const RESTORE_POINTS: [string, number][] = [
+    ["restore.after-created", 1],
+    ["restore.after-lock-acquired", 1],
+    ["restore.after-intent-committed", 1],
+    ["restore.after-safety-ready", 1],
+    ["restore.after-mutation-started", 1],
+    ["restore.after-entry-applied", 7],
+    ["restore.after-workspace-applied", 1],
+  ];
+
+  describe("server killed during a restore, restarted on the same data directory", () => {
+    it.each(RESTORE_POINTS)(
+      "at %s (#%i): the open item is visible and a fenced recovery leaves the workspace before or after",
+      async (point, at) => {
+        const tmp = tempDir("crash-restore");
+        const botId = "restorer";
+        const workspace = join(tmp.dir, "workspaces", botId);
+        let server = await spawnOn(tmp.dir, {
+          ...providerEnv(),
+          DRYDOCK_CRASH_POINT: point,
+          DRYDOCK_CRASH_AT: String(at),
+        });
+        try {
+          const call = api(server.url, server.token);
+          expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
+          for (let i = 0; i < 20; i++)
+            expect(
+              (await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status,
+            ).toBe(201);
+          const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+            .checkpointId as string;
+          const afterState = snapshot(workspace);
+          for (let i = 0; i < 10; i++)
+            await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`);
+          for (let i = 20; i < 25; i++)
+            await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`);
+          for (let i = 15; i < 18; i++) await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`);
+          const beforeState = snapshot(workspace);
+          expect(beforeState).not.toEqual(afterState);
+
+          await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+
+          server = await spawnOn(tmp.dir, providerEnv());
+          const again = api(server.url, server.token);
+          const recovery = (await again("GET", "/v1/recovery")).json;
+          expect(recovery.restores).toHaveLength(1);
+          const operationId = recovery.restores[0].operationId as string;
+          expect(recovery.restores[0].botId).toBe(botId);
+
+          if (point !== "restore.after-created") {
+            // The dead restore still holds the workspace: no write can slip in before the fenced recovery.
+            const write = await again("PUT", `/v1/bots/${botId}/files/dir0/f0.txt`, "sneaked in");
+            expect(write.status).toBe(409);
+            expect(write.json.error.code).toBe("recovery_required");
+          }
+
+          // The operator's path (what `drydock restores show` + the printed command do): preview, then apply the
+          // one eligible action against exactly the previewed fence.
+          const controller = createRestoreRecoveryController({ dataDir: tmp.dir, workspaceRoot: workspace });
+          const preview = await controller.preview(operationId);
+          const action = (["rollback", "abort", "release"] as const).find((a) => preview.actions[a].eligible);
+          expect(action, JSON.stringify(preview.actions)).toBeDefined();
+          const result =
+            action === "abort"
+              ? await controller.abort(operationId, { ...preview.fence, reason: "test: server killed" })
+              : await controller[action as "rollback" | "release"](operationId, preview.fence);
+          expect(result.ok).toBe(true);
+
+          const final = snapshot(workspace);
+          expect([beforeState, afterState]).toContainEqual(final);
+          expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
+          // The workspace is usable again: a new restore runs to completion.
+          const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+          expect(next.status).toBe(200);
+          expect(snapshot(workspace)).toEqual(afterState);
+        } finally {
+          server.kill();
+          tmp.cleanup();
+        }
+      },
+    );
+  });
+
+  describe("server killed during a file write", () => {
+    it("leaves its workspace lock and temp behind; the restart removes both, and the next write and restore run", async () => {
+      const tmp = tempDir("crash-write");
+      const botId = "writer";
+      const workspace = join(tmp.dir, "workspaces", botId);
+      const workspaceLocks = () =>
+        readdirSync(join(tmp.dir, "locks")).filter((n) => /^ws-[0-9a-f]{64}\.lock$/.test(n));
+      const temps = () =>
+        Object.keys(snapshot(workspace)).filter((p) => isWorkspaceTempName(p.split("/").pop()!));
+      // Killed at its second write: the first is acknowledged, the second is flushed to its temp, not renamed.
+      let server = await spawnOn(tmp.dir, {
+        ...providerEnv(),
+        DRYDOCK_CRASH_POINT: FILE_WRITE_CRASH_POINT,
+        DRYDOCK_CRASH_AT: "2",
+      });
+      try {
+        const call = api(server.url, server.token);
+        expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
+        expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
+        const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
+        expect(checkpoint.status, checkpoint.text).toBe(201);
+        await expectKilled(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
+
+        // What the dead server left: the file as it was, its flushed temp, and its workspace lock.
+        expect(readFileSync(join(workspace, "docs", "a.txt"), "utf8")).toBe("old");
+        expect(temps()).toHaveLength(1);
+        expect(workspaceLocks()).toHaveLength(1);
+        const lock = JSON.parse(readFileSync(join(tmp.dir, "locks", workspaceLocks()[0]!), "utf8"));
+        expect(lock.payload.transactionId).toMatch(/^file-write-/);
+
+        server = await spawnOn(tmp.dir, providerEnv());
+        const again = api(server.url, server.token);
+        // The restart's startup removed the stopped write's lock and its temp: nothing lingers, nothing is open.
+        expect(workspaceLocks()).toEqual([]);
+        expect(temps()).toEqual([]);
+        const recovery = await again("GET", "/v1/recovery");
+        expect(recovery.status, recovery.text).toBe(200);
+        expect(recovery.json.restores).toEqual([]);
+        expect(recovery.json.open).toBe(0);
+
+        const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
+        expect(write.status, write.text).toBe(201);
+        expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
+        const restore = await again(
+          "POST",
+          `/v1/bots/${botId}/checkpoints/${checkpoint.json.checkpoint.checkpointId}/restore`,
+        );
+        expect(restore.status, restore.text).toBe(200);
+        expect(snapshot(workspace)).toEqual({ "docs/a.txt": "old" });
+        expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
+      } finally {
+        server.kill();
+        tmp.cleanup();
+      }
+    });
+  });
+
+  /** What the dead server left in the delete journal for the Boat (null: no fence). */
+  type FenceOnDisk = {
+    phase: "prepared" | "accepted" | "blocked";
+    status: string | null;
+    receipt: boolean;
+  } | null;
+
+  interface DeletionCase {
+    point: LifecycleCrashPoint;
+    /** The fence on disk right after the kill. */
+    fence: FenceOnDisk;
+    /** Whether the bot's create row (its ownership of the Boat) was still on disk. */
+    createRow: boolean;
+    /** DELETE requests boat.dev had received when the server died. */
+    deletesAtKill: number;
+    /** The restarted server's startup reconcile of the fence (null: no fence was left to reconcile). */
+    startup: "pending" | "confirmed" | "blocked" | null;
+    /** DELETE requests boat.dev received for the Boat in all, crash and restarts included. */
+    deletesInAll: number;
+    /** A prepared fence older than the in-flight window stands before the Delete (a crashed caller's). */
+    oldFence?: true;
+  }
+
+  const DELETION_CASES: DeletionCase[] = [
+    {
+      point: "delete.after-prepare",
+      fence: { phase: "prepared", status: null, receipt: false },
+      createRow: true,
+      deletesAtKill: 0,
+      startup: "pending",
+      deletesInAll: 1,
+    },
+    {
+      // The Delete retries an old prepared fence: it re-stamps it, then dies before its DELETE leaves. The
+      // fresh stamp makes the next callers wait out the window, then one retry sends the only DELETE.
+      point: "delete.after-restamp",
+      fence: { phase: "prepared", status: null, receipt: false },
+      createRow: true,
+      deletesAtKill: 0,
+      startup: "pending",
+      deletesInAll: 1,
+      oldFence: true,
+    },
+    {
+      // The journal cannot tell this from after-prepare (a prepared fence without a receipt), so once the
+      // in-flight window is over the explicit retry sends DELETE again by design (crash.ts), and boat.dev
+      // answers it with the operation already running: two DELETE requests, one deletion operation.
+      point: "delete.after-delete-response",
+      fence: { phase: "prepared", status: null, receipt: false },
+      createRow: true,
+      deletesAtKill: 1,
+      startup: "pending",
+      deletesInAll: 2,
+    },
+    {
+      point: "delete.after-accepted",
+      fence: { phase: "accepted", status: "pending", receipt: true },
+      createRow: true,
+      deletesAtKill: 1,
+      startup: "pending",
+      deletesInAll: 1,
+    },
+    {
+      point: "delete.after-receipt-progress",
+      fence: { phase: "accepted", status: "processing", receipt: true },
+      createRow: true,
+      deletesAtKill: 1,
+      startup: "confirmed",
+      deletesInAll: 1,
+    },
+    {
+      point: "delete.after-receipt-completed",
+      fence: { phase: "accepted", status: "completed", receipt: true },
+      createRow: true,
+      deletesAtKill: 1,
+      startup: "confirmed",
+      deletesInAll: 1,
+    },
+    {
+      point: "delete.after-retire-create",
+      fence: { phase: "accepted", status: "completed", receipt: true },
+      createRow: false,
+      deletesAtKill: 1,
+      startup: "confirmed",
+      deletesInAll: 1,
+    },
+    {
+      point: "delete.after-retire-deletion",
+      fence: null,
+      createRow: false,
+      deletesAtKill: 1,
+      startup: null,
+      deletesInAll: 1,
+    },
+    {
+      // boat.dev refused the DELETE (409 sandbox_busy: nothing started). The person fixes the cause and
+      // retries Delete: that is the second DELETE request, and the only one boat.dev accepted.
+      point: "delete.after-blocked",
+      fence: { phase: "blocked", status: "blocked", receipt: false },
+      createRow: true,
+      deletesAtKill: 1,
+      startup: "blocked",
+      deletesInAll: 2,
+    },
+  ];
+
+  /** SIGKILLed at its crash point within `ms` (a point never reached fails here, not at the test timeout). */
+  async function expectKilledWithin(
+    server: ServerChild,
+    request: Promise<unknown>,
+    ms = 10_000,
+  ): Promise<void> {
+    await request.then(
+      () => undefined,
+      () => undefined,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const exit = await Promise.race([
+      server.exited,
+      new Promise<"alive">((resolve) => {
+        timer = setTimeout(() => resolve("alive"), ms);
+      }),
+    ]);
+    clearTimeout(timer);
+    expect(exit, `the server did not die at its crash point:\n${server.output()}`).not.toBe("alive");
+    expect((exit as { signal: NodeJS.Signals | null }).signal).toBe("SIGKILL");
+  }
+
+  /** A simulator control call (`/_sim/...`), with the simulator's token. */
+  async function simControl(boatDev: BoatSimulator, method: string, path: string, body?: unknown) {
+    const res = await fetch(`${boatDev.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${boatDev.token}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    expect(res.status, `${method} ${path}`).toBe(200);
+    // biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert on them.
+    return (await res.json()) as any;
+  }
+
+  async function fenceOnDisk(dataDir: string, boxId: string): Promise<FenceOnDisk> {
+    const records = await onStorage(dataDir, (s) => s.deleteJournal.peekBoatDeletions());
+    const record = records.find((r) => r.boxId === boxId);
+    return record === undefined
+      ? null
+      : { phase: record.phase, status: record.status ?? null, receipt: record.operationId !== undefined };
+  }
+
+  async function createRowOnDisk(dataDir: string, botId: string, boxId: string): Promise<boolean> {
+    const rows = await onStorage(dataDir, (s) => s.createJournal.peekBoatCreates());
+    return rows.some((row) => row.botId === botId && row.boxId === boxId);
+  }
+
+  /** GET /v1/recovery once the restarted server's startup reconcile has finished (its report is in it). */
+  // biome-ignore lint/suspicious/noExplicitAny: tests read response fields directly and assert on them.
+  async function recoveryAfterStartup(call: Api): Promise<any> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const recovery = await call("GET", "/v1/recovery");
+      expect(recovery.status, recovery.text).toBe(200);
+      if (recovery.json.startup !== null) return recovery.json;
+      expect(Date.now(), "startup recovery did not finish within 10 s").toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  describe("server killed during a deletion, restarted on the same data directory", () => {
+    it("the sweep covers every deletion crash point", () => {
+      expect(DELETION_CASES.map((c) => c.point).sort()).toEqual(
+        LIFECYCLE_CRASH_POINTS.filter((p) => p.startsWith("delete.")).sort(),
+      );
+    });
+
+    it.each(DELETION_CASES.map((c) => [c.point, c] as const))(
+      "at %s: the fence survives and stays visible, the Boat ends gone, no blind second DELETE",
+      async (_point, c) => {
+        // A simulator of its own: the only Boat it ever holds is this bot's, so its DELETE counters are this
+        // Boat's (boat.dev counts every DELETE request it receives, refused or not, before anything else).
+        const boatDev = await startBoatSimulator({ port: 0 });
+        const tmp = tempDir("crash-delete");
+        const botId = `d-${c.point.slice("delete.after-".length)}`;
+        const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
+        let server = await spawnOn(tmp.dir, { ...env, DRYDOCK_CRASH_POINT: c.point });
+        try {
+          const call = api(server.url, server.token);
+          expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
+          const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
+          expect(provisioned.status, provisioned.text).toBe(201);
+          const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
+          const confirm = { confirmName: name };
+          if (c.fence?.phase === "blocked") {
+            // boat.dev will refuse the DELETE with 409 sandbox_busy (a 4xx refusal: the fence is blocked).
+            await simControl(boatDev, "PATCH", `/_sim/sandboxes/${boxId}`, { busy: true });
+          }
+          if (c.oldFence) {
+            await onStorage(
+              tmp.dir,
+              (s) => s.deleteJournal.prepareBoatDeletion({ boxId, name, ownerBotId: botId }),
+              () => Date.now() - DELETE_IN_FLIGHT_MS - 1_000,
+            );
+          }
+          await expectKilledWithin(server, call("DELETE", `/v1/bots/${botId}/computer`, confirm));
+
+          // What the dead server left behind: boat.dev's truth, and the journals on disk.
+          expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+          expect(await fenceOnDisk(tmp.dir, boxId)).toEqual(c.fence);
+          expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(c.createRow);
+
+          server = await spawnOn(tmp.dir, env);
+          let again = api(server.url, server.token);
+          let recovery = await recoveryAfterStartup(again);
+          // The restarted server saw the fence and reconciled it (polls and reads only).
+          expect(recovery.startup.deletions).toEqual(
+            c.fence === null
+              ? []
+              : [{ boxId, ownerBotId: botId, phaseBefore: c.fence.phase, outcome: c.startup }],
+          );
+          // A restart, its reconcile and its views never send DELETE.
+          expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+
+          if (c.startup === "confirmed" || c.startup === null) {
+            // Finished (by the dead server, or by the restart's reconcile): nothing is left open, and the
+            // interrupted Delete, sent again, finds no computer and sends nothing.
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+              status: "none",
+            });
+            const repeat = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+            expect(repeat.status, repeat.text).toBe(404);
+            expect(repeat.json.error.code).toBe("computer_not_found");
+          } else {
+            // The open deletion is visible, in the recovery report and on the bot's computer, until finished.
+            const fence = c.fence as NonNullable<FenceOnDisk>;
+            expect(recovery.boats).toHaveLength(1);
+            let item = recovery.boats[0];
+            expect(item).toMatchObject({ kind: "deletion_fence", botId, boxId, name });
+            expect(item.facts.fencePhase).toBe(fence.phase);
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toMatchObject({
+              status: c.startup === "blocked" ? "needs_attention" : "deleting",
+              boxId,
+              name,
+            });
+
+            if (fence.phase === "prepared") {
+              // Inside the in-flight window: the DELETE may still be on the wire, so nothing is re-sent.
+              expect(item.facts.inFlightLeftMs).toBeGreaterThan(0);
+              expect(item.action.name).toBeNull();
+              expect(item.action.advice).toContain("on the wire");
+              const early = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+              expect(early.status, early.text).toBe(202);
+              expect(early.json).toEqual({ ok: true, pending: true });
+              expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+              expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer.status).toBe(
+                "deleting",
+              );
+
+              // The same data directory, restarted with its clock past the window.
+              server.kill();
+              await server.exited;
+              server = await spawnOn(tmp.dir, {
+                ...env,
+                DRYDOCK_TEST_CLOCK_OFFSET_MS: String(DELETE_IN_FLIGHT_MS + 1_000),
+              });
+              again = api(server.url, server.token);
+              recovery = await recoveryAfterStartup(again);
+              expect(recovery.boats).toHaveLength(1);
+              item = recovery.boats[0];
+              expect(item).toMatchObject({
+                kind: "deletion_fence",
+                boxId,
+                facts: { fencePhase: "prepared" },
+              });
+              expect(item.facts.inFlightLeftMs).toBeUndefined();
+              expect(item.action.name).toBe("retryDeletion");
+              // Past the window on the server's clock (the one the lifecycle and the journals use): nothing
+              // sends that DELETE any more, so the computer needs a person's Delete, as the plan says.
+              expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer.status).toBe(
+                "needs_attention",
+              );
+              expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            }
+            if (fence.phase === "blocked") {
+              expect(item.attention).toBe(true);
+              expect(item.action.name).toBe("retryDeletion");
+              // The person fixes the cause in boat.dev, then retries Delete.
+              await simControl(boatDev, "PATCH", `/_sim/sandboxes/${boxId}`, { busy: false });
+            }
+
+            const finished = await again("DELETE", `/v1/bots/${botId}/computer`, confirm);
+            expect(finished.status, finished.text).toBe(200);
+            expect(finished.json).toEqual({ ok: true });
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+              status: "none",
+            });
+          }
+
+          // boat.dev's truth: one Boat ever billed, gone now, one deletion operation, no blind second DELETE.
+          const stats = boatDev.stats();
+          expect(stats.deleteRequests).toBe(c.deletesInAll);
+          expect(stats.deletesAccepted).toBe(1);
+          expect(stats.createsCommitted).toBe(1);
+          expect(stats.createRequests).toBe(1);
+          expect(stats.live).toBe(0);
+          const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
+          expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
+          expect(sim.sandboxes[0].deletedAt).not.toBeNull();
+          const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
+          expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
+          expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
+          expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+
+          // Nothing is left for a person, and the bot itself can go (no DELETE is sent for it).
+          const finalRecovery = (await again("GET", "/v1/recovery")).json;
+          expect(finalRecovery.boats).toEqual([]);
+          expect(finalRecovery.restores).toEqual([]);
+          expect(finalRecovery.open).toBe(0);
+          expect(finalRecovery.complete).toBe(true);
+          const removed = await again("DELETE", `/v1/bots/${botId}`);
+          expect(removed.status, removed.text).toBe(200);
+          expect(boatDev.stats().deleteRequests).toBe(c.deletesInAll);
+        } finally {
+          server.kill();
+          tmp.cleanup();
+          await boatDev.close();
+        }
+      },
+    );
+  });
+
+  /** The saga directories (active, not archived) of every workspace shard under `<dataDir>/restore-sagas`. */
+  function activeSagaDirs(dataDir: string): string[] {
+    const root = join(dataDir, "restore-sagas");
+    const out: string[] = [];
+    let shards: string[] = [];
+    try {
+      shards = readdirSync(root);
+    } catch {
+      return out;
+    }
+    for (const shard of shards) {
+      for (const name of readdirSync(join(root, shard))) {
+        if (!name.startsWith(".")) out.push(join(root, shard, name));
+      }
+    }
+    return out;
+  }
+
+  describe("server killed while creating a restore saga, restarted on the same data directory", () => {
+    it("at saga.after-genesis-head: the unpublished saga settles itself (GET /v1/recovery empty) and a new restore runs", async () => {
+      const tmp = tempDir("crash-saga-create");
+      const botId = "creator";
+      const workspace = join(tmp.dir, "workspaces", botId);
+      let server = await spawnOn(tmp.dir, {
+        ...providerEnv(),
+        DRYDOCK_CRASH_POINT: "saga.after-genesis-head",
+      });
+      try {
+        const call = api(server.url, server.token);
+        expect((await call("POST", "/v1/bots", { name: "c", botId })).status).toBe(201);
+        expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+        const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+          .checkpointId as string;
+        const afterState = snapshot(workspace);
+        expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+        const beforeState = snapshot(workspace);
+
+        await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+        // What the kill left: one saga directory holding only its unpublished genesis HEAD; the workspace as it was.
+        const left = activeSagaDirs(tmp.dir);
+        expect(left).toHaveLength(1);
+        expect(readdirSync(left[0]!)).toEqual(["HEAD"]);
+        expect(snapshot(workspace)).toEqual(beforeState);
+
+        server = await spawnOn(tmp.dir, providerEnv());
+        const again = api(server.url, server.token);
+        // No manual step: the report removes what records no work, and nothing is open.
+        const recovery = await recoveryAfterStartup(again);
+        expect(recovery.restores).toEqual([]);
+        expect(recovery.open).toBe(0);
+        expect(recovery.complete).toBe(true);
+        expect(activeSagaDirs(tmp.dir)).toEqual([]);
+        expect((await again("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 0$/m);
+
+        // The workspace was never locked: writes and a new restore go through.
+        expect((await again("PUT", `/v1/bots/${botId}/files/b.txt`, "new")).status).toBe(201);
+        const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+        expect(next.status, next.text).toBe(200);
+        expect(snapshot(workspace)).toEqual(afterState);
+        expect((await again("GET", "/v1/recovery")).json).toMatchObject({ open: 0, restores: [] });
+      } finally {
+        server.kill();
+        tmp.cleanup();
+      }
+    });
+  });
+}

@@ -1,0 +1,241 @@
+/**
+ * The server on its storage backends, as an operator starts it (`drydock-server`, src/main.ts, a real
+ * process): DRYDOCK_STORAGE selects the backend, the data directory stays bound to the first one, a damaged
+ * database stops the start without being touched, and a database another process holds answers a typed,
+ * retryable 503 until it is released.
+ */
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { existsSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { api, REPO_ROOT, type ServerChild, spawnServer, tempDir } from "./helpers.js";
+
+const MAIN = join(REPO_ROOT, "apps", "bot-server", "src", "main.ts");
+const SQLITE_PACKAGE = join(REPO_ROOT, "packages", "storage-sqlite", "package.json");
+
+let sim: Awaited<ReturnType<typeof startBoatSimulator>>;
+beforeAll(async () => {
+  sim = await startBoatSimulator({ port: 0 });
+});
+afterAll(async () => {
+  await sim?.close();
+});
+
+function baseEnv(dir: string, env: Record<string, string>): Record<string, string> {
+  return {
+    ...(process.env as Record<string, string>),
+    DRYDOCK_DATA_DIR: dir,
+    PORT: "0",
+    LOG_LEVEL: "warn",
+    BOAT_API_URL: sim.apiUrl,
+    BOAT_API_TOKEN: sim.token,
+    ...env,
+  };
+}
+
+/** `drydock-server` on `dir` when its start is refused: its exit code and what it printed. */
+function refusedStart(dir: string, env: Record<string, string>): { status: number | null; stderr: string } {
+  const run = spawnSync(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", MAIN], {
+    cwd: REPO_ROOT,
+    env: baseEnv(dir, env),
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  return { status: run.status, stderr: run.stderr };
+}
+
+/** `drydock-server` started on `dir`, then stopped (SIGTERM, as an operator stops it). */
+async function startAndStop(dir: string, env: Record<string, string>): Promise<string> {
+  const server = await spawnServer(dir, baseEnv(dir, env), { entry: MAIN });
+  const banner = server.output();
+  // Once it answers, main.ts has installed its signal handling (it does right after the start).
+  expect((await api(server.url, null)("GET", "/healthz")).status).toBe(200);
+  server.child.kill("SIGTERM");
+  const exit = await server.exited;
+  expect(exit.code).toBe(0);
+  return banner;
+}
+
+describe("DRYDOCK_STORAGE", () => {
+  it("a postgres URL is refused as configuration (exit 2) without echoing it; an unknown value names what is accepted", () => {
+    const tmp = tempDir("storage-config");
+    try {
+      const pg = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "postgres://admin:s3cret-pw@db.internal/drydock" });
+      expect(pg.status).toBe(2);
+      expect(pg.stderr).toContain(
+        "DRYDOCK_STORAGE: the postgres backend is not wired into drydock-server yet",
+      );
+      expect(pg.stderr).not.toContain("s3cret-pw");
+      const unknown = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "mysql" });
+      expect(unknown.status).toBe(2);
+      expect(unknown.stderr).toContain(
+        'unknown storage "mysql" (expected file, sqlite, or a postgres:// URL)',
+      );
+    } finally {
+      tmp.cleanup();
+    }
+  });
+
+  for (const [first, second] of [
+    ["sqlite", "file"],
+    ["file", "sqlite"],
+  ] as const) {
+    it(`a directory started with ${first} refuses to start with ${second} (exit 1), naming both and the migrate command`, async () => {
+      const tmp = tempDir(`storage-bound-${first}`);
+      try {
+        const banner = await startAndStop(tmp.dir, { DRYDOCK_STORAGE: first });
+        // The storage was closed on shutdown: SQLite's last connection, closed, folds its WAL back and
+        // removes it (a process that exits without closing leaves it).
+        if (first === "sqlite") expect(existsSync(join(tmp.dir, "drydock.sqlite-wal"))).toBe(false);
+        expect(banner).toContain(
+          first === "sqlite"
+            ? `storage:        sqlite (${join(tmp.dir, "drydock.sqlite")})`
+            : `storage:        file (${tmp.dir}`,
+        );
+        const refused = refusedStart(tmp.dir, { DRYDOCK_STORAGE: second });
+        expect(refused.status).toBe(1);
+        expect(refused.stderr).toContain(
+          `drydock-server: could not start: The data directory ${tmp.dir} is bound to the ${first} storage backend, but ${second} was asked for. Nothing was changed.`,
+        );
+        expect(refused.stderr).toContain(`Start with DRYDOCK_STORAGE=${first}`);
+        expect(refused.stderr).toContain(
+          `drydock storage migrate --data-dir ${JSON.stringify(tmp.dir)} --to ${second}`,
+        );
+        // The default (no DRYDOCK_STORAGE) is file: a sqlite directory refuses it the same way.
+        if (first === "sqlite") expect(refusedStart(tmp.dir, {}).status).toBe(1);
+        // The bound backend still starts.
+        await startAndStop(tmp.dir, { DRYDOCK_STORAGE: first });
+      } finally {
+        tmp.cleanup();
+      }
+    });
+  }
+
+  it("the environment id is the one the file backend keeps in <dataDir>/environment-id, never regenerated, and a bad one is refused", async () => {
+    const tmp = tempDir("storage-envid");
+    try {
+      await startAndStop(tmp.dir, {});
+      const path = join(tmp.dir, "environment-id");
+      const id = readFileSync(path, "utf8");
+      expect(id).toMatch(/^[0-9a-f-]{36}\n$/);
+      await startAndStop(tmp.dir, {});
+      expect(readFileSync(path, "utf8")).toBe(id);
+      writeFileSync(path, "not-a-uuid\n");
+      const refused = refusedStart(tmp.dir, {});
+      expect(refused.status).toBe(1);
+      expect(refused.stderr).toContain(
+        `the environment id at ${path} is not valid; restore it from a backup (drydock never replaces it).`,
+      );
+      expect(readFileSync(path, "utf8")).toBe("not-a-uuid\n");
+    } finally {
+      tmp.cleanup();
+    }
+  });
+});
+
+describe("a damaged drydock.sqlite", () => {
+  for (const [how, damage] of [
+    ["truncated", (path: string) => truncateSync(path, 4096 + 100)],
+    ["overwritten with garbage", (path: string) => writeFileSync(path, Buffer.alloc(8192, 0x5a))],
+  ] as const) {
+    it(`${how}: the server refuses to start (exit 1) with STORAGE_CORRUPT's message, and the file's bytes are unchanged`, async () => {
+      const tmp = tempDir("storage-corrupt");
+      try {
+        await startAndStop(tmp.dir, { DRYDOCK_STORAGE: "sqlite" });
+        const path = join(tmp.dir, "drydock.sqlite");
+        damage(path);
+        const bytes = readFileSync(path);
+        for (let attempt = 0; attempt < 2; attempt += 1) {
+          const refused = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "sqlite" });
+          expect(refused.status).toBe(1);
+          expect(refused.stderr).toContain(`drydock-server: could not start: ${path} is damaged (`);
+          expect(refused.stderr).toContain(
+            "so drydock will not use it and has not changed it. Restore it from a backup; drydock never recreates it over the damaged file.",
+          );
+          // Never recreated over, not even by the second attempt.
+          expect(readFileSync(path).equals(bytes)).toBe(true);
+        }
+      } finally {
+        tmp.cleanup();
+      }
+    });
+  }
+});
+
+/** A process holding `<dir>/drydock.sqlite`'s write lock (BEGIN IMMEDIATE) until told to release it. */
+async function holdDatabase(dir: string): Promise<{ release(): Promise<void>; child: ChildProcess }> {
+  const script = `
+    const Database = require("node:module").createRequire(${JSON.stringify(SQLITE_PACKAGE)})("better-sqlite3");
+    const db = new Database(${JSON.stringify(join(dir, "drydock.sqlite"))});
+    db.exec("BEGIN IMMEDIATE");
+    process.stdout.write("held\\n");
+    process.stdin.once("data", () => { db.exec("COMMIT"); db.close(); process.stdout.write("released\\n"); process.exit(0); });
+  `;
+  const child = spawn(process.execPath, ["-e", script], { stdio: ["pipe", "pipe", "inherit"] });
+  let out = "";
+  const said = (word: string) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (out.includes(word)) resolve();
+      };
+      child.stdout?.on("data", (d: Buffer) => {
+        out += d.toString();
+        check();
+      });
+      child.once("exit", (code) => {
+        if (!out.includes(word)) reject(new Error(`the holder exited (${code}) before saying ${word}`));
+      });
+      check();
+    });
+  await said("held");
+  return {
+    child,
+    async release() {
+      const done = said("released");
+      child.stdin?.write("release\n");
+      await done;
+    },
+  };
+}
+
+describe("a drydock.sqlite held busy by another process", () => {
+  it("past the busy wait a provision answers 503 storage_busy with Retry-After and nothing was created; once released it succeeds", async () => {
+    const tmp = tempDir("storage-busy");
+    let server: ServerChild | null = null;
+    let holder: Awaited<ReturnType<typeof holdDatabase>> | null = null;
+    try {
+      server = await spawnServer(
+        tmp.dir,
+        baseEnv(tmp.dir, { DRYDOCK_STORAGE: "sqlite", DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: "200" }),
+        { entry: MAIN },
+      );
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "Busy", botId: "busy" })).status).toBe(201);
+      const before = sim.stats().createsCommitted;
+
+      holder = await holdDatabase(tmp.dir);
+      const refused = await call("POST", "/v1/bots/busy/computer");
+      expect(refused.status, refused.text).toBe(503);
+      expect(refused.json.error.code).toBe("storage_busy");
+      expect(refused.json.error.message).toMatch(
+        /<dataDir>\/drydock\.sqlite was busy \(another drydock process held it\) for longer than 200 ms\. Nothing was changed\. Retry in a moment\./,
+      );
+      expect(refused.headers.get("retry-after")).toBe("1");
+      expect(sim.stats().createsCommitted).toBe(before);
+      // Readers are not blocked by a writer (WAL): the probe still reads the store.
+      const ready = await api(server.url, null)("GET", "/readyz");
+      expect(ready.json.checks.storage).toEqual({ ok: true });
+
+      await holder.release();
+      holder = null;
+      const created = await call("POST", "/v1/bots/busy/computer");
+      expect(created.status, created.text).toBe(201);
+      expect(sim.stats().createsCommitted - before).toBe(1);
+    } finally {
+      holder?.child.kill("SIGKILL");
+      server?.kill();
+      tmp.cleanup();
+    }
+  });
+});
