@@ -19,6 +19,7 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   floor: async () => (await import("./suites/floor.js")).runFloor,
   lock: async () => (await import("./suites/lock.js")).runLock,
   journals: async () => (await import("./suites/journals.js")).runJournals,
+  postgres: async () => (await import("./suites/postgres.js")).runPostgres,
   saga: async () => (await import("./suites/saga.js")).runSaga,
   server: async () => (await import("./suites/server.js")).runServer,
   names: async () => (await import("./suites/names.js")).runNames,

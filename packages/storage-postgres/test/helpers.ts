@@ -1,0 +1,65 @@
+// Each test file gets a fresh database in the project's cluster (global-setup.ts), and stores in it that are
+// closed (and their data directories removed) after each test.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterEach, beforeAll, inject } from "vitest";
+import { openPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/index.js";
+
+/** Creates a fresh database for this test file; sets DRYDOCK_TEST_POSTGRES_URL for the fixture and workers. */
+export async function freshDatabase(): Promise<string> {
+  const admin = inject("postgresUrl");
+  const name = `t_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  const url = admin.replace(/\/postgres$/, `/${name}`);
+  process.env.DRYDOCK_TEST_POSTGRES_URL = url;
+  return url;
+}
+
+/**
+ * Registers the file's database (beforeAll) and the after-each cleanups; `open` makes a store in a schema of
+ * its own (named `<prefix>_<pid>_<n>`) with `defaults` under `extra`.
+ */
+export function useStores(prefix: string, defaults: Partial<PostgresStorageOptions> = {}) {
+  let url = "";
+  let schemas = 0;
+  const cleanups: (() => Promise<unknown> | unknown)[] = [];
+  beforeAll(async () => {
+    url = await freshDatabase();
+  });
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+  const later = (cleanup: () => Promise<unknown> | unknown) => {
+    cleanups.push(cleanup);
+  };
+  const dataDir = () => {
+    const root = mkdtempSync(join(tmpdir(), `drydock-pg-${prefix}-`));
+    later(() => rmSync(root, { recursive: true, force: true }));
+    return join(root, "data");
+  };
+  return {
+    url: () => url,
+    later,
+    dataDir,
+    schema: () => `${prefix}_${process.pid}_${++schemas}`,
+    async open(extra: Partial<PostgresStorageOptions> = {}): Promise<PostgresStorage> {
+      const storage = await openPostgresStorage({
+        url,
+        dataDir: dataDir(),
+        schema: `${prefix}_${process.pid}_${++schemas}`,
+        ...defaults,
+        ...extra,
+      });
+      later(() => storage.close());
+      return storage;
+    },
+  };
+}
