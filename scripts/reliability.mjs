@@ -90,7 +90,10 @@ const AREAS = [
     title: "Provider faults (boat-provider simulator, boat-lifecycle fault matrix)",
     files: [
       ["packages/boat-provider/test/faults.test.ts", "every fault action of the simulator"],
-      ["packages/boat-lifecycle/test/faults-matrix.test.ts", "every fault against provision and delete"],
+      [
+        "packages/boat-lifecycle/test/faults-matrix.test.ts",
+        "every fault against provision and delete (once per backend: file, sqlite)",
+      ],
       ["packages/boat-provider/test/malformed.test.ts", "malformed provider answers", "full"],
       [
         "packages/boat-lifecycle/test/journal-faults.test.ts",
@@ -232,6 +235,7 @@ const AREAS = [
  */
 const BACKEND_OF = {
   "packages/boat-lifecycle/test/crash-sweep.test.ts": ["file", "sqlite"],
+  "packages/boat-lifecycle/test/faults-matrix.test.ts": ["file", "sqlite"],
   "apps/bot-server/test/crash-restart.test.ts": "file",
   "apps/bot-server/test/crash-restart-sqlite.test.ts": "sqlite",
   "apps/bot-server/test/chaos.test.ts": "file",
@@ -452,12 +456,18 @@ printed.push(
     metric: "simulator fault cases passed",
     value: passedCount("packages/boat-provider/test/faults.test.ts"),
   },
-  {
-    area: "provider",
-    metric: "lifecycle fault-matrix cases passed (each fault against provision or delete)",
-    value: passedCount("packages/boat-lifecycle/test/faults-matrix.test.ts"),
-  },
 );
+for (const backend of ["file", "sqlite"]) {
+  printed.push({
+    area: "provider",
+    backend,
+    metric: "lifecycle fault-matrix cases passed (each fault against provision or delete)",
+    value: passedMatching(
+      "packages/boat-lifecycle/test/faults-matrix.test.ts",
+      new RegExp(`\\(${backend} storage\\)`),
+    ),
+  });
+}
 const hostile = passedTest("apps/bot-server/test/hostile-input.test.ts", /generated malformed requests/);
 const hostileCount = hostile ? /([\d,]+) generated malformed requests/.exec(hostile.title) : null;
 if (hostileCount) {
