@@ -39,7 +39,7 @@
  * directory must hold that backend and no other.
  */
 import { createHash, randomInt } from "node:crypto";
-import { appendFileSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydock/boat-lifecycle";
 import {
@@ -67,7 +67,7 @@ import {
   type TestStorage,
   tempDir,
 } from "./helpers.js";
-import { type JournalView, journalView } from "./journal-view.js";
+import { type JournalView, journalView, readJson } from "./journal-view.js";
 
 const SEED = parseSeed(process.env.DRYDOCK_CHAOS_SEED) ?? randomInt(1, 2 ** 31);
 const SCALE = Number(process.env.DRYDOCK_RELIABILITY_SCALE ?? "1") || 1;
@@ -203,15 +203,6 @@ function withDelay(r: Rng, rule: FaultRule): FaultRule {
 
 function sha256(text: string): string {
   return createHash("sha256").update(text).digest("hex");
-}
-
-function readJson(path: string): unknown {
-  try {
-    return JSON.parse(readFileSync(path, "utf8"));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
-    throw error;
-  }
 }
 
 function sameFiles(a: Files, b: Files): boolean {

@@ -36,7 +36,8 @@ export interface JournalView {
   close(): void;
 }
 
-function readJson(path: string): unknown {
+/** A JSON file's value, or null when it does not exist. */
+export function readJson(path: string): unknown {
   try {
     return JSON.parse(readFileSync(path, "utf8"));
   } catch (error) {
