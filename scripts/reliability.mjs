@@ -5,6 +5,8 @@
 // tests report (JSON lines in DRYDOCK_RELIABILITY_OUT) and what they print, and writes docs/RELIABILITY.md.
 // Exit code 1 if any check failed (or did not run). --quick: ordinary sizes, under ~3 minutes on 2 cores;
 // default (full): DRYDOCK_RELIABILITY_SCALE=3 and a longer lock torture, ~15 minutes.
+// Checks whose outcome depends on the storage backend (the journals and the registry: file, sqlite, postgres)
+// are reported per backend (BACKEND_OF below); sagas, checkpoints and blobs are files on every backend.
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, freemem, release, tmpdir, totalmem } from "node:os";
@@ -88,7 +90,10 @@ const AREAS = [
     title: "Provider faults (boat-provider simulator, boat-lifecycle fault matrix)",
     files: [
       ["packages/boat-provider/test/faults.test.ts", "every fault action of the simulator"],
-      ["packages/boat-lifecycle/test/faults-matrix.test.ts", "every fault against provision and delete"],
+      [
+        "packages/boat-lifecycle/test/faults-matrix.test.ts",
+        "every fault against provision and delete (once per backend: file, sqlite)",
+      ],
       ["packages/boat-provider/test/malformed.test.ts", "malformed provider answers", "full"],
       [
         "packages/boat-lifecycle/test/journal-faults.test.ts",
@@ -103,7 +108,7 @@ const AREAS = [
     files: [
       [
         "packages/boat-lifecycle/test/crash-sweep.test.ts",
-        "kill at every crash point of provision, cleanup and delete; restart; recover; rerun",
+        "kill at every crash point of provision, cleanup and delete; restart; recover; rerun (once per backend: file, sqlite)",
       ],
     ],
   },
@@ -147,12 +152,50 @@ const AREAS = [
     files: [
       [
         "apps/bot-server/test/crash-restart.test.ts",
-        "server SIGKILLed at provision, deletion and restore crash points, restarted on the same data",
+        "server SIGKILLed at provision, deletion and restore crash points, restarted on the same data (file storage)",
+      ],
+      [
+        "apps/bot-server/test/crash-restart-sqlite.test.ts",
+        "the same crash-restart suite with DRYDOCK_STORAGE=sqlite",
+        // ~100 s of sequential server restarts: beyond --quick's budget (pnpm test runs it too).
+        "full",
       ],
       ["apps/bot-server/test/hostile-input.test.ts", "generated malformed HTTP requests"],
       [
         "apps/bot-server/test/chaos.test.ts",
-        "server SIGKILLed at random moments under a mixed workload and provider faults, restarted each round; invariants checked after every restart",
+        "server SIGKILLed at random moments under a mixed workload and provider faults, restarted each round; invariants checked after every restart (file storage)",
+      ],
+      ["apps/bot-server/test/chaos-sqlite.test.ts", "the same chaos test with DRYDOCK_STORAGE=sqlite"],
+    ],
+  },
+  {
+    id: "storage",
+    title: "Storage backends (conformance, faults, differential)",
+    files: [
+      [
+        "packages/storage/test/conformance.test.ts",
+        "the conformance suite (model-based command sequences, fuzzed inputs, process races) on the file backend",
+        "full",
+      ],
+      ["packages/storage-sqlite/test/conformance.test.ts", "the conformance suite on SQLite", "full"],
+      [
+        "packages/storage-sqlite/test/faults.test.ts",
+        "SQLite: a process killed mid-transaction, corrupt or truncated database, busy beyond the wait, full disk",
+      ],
+      ["packages/storage-postgres/test/conformance.test.ts", "the conformance suite on PostgreSQL", "full"],
+      [
+        "packages/storage-postgres/test/faults.test.ts",
+        "PostgreSQL: a lost connection, a lost COMMIT, a killed server, busy and full",
+      ],
+      [
+        "packages/storage-sqlite/test/differential.test.ts",
+        "the same commands on file and sqlite: the same results, errors and exports",
+        "full",
+      ],
+      [
+        "packages/storage-postgres/test/differential.test.ts",
+        "the same commands on postgres and the other backends: the same results, errors and exports",
+        "full",
       ],
     ],
   },
@@ -184,6 +227,38 @@ const AREAS = [
     ],
   },
 ];
+
+/**
+ * The storage backend a check runs on. A file listed here runs on that backend; a list: its tests name
+ * their backend ("… (sqlite storage) …"), one of those; "several": one test compares backends. Files not listed do not
+ * touch the storage contract (locks, sagas, checkpoints and blobs are files on every backend).
+ */
+const BACKEND_OF = {
+  "packages/boat-lifecycle/test/crash-sweep.test.ts": ["file", "sqlite"],
+  "packages/boat-lifecycle/test/faults-matrix.test.ts": ["file", "sqlite"],
+  "apps/bot-server/test/crash-restart.test.ts": "file",
+  "apps/bot-server/test/crash-restart-sqlite.test.ts": "sqlite",
+  "apps/bot-server/test/chaos.test.ts": "file",
+  "apps/bot-server/test/chaos-sqlite.test.ts": "sqlite",
+  "packages/storage/test/conformance.test.ts": "file",
+  "packages/storage-sqlite/test/conformance.test.ts": "sqlite",
+  "packages/storage-sqlite/test/faults.test.ts": "sqlite",
+  "packages/storage-postgres/test/conformance.test.ts": "postgres",
+  "packages/storage-postgres/test/faults.test.ts": "postgres",
+  "packages/storage-sqlite/test/differential.test.ts": "several",
+  "packages/storage-postgres/test/differential.test.ts": "several",
+};
+/** The rows of "By storage backend"; "several" is a test comparing backends (the differential runs). */
+const BACKENDS = ["file", "sqlite", "postgres", "several"];
+/** The backends a file's checks run on (none: it does not touch the storage contract). */
+const backendsOf = (file) => [BACKEND_OF[file] ?? []].flat();
+/** The backend of one test: the file's, or the one its title names among the file's. */
+const backendOf = (file, title) => {
+  const tag = BACKEND_OF[file];
+  if (!Array.isArray(tag)) return tag;
+  const named = /\((file|sqlite|postgres) storage\)/.exec(title)?.[1];
+  return tag.includes(named) ? named : undefined;
+};
 
 const settings = quick
   ? { scale: 0.3, tortureSections: 600, tortureKills: 10 }
@@ -345,12 +420,30 @@ if (declared) {
     },
   );
 }
+/** Passed tests of a file whose title matches. */
+const passedMatching = (file, pattern) =>
+  (byFile.get(file)?.tests ?? []).filter((t) => t.status === "passed" && pattern.test(t.title)).length;
+for (const [backend, file] of [
+  ["file", "apps/bot-server/test/crash-restart.test.ts"],
+  ["sqlite", "apps/bot-server/test/crash-restart-sqlite.test.ts"],
+]) {
+  if (!selected.includes(file)) continue;
+  printed.push(
+    {
+      area: "server",
+      backend,
+      metric: "server restarts after a SIGKILL at a crash point (passed)",
+      value: passedCount(file),
+    },
+    {
+      area: "server",
+      backend,
+      metric: "of which at a restore crash point, workspace settled by the fenced recovery (passed)",
+      value: passedMatching(file, /killed during a restore|killed while creating a restore saga/),
+    },
+  );
+}
 printed.push(
-  {
-    area: "server",
-    metric: "server restarts after a SIGKILL at a crash point (passed)",
-    value: passedCount("apps/bot-server/test/crash-restart.test.ts"),
-  },
   {
     area: "recovery",
     metric: "controller cases passed (abort, release, rollback, Boat recovery)",
@@ -363,12 +456,18 @@ printed.push(
     metric: "simulator fault cases passed",
     value: passedCount("packages/boat-provider/test/faults.test.ts"),
   },
-  {
-    area: "provider",
-    metric: "lifecycle fault-matrix cases passed (each fault against provision or delete)",
-    value: passedCount("packages/boat-lifecycle/test/faults-matrix.test.ts"),
-  },
 );
+for (const backend of ["file", "sqlite"]) {
+  printed.push({
+    area: "provider",
+    backend,
+    metric: "lifecycle fault-matrix cases passed (each fault against provision or delete)",
+    value: passedMatching(
+      "packages/boat-lifecycle/test/faults-matrix.test.ts",
+      new RegExp(`\\(${backend} storage\\)`),
+    ),
+  });
+}
 const hostile = passedTest("apps/bot-server/test/hostile-input.test.ts", /generated malformed requests/);
 const hostileCount = hostile ? /([\d,]+) generated malformed requests/.exec(hostile.title) : null;
 if (hostileCount) {
@@ -387,6 +486,26 @@ if (killLoop) {
   });
 }
 
+const formatValue = (value) => (typeof value === "number" ? value.toLocaleString("en-US") : value);
+
+/**
+ * Figures by (metric, backend), in order of first report. A figure reported more than once (one per sequence
+ * or per run) is summed; texts are kept as they are.
+ */
+function mergeFigures(list) {
+  const merged = new Map();
+  for (const f of list) {
+    const key = `${f.metric}\u0000${f.backend ?? ""}`;
+    const prev = merged.get(key)?.value;
+    merged.set(key, {
+      metric: f.metric,
+      backend: f.backend,
+      value: typeof f.value === "number" && typeof prev === "number" ? prev + f.value : f.value,
+    });
+  }
+  return merged;
+}
+
 /**
  * Tests that skip themselves when the machine cannot run them (with the reason in their output), by title.
  * The pid-namespace holder needs `unshare --pid`, which many CI containers refuse to unprivileged users.
@@ -396,6 +515,14 @@ const ENVIRONMENT_SKIPS = [/live holder in another pid namespace/];
 let failedChecks = 0;
 const areaRows = [];
 const sections = [];
+/** Per storage backend: checks passed and failed (tests of the files in BACKEND_OF), and the files run. */
+const perBackend = new Map(BACKENDS.map((b) => [b, { passed: 0, failed: 0, files: new Set() }]));
+const countFor = (backend, file, outcome) => {
+  const entry = perBackend.get(backend);
+  if (!entry) return;
+  entry[outcome] += 1;
+  entry.files.add(file);
+};
 for (const area of AREAS) {
   const files = area.files.filter(([, , only]) => !(quick && only === "full"));
   let passed = 0;
@@ -405,6 +532,7 @@ for (const area of AREAS) {
     const result = byFile.get(file);
     if (!result) {
       failed += 1;
+      for (const b of backendsOf(file)) countFor(b, file, "failed");
       lines.push(`- **${file}** — ${what}: **did not run**`);
       continue;
     }
@@ -420,6 +548,13 @@ for (const area of AREAS) {
         : 0);
     passed += filePassed;
     failed += fileFailed;
+    for (const t of result.tests) {
+      if (t.status === "passed") countFor(backendOf(file, t.title), file, "passed");
+      else if (!allowedSkip(t)) countFor(backendOf(file, t.title), file, "failed");
+    }
+    if (fileFailed > result.tests.filter((t) => t.status !== "passed" && !allowedSkip(t)).length) {
+      for (const b of backendsOf(file)) countFor(b, file, "failed");
+    }
     lines.push(
       `- **${file}** — ${what}: ${filePassed} passed${fileFailed ? `, **${fileFailed} failed**` : ""}`,
     );
@@ -433,31 +568,40 @@ for (const area of AREAS) {
   }
   failedChecks += failed;
   const areaFigures = [...figures, ...printed].filter((f) => f.area === area.id);
-  const merged = new Map();
-  for (const f of areaFigures) {
-    const prev = merged.get(f.metric);
-    // A figure reported more than once (one per sequence or per run) is summed; texts are kept as they are.
-    merged.set(f.metric, typeof f.value === "number" && typeof prev === "number" ? prev + f.value : f.value);
-  }
-  const losses = [...merged].filter(
-    ([metric, value]) => /violation|lost|vanished|overlap/i.test(metric) && value !== 0,
-  );
+  const merged = mergeFigures(areaFigures);
+  const losses = [...merged.values()]
+    .filter(({ metric, value }) => /violation|lost|vanished|overlap/i.test(metric) && value !== 0)
+    .map(({ metric, backend, value }) => [backend ? `${metric} (${backend})` : metric, value]);
   const nothingLost = failed === 0 && losses.length === 0;
   areaRows.push(
     `| ${area.title} | ${passed} passed${failed ? `, **${failed} failed**` : ""} | ${
       failed ? "**FAIL**" : "pass"
     } | ${nothingLost ? "nothing lost" : losses.length ? `**${losses.map(([m, v]) => `${m}: ${v}`).join("; ")}**` : "see failures"} |`,
   );
-  const figureLines = [...merged].map(
-    ([metric, value]) =>
-      `| ${metric} | ${typeof value === "number" ? value.toLocaleString("en-US") : value} |`,
+  // Figures a test reports per storage backend get a Backend column (— for the others).
+  const withBackend = [...merged.values()].some((f) => f.backend);
+  // One metric's rows together, its backends in BACKENDS order (figures arrive in whatever order tests end).
+  const metricOrder = [...new Set([...merged.values()].map((f) => f.metric))];
+  const ordered = [...merged.values()].sort(
+    (a, b) =>
+      metricOrder.indexOf(a.metric) - metricOrder.indexOf(b.metric) ||
+      BACKENDS.indexOf(a.backend) - BACKENDS.indexOf(b.backend),
+  );
+  const figureLines = ordered.map(
+    ({ metric, backend, value }) =>
+      `| ${metric} |${withBackend ? ` ${backend ?? "—"} |` : ""} ${formatValue(value)} |`,
   );
   sections.push(
     [
       `## ${area.title}`,
       "",
       figureLines.length
-        ? ["| Figure | Value |", "|---|---|", ...figureLines, ""].join("\n")
+        ? [
+            withBackend ? "| Figure | Backend | Value |" : "| Figure | Value |",
+            withBackend ? "|---|---|---|" : "|---|---|",
+            ...figureLines,
+            "",
+          ].join("\n")
         : "_No figures reported by these tests; counts are their test cases below._\n",
       "Checks:",
       "",
@@ -466,6 +610,25 @@ for (const area of AREAS) {
     ].join("\n"),
   );
 }
+/** The "By storage backend" table: each backend's checks and its figures side by side. */
+function backendTable() {
+  const all = mergeFigures([...figures, ...printed]);
+  const fig = (metric, backend) => all.get(`${metric}\u0000${backend}`)?.value;
+  const show = (...values) =>
+    values.every((v) => v === undefined) ? "—" : values.map((v) => formatValue(v ?? "—")).join(" / ");
+  const rows = BACKENDS.map((backend) => {
+    const { passed, failed, files } = perBackend.get(backend);
+    if (files.size === 0) return null;
+    const violations = fig("chaos invariant violations", backend);
+    return `| ${backend === "several" ? "several (differential)" : backend} | ${passed} passed${failed ? `, **${failed} failed**` : ""} in ${files.size} file(s) | ${failed ? "**FAIL**" : "pass"} | ${show(fig("crash runs (kill, restart, recover, rerun)", backend), fig("distinct crash points swept", backend))} | ${show(fig("max billable Boats per bot", backend))} | ${show(fig("Boats billed in all (each run asserted exactly the ones its scenario needs)", backend))} | ${show(fig("server restarts after a SIGKILL at a crash point (passed)", backend), fig("of which at a restore crash point, workspace settled by the fenced recovery (passed)", backend))} | ${show(fig("chaos SIGKILLs of the server at a random moment", backend), fig("chaos operations run against the server", backend), fig("chaos restores interrupted, then settled by the fenced operator path", backend))} | ${violations === undefined ? "—" : violations === 0 ? "0" : `**${violations}**`} |`;
+  });
+  return [
+    "| Backend | Checks | Result | Lifecycle crash runs / distinct points | Max billable Boats per bot (sweep) | Boats billed (sweep) | Server restarts after a crash-point SIGKILL / of which restore points | Chaos SIGKILLs / operations / restores settled | Chaos violations |",
+    "|---|---|---|---|---|---|---|---|---|",
+    ...rows.filter(Boolean),
+  ].join("\n");
+}
+
 if (resultsError) failedChecks += 1;
 if (tortureRan && !torture) failedChecks += 1;
 if (output.code !== 0 && failedChecks === 0) failedChecks += 1;
@@ -526,6 +689,18 @@ ${areaRows.join("\n")}
 
 "Lost" lists every reported figure that counts violations, losses, vanished state or overlapping lock
 holders and is not zero; "nothing lost" means all checks passed and every such figure is zero.
+
+## By storage backend
+
+${backendTable()}
+
+Only the checks that touch the storage contract (the Boat journals, the bot registry, meta) are counted
+here; "—" means the check does not run on that backend. Restore sagas, checkpoints and blobs are files on
+every backend (the saga store is not on the storage contract yet), so the restore kill loop
+(restore-saga) and the power-loss, lock and journal-file checks do not depend on the backend and are not
+repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
+server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. The bot
+server is not wired to PostgreSQL yet, so postgres has its conformance and fault suites only.
 
 ## Findings
 

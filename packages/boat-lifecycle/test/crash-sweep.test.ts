@@ -1,5 +1,4 @@
 import { appendFileSync } from "node:fs";
-import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
 import {
@@ -10,6 +9,7 @@ import {
 } from "../src/index.js";
 import { createOutside, ENV_ID, type Harness, harness } from "./helpers.js";
 import { runChild } from "./process.js";
+import { backendInUse, TEST_BACKENDS, TEST_STORAGE_ENV, type TestBackend } from "./storage.js";
 
 /**
  * Crash sweep (SQLite's method). For every crash point of provision and delete (and of the cleanup that
@@ -21,6 +21,10 @@ import { runChild } from "./process.js";
  *     its deterministic name;
  *   - no deletion fence is lost while its Boat may exist;
  *   - no DELETE is sent blind: once a receipt was journaled, recovery only polls and reads.
+ * The sweep runs once per storage backend (file: today's JSON files; sqlite: one database file): the child
+ * and this process open the journals through @drydock/storage's openStorage with the backend named in
+ * DRYDOCK_TEST_STORAGE, the invariants are the same, and each run checks that the data directory really
+ * holds the backend it asked for (storage.json's binding, and only that backend's files).
  */
 
 type Flow = "provision" | "delete";
@@ -58,10 +62,12 @@ const DELETE_POINTS = LIFECYCLE_CRASH_POINTS.filter(
 const oldFence = async (t: Harness) => {
   const target = await provisioned(t);
   // The child runs on the real clock: the fence is stamped a window and a second in its past.
-  await openBoatDeleteJournal({
-    dataDir: t.dataDir,
-    now: () => Date.now() - DELETE_IN_FLIGHT_MS - 1_000,
-  }).prepareBoatDeletion({ ...target, ownerBotId: BOT });
+  const past = await t.journalsAt(() => Date.now() - DELETE_IN_FLIGHT_MS - 1_000);
+  try {
+    await past.deleteJournal.prepareBoatDeletion({ ...target, ownerBotId: BOT });
+  } finally {
+    await past.close();
+  }
   return target;
 };
 const scenarios: Scenario[] = [
@@ -160,17 +166,21 @@ const RECEIPT_JOURNALED = new Set<LifecycleCrashPoint>([
 ]);
 
 /** Figures for `pnpm reliability` (scripts/reliability.mjs); a no-op unless DRYDOCK_RELIABILITY_OUT is set. */
-function reliability(metric: string, value: number): void {
+function reliability(backend: TestBackend, metric: string, value: number): void {
   const out = process.env.DRYDOCK_RELIABILITY_OUT;
-  if (out) appendFileSync(out, `${JSON.stringify({ area: "lifecycle", metric, value })}\n`);
+  if (out) appendFileSync(out, `${JSON.stringify({ area: "lifecycle", backend, metric, value })}\n`);
 }
-/** Most billable (live) Boats the simulator ever held for the one bot, after a crash or at the end. */
-let maxLive = 0;
+/** Most billable (live) Boats the simulator ever held for the one bot, after a crash or at the end, per backend. */
+const maxLive = new Map<TestBackend, number>();
+const noteLive = (backend: TestBackend, live: number) =>
+  maxLive.set(backend, Math.max(maxLive.get(backend) ?? 0, live));
+/** Boats billed (creates committed by the simulator) over every run, per backend. */
+const billed = new Map<TestBackend, number>();
 
-async function sweepOne(s: Scenario): Promise<void> {
+async function sweepOne(s: Scenario, backend: TestBackend): Promise<void> {
   // Four polls per deletion: after a restart an accepted operation is still running for a while, so the
   // rerun meets a pending receipt (where a blind second DELETE would be tempting).
-  const t = await harness({ sim: { deletionPolls: 4 } });
+  const t = await harness({ sim: { deletionPolls: 4 }, storage: backend });
   const run = { kill: () => {} };
   try {
     const target = s.setup === undefined ? undefined : await s.setup(t);
@@ -183,11 +193,12 @@ async function sweepOne(s: Scenario): Promise<void> {
       DRYDOCK_BOT_ID: BOT,
       DRYDOCK_FLOW: s.flow,
       DRYDOCK_CRASH_POINT: s.point,
+      [TEST_STORAGE_ENV]: backend,
       ...(target === undefined ? {} : { DRYDOCK_BOX_ID: target.boxId, DRYDOCK_CONFIRM_NAME: target.name }),
     });
     run.kill = child.kill;
     const exit = await child.done;
-    const context = `${s.label} @ ${s.point}: ${exit.stdout} ${exit.stderr}`;
+    const context = `[${backend}] ${s.label} @ ${s.point}: ${exit.stdout} ${exit.stderr}`;
     // The point was reached, and the process really died there.
     expect(exit.stdout, context).toContain(`crash ${s.point}\n`);
     expect(exit.signal, context).toBe("SIGKILL");
@@ -195,10 +206,11 @@ async function sweepOne(s: Scenario): Promise<void> {
 
     // --- Invariants right after the crash -------------------------------------------------------------
     const afterCrash = t.stats();
-    maxLive = Math.max(maxLive, afterCrash.live);
+    noteLive(backend, afterCrash.live);
     expect(afterCrash.live, context).toBeLessThanOrEqual(1);
     const boats = t.sim.sandboxes();
-    const fences = t.deleteFile()?.records ?? [];
+    const crashRows = await t.rows();
+    const fences = crashRows.deletes;
     for (const boat of boats) {
       const deletionStarted = boat.history.some((event) => event.event === "deletion_requested");
       // A Boat whose deletion was requested but is not proven finished keeps its fence.
@@ -210,7 +222,7 @@ async function sweepOne(s: Scenario): Promise<void> {
       }
       if (boat.deletedAt === null) {
         // Live and unnamed: only the create journal's key (a key-only row) can find it again.
-        const rows = t.createFile()?.requests ?? [];
+        const rows = crashRows.creates;
         const known =
           rows.some((row) => row.boxId === boat.id) ||
           boat.name === t.lifecycle.boatNameFor(BOT) ||
@@ -221,7 +233,7 @@ async function sweepOne(s: Scenario): Promise<void> {
     }
 
     // --- Restart: fresh journals, startup recovery (which must send nothing that creates or deletes) --
-    const lifecycle = t.restart();
+    const lifecycle = await t.reopen();
     const before = t.stats();
     const report = await lifecycle.recoverAtStartup();
     expect(report.journalErrors, context).toEqual([]);
@@ -260,9 +272,10 @@ async function sweepOne(s: Scenario): Promise<void> {
 
     // --- Final invariants ------------------------------------------------------------------------------
     const end = t.stats();
-    maxLive = Math.max(maxLive, end.live);
+    noteLive(backend, end.live);
     expect(end.live, context).toBe(s.endsLive ? 1 : 0);
-    const rows = t.createFile()?.requests ?? [];
+    const endRows = await t.rows();
+    const rows = endRows.creates;
     for (const boat of t.sim.sandboxes().filter((b) => b.deletedAt === null)) {
       expect(
         rows.some((row) => row.boxId === boat.id && row.resolved === true),
@@ -272,7 +285,7 @@ async function sweepOne(s: Scenario): Promise<void> {
     }
     if (!s.endsLive) {
       expect(rows, context).toEqual([]);
-      expect(t.deleteFile()?.records ?? [], context).toEqual([]);
+      expect(endRows.deletes, context).toEqual([]);
     }
     // One deletion operation per Boat at most, and none re-sent once its receipt was journaled.
     const operations = (await (
@@ -286,31 +299,43 @@ async function sweepOne(s: Scenario): Promise<void> {
     if (RECEIPT_JOURNALED.has(s.point)) expect(end.deleteRequests, context).toBe(end.deletesAccepted);
     // Exactly the Boats the scenario needs were ever billed: one, or two when the first was cleaned up.
     expect(end.createsCommitted, context).toBe(s.creates ?? (s.label === "provision cleanup" ? 2 : 1));
+    billed.set(backend, (billed.get(backend) ?? 0) + end.createsCommitted);
+    // The run used the backend it asked for: bound to it, and only its files hold journal state.
+    expect(backendInUse(t.dataDir), context).toEqual({
+      binding: backend,
+      sqliteFile: backend === "sqlite",
+      journalFiles: backend === "file",
+    });
   } finally {
     run.kill();
     await t.close();
   }
 }
 
-describe("crash sweep", () => {
+describe.each(TEST_BACKENDS)("crash sweep (%s storage)", (backend) => {
   it("every crash point of provision, cleanup and delete: kill, restart, recover, rerun — invariants hold", async () => {
     const swept = new Set<LifecycleCrashPoint>();
     const queue = [...scenarios];
     // Three children at a time: bounded on a 2-core machine shared with other suites.
     const workers = Array.from({ length: 3 }, async () => {
       for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
-        await sweepOne(s);
+        await sweepOne(s, backend);
         swept.add(s.point);
       }
     });
     await Promise.all(workers);
-    reliability("crash runs (kill, restart, recover, rerun)", scenarios.length);
-    reliability("distinct crash points swept", swept.size);
-    reliability("declared crash points", LIFECYCLE_CRASH_POINTS.length);
-    reliability("max billable Boats per bot", maxLive);
+    reliability(backend, "crash runs (kill, restart, recover, rerun)", scenarios.length);
+    reliability(backend, "distinct crash points swept", swept.size);
+    reliability(backend, "declared crash points", LIFECYCLE_CRASH_POINTS.length);
+    reliability(backend, "max billable Boats per bot", maxLive.get(backend) ?? 0);
+    reliability(
+      backend,
+      "Boats billed in all (each run asserted exactly the ones its scenario needs)",
+      billed.get(backend) ?? 0,
+    );
     expect([...swept].sort()).toEqual([...LIFECYCLE_CRASH_POINTS].sort());
     console.log(
-      `crash sweep: ${scenarios.length} crash runs over ${swept.size} distinct points (${LIFECYCLE_CRASH_POINTS.length} declared), all invariants held`,
+      `crash sweep (${backend} storage): ${scenarios.length} crash runs over ${swept.size} distinct points (${LIFECYCLE_CRASH_POINTS.length} declared), all invariants held`,
     );
   }, 120_000);
 });

@@ -2,11 +2,13 @@ import type { FaultAction, FaultRule } from "@drydock/boat-provider/simulator";
 import { describe, expect, it } from "vitest";
 import { DELETE_IN_FLIGHT_MS, LIFECYCLE_MESSAGES } from "../src/index.js";
 import { type Harness, harness, rejection } from "./helpers.js";
+import { TEST_BACKENDS } from "./storage.js";
 
 /**
  * Every fault action of the simulator against provision and against delete (the fault matrix): the caller
  * gets the original's message and status for each ambiguous outcome, and no fault ever bills a second Boat or
- * starts a second deletion of one Boat.
+ * starts a second deletion of one Boat. On each storage backend (file: today's JSON files; sqlite), the
+ * journals opened through @drydock/storage's openStorage.
  */
 
 interface Expected {
@@ -137,11 +139,11 @@ function check(error: { code: string; status: number; message: string }, expecte
   else expect(error.message).toMatch(expected.message);
 }
 
-describe("provider faults × provision", () => {
+describe.each(TEST_BACKENDS)("provider faults × provision (%s storage)", (backend) => {
   it.each(provisionCases)(
     "%s: the seeds' answer, then one Boat in the end",
     async (action, rules, expected) => {
-      const t = await harness({ timeoutMs: action === "delay" ? 800 : 10_000 });
+      const t = await harness({ timeoutMs: action === "delay" ? 800 : 10_000, storage: backend });
       try {
         await t.faults(...rules);
         const error = await rejection(t.lifecycle.provision("bot-1"));
@@ -167,11 +169,11 @@ describe("provider faults × provision", () => {
   );
 });
 
-describe("provider faults × delete", () => {
+describe.each(TEST_BACKENDS)("provider faults × delete (%s storage)", (backend) => {
   it.each(deleteCases)(
     "%s: the seeds' answer, fence kept, one deletion in the end",
     async (action, rules, expected) => {
-      const t = await harness({ timeoutMs: action === "delay" ? 800 : 10_000 });
+      const t = await harness({ timeoutMs: action === "delay" ? 800 : 10_000, storage: backend });
       try {
         const { boxId, name } = await t.lifecycle.provision("bot-1");
         await t.faults(...rules);
@@ -180,7 +182,7 @@ describe("provider faults × delete", () => {
         );
         check(error, expected);
         // The fence stands, so the bot cannot provision a second Boat meanwhile.
-        expect(t.deleteFile()?.records).toEqual([expect.objectContaining({ boxId })]);
+        expect((await t.rows()).deletes).toEqual([expect.objectContaining({ boxId })]);
         expect((await rejection(t.lifecycle.findBoat("bot-1"))).code).toBe("computer_deleting");
         if (action === "delay") await settle(t, (stats) => stats.deletesAccepted === 1);
         await t.clearFaults();
@@ -192,8 +194,9 @@ describe("provider faults × delete", () => {
         expect(stats).toMatchObject({ live: 0, createsCommitted: 1 });
         // One deletion operation ran to completion; a blocked one is retried explicitly with a new one.
         expect(stats.deletesAccepted).toBe(action === "block-deletion" ? 2 : 1);
-        expect(t.deleteFile()?.records).toEqual([]);
-        expect(t.createFile()?.requests).toEqual([]);
+        const rows = await t.rows();
+        expect(rows.deletes).toEqual([]);
+        expect(rows.creates).toEqual([]);
       } finally {
         await t.close();
       }

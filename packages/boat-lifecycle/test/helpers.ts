@@ -2,8 +2,8 @@ import * as nodeFs from "node:fs";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openBoatCreateJournal } from "@drydock/boat-create-journal";
-import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
+import { type BoatCreateJournal, openBoatCreateJournal } from "@drydock/boat-create-journal";
+import { type BoatDeleteJournal, openBoatDeleteJournal } from "@drydock/boat-delete-journal";
 import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import {
   type BoatSimulator,
@@ -20,6 +20,7 @@ import {
   type CrashHook,
   createBoatLifecycle,
 } from "../src/index.js";
+import { openTestStorage, type TestBackend } from "./storage.js";
 
 export const ENV_ID = "0b6a1c52-7f8e-4d3a-9c21-5e4f3a2b1c0d";
 
@@ -52,12 +53,28 @@ export interface Harness {
   clearFaults(): Promise<void>;
   stats(): SimStats;
   /** A fresh lifecycle with freshly opened journals over the same data dir: a process restart. */
-  restart(options?: {
-    crash?: CrashHook;
-    knownBotIds?: () => readonly string[];
-    onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
-    nameSweep?: BoatLifecycleOptions["nameSweep"];
-  }): BoatLifecycle;
+  restart(options?: RestartOptions): BoatLifecycle;
+  /**
+   * A restart that also reopens the storage (closing the previous handle): the one to use under
+   * `HarnessOptions.storage`, where `restart()` refuses. Without a storage it is `restart()`.
+   */
+  reopen(options?: RestartOptions): Promise<BoatLifecycle>;
+  /** The backend the journals are opened with (`HarnessOptions.storage`), or null: the journal packages directly. */
+  backend: TestBackend | null;
+  /**
+   * The journals' rows as stored: today's files for the file backend (and without a storage), a fresh
+   * `exportAll()` for any other backend.
+   */
+  rows(): Promise<{
+    creates: Array<Record<string, unknown>>;
+    deletes: Array<Record<string, unknown>>;
+  }>;
+  /** Opens the journals once more on their own clock (a second caller, e.g. one from the past); close after. */
+  journalsAt(now: () => number): Promise<{
+    createJournal: BoatCreateJournal;
+    deleteJournal: BoatDeleteJournal;
+    close(): Promise<void>;
+  }>;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
   createFile(): { version: number; requests: Array<Record<string, unknown>> } | null;
@@ -88,7 +105,19 @@ export function faultyFs() {
   return { ops, state };
 }
 
+type RestartOptions = {
+  crash?: CrashHook;
+  knownBotIds?: () => readonly string[];
+  onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
+  nameSweep?: BoatLifecycleOptions["nameSweep"];
+};
+
 export interface HarnessOptions {
+  /**
+   * Open the journals through @drydock/storage's `openStorage` with this backend (the crash sweep's
+   * backends), instead of the journal packages directly. Incompatible with `fs`.
+   */
+  storage?: TestBackend;
   /** File-system seam for both journals (see `faultyFs`). */
   fs?: ReturnType<typeof faultyFs>["ops"];
   sim?: BoatSimulatorOptions;
@@ -152,26 +181,35 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
         if (options.sleepMovesClock) clock.offsetMs += ms;
       };
 
-  const make = (
-    extra: {
-      crash?: CrashHook;
-      knownBotIds?: () => readonly string[];
-      onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
-      nameSweep?: BoatLifecycleOptions["nameSweep"];
-    } = {},
-  ) =>
+  if (options.storage !== undefined && options.fs !== undefined) {
+    throw new Error("harness: `storage` and `fs` do not combine (the fs seam is the file journals')");
+  }
+  const backend = options.storage ?? null;
+  /** The journal packages opened directly (no storage): synchronous, so `restart()` stays synchronous. */
+  const directJournals = (now: () => number) => {
+    const fs = options.fs === undefined ? {} : { fs: options.fs };
+    return {
+      createJournal: openBoatCreateJournal({ dataDir, now, ...fs }),
+      deleteJournal: openBoatDeleteJournal({ dataDir, now, ...fs }),
+      close: async () => {},
+    };
+  };
+  const journalsAt = async (now: () => number) => {
+    if (backend === null) return directJournals(now);
+    const storage = await openTestStorage(dataDir, backend, now);
+    return {
+      createJournal: storage.createJournal,
+      deleteJournal: storage.deleteJournal,
+      close: () => storage.close(),
+    };
+  };
+  let journals = await journalsAt(journalNow);
+
+  const make = (extra: RestartOptions = {}) =>
     createBoatLifecycle({
       client,
-      createJournal: openBoatCreateJournal({
-        dataDir,
-        now: journalNow,
-        ...(options.fs === undefined ? {} : { fs: options.fs }),
-      }),
-      deleteJournal: openBoatDeleteJournal({
-        dataDir,
-        now: journalNow,
-        ...(options.fs === undefined ? {} : { fs: options.fs }),
-      }),
+      createJournal: journals.createJournal,
+      deleteJournal: journals.deleteJournal,
       environmentId: ENV_ID,
       now: journalNow,
       sleep,
@@ -212,9 +250,35 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     },
     stats: () => sim.stats(),
     restart(extra) {
+      if (backend !== null) throw new Error("harness: with a storage, restart with `await reopen()`");
+      journals = directJournals(journalNow);
       h.lifecycle = make(extra);
       return h.lifecycle;
     },
+    async reopen(extra) {
+      h.lifecycle.close();
+      await journals.close();
+      journals = await journalsAt(journalNow);
+      h.lifecycle = make(extra);
+      return h.lifecycle;
+    },
+    backend,
+    async rows() {
+      if (backend === null || backend === "file") {
+        return { creates: h.createFile()?.requests ?? [], deletes: h.deleteFile()?.records ?? [] };
+      }
+      const storage = await openTestStorage(dataDir, backend, journalNow);
+      try {
+        const { creates, deletes } = await storage.exportAll();
+        return {
+          creates: creates as unknown as Array<Record<string, unknown>>,
+          deletes: deletes as unknown as Array<Record<string, unknown>>,
+        };
+      } finally {
+        await storage.close();
+      }
+    },
+    journalsAt,
     tamper(fn) {
       tamper = fn;
     },
@@ -223,6 +287,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     outside,
     async close() {
       h.lifecycle.close(); // a background name sweep must not outlive its simulator
+      await journals.close();
       await sim.close();
       rmSync(dataDir, { recursive: true, force: true });
     },

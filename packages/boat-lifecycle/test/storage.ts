@@ -1,0 +1,51 @@
+/**
+ * The storage backends the crash sweep runs on, opened the one way both the test process and its children
+ * open them: through @drydock/storage's `openStorage` (devDependencies only; the package's runtime never
+ * imports storage). `backendInUse` reads what a data directory really holds, so a run that asked for one
+ * backend and silently got another fails.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { CREATE_JOURNAL_FILE, DELETE_JOURNAL_FILE, STORAGE_BINDING_FILE } from "@drydock/facts";
+import { openStorage, type Storage } from "@drydock/storage";
+import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
+
+export const TEST_BACKENDS = ["file", "sqlite"] as const;
+export type TestBackend = (typeof TEST_BACKENDS)[number];
+
+/** The env var a test sets for its children: which backend they open the journals with. */
+export const TEST_STORAGE_ENV = "DRYDOCK_TEST_STORAGE";
+
+export function parseTestBackend(value: string): TestBackend {
+  if ((TEST_BACKENDS as readonly string[]).includes(value)) return value as TestBackend;
+  throw new Error(
+    `${TEST_STORAGE_ENV}=${JSON.stringify(value)}: expected one of ${TEST_BACKENDS.join(", ")}`,
+  );
+}
+
+export function openTestStorage(dataDir: string, backend: TestBackend, now?: () => number): Promise<Storage> {
+  return openStorage({
+    dataDir,
+    storage: backend,
+    backends: { sqlite: sqliteBackend },
+    ...(now === undefined ? {} : { now }),
+  });
+}
+
+/** What the data directory shows: its storage.json binding and which backend's files exist. */
+export function backendInUse(dataDir: string): {
+  binding: string | null;
+  sqliteFile: boolean;
+  journalFiles: boolean;
+} {
+  const bindingPath = join(dataDir, STORAGE_BINDING_FILE);
+  const binding = existsSync(bindingPath)
+    ? (JSON.parse(readFileSync(bindingPath, "utf8")) as { kind: string }).kind
+    : null;
+  return {
+    binding,
+    sqliteFile: existsSync(join(dataDir, SQLITE_FILE)),
+    journalFiles:
+      existsSync(join(dataDir, CREATE_JOURNAL_FILE)) || existsSync(join(dataDir, DELETE_JOURNAL_FILE)),
+  };
+}
