@@ -16,11 +16,12 @@ import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
+import { SQLITE_FILE } from "@drydock/storage-sqlite";
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { toHttpError } from "../src/http-errors.js";
-import { type RunningServer, startServer } from "../src/server.js";
+import { openServerStorage, type RunningServer, startServer } from "../src/server.js";
 import { api, bindTestStorage, type TestStorage, tempDir } from "./helpers.js";
 
 /**
@@ -28,6 +29,23 @@ import { api, bindTestStorage, type TestStorage, tempDir } from "./helpers.js";
  * sqlite): the same walk-through, starts, refusals and probes, with DRYDOCK_STORAGE set.
  */
 export function e2eSuite(storage: TestStorage): void {
+  /** The registry's bytes made unreadable where this backend keeps them (bots.json, or a bots row). */
+  async function damageBotRegistry(dir: string, config: ReturnType<typeof loadConfig>): Promise<void> {
+    if (storage === "file") {
+      writeFileSync(join(dir, "bots.json"), "{ not json");
+      return;
+    }
+    await (await openServerStorage(config)).close();
+    const db = new Database(join(dir, SQLITE_FILE));
+    try {
+      db.prepare(
+        "INSERT INTO bots (bot_id, name, created_at, row_json) VALUES ('old-x', 'x', 1, '{ not json')",
+      ).run();
+    } finally {
+      db.close();
+    }
+  }
+
   let server: RunningServer;
   let banner: string[];
   const tmp = tempDir(`e2e-${storage}`);
@@ -353,7 +371,12 @@ export function e2eSuite(storage: TestStorage): void {
         const listed = (await call("GET", "/v1/recovery")).json.retirements;
         expect(listed.map((r: { botId: string }) => r.botId)).toEqual(["zed"]);
         // Meanwhile the id is taken again (as another server on the directory would), then the edit ends.
-        await openBotRegistry(own.dir).create({ botId: "zed", name: "Zed" });
+        const other = await openServerStorage(config);
+        try {
+          await other.bots.create({ botId: "zed", name: "Zed" });
+        } finally {
+          await other.close();
+        }
         edit.release();
         await new Promise((resolve) => setTimeout(resolve, 2_500));
         expect(readFileSync(join(workspace, "work.txt"), "utf8")).toBe("the new bot's");
@@ -370,7 +393,7 @@ export function e2eSuite(storage: TestStorage): void {
       const config = configFor(own.dir);
       mkdirSync(join(own.dir, "workspaces", "old"), { recursive: true });
       writeFileSync(join(own.dir, "workspaces", "old", "a.txt"), "a");
-      writeFileSync(join(own.dir, "bots.json"), "{ not json");
+      await damageBotRegistry(own.dir, config);
       const server = await startServer(config, { print: () => {} });
       try {
         await server.startup;
