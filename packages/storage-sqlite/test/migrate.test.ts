@@ -13,6 +13,7 @@ import {
   migrateStorage,
   openFileStorage,
   openStorage,
+  pendingMigration,
   readStorageBinding,
   type Storage,
   type StorageExport,
@@ -281,6 +282,28 @@ describe("migrateStorage", () => {
       });
     }
   }
+});
+
+describe("a migration killed after rebinding, then migrated back without a re-run", () => {
+  it("the live store is never taken for an untrusted target: every row goes back, the record is dropped", async () => {
+    const { dataDir, before } = await seedFormatDataDir();
+    const worker = spawnWorker(WORKER, [dataDir, "migrate", "sqlite", "migrate:rebound"]);
+    try {
+      await worker.waitFor((line) => line.startsWith("at-point "));
+      worker.kill();
+      expect((await worker.exited).signal).toBe("SIGKILL");
+    } finally {
+      worker.kill();
+    }
+    expect(await binding(dataDir)).toBe("sqlite");
+    expect(pendingMigration(dataDir)).toMatchObject({ from: "file", to: "sqlite", phase: "verified" });
+    // Straight back to file: the progress record names sqlite as its (then untrusted) target, but the
+    // directory is bound to it — it is the live store.
+    const back = await migrateStorage({ dataDir, to: "file", backends });
+    expect(back).toMatchObject({ from: "sqlite", to: "file", outcome: "migrated" });
+    expect(await exportOf(dataDir, "file")).toEqual(before);
+    expect(pendingMigration(dataDir)).toBeNull();
+  });
 });
 
 function readdirClaims(dataDir: string): string[] {
