@@ -255,7 +255,17 @@ export const StorageMigrateDocumentSchema = z.union([
     ...previewBase,
     from: StorageKindSchema,
     to: StorageKindSchema,
-    counts: MigrateCountsSchema,
+    /** null when an interrupted migration is finished (its source may be retired: it is not read). */
+    counts: MigrateCountsSchema.nullable(),
+    /** The interrupted migration the command finishes, when there is one. */
+    interrupted: z
+      .strictObject({
+        from: StorageKindSchema,
+        to: StorageKindSchema,
+        phase: z.enum(["importing", "verified"]),
+        at: z.number(),
+      })
+      .optional(),
     expectedState: z.string().regex(/^sha256:[0-9a-f]{64}$/),
     command: z.string(),
   }),

@@ -6,14 +6,14 @@
  * command holding its storage open with --yes (exit 5, STORAGE_IN_USE naming the pid). In-process `main`
  * with buffer streams, except the server, which is the real one started through tsx.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
-import { openStorage, type StorageExport, type StorageKind } from "@drydock/storage";
+import { MIGRATE_CRASH_POINTS, openStorage, type StorageExport, type StorageKind } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BufferIo, bufferIo, EXIT_CODES, main, StorageMigrateDocumentSchema } from "../src/index.js";
@@ -22,6 +22,7 @@ import { snapshotTree } from "./harness.js";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = join(HERE, "..", "..", "..");
 const SERVER_MAIN = join(REPO_ROOT, "apps", "bot-server", "src", "main.ts");
+const CRASH_CHILD = join(HERE, "fixtures", "migrate-crash.ts");
 const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
 const JOURNAL_FILES = ["bots.json", "box-create-requests.json", "box-delete-requests.json"];
 
@@ -383,6 +384,90 @@ describe("drydock storage migrate is offline", () => {
     } finally {
       server.kill();
     }
+  }, 120_000);
+});
+
+describe("a migration killed mid-way (SIGKILL at each durable step): the operator re-runs the command", () => {
+  for (const point of MIGRATE_CRASH_POINTS) {
+    it(`killed at ${point}: the preview and its pasted command finish it, every row on sqlite; and the way back to file keeps them`, async () => {
+      const dir = await fileDir();
+      const source = await exported(dir, "file");
+      const killed = spawnSync(
+        process.execPath,
+        ["--conditions=@drydock/source", "--import", "tsx", CRASH_CHILD, dir, "sqlite", point],
+        { cwd: REPO_ROOT, encoding: "utf8", timeout: 60_000 },
+      );
+      expect(killed.stdout, killed.stderr).toBe(`crash ${point}\n`);
+      expect(killed.signal).toBe("SIGKILL");
+
+      const before = snapshotTree(dir);
+      const resumed = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"]);
+      expect(resumed.code, resumed.err).toBe(0);
+      expect(resumed.out).toMatch(
+        /^Preview: a migration from file to sqlite started at \S+ was interrupted /,
+      );
+      expect(resumed.out).toContain(
+        point === "migrate:marked" || point === "migrate:imported"
+          ? "while copying: the partial sqlite store is not trusted and the migration starts over"
+          : "after its copy was verified: only retiring the old store and rebinding the directory remain",
+      );
+      const json = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite", "--json"]);
+      expect(StorageMigrateDocumentSchema.parse(JSON.parse(json.out))).toMatchObject({
+        preview: true,
+        counts: null,
+        interrupted: { from: "file", to: "sqlite" },
+      });
+      expect(snapshotTree(dir)).toEqual(before);
+      const applied = await cli(printed(resumed.out));
+      expect(applied.code, applied.err).toBe(0);
+      expect(applied.out).toMatch(/from file to sqlite \((migrated|resumed)\)/);
+      expect(bindingOf(dir)).toEqual({ version: 1, kind: "sqlite" });
+      expect(await exported(dir, "sqlite")).toEqual(source);
+      expect(existsSync(join(dir, "locks", "storage-migrate.json"))).toBe(false);
+      expect(await listed(dir)).toEqual(await listed(dir, ["--storage", "sqlite"]));
+
+      // Back to file: nothing the killed migration left behind may cost a row.
+      const back = await cli((await preview(dir, "file")).pasted);
+      expect(back.code, back.err).toBe(0);
+      expect(bindingOf(dir)).toEqual({ version: 1, kind: "file" });
+      expect(await exported(dir, "file")).toEqual(source);
+    }, 120_000);
+  }
+});
+
+describe("a migration killed after its copy was verified", () => {
+  it("is finished only towards its own target: --to the other backend is refused (exit 5) and changes nothing", async () => {
+    const dir = await fileDir();
+    const killed = spawnSync(
+      process.execPath,
+      ["--conditions=@drydock/source", "--import", "tsx", CRASH_CHILD, dir, "sqlite", "migrate:retired"],
+      { cwd: REPO_ROOT, encoding: "utf8", timeout: 60_000 },
+    );
+    expect(killed.signal, killed.stderr).toBe("SIGKILL");
+    const before = snapshotTree(dir);
+    for (const args of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
+      const refused = await cli(["--data-dir", dir, "storage", "migrate", "--to", "file", ...args]);
+      expect(refused.code).toBe(EXIT_CODES.UNSAFE);
+      expect(refused.err).toContain("was interrupted after its copy was verified");
+      expect(refused.err).toContain(
+        `Finish it first with \`drydock --data-dir ${dir} storage migrate --to sqlite\``,
+      );
+    }
+    expect(snapshotTree(dir)).toEqual(before);
+    // A stale fence on the finishing command is refused too (exit 4), nothing changed.
+    const stale = await cli([
+      "--data-dir",
+      dir,
+      "storage",
+      "migrate",
+      "--to",
+      "sqlite",
+      "--yes",
+      "--expected-state",
+      `sha256:${"0".repeat(64)}`,
+    ]);
+    expect(stale.code).toBe(EXIT_CODES.STATE_CHANGED);
+    expect(snapshotTree(dir)).toEqual(before);
   }, 120_000);
 });
 

@@ -1,5 +1,12 @@
 import { createHash } from "node:crypto";
-import { migrateStorage, readStorageBinding, type StorageExport, type StorageKind } from "@drydock/storage";
+import {
+  migrateStorage,
+  type PendingMigration,
+  pendingMigration,
+  readStorageBinding,
+  type StorageExport,
+  type StorageKind,
+} from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
@@ -41,6 +48,10 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     );
   }
   const target = to as StorageKind;
+  // A migration killed mid-way: its source may be retired already (it refuses to be read), so the preview
+  // describes the interrupted migration instead, and the apply lets migrateStorage finish it.
+  const pending = pendingMigration(ctx.dataDir);
+  if (pending !== null) return finishInterrupted(ctx, target, pending);
   const binding = await readStorageBinding(ctx.dataDir);
   const from = binding?.kind ?? "file";
   const source = await openCliStorage(ctx.dataDir, from, ctx.now);
@@ -84,6 +95,74 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
       human: `Preview: move ${summary} from ${from} to ${target}. Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To apply it, run:\n  ${command}\n`,
     };
   }
+  checkFence(ctx, digest);
+  return applied(ctx, target, summary);
+}
+
+async function applied(ctx: CommandContext, target: StorageKind, summary: string | null): Promise<Rendered> {
+  const result = await migrateStorage({
+    dataDir: ctx.dataDir,
+    to: target,
+    backends: { sqlite: sqliteBackend },
+    now: ctx.now,
+  });
+  const what =
+    summary ??
+    `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  return {
+    data: { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result },
+    human: `Migrated ${what} from ${result.from} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal. The data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
+  };
+}
+
+/**
+ * `storage migrate` on a directory an interrupted migration left (its progress record): the preview says
+ * what was interrupted and prints the command that finishes it, fenced by a digest of that record (nothing
+ * else writes to a directory mid-migration: a verified one's source is retired, and the apply refuses
+ * while any drydock process claims the directory). A verified migration is finished only towards its own
+ * target: going elsewhere first would leave the retired source bound.
+ */
+async function finishInterrupted(
+  ctx: CommandContext,
+  target: StorageKind,
+  pending: PendingMigration,
+): Promise<Rendered> {
+  if (pending.phase === "verified" && pending.to !== target) {
+    throw new CliError(
+      "ACTION_NOT_ELIGIBLE",
+      `A migration of ${ctx.dataDir} from ${pending.from} to ${pending.to} was interrupted after its copy was verified, so the ${pending.from} store may be retired already. Nothing was changed. Finish it first with \`${ctx.commandPrefix} storage migrate --to ${pending.to}\`, then migrate to ${target} if you still want to.`,
+    );
+  }
+  const digest = `sha256:${createHash("sha256").update("drydock-storage-migrate-v1\0interrupted\0").update(JSON.stringify(pending)).digest("hex")}`;
+  const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
+  const started = new Date(pending.at).toISOString();
+  if (!ctx.yes) {
+    const step =
+      pending.phase === "verified"
+        ? "after its copy was verified: only retiring the old store and rebinding the directory remain"
+        : `while copying: the partial ${pending.to} store is not trusted and the migration starts over`;
+    return {
+      confirm: { command },
+      data: {
+        ok: true,
+        preview: true,
+        changed: false,
+        from: pending.from,
+        to: target,
+        counts: null,
+        interrupted: pending,
+        expectedState: digest,
+        command,
+      },
+      human: `Preview: a migration from ${pending.from} to ${pending.to} started at ${started} was interrupted ${step}. Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To finish it, run:\n  ${command}\n`,
+    };
+  }
+  checkFence(ctx, digest);
+  return applied(ctx, target, null);
+}
+
+/** The apply's fence: --expected-state must be the digest the preview printed for the state as it is now. */
+function checkFence(ctx: CommandContext, digest: string): void {
   const expected = ctx.options.expectedState;
   if (expected === undefined) {
     throw new CliError("USAGE", `--yes needs --expected-state (the preview prints it). Nothing was changed.`);
@@ -94,14 +173,4 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
       `The data directory's state changed since the preview (expected ${expected}, found ${digest}). Nothing was changed. Run the preview again.`,
     );
   }
-  const result = await migrateStorage({
-    dataDir: ctx.dataDir,
-    to: target,
-    backends: { sqlite: sqliteBackend },
-    now: ctx.now,
-  });
-  return {
-    data: { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result },
-    human: `Migrated ${summary} from ${result.from} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal. The data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
-  };
 }
