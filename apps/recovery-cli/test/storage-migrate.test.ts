@@ -6,7 +6,6 @@
  * command holding its storage open with --yes (exit 5, STORAGE_IN_USE naming the pid). In-process `main`
  * with buffer streams, except the server, which is the real one started through tsx.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,14 +14,18 @@ import { fileURLToPath } from "node:url";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { MIGRATE_CRASH_POINTS, openStorage, type StorageExport, type StorageKind } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
+import { killWorkerAt } from "@drydock/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// The bot server's own helper, which starts it as its tests do (a real process, its own group).
+import { type ServerChild, spawnServer } from "../../bot-server/test/helpers.js";
 import { type BufferIo, bufferIo, EXIT_CODES, main, StorageMigrateDocumentSchema } from "../src/index.js";
 import { snapshotTree } from "./harness.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = join(HERE, "..", "..", "..");
 const SERVER_MAIN = join(REPO_ROOT, "apps", "bot-server", "src", "main.ts");
-const CRASH_CHILD = join(HERE, "fixtures", "migrate-crash.ts");
+/** storage-sqlite's migration worker: migrateStorage stopped dead at a crash point, for the parent to SIGKILL. */
+const MIGRATE_WORKER = join(REPO_ROOT, "packages", "storage-sqlite", "test", "fixtures", "migrate-worker.ts");
 const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
 const JOURNAL_FILES = ["bots.json", "box-create-requests.json", "box-delete-requests.json"];
 
@@ -78,6 +81,19 @@ async function fileDir(): Promise<string> {
     await storage.close();
   }
   return dir;
+}
+
+/** A real process migrating `dir` to sqlite, SIGKILLed at `point`: the directory as a killed migration leaves it. */
+async function killMigrationAt(dir: string, point: string): Promise<void> {
+  const ended = await killWorkerAt(MIGRATE_WORKER, [dir, "migrate", "sqlite", point], (line) =>
+    line.startsWith("at-point "),
+  );
+  expect(ended.signal).toBe("SIGKILL");
+}
+
+/** `drydock --data-dir <dir> storage migrate --to <to> …` as argv. */
+function migrateArgs(dir: string, to: StorageKind, ...rest: string[]): string[] {
+  return ["--data-dir", dir, "storage", "migrate", "--to", to, ...rest];
 }
 
 /** The paste-back command a preview printed (its last `drydock …` line), as argv. */
@@ -267,18 +283,9 @@ describe("drydock storage migrate: preview and apply", () => {
       counts: { creates: 2, deletes: 1, bots: 2, meta: 1 },
     });
     const expectedState = (document as { expectedState: string }).expectedState;
-    const applied = await cli([
-      "--data-dir",
-      dir,
-      "storage",
-      "migrate",
-      "--to",
-      "sqlite",
-      "--yes",
-      "--expected-state",
-      expectedState,
-      "--json",
-    ]);
+    const applied = await cli(
+      migrateArgs(dir, "sqlite", "--yes", "--expected-state", expectedState, "--json"),
+    );
     expect(applied.code, applied.err).toBe(0);
     expect(StorageMigrateDocumentSchema.parse(JSON.parse(applied.out))).toEqual({
       schemaVersion: 1,
@@ -392,13 +399,7 @@ describe("a migration killed mid-way (SIGKILL at each durable step): the operato
     it(`killed at ${point}: the preview and its pasted command finish it, every row on sqlite; and the way back to file keeps them`, async () => {
       const dir = await fileDir();
       const source = await exported(dir, "file");
-      const killed = spawnSync(
-        process.execPath,
-        ["--conditions=@drydock/source", "--import", "tsx", CRASH_CHILD, dir, "sqlite", point],
-        { cwd: REPO_ROOT, encoding: "utf8", timeout: 60_000 },
-      );
-      expect(killed.stdout, killed.stderr).toBe(`crash ${point}\n`);
-      expect(killed.signal).toBe("SIGKILL");
+      await killMigrationAt(dir, point);
 
       const before = snapshotTree(dir);
       const resumed = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"]);
@@ -438,12 +439,7 @@ describe("a migration killed mid-way (SIGKILL at each durable step): the operato
 describe("a migration killed after its copy was verified", () => {
   it("is finished only towards its own target: --to the other backend is refused (exit 5) and changes nothing", async () => {
     const dir = await fileDir();
-    const killed = spawnSync(
-      process.execPath,
-      ["--conditions=@drydock/source", "--import", "tsx", CRASH_CHILD, dir, "sqlite", "migrate:retired"],
-      { cwd: REPO_ROOT, encoding: "utf8", timeout: 60_000 },
-    );
-    expect(killed.signal, killed.stderr).toBe("SIGKILL");
+    await killMigrationAt(dir, "migrate:retired");
     const before = snapshotTree(dir);
     for (const args of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
       const refused = await cli(["--data-dir", dir, "storage", "migrate", "--to", "file", ...args]);
@@ -455,87 +451,32 @@ describe("a migration killed after its copy was verified", () => {
     }
     expect(snapshotTree(dir)).toEqual(before);
     // A stale fence on the finishing command is refused too (exit 4), nothing changed.
-    const stale = await cli([
-      "--data-dir",
-      dir,
-      "storage",
-      "migrate",
-      "--to",
-      "sqlite",
-      "--yes",
-      "--expected-state",
-      `sha256:${"0".repeat(64)}`,
-    ]);
+    const stale = await cli(
+      migrateArgs(dir, "sqlite", "--yes", "--expected-state", `sha256:${"0".repeat(64)}`),
+    );
     expect(stale.code).toBe(EXIT_CODES.STATE_CHANGED);
     expect(snapshotTree(dir)).toEqual(before);
   }, 120_000);
 });
 
-interface ServerChild {
-  child: ChildProcess;
-  url: string;
-  token: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill(): void;
-}
-
-/** The real `drydock-server` (src/main.ts through tsx, as the server's own tests start it) on `dir`. */
+/**
+ * The real `drydock-server` (src/main.ts through tsx, the bot server's own test helper) on `dir`, answering,
+ * with its startup recovery finished: that recovery may settle journal rows (a deletion fence boat.dev
+ * proves finished), so a preview's fence is taken on the state the server leaves.
+ */
 async function startServer(dir: string): Promise<ServerChild> {
-  const child = spawn(process.execPath, ["--conditions=@drydock/source", "--import", "tsx", SERVER_MAIN], {
-    cwd: REPO_ROOT,
-    env: {
-      ...process.env,
-      DRYDOCK_DATA_DIR: dir,
-      DRYDOCK_STORAGE: "file",
-      PORT: "0",
-      LOG_LEVEL: "warn",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-    },
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  });
-  let out = "";
-  child.stdout?.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  child.stderr?.on("data", (d: Buffer) => {
-    out += d.toString();
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal })),
+  const server = await spawnServer(
+    dir,
+    { DRYDOCK_STORAGE: "file", BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token },
+    { entry: SERVER_MAIN },
   );
-  const kill = () => {
-    try {
-      if (child.pid && child.exitCode === null && child.signalCode === null)
-        process.kill(-child.pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  };
-  const deadline = Date.now() + 60_000;
-  while (!/listening on (http:\/\/\S+)/.test(out)) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited:\n${out}`);
-    if (Date.now() > deadline) {
-      kill();
-      throw new Error(`server did not start within 60 s:\n${out}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  const url = (/listening on (http:\/\/\S+)/.exec(out) as RegExpExecArray)[1] as string;
   // Once it answers, main.ts has installed its signal handling (SIGTERM is a graceful stop).
-  expect((await fetch(`${url}/healthz`)).status).toBe(200);
-  const token = readFileSync(join(dir, "server-token"), "utf8").trim();
-  // Its startup recovery runs after it listens and may settle journal rows (a deletion fence boat.dev
-  // proves finished): wait for its report, so the preview's fence is taken on the state the server leaves.
-  while ((await recoveryReport(url, token)).startup === null) {
-    if (Date.now() > deadline) {
-      kill();
-      throw new Error(`the server's startup recovery did not finish within 60 s:\n${out}`);
-    }
+  expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  for (let guard = 0; (await recoveryReport(server.url, server.token)).startup === null; guard += 1) {
+    if (guard > 1_200) throw new Error(`the server's startup recovery did not finish:\n${server.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { child, url, token, exited, kill };
+  return server;
 }
 
 async function recoveryReport(url: string, token: string): Promise<{ startup: unknown }> {

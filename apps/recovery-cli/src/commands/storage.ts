@@ -80,20 +80,12 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     };
   }
   if (!ctx.yes) {
-    return {
-      confirm: { command },
-      data: {
-        ok: true,
-        preview: true,
-        changed: false,
-        from,
-        to: target,
-        counts: moved,
-        expectedState: digest,
-        command,
-      },
-      human: `Preview: move ${summary} from ${from} to ${target}. Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To apply it, run:\n  ${command}\n`,
-    };
+    return fencedPreview(
+      command,
+      digest,
+      { from, to: target, counts: moved },
+      `Preview: move ${summary} from ${from} to ${target}.`,
+    );
   }
   checkFence(ctx, digest);
   return applied(ctx, target, summary);
@@ -141,21 +133,12 @@ async function finishInterrupted(
       pending.phase === "verified"
         ? "after its copy was verified: only retiring the old store and rebinding the directory remain"
         : `while copying: the partial ${pending.to} store is not trusted and the migration starts over`;
-    return {
-      confirm: { command },
-      data: {
-        ok: true,
-        preview: true,
-        changed: false,
-        from: pending.from,
-        to: target,
-        counts: null,
-        interrupted: pending,
-        expectedState: digest,
-        command,
-      },
-      human: `Preview: a migration from ${pending.from} to ${pending.to} started at ${started} was interrupted ${step}. Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To finish it, run:\n  ${command}\n`,
-    };
+    return fencedPreview(
+      command,
+      digest,
+      { from: pending.from, to: target, counts: null, interrupted: pending },
+      `Preview: a migration from ${pending.from} to ${pending.to} started at ${started} was interrupted ${step}.`,
+    );
   }
   checkFence(ctx, digest);
   return applied(ctx, target, null);
@@ -173,4 +156,18 @@ function checkFence(ctx: CommandContext, digest: string): void {
       `The data directory's state changed since the preview (expected ${expected}, found ${digest}). Nothing was changed. Run the preview again.`,
     );
   }
+}
+
+/** A preview: what the command would do, and the fenced command that applies it (asked on a terminal). */
+function fencedPreview(
+  command: string,
+  digest: string,
+  data: Record<string, unknown>,
+  sentence: string,
+): Rendered {
+  return {
+    confirm: { command },
+    data: { ok: true, preview: true, changed: false, ...data, expectedState: digest, command },
+    human: `${sentence} Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To apply it, run:\n  ${command}\n`,
+  };
 }
