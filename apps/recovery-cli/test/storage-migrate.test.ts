@@ -7,7 +7,7 @@
  * with buffer streams, except the server, which is the real one started through tsx.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -264,6 +264,14 @@ describe("drydock storage migrate: preview and apply", () => {
     expect(bare.err).toContain("--yes needs --expected-state (the preview prints it). Nothing was changed.");
     const postgres = await cli(["--data-dir", dir, "storage", "migrate", "--to", "postgres"]);
     expect(postgres.code).toBe(EXIT_CODES.USAGE);
+    // A directory no backend ever wrote to (only workspaces) is read as file: nothing to move, nothing bound.
+    const unbound = mkdtempSync(join(tmpdir(), "drydock-cli-migrate-unbound-"));
+    dirs.push(unbound);
+    mkdirSync(join(unbound, "workspaces"));
+    const asFile = await cli(["--data-dir", unbound, "storage", "migrate", "--to", "file", "--yes"]);
+    expect(asFile.code, asFile.err).toBe(0);
+    expect(asFile.out).toContain("not bound to a backend yet and is read as file: there is nothing to move");
+    expect(readdirSync(unbound)).toEqual(["workspaces"]);
     const missing = await cli(["--data-dir", dir, "storage", "migrate"]);
     expect(missing.code).toBe(EXIT_CODES.USAGE);
     expect(snapshotTree(dir)).toEqual(before);

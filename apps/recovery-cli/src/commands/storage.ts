@@ -65,7 +65,9 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   const moved = counts(data);
   const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)`;
   const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
-  if (from === target && binding !== null) {
+  // A directory no backend was bound to is read as file (the server binds it at its first start): moving
+  // it "from file to file" would only write storage.json.
+  if (from === target) {
     return {
       data: {
         ok: true,
@@ -76,7 +78,10 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
         outcome: "unchanged",
         counts: moved,
       },
-      human: `The data directory is already bound to ${target}. Nothing was changed.\n`,
+      human:
+        binding === null
+          ? `The data directory is not bound to a backend yet and is read as ${target}: there is nothing to move. Nothing was changed.\n`
+          : `The data directory is already bound to ${target}. Nothing was changed.\n`,
     };
   }
   if (!ctx.yes) {
