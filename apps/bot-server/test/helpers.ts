@@ -64,6 +64,23 @@ export function tempDir(label: string): { dir: string; cleanup(): void } {
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** The environment of a `drydock-server` on `dir` talking to the simulator `sim`, plus `env`. */
+export function serverEnv(
+  dir: string,
+  sim: { apiUrl: string; token: string },
+  env: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    ...(process.env as Record<string, string>),
+    DRYDOCK_DATA_DIR: dir,
+    PORT: "0",
+    LOG_LEVEL: "warn",
+    BOAT_API_URL: sim.apiUrl,
+    BOAT_API_TOKEN: sim.token,
+    ...env,
+  };
+}
+
 export interface ServerChild {
   child: ChildProcess;
   url: string;

@@ -75,6 +75,11 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   locks: ["drydock locks list"],
   "locks list": ["drydock locks list"],
   "locks gc": ["drydock locks gc                  # preview", "drydock locks gc --yes"],
+  storage: ["drydock storage migrate --to sqlite"],
+  "storage migrate": [
+    "drydock storage migrate --to sqlite             # preview: counts and the fenced command (servers stopped)",
+    `drydock storage migrate --to sqlite --yes --expected-state ${HASH}`,
+  ],
   completion: [
     "drydock completion bash > /etc/bash_completion.d/drydock",
     "echo 'eval \"$(drydock completion zsh)\"' >> ~/.zshrc",

@@ -44,6 +44,7 @@ export {
   RestoresPurgeDocumentSchema,
   RestoresShowDocumentSchema,
   StatusDocumentSchema,
+  StorageMigrateDocumentSchema,
 } from "./json-schemas.js";
 export { commandTree, fencedOptions, type MainOptions, main } from "./program.js";
 export { type Progress, progressReporter } from "./progress.js";

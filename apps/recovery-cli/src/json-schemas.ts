@@ -238,6 +238,49 @@ export const CompletionDocumentSchema = z.strictObject({
   script: z.string(),
 });
 
+const StorageKindSchema = z.enum(["file", "sqlite", "postgres"]);
+const MigrateCountsSchema = z.strictObject({
+  creates: z.number().int().min(0),
+  deletes: z.number().int().min(0),
+  bots: z.number().int().min(0),
+  meta: z.number().int().min(0),
+});
+
+/**
+ * `storage migrate`: the preview (what would move and the fence to echo), the directory already bound to
+ * the target (nothing to do), or the migration applied (`outcome`: migrated, or resumed after a crash).
+ */
+export const StorageMigrateDocumentSchema = z.union([
+  z.strictObject({
+    ...previewBase,
+    from: StorageKindSchema,
+    to: StorageKindSchema,
+    /** null when an interrupted migration is finished (its source may be retired: it is not read). */
+    counts: MigrateCountsSchema.nullable(),
+    /** The interrupted migration the command finishes, when there is one. */
+    interrupted: z
+      .strictObject({
+        from: StorageKindSchema,
+        to: StorageKindSchema,
+        phase: z.enum(["importing", "verified"]),
+        at: z.number(),
+      })
+      .optional(),
+    expectedState: z.string().regex(/^sha256:[0-9a-f]{64}$/),
+    command: z.string(),
+  }),
+  z.strictObject({
+    schemaVersion: Version,
+    ok: z.literal(true),
+    preview: z.boolean(),
+    changed: z.boolean(),
+    from: StorageKindSchema,
+    to: StorageKindSchema,
+    outcome: z.enum(["migrated", "resumed", "unchanged"]),
+    counts: MigrateCountsSchema,
+  }),
+]);
+
 /** The schema of each command's `--json` document on stdout, by command path (errors: `ErrorDocumentSchema`). */
 export const JSON_SCHEMAS = {
   status: StatusDocumentSchema,
@@ -257,6 +300,7 @@ export const JSON_SCHEMAS = {
   reconcile: ReconcileDocumentSchema,
   "locks list": LocksListDocumentSchema,
   "locks gc": LocksGcDocumentSchema,
+  "storage migrate": StorageMigrateDocumentSchema,
   completion: CompletionDocumentSchema,
 } as const satisfies Record<string, z.ZodType>;
 

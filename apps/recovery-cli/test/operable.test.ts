@@ -467,6 +467,8 @@ describe("versioned --json", () => {
       ["locks list", ["locks", "list"]],
       ["locks gc", ["locks", "gc"]],
       ["locks gc", ["locks", "gc", "--yes"]],
+      ["storage migrate", ["storage", "migrate", "--to", "sqlite"]],
+      ["storage migrate", ["storage", "migrate", "--to", "file"]],
       ["completion", ["completion", "bash"]],
     ];
     const documents = { stdout: 0, stderr: 0 };

@@ -13,12 +13,13 @@ import {
   migrateStorage,
   openFileStorage,
   openStorage,
+  pendingMigration,
   readStorageBinding,
   type Storage,
   type StorageExport,
   type StorageKind,
 } from "@drydock/storage";
-import { spawnWorker } from "@drydock/test-kit";
+import { killWorkerAt, spawnWorker } from "@drydock/test-kit";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStorage, SQLITE_FILE, sqliteBackend } from "../src/index.js";
 
@@ -236,14 +237,7 @@ describe("migrateStorage", () => {
       it(`${from} → ${to} SIGKILLed at ${point}: one backend bound and whole, never both writable; a re-run finishes`, async () => {
         const { dataDir, before } = await seedFormatDataDir();
         if (from === "sqlite") await migrateStorage({ dataDir, to: "sqlite", backends });
-        const worker = spawnWorker(WORKER, [dataDir, "migrate", to, point]);
-        try {
-          await worker.waitFor((line) => line.startsWith("at-point "));
-          worker.kill();
-          expect((await worker.exited).signal).toBe("SIGKILL");
-        } finally {
-          worker.kill();
-        }
+        expect((await killedAt(dataDir, to, point)).signal).toBe("SIGKILL");
         const bound = (await binding(dataDir)) as StorageKind;
         const other = bound === from ? to : from;
         // Whatever is bound is whole; the other refuses to open (by binding, and by its retirement).
@@ -282,6 +276,26 @@ describe("migrateStorage", () => {
     }
   }
 });
+
+describe("a migration killed after rebinding, then migrated back without a re-run", () => {
+  it("the live store is never taken for an untrusted target: every row goes back, the record is dropped", async () => {
+    const { dataDir, before } = await seedFormatDataDir();
+    expect((await killedAt(dataDir, "sqlite", "migrate:rebound")).signal).toBe("SIGKILL");
+    expect(await binding(dataDir)).toBe("sqlite");
+    expect(pendingMigration(dataDir)).toMatchObject({ from: "file", to: "sqlite", phase: "verified" });
+    // Straight back to file: the progress record names sqlite as its (then untrusted) target, but the
+    // directory is bound to it — it is the live store.
+    const back = await migrateStorage({ dataDir, to: "file", backends });
+    expect(back).toMatchObject({ from: "sqlite", to: "file", outcome: "migrated" });
+    expect(await exportOf(dataDir, "file")).toEqual(before);
+    expect(pendingMigration(dataDir)).toBeNull();
+  });
+});
+
+/** The migration worker migrating `dataDir` to `to`, SIGKILLed at the crash point `point`. */
+function killedAt(dataDir: string, to: StorageKind, point: string) {
+  return killWorkerAt(WORKER, [dataDir, "migrate", to, point], (line) => line.startsWith("at-point "));
+}
 
 function readdirClaims(dataDir: string): string[] {
   return readdirSync(join(dataDir, "locks")).filter((n) => n.startsWith("claim-"));

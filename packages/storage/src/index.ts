@@ -65,6 +65,8 @@ export {
   type MigrateStorageOptions,
   type MigrateStorageResult,
   migrateStorage,
+  type PendingMigration,
+  pendingMigration,
 } from "./migrate.js";
 export { type OpenStorageOptions, openStorage, parseStorageSetting, type StorageSetting } from "./open.js";
 export {

@@ -72,6 +72,27 @@ interface Progress {
   at: number;
 }
 
+/** A migration that was interrupted (killed, crashed) and not yet finished by a re-run. */
+export interface PendingMigration {
+  from: StorageKind;
+  to: StorageKind;
+  /** "importing": the target is not trusted (a re-run starts over); "verified": only retiring and rebinding remain. */
+  phase: "importing" | "verified";
+  /** When it started (ms since the epoch). */
+  at: number;
+}
+
+/**
+ * The migration an interrupted `migrateStorage` left unfinished on `dataDir` (its progress record), or null.
+ * Read-only; `migrateStorage` with the same `to` finishes it. Throws STORAGE_MIGRATION_FAILED for a record
+ * that does not read as one.
+ */
+export function pendingMigration(dataDir: string): PendingMigration | null {
+  const progress = readProgress(join(dataDir, LOCKS_DIR, PROGRESS_FILE));
+  if (progress === null) return null;
+  return { from: progress.from, to: progress.to, phase: progress.phase, at: progress.at };
+}
+
 const PROGRESS_FILE = "storage-migrate.json";
 
 function failed(message: string, cause?: unknown): StorageError {
@@ -86,7 +107,7 @@ export async function migrateStorage(options: MigrateStorageOptions): Promise<Mi
   try {
     await refuseLiveClaims(dataDir);
     const progressPath = join(dataDir, LOCKS_DIR, PROGRESS_FILE);
-    const progress = readProgress(progressPath);
+    let progress = readProgress(progressPath);
     const binding = await readStorageBinding(dataDir);
     const open = (kind: StorageKind) => openKind(kind, options);
     if (binding === null) {
@@ -102,6 +123,14 @@ export async function migrateStorage(options: MigrateStorageOptions): Promise<Mi
       await retireSource(open, progress.from, to, progress.at);
       unlinkSync(progressPath);
       return { from: progress.from, to, outcome: "resumed", counts: await countsOf(open, to) };
+    }
+    if (progress !== null && progress.to === from) {
+      // An earlier migration to `from` was rebound (only then is the directory bound to its target), then
+      // killed before dropping its record: its target is the live store and must never be removed as an
+      // untrusted one. Finish retiring its source, drop the record, and go on from the live store.
+      await retireSource(open, progress.from, from, progress.at);
+      unlinkSync(progressPath);
+      progress = null;
     }
     if (progress !== null && progress.from === from && progress.to === to && progress.phase === "verified") {
       await finish(dataDir, open, progress, progressPath, crash);

@@ -84,6 +84,27 @@ export function spawnWorker(fixture: string, args: string[]): Worker {
 }
 
 /**
+ * Runs a fixture (as `spawnWorker`) until it prints a line `predicate` accepts, then SIGKILLs its process
+ * group, as a power cut would stop it there; resolves with how it ended (the signal is SIGKILL unless it
+ * exited first).
+ */
+export async function killWorkerAt(
+  fixture: string,
+  args: string[],
+  predicate: (line: string) => boolean,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  const worker = spawnWorker(fixture, args);
+  try {
+    await worker.waitFor(predicate);
+    worker.kill();
+    const { code, signal } = await worker.exited;
+    return { code, signal };
+  } finally {
+    worker.kill();
+  }
+}
+
+/**
  * What a drydock journal answers for a file's bytes, given the original system's verdict on its text
  * (`seedVerdict`: "ok", "unreadable" or "invalid") and the rules drydock adds on top: bytes that are not
  * UTF-8 are unreadable (the original would read them as U+FFFD and write them back so); a repeated member

@@ -1,5 +1,12 @@
 import { createHash } from "node:crypto";
-import { migrateStorage, readStorageBinding, type StorageExport, type StorageKind } from "@drydock/storage";
+import {
+  migrateStorage,
+  type PendingMigration,
+  pendingMigration,
+  readStorageBinding,
+  type StorageExport,
+  type StorageKind,
+} from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
@@ -41,6 +48,10 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     );
   }
   const target = to as StorageKind;
+  // A migration killed mid-way: its source may be retired already (it refuses to be read), so the preview
+  // describes the interrupted migration instead, and the apply lets migrateStorage finish it.
+  const pending = pendingMigration(ctx.dataDir);
+  if (pending !== null) return finishInterrupted(ctx, target, pending);
   const binding = await readStorageBinding(ctx.dataDir);
   const from = binding?.kind ?? "file";
   const source = await openCliStorage(ctx.dataDir, from, ctx.now);
@@ -54,7 +65,9 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   const moved = counts(data);
   const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)`;
   const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
-  if (from === target && binding !== null) {
+  // A directory no backend was bound to is read as file (the server binds it at its first start): moving
+  // it "from file to file" would only write storage.json.
+  if (from === target) {
     return {
       data: {
         ok: true,
@@ -65,25 +78,79 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
         outcome: "unchanged",
         counts: moved,
       },
-      human: `The data directory is already bound to ${target}. Nothing was changed.\n`,
+      human:
+        binding === null
+          ? `The data directory is not bound to a backend yet and is read as ${target}: there is nothing to move. Nothing was changed.\n`
+          : `The data directory is already bound to ${target}. Nothing was changed.\n`,
     };
   }
   if (!ctx.yes) {
-    return {
-      confirm: { command },
-      data: {
-        ok: true,
-        preview: true,
-        changed: false,
-        from,
-        to: target,
-        counts: moved,
-        expectedState: digest,
-        command,
-      },
-      human: `Preview: move ${summary} from ${from} to ${target}. Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To apply it, run:\n  ${command}\n`,
-    };
+    return fencedPreview(
+      command,
+      digest,
+      { from, to: target, counts: moved },
+      `Preview: move ${summary} from ${from} to ${target}.`,
+    );
   }
+  checkFence(ctx, digest);
+  return applied(ctx, target, summary);
+}
+
+async function applied(ctx: CommandContext, target: StorageKind, summary: string | null): Promise<Rendered> {
+  const result = await migrateStorage({
+    dataDir: ctx.dataDir,
+    to: target,
+    backends: { sqlite: sqliteBackend },
+    now: ctx.now,
+  });
+  const what =
+    summary ??
+    `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  return {
+    data: { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result },
+    human: `Migrated ${what} from ${result.from} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal. The data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
+  };
+}
+
+/**
+ * `storage migrate` on a directory an interrupted migration left (its progress record): the preview says
+ * what was interrupted and prints the command that finishes it, fenced by a digest of that record (nothing
+ * else writes to a directory mid-migration: a verified one's source is retired, and the apply refuses
+ * while any drydock process claims the directory). A verified migration is finished only towards its own
+ * target: going elsewhere first would leave the retired source bound.
+ */
+async function finishInterrupted(
+  ctx: CommandContext,
+  target: StorageKind,
+  pending: PendingMigration,
+): Promise<Rendered> {
+  if (pending.phase === "verified" && pending.to !== target) {
+    throw new CliError(
+      "ACTION_NOT_ELIGIBLE",
+      `A migration of ${ctx.dataDir} from ${pending.from} to ${pending.to} was interrupted after its copy was verified, so the ${pending.from} store may be retired already. Nothing was changed. Finish it first with \`${ctx.commandPrefix} storage migrate --to ${pending.to}\`, then migrate to ${target} if you still want to.`,
+    );
+  }
+  const digest = `sha256:${createHash("sha256").update("drydock-storage-migrate-v1\0interrupted\0").update(JSON.stringify(pending)).digest("hex")}`;
+  const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
+  const started = new Date(pending.at).toISOString();
+  if (!ctx.yes) {
+    const step =
+      pending.phase === "verified"
+        ? "after its copy was verified: only retiring the old store and rebinding the directory remain"
+        : `while copying: the partial ${pending.to} store is not trusted and the migration starts over`;
+    return fencedPreview(
+      command,
+      digest,
+      { from: pending.from, to: target, counts: null, interrupted: pending },
+      `Preview: a migration from ${pending.from} to ${pending.to} started at ${started} was interrupted ${step}.`,
+    );
+  }
+  checkFence(ctx, digest);
+  return applied(ctx, target, null);
+}
+
+/** The apply's fence: --expected-state must be the digest the preview printed for the state as it is now. */
+function checkFence(ctx: CommandContext, digest: string): void {
   const expected = ctx.options.expectedState;
   if (expected === undefined) {
     throw new CliError("USAGE", `--yes needs --expected-state (the preview prints it). Nothing was changed.`);
@@ -94,14 +161,18 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
       `The data directory's state changed since the preview (expected ${expected}, found ${digest}). Nothing was changed. Run the preview again.`,
     );
   }
-  const result = await migrateStorage({
-    dataDir: ctx.dataDir,
-    to: target,
-    backends: { sqlite: sqliteBackend },
-    now: ctx.now,
-  });
+}
+
+/** A preview: what the command would do, and the fenced command that applies it (asked on a terminal). */
+function fencedPreview(
+  command: string,
+  digest: string,
+  data: Record<string, unknown>,
+  sentence: string,
+): Rendered {
   return {
-    data: { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result },
-    human: `Migrated ${summary} from ${result.from} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal. The data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
+    confirm: { command },
+    data: { ok: true, preview: true, changed: false, ...data, expectedState: digest, command },
+    human: `${sentence} Stop every drydock server on this data directory first: the migration refuses while one runs. Nothing was changed. To apply it, run:\n  ${command}\n`,
   };
 }
