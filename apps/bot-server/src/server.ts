@@ -12,6 +12,7 @@ import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import { claimDataDir, openStorage, type Storage } from "@drydock/storage";
+import { postgresBackend, redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
 import { DEFAULT_MAX_ROWS, SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
@@ -171,19 +172,31 @@ type LogSink = { app: FastifyInstance | null };
  * and another backend is refused naming both and the migrate command). Every journal call goes through it.
  */
 export async function openServerStorage(config: ServerConfig, options: StartOptions = {}): Promise<Storage> {
+  const kind = config.storage ?? "file";
+  if (kind === "postgres" && config.postgres === undefined) {
+    throw new Error(
+      "startServer: config.storage is postgres but config.postgres.url is missing (loadConfig sets both)",
+    );
+  }
   return openStorage({
     dataDir: config.dataDir,
-    storage: config.storage ?? "file",
-    backends: { sqlite: sqliteBackend },
+    storage: kind === "postgres" ? (config.postgres?.url as string) : kind,
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
     ...(options.now ? { now: options.now } : {}),
-    ...(config.sqliteBusyTimeoutMs === undefined
-      ? {}
-      : { backendOptions: { busyTimeoutMs: config.sqliteBusyTimeoutMs } }),
+    backendOptions: {
+      ...(config.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: config.sqliteBusyTimeoutMs }),
+      ...(config.postgres?.schema === undefined ? {} : { schema: config.postgres.schema }),
+    },
   });
 }
 
-/** How the banner names the storage: its backend and where it lives. */
-function storageLine(storage: Storage): string {
+/** How the banner names the storage: its backend and where it lives (a postgres URL's password as ***). */
+function storageLine(storage: Storage, config: ServerConfig): string {
+  if (storage.kind === "postgres") {
+    const url = redactPostgresUrl(config.postgres?.url ?? "");
+    // This slice moves the journals, the bot registry and meta; workspaces and sagas stay on this host.
+    return `postgres (${url}, schema ${config.postgres?.schema ?? "drydock"}; workspaces and restore sagas stay local in ${storage.dataDir})`;
+  }
   return storage.kind === "sqlite"
     ? `sqlite (${join(storage.dataDir, SQLITE_FILE)})`
     : `${storage.kind} (${storage.dataDir}, one JSON file per journal)`;
@@ -199,9 +212,9 @@ function openCollaborators(
   logs: LogSink,
 ) {
   const now = options.now ?? Date.now;
-  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's configurable limit.
+  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's and postgres's limit.
   const metrics = createMetrics(
-    storage.kind === "sqlite" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
+    storage.kind !== "file" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
   );
   const client = createBoatClient({
     baseUrl: boatDev.provider.apiUrl,
@@ -266,7 +279,7 @@ function printBanner(
   const { url, dataDir, storage, tokenPath, boatDev, config } = facts;
   print(`drydock bot server listening on ${url}`);
   print(`  data directory: ${dataDir}`);
-  print(`  storage:        ${storageLine(storage)}`);
+  print(`  storage:        ${storageLine(storage, config)}`);
   print(
     tokenPath
       ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`

@@ -72,6 +72,8 @@ export interface PostgresStorage extends Storage {
   readonly kind: "postgres";
   /** The schema holding this store's tables. */
   readonly schema: string;
+  /** The database as messages name it: the URL with its password as `***`, and the schema. */
+  readonly where: string;
   readonly bots: BotRegistryStore;
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
@@ -163,6 +165,7 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
   return {
     kind: "postgres",
     schema,
+    where: handle.where,
     dataDir: options.dataDir,
     createJournal: pgCreateJournal(handle, { newKey: options.newKey ?? randomUUID, maxRows, live }),
     deleteJournal: pgDeleteJournal(handle, { maxRows, live }),
