@@ -57,6 +57,7 @@ export interface Harness {
     knownBotIds?: () => readonly string[];
     onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
     nameSweep?: BoatLifecycleOptions["nameSweep"];
+    beforeSideEffect?: BoatLifecycleOptions["beforeSideEffect"];
   }): BoatLifecycle;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
@@ -158,6 +159,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       knownBotIds?: () => readonly string[];
       onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
       nameSweep?: BoatLifecycleOptions["nameSweep"];
+      beforeSideEffect?: BoatLifecycleOptions["beforeSideEffect"];
     } = {},
   ) =>
     createBoatLifecycle({
@@ -177,6 +179,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       sleep,
       ...(extra.crash === undefined ? {} : { crash: extra.crash }),
       ...(extra.onCreateRetry === undefined ? {} : { onCreateRetry: extra.onCreateRetry }),
+      ...(extra.beforeSideEffect === undefined ? {} : { beforeSideEffect: extra.beforeSideEffect }),
       ...((extra.nameSweep ?? options.nameSweep) === undefined
         ? {}
         : { nameSweep: extra.nameSweep ?? options.nameSweep }),
