@@ -42,6 +42,7 @@ export const ConfigSchema = z
       .string()
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be lower-case letters, digits and underscores (at most 63)")
       .optional(),
+    DRYDOCK_LEASE_TTL_MS: z.coerce.number().int().min(300).max(600_000).optional(),
   })
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
@@ -79,6 +80,11 @@ export interface ServerConfig {
    * `drydock`: the schema holding the tables, so several installations may share a database).
    */
   postgres?: { url: string; schema?: string };
+  /**
+   * DRYDOCK_LEASE_TTL_MS (postgres only; default 15,000): how long one renewal keeps this server's instance
+   * alive; renewed every ttl/3, and side effects stop ttl/5 before the lease could pass.
+   */
+  leaseTtlMs?: number;
   /** DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: the sqlite backend's bounded wait for a database another process holds. */
   sqliteBusyTimeoutMs?: number;
 }
@@ -150,10 +156,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
   }
   const c = parsed.data;
   const storage = parseServerStorage(c.DRYDOCK_STORAGE);
-  if (c.DRYDOCK_POSTGRES_SCHEMA !== undefined && storage.kind !== "postgres") {
-    throw new ConfigError(
-      "invalid configuration: DRYDOCK_POSTGRES_SCHEMA: set only with DRYDOCK_STORAGE=postgres://… (the postgres backend)",
-    );
+  for (const name of ["DRYDOCK_POSTGRES_SCHEMA", "DRYDOCK_LEASE_TTL_MS"] as const) {
+    if (c[name] !== undefined && storage.kind !== "postgres") {
+      throw new ConfigError(
+        `invalid configuration: ${name}: set only with DRYDOCK_STORAGE=postgres://… (the postgres backend)`,
+      );
+    }
   }
   const tokens = c.DRYDOCK_TOKENS === undefined ? undefined : parseTokens("DRYDOCK_TOKENS", c.DRYDOCK_TOKENS);
   const tokensFile =
@@ -190,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
             ...(c.DRYDOCK_POSTGRES_SCHEMA === undefined ? {} : { schema: c.DRYDOCK_POSTGRES_SCHEMA }),
           },
         }),
+    ...(c.DRYDOCK_LEASE_TTL_MS === undefined ? {} : { leaseTtlMs: c.DRYDOCK_LEASE_TTL_MS }),
     ...(c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS === undefined
       ? {}
       : { sqliteBusyTimeoutMs: c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS }),
