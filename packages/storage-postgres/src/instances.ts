@@ -56,10 +56,10 @@ export interface InstanceRegistry {
   /** Every instance (live first, then newest), read with the database's now. */
   list(): Promise<{ now: number; instances: InstanceView[] }>;
   /**
-   * Marks the instance dead if its row still matches `expectedFence` (read by a preview) and its lease has
-   * passed by the database's clock. Refused (InstanceError, nothing changed): INSTANCE_NOT_FOUND,
-   * INSTANCE_CHANGED (the fence moved), INSTANCE_LEASE_UNEXPIRED (a live lease: wait for it to pass, or stop
-   * that server). A row already dead that matches the fence is left as it is.
+   * Marks the instance dead if its lease has passed by the database's clock and its row still matches
+   * `expectedFence` (read by a preview). Refused (InstanceError, nothing changed): INSTANCE_NOT_FOUND,
+   * INSTANCE_LEASE_UNEXPIRED (a live lease, checked first: wait for it to pass, or stop that server),
+   * INSTANCE_CHANGED (the fence moved). A row already dead that matches the fence is left as it is.
    */
   declareDead(id: string, expectedFence: string): Promise<InstanceView>;
 }
@@ -234,16 +234,17 @@ export function pgInstances(handle: PgHandle, options: { live: () => void }): In
           );
         }
         const view = viewOf(row);
-        if (view.fence !== expectedFence) {
-          throw new InstanceError(
-            "INSTANCE_CHANGED",
-            `Instance ${id} changed since the preview (now state ${view.state}, epoch ${view.epoch}, fence ${view.fence}). Nothing was changed. Run the preview again.`,
-          );
-        }
+        // First: a held lease is refused whatever the fence (a renewing server moves it at every beat).
         if (view.holdsLease) {
           throw new InstanceError(
             "INSTANCE_LEASE_UNEXPIRED",
             `Instance ${id} (${view.host}, pid ${view.pid}) still holds its lease for ${Math.ceil(view.leaseLeftMs / 1000)} s by the database's clock: it may be running and starting side effects. Nothing was changed. Wait until its lease has passed (drydock instances list), or stop that server.`,
+          );
+        }
+        if (view.fence !== expectedFence) {
+          throw new InstanceError(
+            "INSTANCE_CHANGED",
+            `Instance ${id} changed since the preview (now state ${view.state}, epoch ${view.epoch}, fence ${view.fence}). Nothing was changed. Run the preview again.`,
           );
         }
         if (view.state !== "live") return view;
