@@ -121,6 +121,11 @@ async function drydock(
   return { code, signal, stdout, stderr };
 }
 
+/** `drydock instances declare-dead <id> --expected-state <fence> --yes` (and `extra`), as a process. */
+function declareDead(dataDir: string, id: string, fence: string, extra: string[] = []): Promise<RunResult> {
+  return drydock(dataDir, ["instances", "declare-dead", id, "--expected-state", fence, "--yes", ...extra]);
+}
+
 interface Listed {
   id: string;
   pid: number;
@@ -167,14 +172,7 @@ describe("drydock instances", () => {
     expect(preview.code, preview.stderr).toBe(0);
     expect(preview.stdout).toContain("Its lease still holds");
     const heldFence = (/--expected-state (\S+)/.exec(preview.stdout) as RegExpExecArray)[1] as string;
-    const refused = await drydock(dataDir, [
-      "instances",
-      "declare-dead",
-      id,
-      "--expected-state",
-      heldFence,
-      "--yes",
-    ]);
+    const refused = await declareDead(dataDir, id, heldFence);
     expect(refused.code).toBe(EXIT_CODES.UNSAFE);
     expect(refused.stderr).toContain("still holds its lease");
     expect((await listed()).find((r) => r.id === id)?.state).toBe("live");
@@ -183,24 +181,9 @@ describe("drydock instances", () => {
     const [lapsed] = await until("its lease has passed", (rows) =>
       rows.some((r) => r.id === id && r.leaseLeftMs <= 0),
     ).then((rows) => rows.filter((r) => r.id === id));
-    const stale = await drydock(dataDir, [
-      "instances",
-      "declare-dead",
-      id,
-      "--expected-state",
-      heldFence,
-      "--yes",
-    ]);
+    const stale = await declareDead(dataDir, id, heldFence);
     expect(stale.code).toBe(EXIT_CODES.STATE_CHANGED);
-    const applied = await drydock(dataDir, [
-      "instances",
-      "declare-dead",
-      id,
-      "--expected-state",
-      lapsed?.fence as string,
-      "--yes",
-      "--json",
-    ]);
+    const applied = await declareDead(dataDir, id, lapsed?.fence as string, ["--json"]);
     expect(applied.code, applied.stderr).toBe(0);
     expect(JSON.parse(applied.stdout)).toMatchObject({ changed: true, instance: { id, state: "dead" } });
 

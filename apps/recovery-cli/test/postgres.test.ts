@@ -14,7 +14,8 @@ import { openStorage, type Storage } from "@drydock/storage";
 import { postgresBackend } from "@drydock/storage-postgres";
 import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { bufferIo, EXIT_CODES, main } from "../src/index.js";
+import { EXIT_CODES } from "../src/index.js";
+import { runMain } from "./harness.js";
 
 const dirs: string[] = [];
 const opens: Storage[] = [];
@@ -50,11 +51,7 @@ async function postgresDir(schema: string, bots: readonly string[]) {
   return { dir, storage, environmentId };
 }
 
-async function cli(args: readonly string[], env: Record<string, string> = {}) {
-  const io = bufferIo();
-  const code = await main(args, { io, env });
-  return { code, out: io.out(), err: io.err() };
-}
+const cli = runMain;
 
 describe("drydock on postgres", () => {
   it("status and creates list read the database's rows; the banner-like lines show the URL with its password as ***", async () => {

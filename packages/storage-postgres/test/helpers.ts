@@ -54,3 +54,13 @@ export function useStores(prefix: string, defaults: Partial<PostgresStorageOptio
     },
   };
 }
+
+/** What `call` rejects with (a test fails when it resolves). */
+export async function refusal(call: () => Promise<unknown>): Promise<unknown> {
+  return call().then(
+    () => {
+      throw new Error("expected a refusal");
+    },
+    (error: unknown) => error,
+  );
+}

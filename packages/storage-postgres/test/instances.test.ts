@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { type InstanceRegistry, isInstanceError, type PostgresStorage } from "../src/index.js";
-import { useStores } from "./helpers.js";
+import { refusal, useStores } from "./helpers.js";
 
 const stores = useStores("inst");
 
@@ -17,15 +17,6 @@ async function untilExpired(instances: InstanceRegistry, id: string): Promise<vo
     await sleep(20);
   }
   throw new Error(`the lease of ${id} did not pass within the bound`);
-}
-
-async function refusal(call: () => Promise<unknown>): Promise<unknown> {
-  return call().then(
-    () => {
-      throw new Error("expected a refusal");
-    },
-    (error: unknown) => error,
-  );
 }
 
 describe("instances", () => {
