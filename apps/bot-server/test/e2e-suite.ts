@@ -16,13 +16,15 @@ import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
-import { openPostgresStorage, redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
+import { redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
+import { SQLITE_FILE } from "@drydock/storage-sqlite";
+import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openBotRegistry } from "../src/bots.js";
 import { loadConfig } from "../src/config.js";
 import { toHttpError } from "../src/http-errors.js";
-import { type RunningServer, startServer } from "../src/server.js";
+import { openServerStorage, type RunningServer, startServer } from "../src/server.js";
 import { api, bindTestStorage, type E2eStorage, schemaOf, storageEnv, tempDir } from "./helpers.js";
 
 /**
@@ -70,16 +72,12 @@ export function e2eSuite(storage: E2eStorage): void {
 
   /** Registers `botId` behind the server's back, as another server on the same store would. */
   async function takeBotId(dir: string, botId: string): Promise<void> {
-    if (storage !== "postgres") {
+    if (storage === "file") {
       await openBotRegistry(dir).create({ botId, name: botId });
       return;
     }
-    const env = storageEnv(storage, dir);
-    const store = await openPostgresStorage({
-      url: env.DRYDOCK_STORAGE as string,
-      schema: env.DRYDOCK_POSTGRES_SCHEMA as string,
-      dataDir: dir,
-    });
+    // The registry is the storage's (the bots table of sqlite or postgres): opened as the server opens it.
+    const store = await openServerStorage(configFor(dir));
     try {
       await store.bots.create({ botId, name: botId });
     } finally {
@@ -87,20 +85,31 @@ export function e2eSuite(storage: E2eStorage): void {
     }
   }
 
-  /** Damages the bot registry `dir`'s server will read: bots.json on file and sqlite, a bot row on postgres. */
+  /** Damages the bot registry `dir`'s server will read: bots.json on file, a bot row that is not JSON else. */
   async function breakBotRegistry(dir: string): Promise<void> {
-    if (storage !== "postgres") {
+    if (storage === "file") {
       writeFileSync(join(dir, "bots.json"), "{ not json");
       return;
     }
-    const env = storageEnv(storage, dir);
-    const schema = env.DRYDOCK_POSTGRES_SCHEMA as string;
     // Created (and migrated) as the server's first start would, then a row that is not JSON.
-    await (await openPostgresStorage({ url: env.DRYDOCK_STORAGE as string, schema, dataDir: dir })).close();
+    await (await openServerStorage(configFor(dir))).close();
+    if (storage === "sqlite") {
+      const db = new Database(join(dir, SQLITE_FILE));
+      try {
+        db.prepare(
+          "INSERT INTO bots (bot_id, name, created_at, row_json) VALUES ('old', 'Old', 1, '{ not json')",
+        ).run();
+      } finally {
+        db.close();
+      }
+      return;
+    }
+    const env = storageEnv(storage, dir);
     const client = new pg.Client({ connectionString: env.DRYDOCK_STORAGE });
     await client.connect();
     try {
-      await client.query(`INSERT INTO ${schema}.bots (bot_id, row_json) VALUES ('old', '{ not json')`);
+      await client.query(`SET search_path = ${env.DRYDOCK_POSTGRES_SCHEMA}`);
+      await client.query("INSERT INTO bots (bot_id, row_json) VALUES ('old', '{ not json')");
     } finally {
       await client.end();
     }

@@ -108,7 +108,7 @@ describe("drydock on postgres", () => {
     dirs.push(dir);
     (await openStorage({ dataDir: dir, storage: "file" })).close();
     const run = await cli(["status", "--data-dir", dir, "--storage", url]);
-    expect(run.code).not.toBe(0);
+    expect(run.code).toBe(EXIT_CODES.USAGE);
     expect(run.err).toMatch(/bound to .*file/);
     expect(run.err).not.toContain(password);
   });
