@@ -1,4 +1,7 @@
 import { defineProject, mergeConfig } from "vitest/config";
 import { shared } from "../../vitest.shared.js";
 
-export default mergeConfig(shared, defineProject({ test: { name: "recovery-cli" } }));
+export default mergeConfig(
+  shared,
+  defineProject({ test: { name: "recovery-cli", globalSetup: ["./test/postgres-global-setup.ts"] } }),
+);

@@ -5,7 +5,13 @@ import { z } from "zod";
 import { parseTokenList, type TokenEntry, TokenListError } from "./auth.js";
 
 /** Secrets that may also be given as a file (`<NAME>_FILE`: the file's content, trimmed, is the value). */
-export const SECRET_FILE_VARIABLES = ["DRYDOCK_TOKEN", "BOAT_API_TOKEN", "DRYDOCK_METRICS_TOKEN"] as const;
+export const SECRET_FILE_VARIABLES = [
+  "DRYDOCK_TOKEN",
+  "BOAT_API_TOKEN",
+  "DRYDOCK_METRICS_TOKEN",
+  // A postgres:// URL holds the database password.
+  "DRYDOCK_STORAGE",
+] as const;
 
 /**
  * The server's whole configuration, read from the environment once at start (packages never read it).
@@ -32,6 +38,11 @@ export const ConfigSchema = z
     DRYDOCK_NAME_SWEEP_INLINE_PAGES: z.coerce.number().int().min(0).max(100_000).default(10),
     DRYDOCK_STORAGE: z.string().min(1).optional(),
     DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).optional(),
+    DRYDOCK_POSTGRES_SCHEMA: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, "must be lower-case letters, digits and underscores (at most 63)")
+      .optional(),
+    DRYDOCK_LEASE_TTL_MS: z.coerce.number().int().min(300).max(600_000).optional(),
   })
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
@@ -63,15 +74,29 @@ export interface ServerConfig {
   nameSweepInlinePages?: number;
   /** DRYDOCK_STORAGE: the storage backend (default `file`: today's files); the data directory is bound to it. */
   storage?: ServerStorageKind;
+  /**
+   * The postgres backend's database, when DRYDOCK_STORAGE (or DRYDOCK_STORAGE_FILE) is a postgres:// URL: the
+   * URL (it holds a password: never print it but through `redactUrl`) and DRYDOCK_POSTGRES_SCHEMA (default
+   * `drydock`: the schema holding the tables, so several installations may share a database).
+   */
+  postgres?: { url: string; schema?: string };
+  /**
+   * DRYDOCK_LEASE_TTL_MS (postgres only; default 15,000): how long one renewal keeps this server's instance
+   * alive; renewed every ttl/3, and side effects stop ttl/5 before the lease could pass.
+   */
+  leaseTtlMs?: number;
   /** DRYDOCK_SQLITE_BUSY_TIMEOUT_MS: the sqlite backend's bounded wait for a database another process holds. */
   sqliteBusyTimeoutMs?: number;
 }
 
-/** The backends this server can run on (postgres is parsed by @drydock/storage, but not wired here yet). */
-export type ServerStorageKind = "file" | "sqlite";
+/** The backends this server can run on. */
+export type ServerStorageKind = "file" | "sqlite" | "postgres";
 
-/** DRYDOCK_STORAGE as the server takes it: `file` (default) or `sqlite`; anything else is a ConfigError. */
-function parseServerStorage(value: string | undefined): ServerStorageKind {
+/**
+ * DRYDOCK_STORAGE as the server takes it: `file` (default), `sqlite` or a postgres:// URL; anything else is a
+ * ConfigError, whose message never holds the value's credentials.
+ */
+function parseServerStorage(value: string | undefined): { kind: ServerStorageKind; url?: string } {
   let setting: ReturnType<typeof parseStorageSetting>;
   try {
     setting = parseStorageSetting(value);
@@ -80,13 +105,7 @@ function parseServerStorage(value: string | undefined): ServerStorageKind {
       throw new ConfigError(`invalid configuration: DRYDOCK_STORAGE: ${error.message}`);
     throw error;
   }
-  if (setting.kind === "postgres") {
-    // Never echoes the URL: it may carry a password.
-    throw new ConfigError(
-      "invalid configuration: DRYDOCK_STORAGE: the postgres backend is not wired into drydock-server yet; use file or sqlite",
-    );
-  }
-  return setting.kind;
+  return setting;
 }
 
 export class ConfigError extends Error {
@@ -137,6 +156,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
   }
   const c = parsed.data;
   const storage = parseServerStorage(c.DRYDOCK_STORAGE);
+  for (const name of ["DRYDOCK_POSTGRES_SCHEMA", "DRYDOCK_LEASE_TTL_MS"] as const) {
+    if (c[name] !== undefined && storage.kind !== "postgres") {
+      throw new ConfigError(
+        `invalid configuration: ${name}: set only with DRYDOCK_STORAGE=postgres://… (the postgres backend)`,
+      );
+    }
+  }
   const tokens = c.DRYDOCK_TOKENS === undefined ? undefined : parseTokens("DRYDOCK_TOKENS", c.DRYDOCK_TOKENS);
   const tokensFile =
     c.DRYDOCK_TOKENS_FILE === undefined
@@ -163,7 +189,16 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
     ...(c.DRYDOCK_METRICS_TOKEN ? { metricsToken: c.DRYDOCK_METRICS_TOKEN } : {}),
     shutdownTimeoutMs: c.DRYDOCK_SHUTDOWN_TIMEOUT_MS,
     nameSweepInlinePages: c.DRYDOCK_NAME_SWEEP_INLINE_PAGES,
-    storage,
+    storage: storage.kind,
+    ...(storage.url === undefined
+      ? {}
+      : {
+          postgres: {
+            url: storage.url,
+            ...(c.DRYDOCK_POSTGRES_SCHEMA === undefined ? {} : { schema: c.DRYDOCK_POSTGRES_SCHEMA }),
+          },
+        }),
+    ...(c.DRYDOCK_LEASE_TTL_MS === undefined ? {} : { leaseTtlMs: c.DRYDOCK_LEASE_TTL_MS }),
     ...(c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS === undefined
       ? {}
       : { sqliteBusyTimeoutMs: c.DRYDOCK_SQLITE_BUSY_TIMEOUT_MS }),

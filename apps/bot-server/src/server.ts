@@ -12,6 +12,7 @@ import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import { claimDataDir, openStorage, type Storage } from "@drydock/storage";
+import { instancesOf, postgresBackend, redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
 import { DEFAULT_MAX_ROWS, SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
@@ -28,6 +29,7 @@ import {
   removeEmbeddedProvider,
   saveEmbeddedProvider,
 } from "./data-dir.js";
+import { DEFAULT_LEASE_TTL_MS, type InstanceLease, startInstanceLease } from "./instance-lease.js";
 import { countingFetch, createMetrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
 import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
@@ -171,19 +173,31 @@ type LogSink = { app: FastifyInstance | null };
  * and another backend is refused naming both and the migrate command). Every journal call goes through it.
  */
 export async function openServerStorage(config: ServerConfig, options: StartOptions = {}): Promise<Storage> {
+  const kind = config.storage ?? "file";
+  if (kind === "postgres" && config.postgres === undefined) {
+    throw new Error(
+      "startServer: config.storage is postgres but config.postgres.url is missing (loadConfig sets both)",
+    );
+  }
   return openStorage({
     dataDir: config.dataDir,
-    storage: config.storage ?? "file",
-    backends: { sqlite: sqliteBackend },
+    storage: kind === "postgres" ? (config.postgres?.url as string) : kind,
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
     ...(options.now ? { now: options.now } : {}),
-    ...(config.sqliteBusyTimeoutMs === undefined
-      ? {}
-      : { backendOptions: { busyTimeoutMs: config.sqliteBusyTimeoutMs } }),
+    backendOptions: {
+      ...(config.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: config.sqliteBusyTimeoutMs }),
+      ...(config.postgres?.schema === undefined ? {} : { schema: config.postgres.schema }),
+    },
   });
 }
 
-/** How the banner names the storage: its backend and where it lives. */
-function storageLine(storage: Storage): string {
+/** How the banner names the storage: its backend and where it lives (a postgres URL's password as ***). */
+function storageLine(storage: Storage, config: ServerConfig): string {
+  if (storage.kind === "postgres") {
+    const url = redactPostgresUrl(config.postgres?.url ?? "");
+    // This slice moves the journals, the bot registry and meta; workspaces and sagas stay on this host.
+    return `postgres (${url}, schema ${config.postgres?.schema ?? "drydock"}; workspaces and restore sagas stay local in ${storage.dataDir})`;
+  }
   return storage.kind === "sqlite"
     ? `sqlite (${join(storage.dataDir, SQLITE_FILE)})`
     : `${storage.kind} (${storage.dataDir}, one JSON file per journal)`;
@@ -197,11 +211,12 @@ function openCollaborators(
   environmentId: string,
   boatDev: BoatDev,
   logs: LogSink,
+  lease: InstanceLease | null,
 ) {
   const now = options.now ?? Date.now;
-  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's configurable limit.
+  // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's and postgres's limit.
   const metrics = createMetrics(
-    storage.kind === "sqlite" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
+    storage.kind !== "file" ? { journalCaps: { create: DEFAULT_MAX_ROWS, delete: DEFAULT_MAX_ROWS } } : {},
   );
   const client = createBoatClient({
     baseUrl: boatDev.provider.apiUrl,
@@ -228,6 +243,8 @@ function openCollaborators(
       ? {}
       : { nameSweep: { inlinePages: config.nameSweepInlinePages } }),
     ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
+    // On postgres: no create POST or DELETE once this server's instance lease has lapsed (503 lease_lost).
+    ...(lease === null ? {} : { beforeSideEffect: () => lease.gate() }),
   });
   const recovery = createBoatRecovery({
     lifecycle,
@@ -266,7 +283,7 @@ function printBanner(
   const { url, dataDir, storage, tokenPath, boatDev, config } = facts;
   print(`drydock bot server listening on ${url}`);
   print(`  data directory: ${dataDir}`);
-  print(`  storage:        ${storageLine(storage)}`);
+  print(`  storage:        ${storageLine(storage, config)}`);
   print(
     tokenPath
       ? `  bearer token:   in ${tokenPath} (curl -H "Authorization: Bearer $(cat ${tokenPath})")`
@@ -335,10 +352,24 @@ async function start(
   taken.push(() => storage.close());
   const environmentId = await loadEnvironmentId(storage);
   const { token, path: tokenPath, source: tokenSource } = tokensOf(config);
+  const logs: LogSink = { app: null };
+  // On postgres this server is an instance with a lease (registered now, renewed by a heartbeat).
+  const instances = instancesOf(storage);
+  const lease =
+    instances === null
+      ? null
+      : await startInstanceLease({
+          instances,
+          ttlMs: config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS,
+          log: {
+            info: (fields, message) => logs.app?.log.info(fields, message),
+            warn: (fields, message) => logs.app?.log.warn(fields, message),
+          },
+        });
+  if (lease !== null) taken.push(() => lease.close());
 
   const boatDev = await provideBoatDev(config, taken);
   const { simulator, simulatorLock, provider } = boatDev;
-  const logs: LogSink = { app: null };
   const { metrics, client, createJournal, deleteJournal, bots, lifecycle, recovery } = openCollaborators(
     config,
     options,
@@ -346,6 +377,7 @@ async function start(
     environmentId,
     boatDev,
     logs,
+    lease,
   );
 
   let startupReport: RecoveryReport | null = null;
@@ -377,6 +409,13 @@ async function start(
   const address = await app.listen({ host: config.host, port: config.port });
   const url = address.replace("[::1]", "localhost");
   printBanner(print, { url, dataDir: config.dataDir, storage, tokenPath, boatDev, config });
+  if (lease !== null) {
+    const ttl = config.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+    const { id, epoch } = lease.current();
+    print(
+      `  instance:       ${id} (epoch ${epoch}; lease ${ttl} ms, renewed every ${Math.floor(ttl / 3)} ms)`,
+    );
+  }
 
   const startup = lifecycle.recoverAtStartup().then(
     (report) => {
@@ -406,6 +445,8 @@ async function start(
       await startup;
       lifecycle.close();
       await app.close();
+      // The instance is marked stopped once no request can start a side effect any more.
+      await lease?.close();
       // The simulator goes with this server: so does the file that tells drydock where it was.
       if (simulator) removeEmbeddedProvider(config.dataDir);
       await simulator?.close();

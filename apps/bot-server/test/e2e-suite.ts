@@ -16,36 +16,21 @@ import { LifecycleError } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock } from "@drydock/restore-saga";
+import { redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
 import { SQLITE_FILE } from "@drydock/storage-sqlite";
 import Database from "better-sqlite3";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { toHttpError } from "../src/http-errors.js";
 import { openServerStorage, type RunningServer, startServer } from "../src/server.js";
-import { api, bindTestStorage, type TestStorage, tempDir } from "./helpers.js";
+import { api, bindTestStorage, type E2eStorage, schemaOf, storageEnv, tempDir } from "./helpers.js";
 
 /**
  * The server's end-to-end suite, run on each storage backend (e2e.test.ts: file, e2e-sqlite.test.ts:
- * sqlite): the same walk-through, starts, refusals and probes, with DRYDOCK_STORAGE set.
+ * sqlite, e2e-postgres.test.ts: postgres): the same walk-through, starts, refusals and probes, with DRYDOCK_STORAGE set.
  */
-export function e2eSuite(storage: TestStorage): void {
-  /** The registry's bytes made unreadable where this backend keeps them (bots.json, or a bots row). */
-  async function damageBotRegistry(dir: string, config: ReturnType<typeof loadConfig>): Promise<void> {
-    if (storage === "file") {
-      writeFileSync(join(dir, "bots.json"), "{ not json");
-      return;
-    }
-    await (await openServerStorage(config)).close();
-    const db = new Database(join(dir, SQLITE_FILE));
-    try {
-      db.prepare(
-        "INSERT INTO bots (bot_id, name, created_at, row_json) VALUES ('old-x', 'x', 1, '{ not json')",
-      ).run();
-    } finally {
-      db.close();
-    }
-  }
-
+export function e2eSuite(storage: E2eStorage): void {
   let server: RunningServer;
   let banner: string[];
   const tmp = tempDir(`e2e-${storage}`);
@@ -53,7 +38,12 @@ export function e2eSuite(storage: TestStorage): void {
   beforeAll(async () => {
     banner = [];
     server = await startServer(
-      loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent", DRYDOCK_STORAGE: storage }),
+      loadConfig({
+        DRYDOCK_DATA_DIR: tmp.dir,
+        PORT: "0",
+        LOG_LEVEL: "silent",
+        ...storageEnv(storage, tmp.dir),
+      }),
       {
         print: (line) => banner.push(line),
       },
@@ -72,11 +62,53 @@ export function e2eSuite(storage: TestStorage): void {
     bindTestStorage(dir, storage);
     return loadConfig({
       DRYDOCK_DATA_DIR: dir,
-      DRYDOCK_STORAGE: storage,
+      ...storageEnv(storage, dir),
       PORT: "0",
       LOG_LEVEL: "silent",
       ...(sim ? { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token } : {}),
     });
+  }
+
+  /** Registers `botId` behind the server's back, as another server on the same store would. */
+  async function takeBotId(dir: string, botId: string): Promise<void> {
+    // The registry is the storage's (bots.json, or the bots table of sqlite or postgres): opened as the
+    // server opens it.
+    const store = await openServerStorage(configFor(dir));
+    try {
+      await store.bots.create({ botId, name: botId });
+    } finally {
+      await store.close();
+    }
+  }
+
+  /** Damages the bot registry `dir`'s server will read: bots.json on file, a bot row that is not JSON else. */
+  async function breakBotRegistry(dir: string): Promise<void> {
+    if (storage === "file") {
+      writeFileSync(join(dir, "bots.json"), "{ not json");
+      return;
+    }
+    // Created (and migrated) as the server's first start would, then a row that is not JSON.
+    await (await openServerStorage(configFor(dir))).close();
+    if (storage === "sqlite") {
+      const db = new Database(join(dir, SQLITE_FILE));
+      try {
+        db.prepare(
+          "INSERT INTO bots (bot_id, name, created_at, row_json) VALUES ('old', 'Old', 1, '{ not json')",
+        ).run();
+      } finally {
+        db.close();
+      }
+      return;
+    }
+    const env = storageEnv(storage, dir);
+    const client = new pg.Client({ connectionString: env.DRYDOCK_STORAGE });
+    await client.connect();
+    try {
+      await client.query(`SET search_path = ${env.DRYDOCK_POSTGRES_SCHEMA}`);
+      await client.query("INSERT INTO bots (bot_id, row_json) VALUES ('old', '{ not json')");
+    } finally {
+      await client.end();
+    }
   }
 
   /** The error a start refuses with, or null when it started (then it is closed again). */
@@ -99,8 +131,16 @@ export function e2eSuite(storage: TestStorage): void {
       expect(text).toContain(
         storage === "sqlite"
           ? `storage:        sqlite (${join(tmp.dir, "drydock.sqlite")})`
-          : `storage:        file (${tmp.dir}, one JSON file per journal)`,
+          : storage === "postgres"
+            ? `storage:        postgres (${redactPostgresUrl(process.env.DRYDOCK_TEST_POSTGRES_URL ?? "")}, schema ${schemaOf(tmp.dir)}; workspaces and restore sagas stay local in ${tmp.dir})`
+            : `storage:        file (${tmp.dir}, one JSON file per journal)`,
       );
+      // The database's password is never printed (the banner shows it as ***).
+      const password = new URL(process.env.DRYDOCK_TEST_POSTGRES_URL ?? "postgres://x@y/z").password;
+      if (storage === "postgres") {
+        expect(password.length).toBeGreaterThan(0);
+        expect(text).not.toContain(password);
+      }
       expect(server.storage.kind).toBe(storage);
       // The journals live where the backend keeps them, and nowhere else.
       expect(existsSync(join(tmp.dir, "drydock.sqlite"))).toBe(storage === "sqlite");
@@ -280,7 +320,7 @@ export function e2eSuite(storage: TestStorage): void {
         const failed = (await refusedStart(
           loadConfig({
             DRYDOCK_DATA_DIR: own.dir,
-            DRYDOCK_STORAGE: storage,
+            ...storageEnv(storage, own.dir),
             PORT: String(taken),
             HOST: "127.0.0.1",
             LOG_LEVEL: "silent",
@@ -371,12 +411,7 @@ export function e2eSuite(storage: TestStorage): void {
         const listed = (await call("GET", "/v1/recovery")).json.retirements;
         expect(listed.map((r: { botId: string }) => r.botId)).toEqual(["zed"]);
         // Meanwhile the id is taken again (as another server on the directory would), then the edit ends.
-        const other = await openServerStorage(config);
-        try {
-          await other.bots.create({ botId: "zed", name: "Zed" });
-        } finally {
-          await other.close();
-        }
+        await takeBotId(own.dir, "zed");
         edit.release();
         await new Promise((resolve) => setTimeout(resolve, 2_500));
         expect(readFileSync(join(workspace, "work.txt"), "utf8")).toBe("the new bot's");
@@ -393,7 +428,7 @@ export function e2eSuite(storage: TestStorage): void {
       const config = configFor(own.dir);
       mkdirSync(join(own.dir, "workspaces", "old"), { recursive: true });
       writeFileSync(join(own.dir, "workspaces", "old", "a.txt"), "a");
-      await damageBotRegistry(own.dir, config);
+      await breakBotRegistry(own.dir);
       const server = await startServer(config, { print: () => {} });
       try {
         await server.startup;
@@ -653,7 +688,7 @@ export function e2eSuite(storage: TestStorage): void {
       expect(res.text).toContain("drydock_provider_calls_total");
       expect(res.text).toContain("drydock_recovery_items_open");
       // Each journal's cap is its backend's: the file backend's 4,096 rows, sqlite's 1,000,000 by default.
-      const cap = storage === "sqlite" ? 1_000_000 : 4_096;
+      const cap = storage === "file" ? 4_096 : 1_000_000;
       expect(res.text).toContain(`drydock_journal_capacity{journal="create"} ${cap}`);
       expect(res.text).toContain(`drydock_journal_capacity{journal="delete"} ${cap}`);
       expect(res.text).toContain('drydock_journal_capacity{journal="bots"} 4096');

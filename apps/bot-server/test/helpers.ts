@@ -1,4 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import {
   existsSync,
   mkdirSync,
@@ -15,7 +16,8 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { STORAGE_BINDING_FILE } from "@drydock/facts";
-import { afterAll, beforeAll } from "vitest";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { afterAll, beforeAll, inject } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
 
@@ -29,11 +31,45 @@ export const SHUTDOWN_ENTRY = join(HERE, "fixtures", "shutdown-entry.ts");
 export const TEST_STORAGES = ["file", "sqlite"] as const;
 export type TestStorage = (typeof TEST_STORAGES)[number];
 
+/** The backends the end-to-end suite runs on: the two above, and postgres (a real PostgreSQL from test-kit). */
+export type E2eStorage = TestStorage | "postgres";
+
+/**
+ * The environment that runs a server on `dir` with `storage`: DRYDOCK_STORAGE, and for postgres the URL of the
+ * test file's database (DRYDOCK_TEST_POSTGRES_URL, set by `usePostgresDatabase`) and a schema of the directory's
+ * own (DRYDOCK_POSTGRES_SCHEMA), so each data directory of a test has a store of its own.
+ */
+export function storageEnv(storage: E2eStorage, dir: string): Record<string, string> {
+  if (storage !== "postgres") return { DRYDOCK_STORAGE: storage };
+  const url = process.env.DRYDOCK_TEST_POSTGRES_URL;
+  if (url === undefined)
+    throw new Error("DRYDOCK_TEST_POSTGRES_URL is unset: call usePostgresDatabase() first");
+  return { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: schemaOf(dir) };
+}
+
+/** A schema name of the directory's own (its path hashed). */
+export function schemaOf(dir: string): string {
+  return `d_${createHash("sha256").update(dir).digest("hex").slice(0, 24)}`;
+}
+
+/**
+ * A fresh database for this test file in the project's PostgreSQL cluster (the bot-server project's global
+ * setup starts one), registered in a beforeAll; its URL in DRYDOCK_TEST_POSTGRES_URL (children inherit it).
+ */
+export function usePostgresDatabase(): () => string {
+  let url = "";
+  beforeAll(async () => {
+    url = await createDatabaseAt(inject("postgresUrl"), "bs");
+    process.env.DRYDOCK_TEST_POSTGRES_URL = url;
+  });
+  return () => url;
+}
+
 /**
  * Binds `dir` to `storage` as a server's first start would (`<dir>/storage.json`), so files a test seeds
  * before that start (a bots.json, a journal) never bind it to `file` by their presence. Never rebinds.
  */
-export function bindTestStorage(dir: string, storage: TestStorage): void {
+export function bindTestStorage(dir: string, storage: E2eStorage): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const path = join(dir, STORAGE_BINDING_FILE);
   if (!existsSync(path)) writeFileSync(path, JSON.stringify({ version: 1, kind: storage }), { mode: 0o600 });

@@ -14,6 +14,7 @@ import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireLock } from "@drydock/file-lock";
 import { migrateLockPath, migrateStorage, openStorage } from "@drydock/storage";
 import { sqliteBackend } from "@drydock/storage-sqlite";
+import { freePort } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   api,
@@ -64,15 +65,32 @@ async function startAndStop(dir: string, env: Record<string, string>): Promise<s
 }
 
 describe("DRYDOCK_STORAGE", () => {
-  it("a postgres URL is refused as configuration (exit 2) without echoing it; an unknown value names what is accepted", () => {
+  it("never prints a postgres URL's password: a mistyped scheme (exit 2), an unreachable server from DRYDOCK_STORAGE_FILE (exit 1); an unknown value names what is accepted", async () => {
     const tmp = tempDir("storage-config");
     try {
-      const pg = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "postgres://admin:s3cret-pw@db.internal/drydock" });
-      expect(pg.status).toBe(2);
-      expect(pg.stderr).toContain(
-        "DRYDOCK_STORAGE: the postgres backend is not wired into drydock-server yet",
+      const typo = refusedStart(tmp.dir, {
+        DRYDOCK_STORAGE: "postgress://admin:s3cret-pw@db.internal/drydock",
+      });
+      expect(typo.status).toBe(2);
+      expect(typo.stderr).toContain('unknown storage "postgress://***@db.internal/drydock"');
+      expect(typo.stderr).not.toContain("s3cret-pw");
+      // Nothing listens on the port: the start stops naming the server, the password as ***.
+      const port = await freePort();
+      const urlFile = join(tmp.dir, "storage-url");
+      writeFileSync(urlFile, `postgres://admin:s3cret-pw@127.0.0.1:${port}/drydock\n`, { mode: 0o600 });
+      const unreachable = refusedStart(join(tmp.dir, "data"), { DRYDOCK_STORAGE_FILE: urlFile });
+      expect(unreachable.status).toBe(1);
+      expect(unreachable.stderr).toContain(`postgres://admin:***@127.0.0.1:${port}/drydock`);
+      expect(unreachable.stderr).toContain("ECONNREFUSED");
+      expect(unreachable.stderr).not.toContain("s3cret-pw");
+      const both = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "sqlite", DRYDOCK_STORAGE_FILE: urlFile });
+      expect(both.status).toBe(2);
+      expect(both.stderr).toContain("set DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE, not both");
+      const schemaAlone = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "sqlite", DRYDOCK_POSTGRES_SCHEMA: "x" });
+      expect(schemaAlone.status).toBe(2);
+      expect(schemaAlone.stderr).toContain(
+        "DRYDOCK_POSTGRES_SCHEMA: set only with DRYDOCK_STORAGE=postgres://",
       );
-      expect(pg.stderr).not.toContain("s3cret-pw");
       const unknown = refusedStart(tmp.dir, { DRYDOCK_STORAGE: "mysql" });
       expect(unknown.status).toBe(2);
       expect(unknown.stderr).toContain(

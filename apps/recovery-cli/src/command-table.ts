@@ -3,6 +3,7 @@ import { Argument, Option } from "commander";
 import { COMPLETION_SHELLS, type CompletionShell, completion } from "./commands/completion.js";
 import { createsAdopt, createsList, createsRetire } from "./commands/creates.js";
 import { deletionsList, deletionsReconcile, deletionsRetry } from "./commands/deletions.js";
+import { instancesDeclareDead, instancesList } from "./commands/instances.js";
 import { locksGc, locksList } from "./commands/locks.js";
 import { reconcilePlan } from "./commands/reconcile.js";
 import { restoresAction, restoresList, restoresPurge, restoresShow } from "./commands/restores.js";
@@ -62,6 +63,19 @@ export function registerCommands(program: Command, run: Runner, plain: PlainRunn
     )
     .option("--expected-state <digest>", "the state digest printed by the preview")
     .action(run((ctx) => storageMigrate(ctx, (ctx.options as { to?: string }).to)));
+  const instances = program
+    .command("instances")
+    .description("bot-server instances and their leases (postgres backend only)");
+  instances
+    .command("list")
+    .description("every instance: id, host, pid, state, lease left by the database's clock, epoch, fence")
+    .action(run((ctx) => instancesList(ctx)));
+  instances
+    .command("declare-dead")
+    .description("mark an instance whose lease has passed dead (fenced; only with --yes)")
+    .argument("<id>", "the instance id (instances list)")
+    .option("--expected-state <digest>", "the instance's fence printed by the preview")
+    .action(run((ctx, id) => instancesDeclareDead(ctx, id as string)));
   program
     .command("completion")
     .description("print a shell completion script (bash, zsh or fish), generated from this command table")

@@ -26,14 +26,14 @@ import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import { type Progress, progressReporter } from "./progress.js";
 import { type Colors, colors } from "./render.js";
-import { openCliStorage, readEnvironmentId } from "./storage.js";
+import { openCliStorage, readEnvironmentId, storageSettingFromEnv } from "./storage.js";
 
 /** What `main` runs with besides the command line: the streams, the environment, the test seams. */
 export interface MainOptions {
   io: CliIo;
   /**
-   * The environment variables the CLI honours (DRYDOCK_DATA_DIR, DRYDOCK_STORAGE, BOAT_API_URL, BOAT_API_TOKEN,
-   * NO_COLOR).
+   * The environment variables the CLI honours (DRYDOCK_DATA_DIR, DRYDOCK_STORAGE, DRYDOCK_STORAGE_FILE,
+   * DRYDOCK_POSTGRES_SCHEMA, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR).
    */
   env: Readonly<Record<string, string | undefined>>;
   now?: () => number;
@@ -44,7 +44,7 @@ export interface MainOptions {
 
 export interface GlobalOptions {
   dataDir?: string;
-  /** `--storage file|sqlite` (env DRYDOCK_STORAGE); default: the data directory's binding. */
+  /** `--storage file|sqlite|postgres://…` (env DRYDOCK_STORAGE / DRYDOCK_STORAGE_FILE); default: the binding. */
   storage?: string;
   /** `storage migrate --to`: the backend to move to. */
   to?: string;
@@ -262,9 +262,12 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const storage = () => {
     // A command that writes (--yes) claims the data directory while its storage is open, so that
     // `drydock storage migrate` never moves the state from under it (and it never writes during one).
-    opened ??= openCliStorage(dataDir, globals.storage ?? env.DRYDOCK_STORAGE, now, {
-      claim: globals.yes === true,
-    });
+    opened ??= Promise.resolve().then(() =>
+      openCliStorage(dataDir, globals.storage ?? storageSettingFromEnv(env), now, {
+        claim: globals.yes === true,
+        postgresSchema: env.DRYDOCK_POSTGRES_SCHEMA === "" ? undefined : env.DRYDOCK_POSTGRES_SCHEMA,
+      }),
+    );
     return opened;
   };
   return {

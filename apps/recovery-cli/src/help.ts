@@ -80,6 +80,12 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     "drydock storage migrate --to sqlite             # preview: counts and the fenced command (servers stopped)",
     `drydock storage migrate --to sqlite --yes --expected-state ${HASH}`,
   ],
+  instances: ["drydock instances list"],
+  "instances list": ["drydock instances list", "drydock instances list --json"],
+  "instances declare-dead": [
+    "drydock instances declare-dead 3f1c…   # preview: the instance and its fence",
+    "drydock instances declare-dead 3f1c… --expected-state 9a0b1c2d3e4f5a6b --yes",
+  ],
   completion: [
     "drydock completion bash > /etc/bash_completion.d/drydock",
     "echo 'eval \"$(drydock completion zsh)\"' >> ~/.zshrc",

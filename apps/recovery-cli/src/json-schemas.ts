@@ -232,6 +232,42 @@ export const LocksGcDocumentSchema = z.union([
   }),
 ]);
 
+const InstanceSchema = z.strictObject({
+  id: z.string(),
+  host: z.string(),
+  pid: z.number().int(),
+  startedAt: z.number(),
+  leaseUntil: z.number(),
+  epoch: z.number().int(),
+  state: z.enum(["live", "dead", "stopped"]),
+  /** leaseUntil minus the database's now (negative once passed). */
+  leaseLeftMs: z.number(),
+  holdsLease: z.boolean(),
+  fence: z.string(),
+});
+
+export const InstancesListDocumentSchema = z.strictObject({
+  schemaVersion: Version,
+  databaseNow: IsoDate,
+  instances: z.array(InstanceSchema),
+});
+
+export const InstancesDeclareDeadDocumentSchema = z.union([
+  z.strictObject({
+    ...previewBase,
+    instance: InstanceSchema,
+    expectedState: z.string(),
+    command: z.string(),
+  }),
+  z.strictObject({
+    schemaVersion: Version,
+    ok: z.literal(true),
+    preview: z.literal(false),
+    changed: z.boolean(),
+    instance: InstanceSchema,
+  }),
+]);
+
 export const CompletionDocumentSchema = z.strictObject({
   schemaVersion: Version,
   shell: z.enum(["bash", "zsh", "fish"]),
@@ -301,6 +337,8 @@ export const JSON_SCHEMAS = {
   "locks list": LocksListDocumentSchema,
   "locks gc": LocksGcDocumentSchema,
   "storage migrate": StorageMigrateDocumentSchema,
+  "instances list": InstancesListDocumentSchema,
+  "instances declare-dead": InstancesDeclareDeadDocumentSchema,
   completion: CompletionDocumentSchema,
 } as const satisfies Record<string, z.ZodType>;
 

@@ -69,7 +69,7 @@ function createProgram(io: CliIo): Command {
       .option("--data-dir <dir>", "drydock data directory (env DRYDOCK_DATA_DIR, default ./.drydock)")
       .option(
         "--storage <backend>",
-        "storage backend: file or sqlite (env DRYDOCK_STORAGE; default: the one the data directory is bound to)",
+        "storage backend: file, sqlite or postgres://… (env DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE; default: the one the data directory is bound to; postgres needs its URL each time)",
       )
       .option("--provider-url <url>", "boat.dev API base, e.g. https://boat.dev/api/v1 (env BOAT_API_URL)")
       .option("--provider-token <token>", "boat.dev API token (env BOAT_API_TOKEN)")

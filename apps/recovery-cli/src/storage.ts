@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { ENVIRONMENT_ID_FILE, STORAGE_BINDING_FILE } from "@drydock/facts";
 import {
@@ -11,6 +12,7 @@ import {
   type Storage,
   type StorageKind,
 } from "@drydock/storage";
+import { postgresBackend } from "@drydock/storage-postgres";
 import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import { CliError } from "./errors.js";
 
@@ -24,14 +26,14 @@ export async function openCliStorage(
   dataDir: string,
   requested: string | undefined,
   now: () => number,
-  options: { claim?: boolean } = {},
+  options: { claim?: boolean; postgresSchema?: string | undefined } = {},
 ): Promise<Storage> {
-  if (options.claim !== true) return openUnclaimed(dataDir, requested, now);
+  if (options.claim !== true) return openUnclaimed(dataDir, requested, now, options.postgresSchema);
   // STORAGE_IN_USE while a migration runs; released when the storage is closed.
   const claim = await claimDataDir(dataDir, { role: "cli", now });
   let storage: Storage;
   try {
-    storage = await openUnclaimed(dataDir, requested, now);
+    storage = await openUnclaimed(dataDir, requested, now, options.postgresSchema);
   } catch (error) {
     claim.release();
     throw error;
@@ -54,8 +56,10 @@ async function openUnclaimed(
   dataDir: string,
   requested: string | undefined,
   now: () => number,
+  postgresSchema: string | undefined,
 ): Promise<Storage> {
-  const wanted = requestedKind(requested);
+  const setting = requestedSetting(requested);
+  const wanted = setting?.kind;
   const binding = await readStorageBinding(dataDir);
   if (binding === null) {
     // A directory no backend was ever bound to: nothing to read in a database, and the CLI never binds a
@@ -63,37 +67,71 @@ async function openUnclaimed(
     if (wanted !== undefined && wanted !== "file") {
       throw new CliError(
         "NOT_FOUND",
-        `The data directory ${dataDir} is not bound to the ${wanted} storage backend (it has no ${STORAGE_BINDING_FILE}${wanted === "sqlite" ? ` and no ${SQLITE_FILE}` : ""}): no drydock-server ever ran on it with DRYDOCK_STORAGE=${wanted}. Nothing was read or changed. Pass the right --data-dir, or drop --storage.`,
+        `The data directory ${dataDir} is not bound to the ${wanted} storage backend (it has no ${STORAGE_BINDING_FILE}${wanted === "sqlite" ? ` and no ${SQLITE_FILE}` : ""}): no drydock-server ever ran on it with DRYDOCK_STORAGE=${wanted === "postgres" ? "postgres://…" : wanted}. Nothing was read or changed. Pass the right --data-dir, or drop --storage.`,
       );
     }
     return openFileStorage({ dataDir, now });
   }
   // Bound already: bindStorage only compares (and refuses a mismatch naming both and the migrate command).
   if (wanted !== undefined) await bindStorage(dataDir, wanted);
-  return openStorage({ dataDir, storage: binding.kind, backends: { sqlite: sqliteBackend }, now });
+  if (binding.kind === "postgres" && setting?.url === undefined) {
+    // The binding names the backend only: the URL holds a password and is never written to the directory.
+    throw new CliError(
+      "USAGE",
+      `The data directory ${dataDir} is bound to the postgres storage backend, and its database URL is not stored there. Pass --storage postgres://… or set DRYDOCK_STORAGE (or DRYDOCK_STORAGE_FILE, a file holding the URL) as the server has it. Nothing was read or changed.`,
+    );
+  }
+  return openStorage({
+    dataDir,
+    storage: binding.kind === "postgres" ? (setting?.url as string) : binding.kind,
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
+    now,
+    ...(binding.kind === "postgres" && postgresSchema !== undefined
+      ? { backendOptions: { schema: postgresSchema } }
+      : {}),
+  });
 }
 
-/** `--storage` / DRYDOCK_STORAGE: file or sqlite (postgres is not wired into drydock yet). */
-function requestedKind(value: string | undefined): StorageKind | undefined {
+/** `--storage` / DRYDOCK_STORAGE: file, sqlite or a postgres:// URL (its password is never printed). */
+function requestedSetting(value: string | undefined): { kind: StorageKind; url?: string } | undefined {
   if (value === undefined || value === "") return undefined;
-  let kind: StorageKind;
   try {
-    kind = parseStorageSetting(value).kind;
+    return parseStorageSetting(value);
   } catch (error) {
     if (isStorageError(error)) throw new CliError("USAGE", `--storage / DRYDOCK_STORAGE: ${error.message}`);
     throw error;
   }
-  if (kind === "postgres") {
+}
+
+/**
+ * The storage setting from the environment: DRYDOCK_STORAGE, or the content (trimmed) of the file
+ * DRYDOCK_STORAGE_FILE names (for a postgres URL, which holds a password); both set is a USAGE error.
+ */
+export function storageSettingFromEnv(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const direct = env.DRYDOCK_STORAGE === "" ? undefined : env.DRYDOCK_STORAGE;
+  const file = env.DRYDOCK_STORAGE_FILE === "" ? undefined : env.DRYDOCK_STORAGE_FILE;
+  if (file === undefined) return direct;
+  if (direct !== undefined) {
+    throw new CliError("USAGE", "set DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE, not both. Nothing was read.");
+  }
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
     throw new CliError(
       "USAGE",
-      "--storage / DRYDOCK_STORAGE: the postgres backend is not wired into drydock yet; use file or sqlite. Nothing was read.",
+      `DRYDOCK_STORAGE_FILE: cannot read ${file}: ${e.code ?? e.message}. Nothing was read.`,
+      error,
     );
   }
-  return kind;
 }
 
 /** Where a storage keeps its state, as `drydock status` names it: `sqlite (<dataDir>/drydock.sqlite)`. */
 export function storageLocation(storage: Pick<Storage, "kind" | "dataDir">): string {
+  if (storage.kind === "postgres") {
+    const where = (storage as { where?: unknown }).where;
+    return `${typeof where === "string" ? where : "PostgreSQL"}; workspaces and restore sagas in ${storage.dataDir}`;
+  }
   return storage.kind === "sqlite"
     ? path.join(storage.dataDir, SQLITE_FILE)
     : `${storage.dataDir}, one JSON file per journal`;

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "tsup";
+import { bufferIo, main } from "../src/index.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const APP_DIR = join(here, "..");
@@ -124,4 +125,11 @@ export function snapshotTree(root: string): Record<string, string> {
   };
   walk(root, "");
   return out;
+}
+
+/** `drydock` in-process (`main` with buffer streams and `env`): its exit code, stdout and stderr. */
+export async function runMain(args: readonly string[], env: Record<string, string> = {}) {
+  const io = bufferIo();
+  const code = await main(args, { io, env });
+  return { code, out: io.out(), err: io.err() };
 }

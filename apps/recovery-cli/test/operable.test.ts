@@ -469,6 +469,9 @@ describe("versioned --json", () => {
       ["locks gc", ["locks", "gc", "--yes"]],
       ["storage migrate", ["storage", "migrate", "--to", "sqlite"]],
       ["storage migrate", ["storage", "migrate", "--to", "file"]],
+      // On this file data directory: refused (exit 2), "instances exist only with the postgres backend".
+      ["instances list", ["instances", "list"]],
+      ["instances declare-dead", ["instances", "declare-dead", "00000000-0000-4000-8000-000000000000"]],
       ["completion", ["completion", "bash"]],
     ];
     const documents = { stdout: 0, stderr: 0 };

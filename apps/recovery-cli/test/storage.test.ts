@@ -98,11 +98,11 @@ describe("which backend drydock reads", () => {
     expect(readdirSync(dir).sort()).toEqual(["workspaces"]);
   });
 
-  it("a postgres URL or an unknown backend is a usage error that never echoes the URL", async () => {
+  it("a postgres URL on a file-bound directory, or an unknown backend, is a usage error that never echoes the URL", async () => {
     const { dir } = await boundDir("file");
     const pg = await cli(["status", "--data-dir", dir, "--storage", "postgres://u:hunter2-pw@db/x"]);
     expect(pg.code).toBe(EXIT_CODES.USAGE);
-    expect(pg.err).toContain("the postgres backend is not wired into drydock yet");
+    expect(pg.err).toMatch(/bound to the file storage backend, but postgres was asked for/);
     expect(pg.err).not.toContain("hunter2-pw");
     const unknown = await cli(["status", "--data-dir", dir, "--storage", "mysql"]);
     expect(unknown.code).toBe(EXIT_CODES.USAGE);

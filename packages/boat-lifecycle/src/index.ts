@@ -41,6 +41,7 @@ export {
   createBoatLifecycle,
   type DeleteBoatInput,
   type ProvisionOptions,
+  type SideEffect,
 } from "./lifecycle.js";
 // Deterministic names
 export {

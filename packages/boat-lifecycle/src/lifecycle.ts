@@ -73,7 +73,17 @@ export interface BoatLifecycleOptions {
    * incomplete reads up to `inlinePages` pages itself, then answers `name_sweep_incomplete`.
    */
   nameSweep?: NameSweepOptions;
+  /**
+   * Called right before each provider call that bills or deletes (every create POST, retries included, and
+   * every DELETE), with what it is about to send. What it throws propagates unchanged and that call is not
+   * sent (a journaled create key stays for the next provision to replay; a deletion fence stays prepared).
+   * A server whose instance lease has lapsed refuses here (bot-server's `lease_lost`).
+   */
+  beforeSideEffect?: (effect: SideEffect) => void;
 }
+
+/** A provider call that bills or deletes, as `beforeSideEffect` is told of it. */
+export type SideEffect = { kind: "create"; botId: string } | { kind: "delete"; boxId: string };
 
 export interface DeleteBoatInput {
   boxId: string;
@@ -164,6 +174,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     logger,
     onCreateRetry: options.onCreateRetry ?? (() => {}),
     crash: options.crash ?? noCrash,
+    beforeSideEffect: options.beforeSideEffect ?? (() => {}),
     scopedName: (botId) => {
       // Two SHA-256 per name; a listing asks for every bot's name on every request, so names are kept
       // (a pure function of the bot id; bounded, and simply recomputed after a reset).

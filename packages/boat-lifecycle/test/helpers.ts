@@ -110,6 +110,7 @@ type RestartOptions = {
   knownBotIds?: () => readonly string[];
   onCreateRetry?: BoatLifecycleOptions["onCreateRetry"];
   nameSweep?: BoatLifecycleOptions["nameSweep"];
+  beforeSideEffect?: BoatLifecycleOptions["beforeSideEffect"];
 };
 
 export interface HarnessOptions {
@@ -215,6 +216,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       sleep,
       ...(extra.crash === undefined ? {} : { crash: extra.crash }),
       ...(extra.onCreateRetry === undefined ? {} : { onCreateRetry: extra.onCreateRetry }),
+      ...(extra.beforeSideEffect === undefined ? {} : { beforeSideEffect: extra.beforeSideEffect }),
       ...((extra.nameSweep ?? options.nameSweep) === undefined
         ? {}
         : { nameSweep: extra.nameSweep ?? options.nameSweep }),

@@ -43,6 +43,7 @@ const LIBRARIES: Record<string, Record<string, string>> = {
   // and is not in its published exports.
   "packages/storage": { "@drydock/storage": "openStorage" },
   "packages/storage-sqlite": { "@drydock/storage-sqlite": "openSqliteStorage" },
+  "packages/storage-postgres": { "@drydock/storage-postgres": "openPostgresStorage" },
 };
 const COMMANDS: Record<string, Record<string, string>> = {
   "apps/recovery-cli": { "@drydock/recovery-cli": "main" },
@@ -56,8 +57,8 @@ const EXPORT_KIND: Record<string, { runtime: string; declared: string }> = {
 const kindOf = (spec: string) =>
   EXPORT_KIND[spec] ?? { runtime: "function", declared: "(...args: never[]) => unknown" };
 /** Libraries that use zod; the others must not depend on it at all. */
-// storage-sqlite's zod-typed surface is @drydock/storage's, whose peer dependency brings it.
-const WITHOUT_ZOD = new Set(["packages/facts", "packages/storage-sqlite"]);
+// storage-sqlite's and storage-postgres's zod-typed surface is @drydock/storage's, whose peer dependency brings it.
+const WITHOUT_ZOD = new Set(["packages/facts", "packages/storage-sqlite", "packages/storage-postgres"]);
 const PRIVATE = [
   "packages/power-loss",
   "apps/console", // built into the bot server's package, not published on its own

@@ -15,7 +15,7 @@ export interface PgTx {
 }
 
 /** The lock a write holds for its whole transaction: one per journal, so the pure step sees a stable slice. */
-export type LockName = "create" | "delete" | "meta" | "bots" | "import";
+export type LockName = "create" | "delete" | "meta" | "bots" | "import" | "instances";
 
 export interface PgHandle {
   /** The database as messages name it: the redacted URL and the schema. */

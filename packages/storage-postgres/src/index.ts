@@ -25,9 +25,21 @@ import { pgBotRegistry } from "./bots.js";
 import { createTable, pgCreateJournal } from "./create-journal.js";
 import { lockKey, openDatabase, type PgTx, SCHEMA_NAME } from "./database.js";
 import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
+import { type InstanceRegistry, pgInstances } from "./instances.js";
 
 export { lockKey as advisoryLockKey } from "./database.js";
 export { redactText, redactUrl, toStorageError } from "./errors.js";
+export {
+  type Instance,
+  InstanceError,
+  type InstanceErrorCode,
+  type InstanceRegistry,
+  type InstanceState,
+  type InstanceView,
+  instanceFence,
+  isInstanceError,
+  type RenewResult,
+} from "./instances.js";
 export { SCHEMA_VERSION } from "./schema.js";
 
 /** Rows per journal (and bots) at most, by default: far above any real installation, and configurable. */
@@ -72,7 +84,14 @@ export interface PostgresStorage extends Storage {
   readonly kind: "postgres";
   /** The schema holding this store's tables. */
   readonly schema: string;
+  /** The database as messages name it: the URL with its password as `***`, and the schema. */
+  readonly where: string;
   readonly bots: BotRegistryStore;
+  /**
+   * Server instances with leases and epochs (only this backend has them: see README, "Instances"). Not in
+   * the export: instances belong to the running servers, not to the installation's state.
+   */
+  readonly instances: InstanceRegistry;
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
   importAll(data: StorageExport & { bots?: Bot[] }): Promise<void>;
@@ -163,10 +182,12 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
   return {
     kind: "postgres",
     schema,
+    where: handle.where,
     dataDir: options.dataDir,
     createJournal: pgCreateJournal(handle, { newKey: options.newKey ?? randomUUID, maxRows, live }),
     deleteJournal: pgDeleteJournal(handle, { maxRows, live }),
     bots: pgBotRegistry(handle, { maxBots: positive("maxBots", options.maxBots, DEFAULT_MAX_ROWS), live }),
+    instances: pgInstances(handle, { live }),
     meta: {
       async get(key) {
         live();
@@ -247,6 +268,12 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
       await handle.close();
     },
   };
+}
+
+/** The instance registry of a storage opened by `openStorage`, or null on a backend without instances. */
+export function instancesOf(storage: Storage): InstanceRegistry | null {
+  const instances = (storage as Partial<PostgresStorage>).instances;
+  return storage.kind === "postgres" && instances !== undefined ? instances : null;
 }
 
 /** For `openStorage({ storage: "postgres://…", backends: { postgres: postgresBackend } })`. */

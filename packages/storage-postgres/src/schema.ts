@@ -70,6 +70,19 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX ops_by_age ON ops (at);
   `,
+  // 1 → 2: server instances with leases judged by the database's clock, and epochs that only increase.
+  `
+  CREATE SEQUENCE instance_epochs AS BIGINT MINVALUE 1 NO CYCLE;
+  CREATE TABLE instances (
+    id UUID PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL CHECK (pid > 0),
+    started_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    lease_until TIMESTAMPTZ NOT NULL,
+    epoch BIGINT NOT NULL UNIQUE DEFAULT nextval('instance_epochs'),
+    state TEXT NOT NULL CHECK (state IN ('live', 'dead', 'stopped'))
+  );
+  `,
 ];
 
 /** The schema version this drydock writes; a database at a higher one was written by a newer drydock. */

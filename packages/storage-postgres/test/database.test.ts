@@ -6,7 +6,7 @@ import pg from "pg";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { toStorageError } from "../src/errors.js";
 import { openPostgresStorage, postgresBackend, SCHEMA_VERSION } from "../src/index.js";
-import { useStores } from "./helpers.js";
+import { refusal, useStores } from "./helpers.js";
 
 const BODY = '{"ttlSeconds":28800,"noEnv":true}';
 const stores = useStores("d");
@@ -26,15 +26,6 @@ async function sql<T = Record<string, unknown>>(text: string, params: unknown[] 
   } finally {
     await client.end();
   }
-}
-
-async function refusal(call: () => Promise<unknown>): Promise<unknown> {
-  return call().then(
-    () => {
-      throw new Error("expected a refusal");
-    },
-    (error: unknown) => error,
-  );
 }
 
 describe("the schema", () => {

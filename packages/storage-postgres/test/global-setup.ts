@@ -1,27 +1,3 @@
-// One PostgreSQL cluster for this vitest project (each test file makes its own database in it). If it cannot
-// start, every test of the project fails with the reason: never a skip.
-// The sources by path: vitest loads global setups outside the projects' @drydock/source resolution.
-
-import type { TestProject } from "vitest/node";
-import { type PostgresServer, startPostgres } from "../../test-kit/src/postgres.js";
-
-declare module "vitest" {
-  export interface ProvidedContext {
-    postgresUrl: string;
-    postgresPort: number;
-    postgresPid: number;
-  }
-}
-
-let server: PostgresServer | undefined;
-
-export async function setup(project: TestProject): Promise<void> {
-  server = await startPostgres();
-  project.provide("postgresUrl", server.url);
-  project.provide("postgresPort", server.port);
-  project.provide("postgresPid", server.pid());
-}
-
-export async function teardown(): Promise<void> {
-  await server?.stop();
-}
+// One PostgreSQL cluster for this vitest project: test-kit's global setup (it also declares `inject`'s
+// postgresUrl, postgresPort and postgresPid).
+export { setup, teardown } from "../../test-kit/src/postgres-global-setup.js";

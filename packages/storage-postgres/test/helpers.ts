@@ -3,22 +3,13 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterEach, beforeAll, inject } from "vitest";
 import { openPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/index.js";
 
 /** Creates a fresh database for this test file; sets DRYDOCK_TEST_POSTGRES_URL for the fixture and workers. */
 export async function freshDatabase(): Promise<string> {
-  const admin = inject("postgresUrl");
-  const name = `t_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
-  const client = new pg.Client({ connectionString: admin });
-  await client.connect();
-  try {
-    await client.query(`CREATE DATABASE ${name}`);
-  } finally {
-    await client.end();
-  }
-  const url = admin.replace(/\/postgres$/, `/${name}`);
+  const url = await createDatabaseAt(inject("postgresUrl"));
   process.env.DRYDOCK_TEST_POSTGRES_URL = url;
   return url;
 }
@@ -62,4 +53,14 @@ export function useStores(prefix: string, defaults: Partial<PostgresStorageOptio
       return storage;
     },
   };
+}
+
+/** What `call` rejects with (a test fails when it resolves). */
+export async function refusal(call: () => Promise<unknown>): Promise<unknown> {
+  return call().then(
+    () => {
+      throw new Error("expected a refusal");
+    },
+    (error: unknown) => error,
+  );
 }

@@ -32,8 +32,14 @@ export function parseStorageSetting(value: string | undefined): StorageSetting {
   if (/^postgres(ql)?:\/\//.test(value)) return { kind: "postgres", url: value };
   throw new StorageError({
     code: "STORAGE_INVALID_ARGUMENT",
-    message: `unknown storage ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)} (expected file, sqlite, or a postgres:// URL)`,
+    message: `unknown storage ${JSON.stringify(shown(value))} (expected file, sqlite, or a postgres:// URL)`,
   });
+}
+
+/** A refused setting as a message may show it: credentials (`//user:password@`) hidden, at most 40 characters. */
+function shown(value: string): string {
+  const hidden = value.replace(/\/\/[^@/]*@/, "//***@");
+  return hidden.length > 40 ? `${hidden.slice(0, 40)}…` : hidden;
 }
 
 /**

@@ -307,3 +307,19 @@ export async function startFaultProxy(targetPort: number): Promise<FaultProxy> {
     },
   };
 }
+
+/**
+ * A fresh, empty database in the cluster whose admin URL (the `postgres` database) is `adminUrl`; its URL.
+ * For test files that only have the URL their project's global setup provided (`inject("postgresUrl")`).
+ */
+export async function createDatabaseAt(adminUrl: string, prefix = "t"): Promise<string> {
+  const name = `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await client.end();
+  }
+  return adminUrl.replace(/\/postgres$/, `/${name}`);
+}

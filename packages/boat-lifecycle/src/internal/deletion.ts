@@ -379,6 +379,8 @@ export async function requestDeletion(
     ctx.crash.point("delete.after-restamp");
   }
 
+  // The caller's gate (a lapsed instance lease): what it throws leaves the fence prepared, nothing sent.
+  ctx.beforeSideEffect({ kind: "delete", boxId: target.boxId });
   let op: OperationView;
   try {
     op = await ctx.client.deleteSandbox(target.boxId);

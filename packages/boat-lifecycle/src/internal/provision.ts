@@ -275,6 +275,8 @@ async function postWithKey(
       // new one); only a person can reconcile it.
       throw new LifecycleError({ code: "recovery_paused", message: LIFECYCLE_MESSAGES.createKeyNearExpiry });
     }
+    // The caller's gate (a lapsed instance lease): what it throws leaves the key journaled, nothing sent.
+    ctx.beforeSideEffect({ kind: "create", botId: request.botId });
     let failure: ProviderFailure;
     try {
       const { sandbox } = await ctx.client.createSandbox(CREATE_REQUEST_BODY, {

@@ -1,0 +1,115 @@
+/**
+ * `drydock` on the postgres backend (a real PostgreSQL: the project's global setup starts one cluster, this
+ * file gets a database): `status` and `creates list` read the rows a store in the database holds, the URL
+ * comes from --storage, DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE (the binding never holds it), and its
+ * password is never printed. In-process `main` with buffer streams.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { scopedBoatName } from "@drydock/boat-lifecycle";
+import { startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { openStorage, type Storage } from "@drydock/storage";
+import { postgresBackend } from "@drydock/storage-postgres";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { EXIT_CODES } from "../src/index.js";
+import { runMain } from "./harness.js";
+
+const dirs: string[] = [];
+const opens: Storage[] = [];
+let url = "";
+let password = "";
+let sim: Awaited<ReturnType<typeof startBoatSimulator>>;
+beforeAll(async () => {
+  url = await createDatabaseAt(inject("postgresUrl"), "cli");
+  password = new URL(url).password;
+  sim = await startBoatSimulator({ port: 0 });
+});
+afterAll(async () => {
+  await sim?.close();
+  for (const opened of opens) await opened.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
+
+/** A data directory bound to postgres (schema `schema`), with an environment id and create rows for `bots`. */
+async function postgresDir(schema: string, bots: readonly string[]) {
+  const dir = mkdtempSync(join(tmpdir(), "drydock-cli-postgres-"));
+  dirs.push(dir);
+  const storage = await openStorage({
+    dataDir: dir,
+    storage: url,
+    backends: { postgres: postgresBackend },
+    backendOptions: { schema },
+  });
+  opens.push(storage);
+  const environmentId = await storage.meta.getOrCreate("environment-id", randomUUID);
+  for (const botId of bots) await storage.createJournal.beginBoatCreate(botId, BODY);
+  return { dir, storage, environmentId };
+}
+
+const cli = runMain;
+
+describe("drydock on postgres", () => {
+  it("status and creates list read the database's rows; the banner-like lines show the URL with its password as ***", async () => {
+    expect(password.length).toBeGreaterThan(0);
+    const { dir, environmentId } = await postgresDir("cli_a", ["ada", "bob"]);
+    const env = { DRYDOCK_POSTGRES_SCHEMA: "cli_a", BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token };
+    const listed = await cli(["creates", "list", "--data-dir", dir, "--storage", url, "--json"], env);
+    expect(listed.code, listed.err).toBe(0);
+    const rows = JSON.parse(listed.out).creates;
+    expect(rows.map((row: { botId: string }) => row.botId)).toEqual(["ada", "bob"]);
+    expect(rows[0].expectedName).toBe(scopedBoatName(environmentId, "ada"));
+
+    const status = await cli(["status", "--data-dir", dir, "--json"], { ...env, DRYDOCK_STORAGE: url });
+    expect(status.code, status.err).toBe(0);
+    const report = JSON.parse(status.out);
+    expect(report.storage.kind).toBe("postgres");
+    expect(report.storage.location).toContain("(schema cli_a)");
+    expect(report.storage.location).toContain(`${new URL(url).username}:***@`);
+    const human = await cli(["status", "--data-dir", dir], { ...env, DRYDOCK_STORAGE: url });
+    expect(human.code, human.err).toBe(0);
+    expect(human.out).toMatch(/storage: .*postgres/);
+    for (const run of [listed, status, human]) expect(run.out + run.err).not.toContain(password);
+  });
+
+  it("DRYDOCK_STORAGE_FILE holds the URL; a postgres directory with no URL, or with both variables, is a usage error that reads nothing", async () => {
+    const { dir } = await postgresDir("cli_b", ["cy"]);
+    const file = join(dir, "..", `${dir.split("/").pop()}-url`);
+    writeFileSync(file, `${url}\n`, { mode: 0o600 });
+    dirs.push(file);
+    const env = { DRYDOCK_POSTGRES_SCHEMA: "cli_b" };
+    const viaFile = await cli(["creates", "list", "--data-dir", dir, "--json"], {
+      ...env,
+      DRYDOCK_STORAGE_FILE: file,
+    });
+    expect(viaFile.code, viaFile.err).toBe(0);
+    expect(JSON.parse(viaFile.out).creates.map((r: { botId: string }) => r.botId)).toEqual(["cy"]);
+
+    const noUrl = await cli(["creates", "list", "--data-dir", dir], env);
+    expect(noUrl.code).toBe(EXIT_CODES.USAGE);
+    expect(noUrl.err).toContain(
+      "is bound to the postgres storage backend, and its database URL is not stored there",
+    );
+    const both = await cli(["creates", "list", "--data-dir", dir], {
+      ...env,
+      DRYDOCK_STORAGE: url,
+      DRYDOCK_STORAGE_FILE: file,
+    });
+    expect(both.code).toBe(EXIT_CODES.USAGE);
+    expect(both.err).toContain("set DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE, not both");
+  });
+
+  it("a postgres URL for a directory bound to file is refused with the binding's message, never echoing the password", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "drydock-cli-file-"));
+    dirs.push(dir);
+    await (await openStorage({ dataDir: dir, storage: "file" })).close();
+    const run = await cli(["status", "--data-dir", dir, "--storage", url]);
+    expect(run.code).toBe(EXIT_CODES.USAGE);
+    expect(run.err).toMatch(/bound to .*file/);
+    expect(run.err).not.toContain(password);
+  });
+});
