@@ -59,11 +59,15 @@ describe("a full disk under a running server", () => {
         fill(filler);
         const refused = await call("POST", "/v1/bots/full/computer");
         expect(refused.status, refused.text).toBe(507);
-        // The first store a provision writes is the bot registry (bots.json and its lock, a file on both
-        // backends for now): its refusal, as every store's on a full disk, is 507 and says what to do.
-        expect(refused.json.error.code).toBe("bots_paused");
-        expect(refused.json.error.message).toContain("the disk is full (ENOSPC); nothing was changed");
-        expect(refused.json.error.message).toContain("free space on the file system holding it and retry");
+        // The first store a provision writes is the bot registry (bots.json, or the sqlite bots table): its
+        // refusal, as every store's on a full disk, is 507 with the storage fault's own code (as every
+        // storage fault below a package's refusal answers, see http-errors.ts) and says what to do.
+        expect(refused.json.error.code).toBe("storage_unavailable");
+        // The cause, that nothing was changed, and what to do (json-journal's and the storage's wording differ
+        // in punctuation only).
+        expect(refused.json.error.message).toContain("the disk is full (ENOSPC)");
+        expect(refused.json.error.message).toMatch(/nothing was changed/i);
+        expect(refused.json.error.message).toMatch(/free space on (the|that) file system/);
         expect(refused.json.error.message).not.toMatch(/repair|invalid|lock is unavailable/i);
         expect(sim.stats().createsCommitted).toBe(before);
 
