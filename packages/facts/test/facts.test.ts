@@ -104,13 +104,14 @@ describe("data-directory names", () => {
     expect(facts.PROVIDER_BINDING_FILE).toBe("boat-provider");
     expect(facts.EMBEDDED_PROVIDER_FILE).toBe("embedded-boat-dev.json");
     expect(facts.EMBEDDED_PROVIDER_LOCK_FILE).toBe("embedded-boat-dev.lock");
+    expect(facts.STORAGE_BINDING_FILE).toBe("storage.json");
   });
 
   it("are distinct plain names (no separator, no duplicates)", () => {
     const names = Object.entries(facts)
       .filter(([key, value]) => typeof value === "string" && /_(FILE|DIR)$/.test(key))
       .map(([, value]) => value as string);
-    expect(names.length).toBe(15);
+    expect(names.length).toBe(16);
     expect(new Set(names).size).toBe(names.length);
     for (const name of names) expect(name, name).toMatch(/^[a-z0-9][a-z0-9.-]*$/);
   });
