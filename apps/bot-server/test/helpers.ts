@@ -52,6 +52,14 @@ export function schemaOf(dir: string): string {
   return `d_${createHash("sha256").update(dir).digest("hex").slice(0, 24)}`;
 }
 
+// What the project's global setup provides (test-kit's postgres-global-setup declares it too; repeated here
+// so that a project type-checking these helpers without that setup, the console's tests, knows the key).
+declare module "vitest" {
+  export interface ProvidedContext {
+    postgresUrl: string;
+  }
+}
+
 /**
  * A fresh database for this test file in the project's PostgreSQL cluster (the bot-server project's global
  * setup starts one), registered in a beforeAll; its URL in DRYDOCK_TEST_POSTGRES_URL (children inherit it).

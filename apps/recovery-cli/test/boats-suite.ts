@@ -87,6 +87,19 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     return opened;
   }
 
+  /** Registers bots the way the bot server does on this backend: bots.json on file, the storage's registry else. */
+  async function register(dir: string, bots: { botId: string; name: string }[]): Promise<void> {
+    if (storage === "file") {
+      writeFileSync(
+        join(dir, "bots.json"),
+        JSON.stringify({ version: 1, bots: bots.map((b) => ({ ...b, createdAt: Date.now() })) }),
+      );
+      return;
+    }
+    const opened = await openAt(dir);
+    for (const bot of bots) await opened.bots.create(bot);
+  }
+
   async function dataDir() {
     const dir = mkdtempSync(join(tmpdir(), "drydock-boats-"));
     dirs.push(dir);
@@ -306,6 +319,9 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
 
     it("a Boat with a bot's deterministic name and no journal row: the adopt preview finds it and its command adopts; a registered bot's is planned", async () => {
       const d = await dataDir();
+      // On file this directory has no registry at all (no bots.json, no workspaces/): nothing is judged by
+      // one. A row backend's registry is its own table, always there: the bot is registered in it.
+      if (storage !== "file") await register(d.dir, [{ botId: "bot-lost", name: "Lost" }]);
       const lost = (
         await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
       ).sandbox;
@@ -338,13 +354,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       expect(after.out).toContain(`Boat ${lost.id} is already bot bot-lost's`);
 
       // The bot server's registry names the bot: `reconcile` itself prints the adopt.
-      writeFileSync(
-        join(d.dir, "bots.json"),
-        JSON.stringify({
-          version: 1,
-          bots: [{ botId: "bot-reg", name: "Registered", createdAt: Date.now() }],
-        }),
-      );
+      await register(d.dir, [{ botId: "bot-reg", name: "Registered" }]);
       const registered = (
         await client.createSandbox({ ttlSeconds: 600, noEnv: true }, { idempotencyKey: randomUUID() })
       ).sandbox;
@@ -378,7 +388,9 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       expect(refused.code, refused.err).toBe(0);
       expect(refused.out).toContain("Bot bot-named is not registered");
       expect(refused.out).not.toContain("--expected-state");
-      // Without workspaces/ (not a server's directory) there is no registry: the adopt is offered.
+      // On file, without workspaces/ (not a server's directory) there is no registry: the adopt is offered.
+      // (On a row backend the registry is the storage's own table: it always exists.)
+      if (storage !== "file") return;
       rmSync(join(d.dir, "workspaces"), { recursive: true });
       const offered = await cli(["creates", "adopt", "bot-named", named.id, "--data-dir", d.dir], provider());
       expect(offered.code, offered.err).toBe(0);
@@ -389,10 +401,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
   describe("adopting a Boat that is not the named bot's", () => {
     it("is refused (exit 5) saying whose name the Boat carries, or that it carries none of the bot's; nothing changes", async () => {
       const d = await dataDir();
-      writeFileSync(
-        join(d.dir, "bots.json"),
-        JSON.stringify({ version: 1, bots: [{ botId: "ada", name: "Ada", createdAt: Date.now() }] }),
-      );
+      await register(d.dir, [{ botId: "ada", name: "Ada" }]);
       const boat = async (name: string) => {
         const { sandbox } = await client.createSandbox(
           { ttlSeconds: 600, noEnv: true },
@@ -626,6 +635,8 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
   describe("status and reconcile say what they could not settle or see", () => {
     it("a journaled Boat whose direct read fails while the list works makes status INCOMPLETE (exit 6), naming it", async () => {
       const d = await dataDir();
+      // A registered bot (on file this directory has no registry; on a row backend it is the storage's table).
+      if (storage !== "file") await register(d.dir, [{ botId: "bot-unread", name: "Unread" }]);
       const boat = await d.lifecycle.provision("bot-unread");
       expect((await cli(["status", "--data-dir", d.dir], provider())).code).toBe(0);
       await faults([{ action: "fail-before", method: "GET", path: "^/sandboxes/bx_", times: 1_000 }]);

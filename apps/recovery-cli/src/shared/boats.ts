@@ -115,8 +115,19 @@ export async function boatRecovery(ctx: CommandContext): Promise<BoatRecovery> {
     environmentId,
     now: ctx.now,
     commandPrefix: ctx.boatCommandPrefix,
-    registeredBotIds: () => registryBotIds(ctx.dataDir),
+    registeredBotIds: await registeredBotIds(ctx),
   });
+}
+
+/**
+ * How the Boat recovery reads the registry's bot ids: on `file`, `bots.json` itself (the rules of
+ * `registryBotIds`); on a row backend, the storage's registry (`storage.bots`), whose refusal the plan
+ * reports as an unreadable registry (never taken as "no bots").
+ */
+async function registeredBotIds(ctx: CommandContext): Promise<() => Promise<string[] | null>> {
+  const storage = await ctx.storage();
+  if (storage.kind === "file") return async () => registryBotIds(ctx.dataDir);
+  return async () => (await storage.bots.list({ peek: true })).map((bot) => bot.botId);
 }
 
 /** A printed boat.dev command line: the command, and what it needs besides as a shell comment. */
