@@ -37,7 +37,9 @@ export async function buildBinaries(outDir: string): Promise<Built> {
       js: "import { createRequire as __drydockRequire } from 'node:module'; const require = __drydockRequire(import.meta.url);",
     },
     esbuildOptions(options) {
-      options.conditions = ["@drydock/source", "import", "node"];
+      // esbuild adds "import" or "require" by how each module is loaded; forcing "import" made pg's
+      // require("pg-pool") get pg-pool's ES module namespace (not a class) and the bundle crash at start.
+      options.conditions = ["@drydock/source", "node"];
     },
   });
   return { cli: join(outDir, "drydock.js"), child: join(outDir, "child.js") };
