@@ -5,6 +5,7 @@ import type { BoatCreateRequest } from "@drydock/boat-create-journal";
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import {
   assertMetaKey,
+  NOT_META_FILES,
   type BackendFactory,
   type BackendOptions,
   type Bot,
@@ -119,7 +120,9 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
           key: string;
           value: string;
         }[]) {
-          meta[row.key] = row.value;
+          // A store migrated from files before the server token and the provider binding were kept out of
+          // meta may hold copies of them: they are the data directory's files, never part of the export.
+          if (!NOT_META_FILES.has(row.key)) meta[row.key] = row.value;
         }
         const bots = (db.prepare("SELECT row_json FROM bots ORDER BY bot_id").pluck().all() as string[]).map(
           (json) => JSON.parse(json) as Bot,

@@ -118,6 +118,32 @@ describe("migrateStorage", () => {
     expect(again.bots).toEqual(before.bots);
   });
 
+  it("the server token and the provider binding stay the data directory's files: never exported, migrated or keys", async () => {
+    const { dataDir, before } = await seedFormatDataDir();
+    const token = "tok_secret-do-not-copy";
+    writeFileSync(join(dataDir, "server-token"), `${token}\n`, { mode: 0o600 });
+    // A binding as a person may type it: quotes and a space (not a meta value at all).
+    writeFileSync(join(dataDir, "boat-provider"), '"https://boat.dev/api "\n');
+    expect(await exportOf(dataDir, "file")).toEqual(before);
+    expect(Object.keys(before.meta)).toEqual(["environment-id"]);
+    await migrateStorage({ dataDir, to: "sqlite", backends });
+    expect(await exportOf(dataDir, "sqlite")).toEqual(before);
+    const database = readFileSync(join(dataDir, SQLITE_FILE));
+    expect(database.includes(Buffer.from(token))).toBe(false);
+    expect(readFileSync(join(dataDir, "server-token"), "utf8")).toBe(`${token}\n`);
+    for (const kind of ["file", "sqlite"] as const) {
+      const storage = await openStorage({ dataDir: fresh(), storage: kind, backends });
+      try {
+        for (const key of ["server-token", "boat-provider"]) {
+          expect(await codeOf(storage.meta.getOrCreate(key, () => "x"))).toBe("STORAGE_INVALID_ARGUMENT");
+          expect(await codeOf(storage.meta.get(key))).toBe("STORAGE_INVALID_ARGUMENT");
+        }
+      } finally {
+        await storage.close();
+      }
+    }
+  });
+
   it("after file → sqlite, the seeds' code and drydock's file backend refuse the retired files, bytes unchanged", async () => {
     const { dataDir } = await seedFormatDataDir();
     await migrateStorage({ dataDir, to: "sqlite", backends });

@@ -59,7 +59,7 @@ export {
   type FileBotRegistryOptions,
   openFileBotRegistry,
 } from "./file/bots.js";
-export { assertMetaKey, META_KEY, META_VALUE, mintedValue } from "./meta-rules.js";
+export { assertMetaKey, META_KEY, META_VALUE, mintedValue, NOT_META_FILES } from "./meta-rules.js";
 export {
   MIGRATE_CRASH_POINTS,
   type MigrateStorageOptions,

@@ -3,7 +3,7 @@ import { promises as fsp } from "node:fs";
 import { join } from "node:path";
 import type { MetaStore } from "../contract.js";
 import { corruptFailure, osCauseOf, osFailure, StorageError } from "../errors.js";
-import { assertMetaKey, META_KEY, META_VALUE, mintedValue } from "../meta-rules.js";
+import { assertMetaKey, META_KEY, META_VALUE, mintedValue, NOT_META_FILES } from "../meta-rules.js";
 
 /**
  * Meta singletons as the seeds keep `environment-id`: one file `<dataDir>/<key>` holding `value\n`, 0600,
@@ -53,7 +53,7 @@ export function openFileMeta(dataDir: string): MetaStore & { all(): Promise<Reco
         throw osOrUnknown(error, dataDir);
       }
       const out: Record<string, string> = {};
-      for (const name of names.filter((n) => META_KEY.test(n)).sort()) {
+      for (const name of names.filter((n) => META_KEY.test(n) && !NOT_META_FILES.has(n)).sort()) {
         const stat = await fsp.lstat(join(dataDir, name));
         if (!stat.isFile()) continue;
         const value = await read(name);
