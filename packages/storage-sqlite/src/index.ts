@@ -5,13 +5,13 @@ import type { BoatCreateRequest } from "@drydock/boat-create-journal";
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import {
   assertMetaKey,
-  NOT_META_FILES,
   type BackendFactory,
   type BackendOptions,
   type Bot,
   corruptFailure,
   META_VALUE,
   mintedValue,
+  NOT_META_FILES,
   type Storage,
   StorageError,
 } from "@drydock/storage";
