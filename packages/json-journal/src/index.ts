@@ -12,7 +12,6 @@ export {
   type JsonJournalErrorCode,
   type JsonJournalErrorStatus,
 } from "./errors.js";
-
 // Journal
 export {
   type DeepReadonly,
@@ -26,6 +25,8 @@ export {
   openJsonJournal,
   TRANSIENTLY_UNREADABLE,
 } from "./journal.js";
+// OS-level refusals: what each means and what to do (one table, also @drydock/storage's)
+export { OS_CAUSES, type OsCause, osCauseDetail } from "./os-causes.js";
 // The shell the Boat journals share: their error class's shape, their refusal's wording, open/read/update
 export {
   hasMarker,

@@ -5,24 +5,61 @@
  */
 export const OS_REFUSED = "not writable right now";
 
-const OS_CAUSES: Record<string, { what: string; todo: string }> = {
-  ENOSPC: { what: "the disk is full", todo: "free space on the file system holding it and retry" },
-  EDQUOT: { what: "the disk quota is exhausted", todo: "raise the quota or free space, then retry" },
+/** What an OS refusal means, what to do, and whether the same call may succeed unchanged later. */
+export interface OsCause {
+  what: string;
+  todo: string;
+  retryable: boolean;
+}
+
+/**
+ * Every OS-level refusal drydock explains, per errno: the one table the journals' details and
+ * @drydock/storage's `osFailure` messages are written from.
+ */
+export const OS_CAUSES: Readonly<Record<string, OsCause>> = {
+  ENOSPC: { what: "the disk is full", todo: "free space on that file system, then retry", retryable: true },
+  EDQUOT: {
+    what: "the disk quota is exhausted",
+    todo: "raise the quota or free space, then retry",
+    retryable: true,
+  },
   EROFS: {
-    what: "the data directory is on a read-only file system",
+    what: "the file system is read-only",
     todo: "remount it read-write, then retry",
+    retryable: false,
   },
   EACCES: {
     what: "permission was denied",
-    todo: "the server's user cannot write it: check its owner and mode",
+    todo: "give the user running drydock read and write access to the data directory, then retry",
+    retryable: false,
   },
-  EPERM: { what: "the operation was not permitted", todo: "check its owner, mode and attributes" },
-  EMFILE: { what: "too many open files", todo: "raise the limit (LimitNOFILE) or retry" },
-  ENFILE: { what: "the system has too many open files", todo: "raise the limit or retry" },
-  ENOMEM: { what: "the system is out of memory", todo: "retry in a moment" },
-  EIO: { what: "the disk reported an I/O error", todo: "check the disk's health; retry once it is sound" },
-  EBUSY: { what: "the file system was busy", todo: "retry in a moment" },
-  ENAMETOOLONG: { what: "a path is too long for the file system", todo: "use a shorter data directory path" },
+  EPERM: {
+    what: "the operation was not permitted",
+    todo: "check the data directory's ownership and attributes, then retry",
+    retryable: false,
+  },
+  EMFILE: {
+    what: "this process has too many open files",
+    todo: "retry in a moment, or raise the open-file limit (LimitNOFILE)",
+    retryable: true,
+  },
+  ENFILE: {
+    what: "the system has too many open files",
+    todo: "retry in a moment, or raise the open-file limit",
+    retryable: true,
+  },
+  ENOMEM: { what: "the system is out of memory", todo: "retry in a moment", retryable: true },
+  EIO: {
+    what: "the disk reported an I/O error",
+    todo: "check the disk's health; retry once it is sound",
+    retryable: true,
+  },
+  EBUSY: { what: "the file system was busy", todo: "retry in a moment", retryable: true },
+  ENAMETOOLONG: {
+    what: "a path is too long for the file system",
+    todo: "use a shorter data directory path",
+    retryable: false,
+  },
 };
 
 function errnoIn(error: unknown, depth = 0): string | undefined {
@@ -36,6 +73,6 @@ function errnoIn(error: unknown, depth = 0): string | undefined {
 export function osCauseDetail(error: unknown): string | undefined {
   const errno = errnoIn(error);
   if (errno === undefined) return undefined;
-  const c = OS_CAUSES[errno] as { what: string; todo: string };
+  const c = OS_CAUSES[errno] as OsCause;
   return `${OS_REFUSED}: ${c.what} (${errno}); nothing was changed and the file is as it was. To continue, ${c.todo}`;
 }

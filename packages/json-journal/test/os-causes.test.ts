@@ -25,7 +25,7 @@ describe("OS causes of journal and lock failures", () => {
 
   it("ENOSPC says to free space", () => {
     expect(osCauseDetail(fsError("ENOSPC"))).toContain("the disk is full (ENOSPC)");
-    expect(osCauseDetail(fsError("ENOSPC"))).toContain("free space on the file system holding it and retry");
+    expect(osCauseDetail(fsError("ENOSPC"))).toContain("free space on that file system, then retry");
   });
 
   it("a write's stray fs error becomes the OS detail through toJournalStateError", () => {
@@ -34,7 +34,7 @@ describe("OS causes of journal and lock failures", () => {
       () => false,
       (detail) => new Error(detail),
     ) as Error;
-    expect(out.message).toContain("read-only file system (EROFS)");
+    expect(out.message).toContain("the file system is read-only (EROFS)");
   });
 
   it("an unknown errno keeps the old wording", () => {

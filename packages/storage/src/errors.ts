@@ -1,5 +1,6 @@
 import { BoatCreateJournalError } from "@drydock/boat-create-journal";
 import { BoatDeleteJournalError } from "@drydock/boat-delete-journal";
+import { OS_CAUSES } from "@drydock/json-journal";
 
 /**
  * Faults of the store itself, below the journals' rules. Each code says what happened; the message adds
@@ -62,47 +63,6 @@ export class StorageError extends Error {
 export function isStorageError(value: unknown): value is StorageError {
   return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
 }
-
-/** What happened and what to do, per OS cause; the caller adds where and that nothing was changed. */
-const OS_CAUSES: Record<string, { what: string; todo: string; retryable: boolean }> = {
-  ENOSPC: { what: "the disk is full", todo: "free space on that file system, then retry", retryable: true },
-  EDQUOT: {
-    what: "the disk quota is exhausted",
-    todo: "raise the quota or free space, then retry",
-    retryable: true,
-  },
-  EROFS: {
-    what: "the file system is read-only",
-    todo: "remount it read-write, then retry",
-    retryable: false,
-  },
-  EACCES: {
-    what: "permission was denied",
-    todo: "give the user running drydock read and write access to the data directory, then retry",
-    retryable: false,
-  },
-  EPERM: {
-    what: "the operation was not permitted",
-    todo: "check the data directory's ownership and attributes, then retry",
-    retryable: false,
-  },
-  EMFILE: {
-    what: "this process has too many open files",
-    todo: "retry in a moment, or raise the open-file limit",
-    retryable: true,
-  },
-  ENFILE: {
-    what: "the system has too many open files",
-    todo: "retry in a moment, or raise the open-file limit",
-    retryable: true,
-  },
-  ENOMEM: { what: "the system is out of memory", todo: "retry in a moment", retryable: true },
-  EIO: {
-    what: "the disk reported an I/O error",
-    todo: "check the disk's health; retry once it is sound",
-    retryable: true,
-  },
-};
 
 /** The OS cause of `error` (its `code`), if it is one this module can explain. */
 export function osCauseOf(error: unknown): string | undefined {
