@@ -136,6 +136,36 @@ describe("the state log", () => {
     second.worker.kill();
   });
 
+  it("counts requests across a SIGKILL: a counter bump alone is written (not fsynced) before the answer", async () => {
+    const first = await startBin();
+    const control = (path: string, body: unknown) =>
+      fetch(`${first.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    expect(
+      (await control("/_sim/faults", { rules: [{ method: "POST", action: "fail-before", times: 3 }] }))
+        .status,
+    ).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      expect(
+        await rejection(first.client.createSandbox(BODY, { idempotencyKey: randomUUID() })),
+      ).toMatchObject({
+        status: 503,
+      });
+    }
+    // Nothing after them is fsynced: only the written counter records hold the three requests.
+    first.worker.kill();
+    expect((await first.worker.exited).signal).toBe("SIGKILL");
+    const second = await startBin();
+    const stats = await (
+      await fetch(`${second.url}/_sim/stats`, { headers: { authorization: `Bearer ${TOKEN}` } })
+    ).json();
+    expect(stats).toMatchObject({ createRequests: 3, createsCommitted: 0 });
+    second.worker.kill();
+  });
+
   it("drops a last record cut short by a kill (never acknowledged) and starts from the records before it", async () => {
     const ids = await threeBoats();
     const log = readFileSync(logFile);

@@ -24,8 +24,10 @@ export interface SimContext {
   /**
    * Called after every committed change, before the answer goes out: appends the change (the clock, the
    * counters and the records it names, as they now are) to the state log, if any, and fsyncs it.
+   * `fsync: false` (a counter bump alone, which acknowledges nothing) only writes it: it survives a kill
+   * of the simulator, and the next fsynced change makes it durable with itself.
    */
-  persist(change?: SimChange): void;
+  persist(change?: SimChange, options?: { fsync?: boolean }): void;
 }
 
 /** What a committed change touched, besides the clock and the counters (always written). */

@@ -164,7 +164,7 @@ function simulatorContext(options: BoatSimulatorOptions): {
   const stateFile = options.stateFile;
   const state = restoreState(stateFile === undefined ? null : readSimulatorState(stateFile));
   let log: StateLog | undefined;
-  const ctx = {
+  const ctx: SimContext & { closeLog(): void } = {
     config: {
       listLagMs: options.listLagMs ?? 0,
       deletionPolls: options.deletionPolls ?? 2,
@@ -176,7 +176,7 @@ function simulatorContext(options: BoatSimulatorOptions): {
     state,
     faults: newFaults(),
     now: () => wallNow() + state.clockOffsetMs,
-    persist: (change = {}) => log?.append(changeRecord(state, change)),
+    persist: (change = {}, persistOptions) => log?.append(changeRecord(state, change), persistOptions),
     closeLog: () => log?.close(),
   };
   return {
@@ -271,7 +271,9 @@ async function handleApi(
   const { route, params } = match;
   if (route.counts !== undefined) {
     ctx.state.counters[route.counts] += 1;
-    ctx.persist();
+    // Written, not fsynced: it acknowledges nothing, survives a kill, and the commit that usually follows
+    // (or the next one) fsyncs it; one fsync fewer per create and per DELETE.
+    ctx.persist({}, { fsync: false });
   }
   const limited = rateLimited(ctx);
   if (limited) {

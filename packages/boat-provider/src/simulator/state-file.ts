@@ -155,9 +155,13 @@ function unwritable(path: string, detail: string, cause: unknown): BoatSimulator
   });
 }
 
-/** An open state log: `append` returns once the record is on disk (fsynced). */
+/**
+ * An open state log: `append` returns once the record is on disk (fsynced). With `fsync: false` it returns
+ * once the record is written (in the page cache: it survives a kill of the process, not a power loss on its
+ * own); the next fsynced append, or `close`, flushes it with everything before it.
+ */
 export interface StateLog {
-  append(record: SimStateLogRecord): void;
+  append(record: SimStateLogRecord, options?: { fsync?: boolean }): void;
   close(): void;
 }
 
@@ -180,8 +184,10 @@ export function openStateLog(stateFile: string, state: SimStateFile): StateLog {
   /** Set once an append failed in a way that leaves the log's tail unknown: every later change refuses. */
   let broken: unknown;
   let closed = false;
+  /** A record was written without its fsync (a counter-only change). */
+  let unsynced = false;
   return {
-    append(record) {
+    append(record, options) {
       if (closed)
         throw unwritable(logPath, "the simulator is closed; the change was not made durable.", null);
       if (broken !== undefined) {
@@ -196,8 +202,9 @@ export function openStateLog(stateFile: string, state: SimStateFile): StateLog {
       try {
         let written = 0;
         while (written < line.length) written += writeSync(fd, line, written, line.length - written);
-        fsyncSync(fd);
         size += line.length;
+        unsynced = options?.fsync === false;
+        if (!unsynced) fsyncSync(fd);
       } catch (error) {
         broken = error;
         // A half-written line must not become the middle of the log: cut it back (if this fails too, it
@@ -213,7 +220,11 @@ export function openStateLog(stateFile: string, state: SimStateFile): StateLog {
     close() {
       if (closed) return;
       closed = true;
-      closeSync(fd);
+      try {
+        if (unsynced && broken === undefined) fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
     },
   };
 }
