@@ -201,7 +201,12 @@ export function openStateLog(stateFile: string, state: SimStateFile): StateLog {
       const line = Buffer.from(`${checksum(json)} ${json}\n`, "utf8");
       try {
         let written = 0;
-        while (written < line.length) written += writeSync(fd, line, written, line.length - written);
+        while (written < line.length) {
+          const n = writeSync(fd, line, written, line.length - written);
+          // A write that makes no progress would loop forever: the I/O error it is.
+          if (!(n > 0)) throw Object.assign(new Error("write made no progress"), { code: "EIO" });
+          written += n;
+        }
         size += line.length;
         unsynced = options?.fsync === false;
         if (!unsynced) fsyncSync(fd);
