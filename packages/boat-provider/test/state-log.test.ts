@@ -1,5 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -298,6 +299,59 @@ describe("the state log", () => {
       expect(again.sim.stats()).toMatchObject({ createsCommitted: 3, createRequests: 3, live: 3 });
     } finally {
       await again.close();
+    }
+  });
+});
+
+describe("a full disk under the simulator", () => {
+  it("answers 500 for the change it could not log, refuses every later change until restarted (even once space is freed), and restarts with every acknowledged Boat", async () => {
+    // A REAL full disk: a small tmpfs (needs root / CAP_SYS_ADMIN to mount; fails, never skips, without).
+    const mount = join(dir, "small-disk");
+    mkdirSync(mount);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mount]);
+    try {
+      stateFile = join(mount, "state.json");
+      const h = await harness({ stateFile, token: TOKEN });
+      const acked: string[] = [];
+      try {
+        acked.push((await h.client.createSandbox(BODY, { idempotencyKey: randomUUID() })).sandbox.id);
+        const filler = join(mount, "filler");
+        try {
+          writeFileSync(filler, Buffer.alloc(2 * 1024 * 1024));
+        } catch {
+          // ENOSPC: the disk is now full, as intended (the file holds what fitted).
+        }
+        // The log's last page may still have room for a few lines: create until one is refused.
+        let refused: unknown;
+        for (let i = 0; i < 200 && refused === undefined; i++) {
+          try {
+            acked.push((await h.client.createSandbox(BODY, { idempotencyKey: randomUUID() })).sandbox.id);
+          } catch (error) {
+            refused = error;
+          }
+        }
+        expect(refused).toMatchObject({ status: 500 });
+        expect((refused as Error).message).toContain("could not write");
+        rmSync(filler);
+        // Space is back, but the log's tail was in doubt: nothing more is acknowledged until a restart.
+        const later = await rejection(h.client.createSandbox(BODY, { idempotencyKey: randomUUID() }));
+        expect(later).toMatchObject({ status: 500 });
+        expect((later as Error).message).toContain("until the simulator restarts");
+      } finally {
+        await h.close();
+      }
+      const again = await harness({ stateFile, token: TOKEN });
+      try {
+        const ids = new Set(again.sim.sandboxes().map((boat) => boat.id));
+        for (const id of acked) expect(ids.has(id), `acknowledged Boat ${id}`).toBe(true);
+        expect((await again.client.createSandbox(BODY, { idempotencyKey: randomUUID() })).replayed).toBe(
+          false,
+        );
+      } finally {
+        await again.close();
+      }
+    } finally {
+      execFileSync("umount", [mount]);
     }
   });
 });
