@@ -162,10 +162,22 @@ export class BoatSimulatorError extends Error {
   override readonly name = "BoatSimulatorError";
   readonly code: BoatSimulatorErrorCode;
   readonly status: number;
-  constructor(init: { code: BoatSimulatorErrorCode; message: string; cause?: unknown }) {
+  /** The state file (or its log) at fault, when a file is. */
+  readonly path?: string;
+  /** The byte offset of the record at fault in `path`, for a corrupt log record. */
+  readonly offset?: number;
+  constructor(init: {
+    code: BoatSimulatorErrorCode;
+    message: string;
+    cause?: unknown;
+    path?: string;
+    offset?: number;
+  }) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
     this.code = init.code;
     this.status = BOAT_ERROR_STATUS[init.code];
+    if (init.path !== undefined) this.path = init.path;
+    if (init.offset !== undefined) this.offset = init.offset;
     Object.defineProperty(this, SIMULATOR_MARKER, { value: true });
   }
 }

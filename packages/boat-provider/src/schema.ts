@@ -241,9 +241,12 @@ export const simKeyRecordSchema = z.object({
   firstSeenAt: z.number().int(),
   boatId: boatIdSchema,
 });
-/** The simulator's state file (`stateFile`): everything committed, so a restart continues seamlessly. */
-export const simStateFileSchema = z.object({
-  version: z.literal(1),
+/**
+ * One committed change in the simulator's state log (`<stateFile>.log`): the clock and the counters as they
+ * now are, and every record the change touched, whole. Each field holds a value, never a delta, so replaying
+ * a record twice (a log that outlived the snapshot it was compacted into) changes nothing.
+ */
+export const simStateLogRecordSchema = z.object({
   clockOffsetMs: z.number().int().min(0),
   counters: z.object({
     createsCommitted: z.number().int().min(0),
@@ -254,6 +257,14 @@ export const simStateFileSchema = z.object({
   sandboxes: z.array(simSandboxRecordSchema),
   operations: z.array(simOperationRecordSchema),
   keys: z.array(simKeyRecordSchema),
+});
+/**
+ * The simulator's state file (`stateFile`): the snapshot of everything committed up to the start of its
+ * log. Version 2 has a log beside it (`<stateFile>.log`); version 1 (written whole on every change) is read
+ * and converted at start. A simulator that knows only version 1 refuses version 2 instead of ignoring the log.
+ */
+export const simStateFileSchema = simStateLogRecordSchema.extend({
+  version: z.union([z.literal(1), z.literal(2)]),
 });
 
 export type Sandbox = z.infer<typeof sandboxSchema>;
@@ -277,3 +288,4 @@ export type SimSandboxRecord = z.infer<typeof simSandboxRecordSchema>;
 export type SimOperationRecord = z.infer<typeof simOperationRecordSchema>;
 export type SimKeyRecord = z.infer<typeof simKeyRecordSchema>;
 export type SimStateFile = z.infer<typeof simStateFileSchema>;
+export type SimStateLogRecord = z.infer<typeof simStateLogRecordSchema>;

@@ -5,7 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createBoatClient } from "@drydock/boat-provider";
-import { isBoatSimulatorError, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import {
+  isBoatSimulatorError,
+  readSimulatorState,
+  startBoatSimulator,
+  stateLogPath,
+} from "@drydock/boat-provider/simulator";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { BODY, harness, rejection } from "./helpers.js";
 
@@ -36,10 +41,11 @@ describe("persistence", () => {
     } finally {
       await first.close();
     }
-    // Atomic writes leave no temp file behind.
-    expect(readdirSync(dir)).toEqual(["state.json"]);
+    // Atomic writes leave no temp file behind: the snapshot and its log, nothing else.
+    expect(readdirSync(dir).sort()).toEqual(["state.json", "state.json.log"]);
     // The key is stored only as a hash.
     expect(readFileSync(stateFile, "utf8")).not.toContain(key);
+    expect(readFileSync(stateLogPath(stateFile), "utf8")).not.toContain(key);
 
     const second = await harness({ stateFile, token, now: () => 1_800_000_000_000, deletionPolls: 2 });
     try {
@@ -161,7 +167,8 @@ describe("drydock-boat-sim", () => {
       expect(out).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+/);
       const client = createBoatClient({ baseUrl: ready.apiUrl, token: ready.token });
       const { sandbox } = await client.createSandbox(BODY, { idempotencyKey: randomUUID() });
-      expect(JSON.parse(readFileSync(stateFile, "utf8")).sandboxes[0].id).toBe(sandbox.id);
+      // Acknowledged means on disk: the state file and its log, read as a restart would.
+      expect(readSimulatorState(stateFile)?.sandboxes[0]?.id).toBe(sandbox.id);
       const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
       child.kill("SIGTERM");
       expect(await exited).toBe(0);

@@ -19,12 +19,15 @@ export {
   type SimSandboxRecord,
   type SimSeedBody,
   type SimStateFile,
+  type SimStateLogRecord,
   type SimStats,
   simOperationRecordSchema,
   simSandboxPatchSchema,
   simSandboxRecordSchema,
   simSeedBodySchema,
   simStateFileSchema,
+  simStateLogRecordSchema,
   simStatsSchema,
 } from "../schema.js";
 export { type BoatSimulator, type BoatSimulatorOptions, startBoatSimulator } from "./server.js";
+export { readSimulatorState, stateLogPath } from "./state-file.js";

@@ -5,9 +5,10 @@ import {
   type SimSandboxRecord,
   type SimSeedBody,
   type SimStateFile,
+  type SimStateLogRecord,
   type SimStats,
 } from "../schema.js";
-import type { SimContext } from "./context.js";
+import type { SimChange, SimContext } from "./context.js";
 
 /**
  * The simulator's state: everything committed lives in these structures and, with a state file, on disk
@@ -62,14 +63,15 @@ export function restoreState(restored: SimStateFile | null): SimState {
   return state;
 }
 
-/** What the state file holds. */
-export function snapshotState(state: SimState): SimStateFile {
-  const keyRecords: SimStateFile["keys"] = [];
-  for (const [keyHash, key] of state.keys) {
+/** The committed keys among `hashes`, as records. */
+function keyRecords(state: SimState, hashes: Iterable<string>): SimStateFile["keys"] {
+  const records: SimStateFile["keys"] = [];
+  for (const keyHash of hashes) {
+    const key = state.keys.get(keyHash);
     // A key whose first request is still running is not committed: a restart releases it, as a crash of
     // the provider before the Boat existed would.
-    if (key.boatId !== undefined) {
-      keyRecords.push({
+    if (key?.boatId !== undefined) {
+      records.push({
         keyHash,
         fingerprint: key.fingerprint,
         firstSeenAt: key.firstSeenAt,
@@ -77,14 +79,40 @@ export function snapshotState(state: SimState): SimStateFile {
       });
     }
   }
+  return records;
+}
+
+/** What the state file holds. */
+export function snapshotState(state: SimState): SimStateFile {
   return {
-    version: 1,
+    version: 2,
     clockOffsetMs: state.clockOffsetMs,
     counters: { ...state.counters },
     sandboxes: [...state.boats.values()],
     operations: [...state.operations.values()],
-    keys: keyRecords,
+    keys: keyRecords(state, state.keys.keys()),
   };
+}
+
+/** The log record of one change: the clock, the counters, and the records it touched as they now are. */
+export function changeRecord(state: SimState, change: SimChange): SimStateLogRecord {
+  const pick = <T>(map: Map<string, T>, ids: readonly string[] = []): T[] =>
+    ids.flatMap((id) => {
+      const found = map.get(id);
+      return found === undefined ? [] : [found];
+    });
+  return {
+    clockOffsetMs: state.clockOffsetMs,
+    counters: { ...state.counters },
+    sandboxes: pick(state.boats, change.boats),
+    operations: pick(state.operations, change.operations),
+    keys: keyRecords(state, change.keys ?? []),
+  };
+}
+
+/** The change `finishOperation` (or any step of a deletion) makes: the operation and its Boat. */
+export function operationChange(ops: readonly SimOperationRecord[]): SimChange {
+  return { operations: ops.map((op) => op.id), boats: ops.map((op) => op.targetId) };
 }
 
 export function liveKey(ctx: SimContext, keyHash: string): KeyState | undefined {
@@ -131,27 +159,26 @@ export function finishOperation(ctx: SimContext, op: SimOperationRecord): void {
   }
 }
 
-/** Finishes every deletion whose simulated time is up; true when one changed. */
-export function settleDueOperations(ctx: SimContext): boolean {
-  let changed = false;
+/** Finishes every deletion whose simulated time is up; the operations it finished. */
+export function settleDueOperations(ctx: SimContext): SimOperationRecord[] {
+  const finished: SimOperationRecord[] = [];
   for (const op of ctx.state.operations.values()) {
     if (
       (op.status === "pending" || op.status === "processing") &&
       ctx.now() - op.requestedAt >= ctx.config.deletionMs
     ) {
       finishOperation(ctx, op);
-      changed = true;
+      finished.push(op);
     }
   }
-  return changed;
+  return finished;
 }
 
 /** The simulator clock moves forward by `ms`; deletions whose time is up finish. */
 export function advanceClock(ctx: SimContext, ms: number): void {
   if (!Number.isInteger(ms) || ms < 0) throw new RangeError("advanceMs must be a non-negative integer");
   ctx.state.clockOffsetMs += ms;
-  settleDueOperations(ctx);
-  ctx.persist();
+  ctx.persist(operationChange(settleDueOperations(ctx)));
 }
 
 /**
@@ -184,7 +211,7 @@ export function seedSandboxes(ctx: SimContext, body: SimSeedBody): SimSandboxRec
     ctx.state.boats.set(id, boat);
     return boat;
   });
-  ctx.persist();
+  ctx.persist({ boats: seeded.map((boat) => boat.id) });
   return seeded;
 }
 

@@ -12,7 +12,14 @@ import {
 import type { SimContext } from "../context.js";
 import { type FaultState, pauseFor, takeBlockDeletion } from "../faults.js";
 import { apiError, type Outcome } from "../http.js";
-import { finishOperation, type KeyState, liveKey, newBoatId, newOperationId } from "../state.js";
+import {
+  finishOperation,
+  type KeyState,
+  liveKey,
+  newBoatId,
+  newOperationId,
+  operationChange,
+} from "../state.js";
 import { decodeCursor, encodeCursor, lookup, operationView, sandboxView } from "../views.js";
 import type { RouteEntry } from "./table.js";
 
@@ -117,7 +124,7 @@ export async function createSandbox(ctx: SimContext, { headers, body, fault }: A
   ctx.state.boats.set(boat.id, boat);
   reservation.boatId = boat.id;
   ctx.state.counters.createsCommitted += 1;
-  ctx.persist();
+  ctx.persist({ boats: [boat.id], keys: [keyHash] });
   return { status: 201, body: { ok: true, type: "sandbox.created", sandbox: sandboxView(ctx, boat) } };
 }
 
@@ -164,7 +171,7 @@ export async function renameSandbox(ctx: SimContext, { params, body, fault }: Ap
   if (boat.name !== parsed.data.name) {
     boat.name = parsed.data.name;
     boat.history.push({ at: ctx.now(), event: "renamed", name: boat.name });
-    ctx.persist();
+    ctx.persist({ boats: [boat.id] });
   }
   return { status: 200, body: { ok: true, sandbox: sandboxView(ctx, boat) } };
 }
@@ -246,7 +253,7 @@ export async function deleteSandbox(
   ctx.state.counters.deletesAccepted += 1;
   boat.history.push({ at, event: "deletion_requested", operationId: op.id });
   if (ctx.config.deletionPolls <= 0) finishOperation(ctx, op);
-  ctx.persist();
+  ctx.persist(operationChange([op]));
   return { status: 202, body: { ok: true, type: "deletion.operation", operation: operationView(op) } };
 }
 
@@ -260,7 +267,7 @@ export async function pollDeletion(ctx: SimContext, { params, fault }: ApiReques
     op.polls += 1;
     if (op.polls >= ctx.config.deletionPolls) finishOperation(ctx, op);
     else op.status = "processing";
-    ctx.persist();
+    ctx.persist(operationChange([op]));
   }
   return { status: 200, body: { ok: true, operation: operationView(op) } };
 }

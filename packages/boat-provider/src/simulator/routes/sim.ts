@@ -89,6 +89,6 @@ export function patchSandbox(
   if (parsed.data.busy !== undefined) boat.busy = parsed.data.busy;
   if (parsed.data.state !== undefined) boat.state = parsed.data.state;
   boat.history.push({ at: ctx.now(), event: "patched" });
-  ctx.persist();
+  ctx.persist({ boats: [boat.id] });
   return { status: 200, body: { ok: true, sandbox: boat } };
 }
