@@ -61,6 +61,12 @@ export interface BoatCreateJournal {
   /** Sanitised rows: never a key or a request body. */
   boatCreateRecoverySnapshot(): Promise<BoatCreateRecoveryEntry[]>;
   /**
+   * The sanitised rows of one bot, exactly as `boatCreateRecoverySnapshot()` lists them (read under the same
+   * rules). What a provision's lookup needs: a row backend reads only that bot's rows through an index, so
+   * its cost does not grow with the journal.
+   */
+  boatCreateRowsOf(botId: string): Promise<BoatCreateRecoveryEntry[]>;
+  /**
    * The same sanitised rows without `ageMs`, read without the lock (json-journal's `peek`): never waits
    * for a writer, but may show a row whose write is not yet durable. Frozen, and the very same array for as
    * long as the file is unchanged, so a view can memoize what it derives by identity. For views (listings,
@@ -138,6 +144,12 @@ export function openBoatCreateJournal(options: OpenBoatCreateJournalOptions): Bo
     },
     async boatCreateRecoverySnapshot() {
       return journal.read((doc) => snapshotOf(doc, readClock(now)));
+    },
+    async boatCreateRowsOf(botId) {
+      assertBotId(botId, "invalid bot id");
+      return journal.read((doc) =>
+        snapshotOf({ ...doc, requests: doc.requests.filter((r) => r.botId === botId) }, readClock(now)),
+      );
     },
     async peekBoatCreates() {
       return journal.peek((doc) => {

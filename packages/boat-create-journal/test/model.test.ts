@@ -194,20 +194,31 @@ const retire = (boat: string): Op => ({
   exec: (env) => env.journal.retireDeletedBoatCreate(boat),
 });
 
-const snapshot: Op = {
-  name: "snapshot",
-  apply: (m) =>
-    ok(
-      m.list().map((row) => ({
+const sanitised = (m: Model, botId?: string) =>
+  ok(
+    m
+      .list()
+      .filter((row) => botId === undefined || row.botId === botId)
+      .map((row) => ({
         botId: row.botId,
         ...(row.boxId !== undefined ? { boxId: row.boxId } : {}),
         resolved: row.resolved === true,
         createdAt: row.createdAt,
         ageMs: Math.max(0, m.now - row.createdAt),
       })),
-    ),
+  );
+
+const snapshot: Op = {
+  name: "snapshot",
+  apply: (m) => sanitised(m),
   exec: (env) => env.journal.boatCreateRecoverySnapshot(),
 };
+
+const rowsOf = (bot: string): Op => ({
+  name: `rowsOf(${bot})`,
+  apply: (m) => sanitised(m, bot),
+  exec: (env) => env.journal.boatCreateRowsOf(bot),
+});
 
 function diskRows(env: Env): Row[] {
   if (!existsSync(env.file)) return [];
@@ -314,6 +325,7 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.constantFrom(...BOATS).map(retire) },
   { weight: 1, arbitrary: fc.constant(snapshot) },
+  { weight: 1, arbitrary: fc.constantFrom(...BOTS).map(rowsOf) },
 );
 
 const commandArbs = [

@@ -273,8 +273,8 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
 
       const remembered =
         ownerBotId !== null &&
-        (await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())).some(
-          (row) => row.botId === ownerBotId && row.boxId === boxId,
+        (await journal(() => ctx.createJournal.boatCreateRowsOf(ownerBotId))).some(
+          (row) => row.boxId === boxId,
         );
       const notOurs = () =>
         new LifecycleError({

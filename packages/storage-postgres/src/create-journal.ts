@@ -99,10 +99,13 @@ export function pgCreateJournal(handle: PgHandle, options: PgJournalOptions): Bo
     }
   }
 
-  async function readAll<R>(view: (slice: StoredRow[], now: number) => R): Promise<R> {
+  async function readAll<R>(
+    view: (slice: StoredRow[], now: number) => R,
+    read: (tx: PgTx) => Promise<StoredRow[]> = (tx) => table.all(tx),
+  ): Promise<R> {
     options.live();
     try {
-      return await handle.read(async (tx) => view(await table.all(tx), tx.now));
+      return await handle.read(async (tx) => view(await read(tx), tx.now));
     } catch (error) {
       throw isStorageError(error) ? asJournalError("create", error) : error;
     }
@@ -132,6 +135,17 @@ export function pgCreateJournal(handle: PgHandle, options: PgJournalOptions): Bo
           docOf(slice),
           readClock(() => now),
         ),
+      );
+    },
+    async boatCreateRowsOf(botId) {
+      assertBotId(botId, "invalid bot id");
+      return readAll(
+        (slice, now) =>
+          snapshotOf(
+            docOf(slice),
+            readClock(() => now),
+          ),
+        byBot(botId),
       );
     },
     async peekBoatCreates() {

@@ -106,10 +106,10 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
     }
   }
 
-  function readAll<R>(view: (slice: StoredRow[]) => R): R {
+  function readAll<R>(view: (slice: StoredRow[]) => R, read: () => StoredRow[] = () => rows(all)): R {
     options.live();
     try {
-      return handle.read(() => view(rows(all)));
+      return handle.read(() => view(read()));
     } catch (error) {
       throw isStorageError(error) ? asJournalError("create", error) : error;
     }
@@ -148,6 +148,14 @@ export function sqliteCreateJournal(handle: SqliteHandle, options: SqliteJournal
     async boatCreateRecoverySnapshot() {
       const at = readClock(options.now);
       return readAll((slice) => snapshotOf(docOf(slice), at));
+    },
+    async boatCreateRowsOf(botId) {
+      assertBotId(botId, "invalid bot id");
+      const at = readClock(options.now);
+      return readAll(
+        (slice) => snapshotOf(docOf(slice), at),
+        () => rows(byBot, botId),
+      );
     },
     async peekBoatCreates() {
       options.live();

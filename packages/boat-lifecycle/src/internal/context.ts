@@ -26,6 +26,7 @@ export type LifecycleCreateJournal = Pick<
   | "rememberCreatedBoat"
   | "resolveBoatCreate"
   | "boatCreateRecoverySnapshot"
+  | "boatCreateRowsOf"
   | "adoptResolvedBoat"
   | "retireDeletedBoatCreate"
   | "discardBoatCreate"

@@ -178,9 +178,7 @@ async function confirmNamedHits(ctx: Context, botId: string, signal?: AbortSigna
  * yet. A hit the journal does not know is adopted, so the Boat is durably owned from then on.
  */
 export async function locate(ctx: Context, botId: string, signal?: AbortSignal): Promise<Located | null> {
-  const rows = (await journal(() => ctx.createJournal.boatCreateRecoverySnapshot())).filter(
-    (row) => row.botId === botId,
-  );
+  const rows = await journal(() => ctx.createJournal.boatCreateRowsOf(botId));
   const remembered = rows.find((row) => row.boxId !== undefined);
   if (remembered?.boxId !== undefined) {
     try {

@@ -21,6 +21,7 @@ export type JournalCommand =
   | { op: "adoptOnce"; bot: string; boat: string; expectedNull: boolean }
   | { op: "retire"; boat: string }
   | { op: "snapshot" }
+  | { op: "rowsOf"; bot: string }
   | { op: "prepare"; boat: string; renamed: boolean; owner: string | null }
   | { op: "accept"; boat: string; operation: number; status: "pending" | "processing" | "completed" }
   | { op: "block"; boat: string; operation: number | null }
@@ -102,6 +103,7 @@ export const journalCommandArb: fc.Arbitrary<JournalCommand> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("retire" as const), boat }) },
   { weight: 1, arbitrary: fc.constant({ op: "snapshot" as const }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant("rowsOf" as const), bot }) },
   {
     weight: 3,
     arbitrary: fc.record({
@@ -307,6 +309,8 @@ export function applyToModel(
         return c.retire(command.boat);
       case "snapshot":
         return c.snapshot();
+      case "rowsOf":
+        return c.snapshot(command.bot);
       case "prepare":
         return d.prepare(identityOf(command.boat, command.renamed, command.owner));
       case "accept":
@@ -392,6 +396,8 @@ export async function applyToStorage(
           return c.retireDeletedBoatCreate(command.boat);
         case "snapshot":
           return c.boatCreateRecoverySnapshot();
+        case "rowsOf":
+          return c.boatCreateRowsOf(command.bot);
         case "prepare":
           return d.prepareBoatDeletionOnce(identityOf(command.boat, command.renamed, command.owner));
         case "accept":

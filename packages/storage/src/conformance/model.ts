@@ -98,15 +98,17 @@ export class CreateModel {
     return ok(undefined);
   }
 
-  snapshot(): Outcome {
+  snapshot(botId?: string): Outcome {
     return ok(
-      this.rows.map((r) => ({
-        botId: r.botId,
-        ...(r.boxId !== undefined ? { boxId: r.boxId } : {}),
-        resolved: r.resolved === true,
-        createdAt: r.createdAt,
-        ageMs: Math.max(0, this.clock.now - r.createdAt),
-      })),
+      this.rows
+        .filter((r) => botId === undefined || r.botId === botId)
+        .map((r) => ({
+          botId: r.botId,
+          ...(r.boxId !== undefined ? { boxId: r.boxId } : {}),
+          resolved: r.resolved === true,
+          createdAt: r.createdAt,
+          ageMs: Math.max(0, this.clock.now - r.createdAt),
+        })),
     );
   }
 }
