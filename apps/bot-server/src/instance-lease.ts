@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import type { InstanceRegistry } from "@drydock/storage-postgres";
-import { HttpProblem } from "./http-errors.js";
+import { HttpProblem, LEASE_LOST } from "./http-errors.js";
 
 /** DRYDOCK_LEASE_TTL_MS's default: how long a renewal keeps this server's instance alive. */
 export const DEFAULT_LEASE_TTL_MS = 15_000;
@@ -96,7 +96,7 @@ export async function startInstanceLease(options: InstanceLeaseOptions): Promise
       if (monotonic() < validUntil) return;
       throw new HttpProblem(
         503,
-        "lease_lost",
+        LEASE_LOST,
         "This server could not renew its instance lease in time, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Another instance serves the bot; retry there, or here once this server has re-registered.",
       );
     },
