@@ -47,6 +47,9 @@ function fakeRegistry() {
 
 const quiet = { info() {}, warn() {} };
 
+const leaseOn = (instances: InstanceRegistry, monotonic: () => number) =>
+  startInstanceLease({ instances, ttlMs: TTL, log: quiet, monotonic });
+
 describe("the instance lease (no database)", () => {
   beforeEach(() => {
     vi.useFakeTimers();
@@ -58,12 +61,7 @@ describe("the instance lease (no database)", () => {
   it("the gate is open inside the local lease (ttl less a fifth) and answers 503 lease_lost once it passes", async () => {
     const { registry } = fakeRegistry();
     let now = 0;
-    const lease = await startInstanceLease({
-      instances: registry,
-      ttlMs: TTL,
-      log: quiet,
-      monotonic: () => now,
-    });
+    const lease = await leaseOn(registry, () => now);
     expect(() => lease.gate()).not.toThrow();
     now = TTL - TTL / 5 - 1;
     expect(() => lease.gate()).not.toThrow();
@@ -82,12 +80,7 @@ describe("the instance lease (no database)", () => {
   it("a renewal the database refuses re-registers: current() switches to the greater epoch, the old one replaced", async () => {
     const { registry, registered, renewals } = fakeRegistry();
     let now = 0;
-    const lease = await startInstanceLease({
-      instances: registry,
-      ttlMs: TTL,
-      log: quiet,
-      monotonic: () => now,
-    });
+    const lease = await leaseOn(registry, () => now);
     const first = lease.current();
     expect(first.epoch).toBe(1);
     renewals.push({ renewed: false, reason: "expired", state: "live" });

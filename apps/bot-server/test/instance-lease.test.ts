@@ -89,6 +89,24 @@ async function createRows(schema: string): Promise<{ bot_id: string; box_id: str
   }
 }
 
+/** A server on `url` (given as a file, as an operator would) with a 1.5 s lease, on the standalone simulator. */
+async function leasedServer(name: string, url: string, env: Record<string, string> = {}) {
+  const dir = join(tmp.dir, name);
+  const schema = schemaOf(dir);
+  const urlFile = join(tmp.dir, `${name}-storage-url`);
+  writeFileSync(urlFile, url, { mode: 0o600 });
+  const server = await spawnServer(dir, {
+    DRYDOCK_STORAGE_FILE: urlFile,
+    DRYDOCK_POSTGRES_SCHEMA: schema,
+    DRYDOCK_LEASE_TTL_MS: "1500",
+    BOAT_API_URL: sim.apiUrl,
+    BOAT_API_TOKEN: sim.token,
+    ...env,
+  });
+  servers.push(server);
+  return { schema, server };
+}
+
 /** Whether `pid` is stopped (SIGSTOP), from /proc. */
 function stopped(pid: number): boolean {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -97,19 +115,8 @@ function stopped(pid: number): boolean {
 
 describe("a server paused past its lease", () => {
   it("refuses the next provision with lease_lost before any POST, then re-registers with a greater epoch and provisions once", async () => {
-    const dir = join(tmp.dir, "data");
-    const schema = schemaOf(dir);
-    // The URL (with its password) is given as a file, as an operator would.
-    const urlFile = join(tmp.dir, "storage-url");
-    writeFileSync(urlFile, proxy.url(databaseUrl()), { mode: 0o600 });
-    const server = await spawnServer(dir, {
-      DRYDOCK_STORAGE_FILE: urlFile,
-      DRYDOCK_POSTGRES_SCHEMA: schema,
-      DRYDOCK_LEASE_TTL_MS: "1500",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-    });
-    servers.push(server);
+    // The URL (with its password) is given as a file, as an operator would; through the fault proxy.
+    const { schema, server } = await leasedServer("data", proxy.url(databaseUrl()));
     const pid = server.child.pid as number;
     // The instance line follows the banner's listening line (it may arrive in a later chunk of output).
     for (let i = 0; i < 200 && !server.output().includes("instance:"); i += 1) await sleep(25);
@@ -175,22 +182,12 @@ describe("a server paused past its lease", () => {
   }, 180_000);
 
   it("a journal write in flight when it was paused is refused by the fence (lease_lost, nothing written); retried after it re-registered: one Boat", async () => {
-    const dir = join(tmp.dir, "data-fence");
-    const schema = schemaOf(dir);
-    const urlFile = join(tmp.dir, "storage-url-fence");
-    writeFileSync(urlFile, databaseUrl(), { mode: 0o600 });
     const { createRequests: startedBefore, live: liveBefore } = sim.stats();
-    const server = await spawnServer(dir, {
-      DRYDOCK_STORAGE_FILE: urlFile,
-      DRYDOCK_POSTGRES_SCHEMA: schema,
-      DRYDOCK_LEASE_TTL_MS: "1500",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-      // It stops itself once boat.dev has answered the create, before the journal records the Boat.
+    // It stops itself once boat.dev has answered the create, before the journal records the Boat.
+    const { schema, server } = await leasedServer("data-fence", databaseUrl(), {
       DRYDOCK_CRASH_POINT: "provision.after-create-response",
       DRYDOCK_CRASH_SIGNAL: "SIGSTOP",
     });
-    servers.push(server);
     const pid = server.child.pid as number;
     const call = api(server.url, server.token);
     expect((await call("POST", "/v1/bots", { name: "Cy", botId: "cy" })).status).toBe(201);
