@@ -376,8 +376,8 @@ async function start(
     // From here every journal, registry and meta write is fenced by this server's instance, read when each
     // call starts: a write under an epoch whose lease lapsed (a pause) or that was declared dead is refused
     // inside its transaction (STORAGE_FENCED → 503 lease_lost), nothing written. The lease switches to its
-    // new epoch when it re-registers.
-    (storage as PostgresStorage).fenceWith(() => lease.current());
+    // new epoch when it re-registers; a request keeps the epoch it began under (lease.scope, below).
+    (storage as PostgresStorage).fenceWith(() => lease.writer());
   }
 
   const boatDev = await provideBoatDev(config, taken);
@@ -408,6 +408,7 @@ async function start(
     metrics,
     recovery,
     startupReport: () => startupReport,
+    ...(lease === null ? {} : { requestScope: (next: () => void) => lease.scope(next) }),
     ...(options.now ? { now: options.now } : {}),
     logger: { level: config.logLevel, redact: SERVER_LOG_REDACTION },
     ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),

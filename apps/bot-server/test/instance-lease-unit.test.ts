@@ -95,4 +95,46 @@ describe("the instance lease (no database)", () => {
     expect(() => lease.gate()).not.toThrow();
     await lease.close();
   });
+
+  it("a request keeps the epoch it began under: its writer stays, its gate closes after a re-registration; new requests get the new epoch", async () => {
+    const { registry, renewals } = fakeRegistry();
+    let now = 0;
+    const lease = await leaseOn(registry, () => now);
+    let resume: () => void = () => {};
+    const paused = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    const seen: { epoch: number; gate: unknown }[] = [];
+    const request = new Promise<void>((done) => {
+      lease.scope(() => {
+        void (async () => {
+          await paused; // the request is "paused" across the re-registration
+          let gate: unknown = null;
+          try {
+            lease.gate();
+          } catch (error) {
+            gate = error;
+          }
+          seen.push({ epoch: lease.writer().epoch, gate });
+          done();
+        })();
+      });
+    });
+    renewals.push({ renewed: false, reason: "expired", state: "live" });
+    now = TTL;
+    await vi.advanceTimersByTimeAsync(TTL / 3);
+    expect(lease.current().epoch).toBe(2);
+    resume();
+    await request;
+    expect(seen).toHaveLength(1);
+    expect(seen[0]?.epoch).toBe(1);
+    expect(seen[0]?.gate).toMatchObject({ status: 503, code: "lease_lost" });
+    // A request that begins now, and work outside any request, carry the new epoch; the gate is open.
+    lease.scope(() => {
+      expect(lease.writer().epoch).toBe(2);
+      expect(() => lease.gate()).not.toThrow();
+    });
+    expect(lease.writer().epoch).toBe(2);
+    await lease.close();
+  });
 });

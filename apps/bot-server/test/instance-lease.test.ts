@@ -229,4 +229,51 @@ describe("a server paused past its lease", () => {
     server.child.kill("SIGTERM");
     await server.exited;
   }, 180_000);
+
+  it("a request that began before the pause never continues under the new epoch: resumed after the re-registration, it starts no side effect", async () => {
+    const { createRequests: startedBefore, live: liveBefore } = sim.stats();
+    // It stops itself once the create key is journaled, before it asks whether the bot is still wanted.
+    const { schema, server } = await leasedServer("data-scope", proxy.url(databaseUrl()), {
+      DRYDOCK_CRASH_POINT: "provision.after-begin",
+      DRYDOCK_CRASH_SIGNAL: "SIGSTOP",
+    });
+    const pid = server.child.pid as number;
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "Dee", botId: "dee" })).status).toBe(201);
+    const [first] = await until(schema, "the server is registered", (rows) =>
+      rows.some((r) => r.pid === pid),
+    );
+    const inFlight = call("POST", "/v1/bots/dee/computer");
+    for (let i = 0; i < 1_200 && !stopped(pid); i += 1) await sleep(50);
+    expect(stopped(pid)).toBe(true);
+    await until(schema, "its lease has passed by the database's clock", (rows) =>
+      rows.every((r) => r.state !== "live" || r.expired),
+    );
+    // Resumed, the request's next read (is the bot still wanted?) is held on the proxy until the server has
+    // re-registered, so it goes on only under the new epoch.
+    proxy.set({ kind: "blackhole-on", match: "FROM bots WHERE bot_id" });
+    process.kill(-pid, "SIGCONT");
+    await until(schema, "a new epoch is live", (all) =>
+      all.some((r) => r.pid === pid && r.state === "live" && Number(r.epoch) > Number(first?.epoch)),
+    );
+    for (let i = 0; i < 1_200 && !server.output().includes("re-registered with a new epoch"); i += 1) {
+      await sleep(25);
+    }
+    expect(server.output()).toContain("re-registered with a new epoch");
+    proxy.set({ kind: "reset" });
+    proxy.set({ kind: "pass" });
+    const refused = await inFlight;
+    expect(refused.status).toBe(503);
+    expect(refused.json.error.code).toBe("lease_lost");
+    expect(refused.json.error.message).toContain(`began under this server's instance epoch ${first?.epoch}`);
+    expect(sim.stats().createRequests).toBe(startedBefore);
+    expect(await createRows(schema)).toMatchObject([{ bot_id: "dee", box_id: null }]);
+
+    // A new request runs under the new epoch: the journaled key is sent, one Boat.
+    const again = await call("POST", "/v1/bots/dee/computer");
+    expect(again.status).toBe(200);
+    expect(sim.stats().live).toBe(liveBefore + 1);
+    server.child.kill("SIGTERM");
+    await server.exited;
+  }, 180_000);
 });
