@@ -107,6 +107,25 @@ async function leasedServer(name: string, url: string, env: Record<string, strin
   return { schema, server };
 }
 
+/**
+ * A leased server that SIGSTOPs itself at `point`, a bot `botId`, and its provision in flight until the server
+ * has stopped there (the provision's answer is `inFlight`).
+ */
+async function provisionPausedAt(name: string, url: string, point: string, botId: string) {
+  const { schema, server } = await leasedServer(name, url, {
+    DRYDOCK_CRASH_POINT: point,
+    DRYDOCK_CRASH_SIGNAL: "SIGSTOP",
+  });
+  const pid = server.child.pid as number;
+  const call = api(server.url, server.token);
+  expect((await call("POST", "/v1/bots", { name: botId, botId })).status).toBe(201);
+  const [first] = await until(schema, "the server is registered", (rows) => rows.some((r) => r.pid === pid));
+  const inFlight = call("POST", `/v1/bots/${botId}/computer`);
+  for (let i = 0; i < 1_200 && !stopped(pid); i += 1) await sleep(50);
+  expect(stopped(pid)).toBe(true);
+  return { schema, server, pid, call, first, inFlight };
+}
+
 /** Whether `pid` is stopped (SIGSTOP), from /proc. */
 function stopped(pid: number): boolean {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -184,19 +203,12 @@ describe("a server paused past its lease", () => {
   it("a journal write in flight when it was paused is refused by the fence (lease_lost, nothing written); retried after it re-registered: one Boat", async () => {
     const { createRequests: startedBefore, live: liveBefore } = sim.stats();
     // It stops itself once boat.dev has answered the create, before the journal records the Boat.
-    const { schema, server } = await leasedServer("data-fence", databaseUrl(), {
-      DRYDOCK_CRASH_POINT: "provision.after-create-response",
-      DRYDOCK_CRASH_SIGNAL: "SIGSTOP",
-    });
-    const pid = server.child.pid as number;
-    const call = api(server.url, server.token);
-    expect((await call("POST", "/v1/bots", { name: "Cy", botId: "cy" })).status).toBe(201);
-    const [first] = await until(schema, "the server is registered", (rows) =>
-      rows.some((r) => r.pid === pid),
+    const { schema, server, pid, call, first, inFlight } = await provisionPausedAt(
+      "data-fence",
+      databaseUrl(),
+      "provision.after-create-response",
+      "cy",
     );
-    const inFlight = call("POST", "/v1/bots/cy/computer");
-    for (let i = 0; i < 1_200 && !stopped(pid); i += 1) await sleep(50);
-    expect(stopped(pid)).toBe(true);
     expect(sim.stats().createRequests).toBe(startedBefore + 1);
     await until(schema, "its lease has passed by the database's clock", (rows) =>
       rows.every((r) => r.state !== "live" || r.expired),
@@ -233,19 +245,12 @@ describe("a server paused past its lease", () => {
   it("a request that began before the pause never continues under the new epoch: resumed after the re-registration, it starts no side effect", async () => {
     const { createRequests: startedBefore, live: liveBefore } = sim.stats();
     // It stops itself once the create key is journaled, before it asks whether the bot is still wanted.
-    const { schema, server } = await leasedServer("data-scope", proxy.url(databaseUrl()), {
-      DRYDOCK_CRASH_POINT: "provision.after-begin",
-      DRYDOCK_CRASH_SIGNAL: "SIGSTOP",
-    });
-    const pid = server.child.pid as number;
-    const call = api(server.url, server.token);
-    expect((await call("POST", "/v1/bots", { name: "Dee", botId: "dee" })).status).toBe(201);
-    const [first] = await until(schema, "the server is registered", (rows) =>
-      rows.some((r) => r.pid === pid),
+    const { schema, server, pid, call, first, inFlight } = await provisionPausedAt(
+      "data-scope",
+      proxy.url(databaseUrl()),
+      "provision.after-begin",
+      "dee",
     );
-    const inFlight = call("POST", "/v1/bots/dee/computer");
-    for (let i = 0; i < 1_200 && !stopped(pid); i += 1) await sleep(50);
-    expect(stopped(pid)).toBe(true);
     await until(schema, "its lease has passed by the database's clock", (rows) =>
       rows.every((r) => r.state !== "live" || r.expired),
     );
