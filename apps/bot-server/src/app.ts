@@ -106,7 +106,7 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
     for (const method of [route.method].flat()) routes.push({ method, url: route.url });
   });
 
-  addRequestHooks(app, ctx);
+  addRequestHooks(app, ctx, deps);
 
   app.setNotFoundHandler(async (request, reply) => {
     await reply.code(404).send({
@@ -138,7 +138,11 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
  * Every request: its id in the response header, the token check, the request id put into error bodies,
  * `Connection: close` once closing, and on its end the request metrics and the access log line.
  */
-function addRequestHooks(app: FastifyInstance, ctx: ServerContext): void {
+function addRequestHooks(app: FastifyInstance, ctx: ServerContext, deps: ServerDeps): void {
+  // First: the request's scope (its epoch on postgres), entered with `done` so every later hook and the
+  // handler run inside it.
+  const scope = deps.requestScope;
+  if (scope !== undefined) app.addHook("onRequest", (_request, _reply, done) => scope(done));
   app.addHook("onRequest", async (request, reply) => {
     reply.header(REQUEST_ID_HEADER, request.id);
     await authorize(ctx, request, reply);

@@ -42,21 +42,18 @@ export function toBotsProblem(error: unknown): unknown {
   return error;
 }
 
-/** Each method of the registry with its rejections mapped to HTTP; `liveMarks` (synchronous) as it is. */
+/** Each method of the registry with its rejections mapped to HTTP. */
 export function httpBotRegistry(registry: BotRegistryStore): BotRegistry {
   const mapped = {} as Record<string, unknown>;
   for (const [name, value] of Object.entries(registry)) {
     if (typeof value !== "function") continue;
-    mapped[name] =
-      name === "liveMarks"
-        ? value
-        : async (...args: unknown[]) => {
-            try {
-              return await (value as (...a: unknown[]) => Promise<unknown>)(...args);
-            } catch (error) {
-              throw toBotsProblem(error);
-            }
-          };
+    mapped[name] = async (...args: unknown[]) => {
+      try {
+        return await (value as (...a: unknown[]) => Promise<unknown>)(...args);
+      } catch (error) {
+        throw toBotsProblem(error);
+      }
+    };
   }
   return mapped as unknown as BotRegistry;
 }

@@ -51,6 +51,11 @@ export interface ServerDeps {
    * write's FILE_WRITE_CRASH_POINT.
    */
   restoreCrash?: CrashHook;
+  /**
+   * Runs each request's hooks and handler inside `scope(next)` (on postgres: the instance lease binds the
+   * request to its epoch, so all its writes carry it). Unset: requests run as they are.
+   */
+  requestScope?: (next: () => void) => void;
 }
 
 /**

@@ -96,6 +96,9 @@ export function isFullDisk(error: unknown): boolean {
   });
 }
 
+/** The code of every answer that says this server lost its instance lease (the gate, the write fence). */
+export const LEASE_LOST = "lease_lost";
+
 /** Retry-After for a storage fault a retry may cure: a busy database soon, anything else later. */
 export const STORAGE_RETRY_AFTER_S = { busy: 1, other: 10 } as const;
 
@@ -106,7 +109,9 @@ export function toHttpError(error: unknown): HttpError {
   const storage = storageCause(error);
   if (storage !== undefined && mapped.status !== 500) {
     mapped.status = storage.status;
-    mapped.body.error.code = httpErrorCode(storage.code);
+    // A write refused by the instance fence (STORAGE_FENCED, postgres): the same answer as the side-effect
+    // gate's, 503 `lease_lost` — this server lost its lease; retry here once it re-registered, or elsewhere.
+    mapped.body.error.code = storage.code === "STORAGE_FENCED" ? LEASE_LOST : httpErrorCode(storage.code);
     if (!mapped.body.error.message.includes(storage.message)) mapped.body.error.message = storage.message;
     if (storage.retryable) {
       mapped.retryAfterS =

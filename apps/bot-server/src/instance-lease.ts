@@ -1,7 +1,8 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { hostname } from "node:os";
 import { performance } from "node:perf_hooks";
 import type { InstanceRegistry } from "@drydock/storage-postgres";
-import { HttpProblem } from "./http-errors.js";
+import { HttpProblem, LEASE_LOST } from "./http-errors.js";
 
 /** DRYDOCK_LEASE_TTL_MS's default: how long a renewal keeps this server's instance alive. */
 export const DEFAULT_LEASE_TTL_MS = 15_000;
@@ -10,8 +11,17 @@ export interface InstanceLease {
   /** This server's instance now (it changes when a lapsed lease is re-registered with a new epoch). */
   current(): { id: string; epoch: number };
   /**
+   * Runs `next` (the rest of a request) bound to the instance current now: the request's writes carry that
+   * epoch (`writer`), and its gate stays closed if the server re-registers meanwhile — a request that began
+   * before a pause never continues under the new epoch.
+   */
+  scope(next: () => void): void;
+  /** What the storage's write fence reads: the running request's epoch, else the current one. */
+  writer(): { id: string; epoch: number };
+  /**
    * The side-effect gate: throws 503 `lease_lost` (nothing started) once the local lease has passed, i.e.
-   * when this server could not renew in time, as after a pause. Called before every create POST and DELETE.
+   * when this server could not renew in time, as after a pause, or when the running request began under an
+   * earlier epoch. Called before every create POST and DELETE.
    */
   gate(): void;
   /** Stops the heartbeat and marks the instance stopped (best effort: a lapsed lease says the same). */
@@ -90,13 +100,25 @@ export async function startInstanceLease(options: InstanceLeaseOptions): Promise
   };
   schedule();
 
+  const requests = new AsyncLocalStorage<{ id: string; epoch: number }>();
+  const current = () => ({ id: me.id, epoch: me.epoch });
   return {
-    current: () => ({ id: me.id, epoch: me.epoch }),
+    current,
+    scope: (next) => requests.run(current(), next),
+    writer: () => requests.getStore() ?? current(),
     gate() {
+      const began = requests.getStore();
+      if (began !== undefined && began.epoch !== me.epoch) {
+        throw new HttpProblem(
+          503,
+          LEASE_LOST,
+          `This request began under this server's instance epoch ${began.epoch}, whose lease was lost (the server was paused or cut off); the server has re-registered since (epoch ${me.epoch}), and a request never continues under a new epoch, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Retry the request.`,
+        );
+      }
       if (monotonic() < validUntil) return;
       throw new HttpProblem(
         503,
-        "lease_lost",
+        LEASE_LOST,
         "This server could not renew its instance lease in time, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Another instance serves the bot; retry there, or here once this server has re-registered.",
       );
     },

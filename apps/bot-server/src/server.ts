@@ -12,7 +12,12 @@ import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
 import { claimDataDir, openStorage, type Storage } from "@drydock/storage";
-import { instancesOf, postgresBackend, redactUrl as redactPostgresUrl } from "@drydock/storage-postgres";
+import {
+  instancesOf,
+  type PostgresStorage,
+  postgresBackend,
+  redactUrl as redactPostgresUrl,
+} from "@drydock/storage-postgres";
 import { DEFAULT_MAX_ROWS, SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import type { FastifyInstance } from "fastify";
 import { buildServer } from "./app.js";
@@ -366,7 +371,14 @@ async function start(
             warn: (fields, message) => logs.app?.log.warn(fields, message),
           },
         });
-  if (lease !== null) taken.push(() => lease.close());
+  if (lease !== null) {
+    taken.push(() => lease.close());
+    // From here every journal, registry and meta write is fenced by this server's instance, read when each
+    // call starts: a write under an epoch whose lease lapsed (a pause) or that was declared dead is refused
+    // inside its transaction (STORAGE_FENCED → 503 lease_lost), nothing written. The lease switches to its
+    // new epoch when it re-registers; a request keeps the epoch it began under (lease.scope, below).
+    (storage as PostgresStorage).fenceWith(() => lease.writer());
+  }
 
   const boatDev = await provideBoatDev(config, taken);
   const { simulator, simulatorLock, provider } = boatDev;
@@ -396,6 +408,7 @@ async function start(
     metrics,
     recovery,
     startupReport: () => startupReport,
+    ...(lease === null ? {} : { requestScope: (next: () => void) => lease.scope(next) }),
     ...(options.now ? { now: options.now } : {}),
     logger: { level: config.logLevel, redact: SERVER_LOG_REDACTION },
     ...(options.crash?.restore ? { restoreCrash: options.crash.restore } : {}),

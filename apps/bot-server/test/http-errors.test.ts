@@ -1,7 +1,7 @@
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { LockError } from "@drydock/file-lock";
 import { SagaError } from "@drydock/restore-saga";
-import { asJournalError, busyFailure, corruptFailure, osFailure, type StorageError } from "@drydock/storage";
+import { asJournalError, busyFailure, corruptFailure, osFailure, StorageError } from "@drydock/storage";
 import { describe, expect, it } from "vitest";
 import { HttpProblem, httpErrorCode, STORAGE_RETRY_AFTER_S, toHttpError } from "../src/http-errors.js";
 import { WorkspacePathIsDirectory } from "../src/workspace-files.js";
@@ -91,6 +91,26 @@ describe("storage faults at the HTTP edge", () => {
     expect(mapped.body.error.message).toContain(busy.message);
     expect(mapped.body.error.message).toMatch(/^Cloud computer creation is paused: /);
     expect(mapped.retryAfterS).toBe(STORAGE_RETRY_AFTER_S.busy);
+  });
+
+  it("a write refused by the instance fence (STORAGE_FENCED) is 503 lease_lost, bare, below the lifecycle or the registry", () => {
+    const fenced = new StorageError({
+      code: "STORAGE_FENCED",
+      retryable: true,
+      message:
+        "This server's write was refused: its instance no longer holds its lease. Nothing was written.",
+    });
+    const registry = new HttpProblem(503, "bots_paused", fenced.message);
+    (registry as { cause?: unknown }).cause = fenced;
+    for (const error of [fenced, throughLifecycle(fenced), registry]) {
+      const mapped = toHttpError(error);
+      expect([mapped.status, mapped.body.error.code, mapped.retryAfterS]).toEqual([
+        503,
+        "lease_lost",
+        STORAGE_RETRY_AFTER_S.other,
+      ]);
+      expect(mapped.body.error.message).toContain("Nothing was written.");
+    }
   });
 
   it("a full disk or an exhausted quota is 507 Insufficient Storage, whichever store refused", () => {

@@ -165,6 +165,8 @@ const STORAGE_EXIT: Record<StorageErrorCode, ExitCode> = {
   STORAGE_NOT_EMPTY: EXIT_CODES.UNSAFE,
   STORAGE_IN_USE: EXIT_CODES.UNSAFE,
   STORAGE_MIGRATION_FAILED: EXIT_CODES.UNSAFE,
+  // The CLI writes unfenced (it has no instance), so it never meets this; a retry is what it asks for.
+  STORAGE_FENCED: EXIT_CODES.FAILURE,
 };
 
 /** The StorageError behind a journal's or the lifecycle's refusal (their `cause` chain), if any. */

@@ -1,42 +1,29 @@
 import { randomUUID } from "node:crypto";
-import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
 import {
   type Bot,
-  BotRegistryError,
   type BotRegistryStore,
   BotSchema,
+  botExists,
   corruptFailure,
   type DeletionMark,
+  judgeMarks,
+  processGone,
   StorageError,
+  tooManyBots,
+  withMark,
+  withoutMarks,
 } from "@drydock/storage";
 import type { PgHandle, PgTx } from "./database.js";
 
-/** Deletion marks per bot at most (the registry's rule, as the file backend's). */
-const MAX_MARKS = 64;
-
-const identity = createSystemIdentity();
-
-/** This process as file-lock records a lock's owner, so its liveness can be judged the same way. */
-function thisProcess(): DeletionMark["by"] {
-  const host = identity.hostname();
-  const bootId = identity.bootId();
-  const startTime = identity.processStartTime(process.pid);
-  const pidNamespace = identity.pidNamespace?.();
-  return {
-    pid: process.pid,
-    ...(host === undefined ? {} : { host }),
-    ...(bootId === undefined ? {} : { bootId }),
-    ...(startTime === undefined ? {} : { startTime }),
-    ...(pidNamespace === undefined ? {} : { pidNamespace }),
-  };
-}
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * The bot registry on PostgreSQL: one row per bot (`row_json` exactly as the registry holds it), insertion
  * order kept by `seq`; each write one transaction holding the registry's advisory lock, stamps from the
- * database's clock, at most `maxBots` bots. `liveMarks` judges a mark's process with file-lock's
- * judgeOwnerLiveness for now: across hosts that answers "unverifiable" (never "dead"), so a mark of another host
- * stands until it is removed; instance leases replace this in issue #24's next slice.
+ * database's clock, at most `maxBots` bots. A mark set through a fenced store names its writer's instance
+ * (id, epoch) and is abandoned exactly when that instance holds no lease by the database's clock (never a
+ * pid). A mark of an unfenced writer (a tool without an instance) is judged by its process as on the other
+ * backends: across hosts that answers "unverifiable" (never "dead"), so it stands until it is removed.
  */
 export function pgBotRegistry(
   handle: PgHandle,
@@ -74,12 +61,25 @@ export function pgBotRegistry(
     options.live();
     await handle.write("bots", async (tx) => {
       const bot = await one(tx, botId, true);
-      const kept = (bot?.deletions ?? []).filter((m) => !ids.includes(m.id));
-      if (bot === null || kept.length === (bot.deletions ?? []).length) return;
-      const { deletions: _all, ...rest } = bot;
-      await save(tx, kept.length === 0 ? rest : { ...rest, deletions: kept });
+      const kept = bot === null ? null : withoutMarks(bot, ids);
+      if (kept === null) return;
+      await save(tx, kept);
       await bump(tx);
     });
+  };
+  /** `id:epoch` of each marks' writer that holds its lease now, by the database's clock (one read). */
+  const leasesHeld = async (marks: readonly DeletionMark[]): Promise<Set<string>> => {
+    const ids = [...new Set(marks.flatMap((m) => (m.writer && UUID.test(m.writer.id) ? [m.writer.id] : [])))];
+    if (ids.length === 0) return new Set();
+    options.live();
+    const rows = await handle.read((tx) =>
+      tx.query<{ id: string; epoch: string }>(
+        `SELECT id::text AS id, epoch::text AS epoch FROM instances
+         WHERE id = ANY($1::uuid[]) AND state = 'live' AND lease_until > clock_timestamp()`,
+        [ids],
+      ),
+    );
+    return new Set(rows.map((row) => `${row.id.toLowerCase()}:${Number(row.epoch)}`));
   };
   return {
     list: () => readRows("SELECT row_json FROM bots ORDER BY seq", []),
@@ -121,17 +121,12 @@ export function pgBotRegistry(
       }
       return handle.write("bots", async (tx) => {
         if ((await one(tx, botId, true)) !== null) {
-          throw new BotRegistryError("BOT_EXISTS", `A bot with id '${botId}' already exists.`);
+          throw botExists(botId);
         }
         const n = Number(
           (await tx.query<{ n: string }>("SELECT n FROM journal_state WHERE name = 'bots'"))[0]?.n,
         );
-        if (n >= options.maxBots) {
-          throw new BotRegistryError(
-            "TOO_MANY_BOTS",
-            `This installation already has ${options.maxBots} bots; delete one first.`,
-          );
-        }
+        if (n >= options.maxBots) throw tooManyBots(options.maxBots);
         const created: Bot = { botId: bot.botId, name: bot.name, createdAt: tx.now };
         await tx.query("INSERT INTO bots (bot_id, row_json) VALUES ($1, $2)", [
           botId,
@@ -153,15 +148,11 @@ export function pgBotRegistry(
       return handle.write("bots", async (tx) => {
         const bot = await one(tx, botId, true);
         if (bot === null) return null;
-        const mark: DeletionMark = { id: randomUUID(), instance, since: tx.now, by: thisProcess() };
-        // A server runs one DELETE per bot at a time: an own mark already there is a leftover.
-        const kept = (bot.deletions ?? []).filter((m) => m.instance !== instance);
-        if (kept.length >= MAX_MARKS) {
-          throw new BotRegistryError("BOT_BUSY", "Too many deletions of this bot are under way.");
-        }
-        await save(tx, { ...bot, deletions: [...kept, mark] });
+        // The writer this transaction was fenced with (null when unfenced) is the mark's instance.
+        const marked = withMark(bot, instance, tx.now, tx.writer);
+        await save(tx, marked.bot);
         await bump(tx);
-        return mark;
+        return marked.mark;
       });
     },
     unmarkDeleting: (botId, mark) => dropMarks(botId, [mark.id]),
@@ -170,14 +161,13 @@ export function pgBotRegistry(
         botId,
         marks.map((m) => m.id),
       ),
-    liveMarks(bot, { ownIdle }) {
-      const live: DeletionMark[] = [];
-      const abandoned: DeletionMark[] = [];
-      for (const mark of bot.deletions ?? []) {
-        const gone = (ownIdle && mark.instance === instance) || judgeOwnerLiveness(mark.by) === "dead";
-        (gone ? abandoned : live).push(mark);
-      }
-      return { live, abandoned };
+    async liveMarks(bot, options) {
+      const held = await leasesHeld(bot.deletions ?? []);
+      return judgeMarks(bot, instance, options, (mark) =>
+        mark.writer === undefined
+          ? processGone(mark)
+          : !held.has(`${mark.writer.id.toLowerCase()}:${mark.writer.epoch}`),
+      );
     },
   };
 }

@@ -12,6 +12,14 @@ export interface PgTx {
   readonly now: number;
   /** Marks a journal ("create", "delete", "bots") as written: its version is bumped with the ops row. */
   touch(name: string): void;
+  /** The writer this transaction was fenced with (its instance row held FOR SHARE), or null when unfenced. */
+  readonly writer: Writer | null;
+}
+
+/** A fenced writer: a server's instance (its id and epoch), read at the start of each write. */
+export interface Writer {
+  id: string;
+  epoch: number;
 }
 
 /** The lock a write holds for its whole transaction: one per journal, so the pure step sees a stable slice. */
@@ -26,6 +34,13 @@ export interface PgHandle {
    * STORAGE_BUSY. A connection lost after BEGIN is resolved by the call id, never guessed (see README).
    */
   write<R>(lock: LockName, body: (tx: PgTx) => Promise<R>): Promise<R>;
+  /**
+   * From now on, every write (but the instances' own) is fenced by `writer()`, read when the call is made:
+   * its transaction first holds that instance's row FOR SHARE — live, of that epoch, its lease unexpired by
+   * the database's clock — and checks the lease again with its `ops` row, else STORAGE_FENCED, nothing
+   * written. Set once per store.
+   */
+  fence(writer: () => Writer): void;
   /** Runs `body` in one REPEATABLE READ, READ ONLY transaction: one consistent snapshot. */
   read<R>(body: (tx: PgTx) => Promise<R>): Promise<R>;
   close(): Promise<void>;
@@ -100,9 +115,16 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
   const fail = (error: unknown) => toStorageError(error, where, options.lockTimeoutMs);
   let crash: StorageCrashHook = () => {};
   const orphans = new Map<number, Orphan>();
+  let fencedBy: (() => Writer) | undefined;
 
-  const txOf = (client: pg.PoolClient, now: number, touched?: Set<string>): PgTx => ({
+  const txOf = (
+    client: pg.PoolClient,
+    now: number,
+    touched?: Set<string>,
+    writer: Writer | null = null,
+  ): PgTx => ({
     now,
+    writer,
     touch(name) {
       if (touched === undefined) throw new Error("a read transaction cannot write");
       touched.add(name);
@@ -189,7 +211,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     });
   }
 
-  async function attempt<R>(lock: LockName, body: (tx: PgTx) => Promise<R>) {
+  async function attempt<R>(lock: LockName, body: (tx: PgTx) => Promise<R>, writer: Writer | null) {
     let client: pg.PoolClient;
     try {
       await buryOrphans();
@@ -201,11 +223,15 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     const pid = (client as unknown as { processID: number | null }).processID;
     const orphan = typeof pid === "number" ? { pid } : undefined;
     // One round trip: BEGIN, the journal's lock, then (after the lock) the clock. The key is our own bigint.
-    const head = `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(${lockKey(options.schema, lock)}::bigint)${options.now ? "" : `; ${NOW_SQL}`}`;
+    // A fenced write also holds its instance's row FOR SHARE (after the lock), in the same round trip: a
+    // declare-dead or re-registration (an UPDATE of that row) waits for this transaction, or it sees theirs.
+    const head = `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(${lockKey(options.schema, lock)}::bigint)${options.now ? "" : `; ${NOW_SQL}`}${writer ? `; ${fenceSql(writer)} FOR SHARE` : ""}`;
     let now: number;
+    let held = true;
     try {
       const results = (await client.query(head)) as unknown as pg.QueryResult[];
       now = options.now ? options.now() : clockOf(results[2]);
+      if (writer) held = (results.at(-1)?.rows.length ?? 0) > 0;
     } catch (error) {
       // Nothing of the call was sent but BEGIN and the lock: a pooled connection the server had closed (a
       // restart), or one that stopped answering. A fresh one may work; a backend that may still hold the lock
@@ -217,16 +243,20 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     }
     const touched = new Set<string>();
     try {
-      const tx = txOf(client, now, touched);
+      if (!held) throw await fencedFailure(client, writer as Writer);
+      const tx = txOf(client, now, touched, writer);
       crash("postgres:after-begin");
       const value = await body(tx);
-      // One round trip: prune old ops rows, bump the versions of the journals written, record the result.
-      await client.query(
+      // One round trip: prune old ops rows, bump the versions of the journals written, record the result —
+      // on a fenced write only if its lease still holds by the database's clock (the row is held FOR SHARE,
+      // so only time can have passed it; a writer paused past its lease inside the transaction is refused).
+      const recorded = await client.query(
         `WITH pruned AS (DELETE FROM ops WHERE at < clock_timestamp() - interval '${OPS_KEEP}'),
               bumped AS (UPDATE journal_state SET version = version + 1 WHERE name = ANY($3::text[]))
-         INSERT INTO ops (call_id, result_json) VALUES ($1, $2)`,
+         INSERT INTO ops (call_id, result_json) SELECT $1, $2${writer ? ` WHERE EXISTS (${fenceSql(writer)})` : ""}`,
         [callId, JSON.stringify({ value }), [...touched]],
       );
+      if (recorded.rowCount !== 1) throw await fencedFailure(client, writer as Writer);
       crash("postgres:before-commit");
       await client.query("COMMIT");
       client.release();
@@ -247,13 +277,54 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     }
   }
 
+  /**
+   * Why `writer`'s row no longer fences it (read in the refused transaction, which is then rolled back), as
+   * a STORAGE_FENCED error: nothing was written.
+   */
+  async function fencedFailure(client: pg.PoolClient, writer: Writer): Promise<StorageError> {
+    const { rows } = await client.query(
+      "SELECT epoch::text AS epoch, state, lease_until <= clock_timestamp() AS lapsed FROM instances WHERE id = $1::uuid",
+      [writer.id],
+    );
+    const row = rows[0] as { epoch: string; state: string; lapsed: boolean } | undefined;
+    const why =
+      row === undefined
+        ? "its instance row is gone"
+        : Number(row.epoch) !== writer.epoch
+          ? `its instance row is of epoch ${row.epoch}`
+          : row.state === "dead"
+            ? "it was declared dead (or replaced by a newer registration)"
+            : row.state === "stopped"
+              ? "it was stopped"
+              : row.lapsed
+                ? "its lease lapsed by the database's clock (it could not renew in time: paused, or cut off)"
+                : "its lease could not be confirmed";
+    return new StorageError({
+      code: "STORAGE_FENCED",
+      retryable: true,
+      message: `This server's write to ${where} was refused: its instance ${writer.id} (epoch ${writer.epoch}) no longer holds its lease — ${why} — so another instance may own the work. Nothing was written. The server re-registers with a new epoch; retry the request (here once it has, or on another instance).`,
+    });
+  }
+
   const handle: PgHandle = {
     where,
+    fence(writer) {
+      if (fencedBy !== undefined) {
+        throw new StorageError({
+          code: "STORAGE_INVALID_ARGUMENT",
+          message: `${where} is already fenced by a writer; a store is fenced once (open another store for another writer)`,
+        });
+      }
+      fencedBy = writer;
+    },
     async write(lock, body) {
+      // Read when the call is made (before any await): the epoch a call starts with is the one it writes
+      // with, even if the lease re-registers while it waits.
+      const writer = lock === "instances" || fencedBy === undefined ? null : checkWriter(fencedBy(), where);
       let stale = 0;
       for (let tries = 0; ; tries += 1) {
         try {
-          return (await attempt(lock, body)).value as Awaited<ReturnType<typeof body>>;
+          return (await attempt(lock, body, writer)).value as Awaited<ReturnType<typeof body>>;
         } catch (error) {
           if (error instanceof StaleConnection) {
             if (++stale <= STALE_RETRIES) continue;
@@ -314,6 +385,29 @@ class StaleConnection extends Error {
   constructor(override readonly cause: unknown) {
     super("stale connection");
   }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A writer as the fence reads it: a UUID and a positive safe integer (inlined into SQL only after this). */
+function checkWriter(writer: Writer | null | undefined, where: string): Writer {
+  if (
+    typeof writer?.id !== "string" ||
+    !UUID.test(writer.id) ||
+    !Number.isSafeInteger(writer.epoch) ||
+    writer.epoch < 1
+  ) {
+    throw new StorageError({
+      code: "STORAGE_FENCED",
+      message: `A write to ${where} was refused: the store is fenced but its writer named no instance (an id and an epoch). Nothing was written. This is a bug in the caller: report it.`,
+    });
+  }
+  return writer;
+}
+
+/** The fence's condition: the writer's row live, of its epoch, its lease unexpired by the database's clock. */
+function fenceSql(writer: Writer): string {
+  return `SELECT 1 FROM instances WHERE id = '${writer.id}'::uuid AND epoch = ${writer.epoch} AND state = 'live' AND lease_until > clock_timestamp()`;
 }
 
 /** The `now` of NOW_SQL's answer. */

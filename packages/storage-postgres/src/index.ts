@@ -23,11 +23,11 @@ import {
 } from "@drydock/storage";
 import { pgBotRegistry } from "./bots.js";
 import { createTable, pgCreateJournal } from "./create-journal.js";
-import { lockKey, openDatabase, type PgTx, SCHEMA_NAME } from "./database.js";
+import { lockKey, openDatabase, type PgTx, SCHEMA_NAME, type Writer } from "./database.js";
 import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
 import { type InstanceRegistry, pgInstances } from "./instances.js";
 
-export { lockKey as advisoryLockKey } from "./database.js";
+export { lockKey as advisoryLockKey, type Writer } from "./database.js";
 export { redactText, redactUrl, toStorageError } from "./errors.js";
 export {
   type Instance,
@@ -95,6 +95,14 @@ export interface PostgresStorage extends Storage {
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
   importAll(data: StorageExport & { bots?: Bot[] }): Promise<void>;
+  /**
+   * Fences every later write (journals, registry, meta, import; not the instances' own calls) by `writer`,
+   * read when each call is made: its transaction holds that instance's row FOR SHARE and checks it live, of
+   * that epoch and within its lease by the database's clock, at its start and again with its result; else
+   * STORAGE_FENCED, nothing written. A server passes its lease's `current()`. Once per store (see README,
+   * "Fencing").
+   */
+  fenceWith(writer: () => Writer): void;
 }
 
 function invalid(message: string): StorageError {
@@ -187,6 +195,11 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
     createJournal: pgCreateJournal(handle, { newKey: options.newKey ?? randomUUID, maxRows, live }),
     deleteJournal: pgDeleteJournal(handle, { maxRows, live }),
     bots: pgBotRegistry(handle, { maxBots: positive("maxBots", options.maxBots, DEFAULT_MAX_ROWS), live }),
+    fenceWith(writer) {
+      live();
+      if (typeof writer !== "function") throw invalid("fenceWith needs a function answering { id, epoch }");
+      handle.fence(writer);
+    },
     instances: pgInstances(handle, { live }),
     meta: {
       async get(key) {

@@ -181,8 +181,8 @@ describe("the bot registry", () => {
     expect(mark).not.toBeNull();
     expect(await bots.markDeleting("nobody")).toBeNull();
     const marked = (await bots.get("ada")) as NonNullable<Awaited<ReturnType<typeof bots.get>>>;
-    expect(bots.liveMarks(marked, { ownIdle: false }).live).toEqual([mark]);
-    expect(bots.liveMarks(marked, { ownIdle: true }).abandoned).toEqual([mark]);
+    expect((await bots.liveMarks(marked, { ownIdle: false })).live).toEqual([mark]);
+    expect((await bots.liveMarks(marked, { ownIdle: true })).abandoned).toEqual([mark]);
     await bots.unmarkDeleting("ada", mark as NonNullable<typeof mark>);
     expect(await bots.get("ada")).toEqual(ada);
     await bots.remove("ada");

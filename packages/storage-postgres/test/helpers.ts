@@ -3,9 +3,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterEach, beforeAll, inject } from "vitest";
-import { openPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/index.js";
+import {
+  type InstanceRegistry,
+  openPostgresStorage,
+  type PostgresStorage,
+  type PostgresStorageOptions,
+} from "../src/index.js";
 
 /** Creates a fresh database for this test file; sets DRYDOCK_TEST_POSTGRES_URL for the fixture and workers. */
 export async function freshDatabase(): Promise<string> {
@@ -63,4 +69,14 @@ export async function refusal(call: () => Promise<unknown>): Promise<unknown> {
     },
     (error: unknown) => error,
   );
+}
+
+/** Waits until the database's clock says `id`'s lease has passed (bounded: a hang guard, not a duration). */
+export async function untilExpired(instances: InstanceRegistry, id: string): Promise<void> {
+  for (let i = 0; i < 600; i += 1) {
+    const found = (await instances.list()).instances.find((row) => row.id === id);
+    if (found !== undefined && found.leaseLeftMs <= 0) return;
+    await sleep(20);
+  }
+  throw new Error(`the lease of ${id} did not pass within the bound`);
 }

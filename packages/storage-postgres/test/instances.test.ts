@@ -1,23 +1,12 @@
 // Instances with leases on a real PostgreSQL: epochs only increase, a renewal is refused to a replaced, stopped,
 // declared-dead or expired instance (judged by the database's clock), and declare-dead applies only on its
 // fence and never while the lease holds. Waits are for a condition read from the database, never a duration.
-import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { type InstanceRegistry, isInstanceError, type PostgresStorage } from "../src/index.js";
-import { refusal, useStores } from "./helpers.js";
+import { isInstanceError, type PostgresStorage } from "../src/index.js";
+import { refusal, untilExpired, useStores } from "./helpers.js";
 
 const stores = useStores("inst");
-
-/** Waits until the database's clock says `id`'s lease has passed (bounded). */
-async function untilExpired(instances: InstanceRegistry, id: string): Promise<void> {
-  for (let i = 0; i < 600; i += 1) {
-    const found = (await instances.list()).instances.find((row) => row.id === id);
-    if (found !== undefined && found.leaseLeftMs <= 0) return;
-    await sleep(20);
-  }
-  throw new Error(`the lease of ${id} did not pass within the bound`);
-}
 
 describe("instances", () => {
   it("register: live rows, epochs strictly increasing across stores of one schema; renew extends by database time", async () => {

@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { createSystemIdentity, judgeOwnerLiveness } from "@drydock/file-lock";
-import { type Bot, BotRegistryError, type BotRegistryStore, type DeletionMark } from "./bots.js";
+import {
+  type Bot,
+  BotRegistryError,
+  type BotRegistryStore,
+  type DeletionMark,
+  type MarkVerdict,
+} from "./bots.js";
 
 /**
  * The bot registry's rules, shared by every backend: each backend reads the bot's row, runs one of these pure
@@ -45,14 +51,22 @@ export function newBot(botId: string, name: string, now: number): Bot {
 
 /**
  * The bot with this registry's new mark added. A server runs one DELETE per bot at a time, so an own mark
- * already there is a leftover and is replaced. BOT_BUSY past 64 marks.
+ * already there is a leftover and is replaced. BOT_BUSY past 64 marks. `writer`: the fenced writer's
+ * instance (postgres), recorded so the mark is judged by its lease, never by pid.
  */
 export function withMark(
   bot: Readonly<Bot>,
   instance: string,
   now: number,
+  writer?: { id: string; epoch: number } | null,
 ): { bot: Bot; mark: DeletionMark } {
-  const mark: DeletionMark = { id: randomUUID(), instance, since: now, by: thisProcess() };
+  const mark: DeletionMark = {
+    id: randomUUID(),
+    instance,
+    since: now,
+    by: thisProcess(),
+    ...(writer ? { writer: { id: writer.id, epoch: writer.epoch } } : {}),
+  };
   const kept = (bot.deletions ?? []).filter((m) => m.instance !== instance);
   if (kept.length >= MAX_DELETION_MARKS) {
     throw new BotRegistryError("BOT_BUSY", "Too many deletions of this bot are under way.");
@@ -68,17 +82,26 @@ export function withoutMarks(bot: Readonly<Bot>, ids: readonly string[]): Bot | 
   return kept.length === 0 ? rest : { ...rest, deletions: kept };
 }
 
-/** `liveMarks` of the contract: a mark is abandoned when its process is proven dead, or is this idle registry's own. */
+/** Whether a mark's process is proven dead (file-lock's judgement: another host's is never "dead"). */
+export function processGone(mark: DeletionMark): boolean {
+  return judgeOwnerLiveness(mark.by) === "dead";
+}
+
+/**
+ * `liveMarks` of the contract: a mark is abandoned when it is this idle registry's own, or when `gone` says
+ * so (by default: its process is proven dead, file-lock's judgement; a backend with instances passes its own).
+ */
 export function judgeMarks(
   bot: Readonly<Bot>,
   instance: string,
   options: { ownIdle: boolean },
-): { live: DeletionMark[]; abandoned: DeletionMark[] } {
+  gone: (mark: DeletionMark) => boolean = processGone,
+): MarkVerdict {
   const live: DeletionMark[] = [];
   const abandoned: DeletionMark[] = [];
   for (const mark of bot.deletions ?? []) {
-    const gone = (options.ownIdle && mark.instance === instance) || judgeOwnerLiveness(mark.by) === "dead";
-    (gone ? abandoned : live).push(mark);
+    const abandon = (options.ownIdle && mark.instance === instance) || gone(mark);
+    (abandon ? abandoned : live).push(mark);
   }
   return { live, abandoned };
 }
@@ -100,6 +123,6 @@ export function markMethods(
         botId,
         marks.map((m) => m.id),
       ),
-    liveMarks: (bot, options) => judgeMarks(bot, instance, options),
+    liveMarks: async (bot, options) => judgeMarks(bot, instance, options),
   };
 }

@@ -21,7 +21,8 @@ export const BotSchema = z.looseObject({
    * never neither (a Boat created for a deleted bot). Each DELETE holds its own mark the whole time it runs,
    * so another DELETE's failing (which removes only that one's) never leaves it unmarked. A mark names its
    * process (file-lock's liveness claim): one whose process is proven dead (a server killed in its DELETE)
-   * is no deletion under way, and a create removes it.
+   * is no deletion under way, and a create removes it. A mark set by a fenced writer (a server's instance on
+   * postgres) also names that instance (`writer`): it is judged by the instance's lease alone, never by pid.
    */
   deletions: z
     .array(
@@ -40,6 +41,11 @@ export const BotSchema = z.looseObject({
               pidNamespace: z.string().optional(),
             })
             .readonly(),
+          /** The writer's instance (id, epoch) on a fenced store: abandoned once it holds no lease. */
+          writer: z
+            .looseObject({ id: z.string().min(1).max(64), epoch: z.number().int().positive() })
+            .readonly()
+            .optional(),
         })
         .readonly(),
     )
@@ -51,6 +57,12 @@ export type Bot = z.infer<typeof BotSchema>;
 
 /** One DELETE's mark on its bot. */
 export type DeletionMark = NonNullable<Bot["deletions"]>[number];
+
+/** `liveMarks`'s answer: the marks that stand, and those no DELETE holds any more. */
+export interface MarkVerdict {
+  live: DeletionMark[];
+  abandoned: DeletionMark[];
+}
 
 /** `peek: true` reads without the lock (json-journal's `peek`): for views, never for decisions. */
 export interface BotReadOptions {
@@ -103,11 +115,10 @@ export interface BotRegistryStore {
   dropAbandonedMarks(botId: string, marks: readonly DeletionMark[]): Promise<void>;
   /**
    * The bot's deletion marks that stand for a DELETE that may still run, and those that do not: a mark
-   * whose process is proven dead, or (with `ownIdle`: the caller holds this bot's exclusivity in this
-   * server, so no DELETE of it runs here) one this registry left behind when it could not remove it.
+   * whose process is proven dead (a mark naming a `writer` instance: whose instance holds no lease by the
+   * database's clock), or (with `ownIdle`: the caller holds this bot's exclusivity in this server, so no
+   * DELETE of it runs here) one this registry left behind when it could not remove it. Asynchronous: a
+   * backend with instances asks its database.
    */
-  liveMarks(
-    bot: Readonly<Bot>,
-    options: { ownIdle: boolean },
-  ): { live: DeletionMark[]; abandoned: DeletionMark[] };
+  liveMarks(bot: Readonly<Bot>, options: { ownIdle: boolean }): Promise<MarkVerdict>;
 }

@@ -29,6 +29,11 @@ export const STORAGE_ERROR_STATUS = {
   STORAGE_IN_USE: 409,
   /** A migration whose verification failed (or could not finish); the source is untouched and still bound. */
   STORAGE_MIGRATION_FAILED: 503,
+  /**
+   * A fenced writer (a server's instance on postgres) no longer holds its lease by the database's clock, or was
+   * declared dead or replaced: its write was refused inside the transaction, nothing written.
+   */
+  STORAGE_FENCED: 503,
 } as const satisfies Record<string, number>;
 
 export type StorageErrorCode = keyof typeof STORAGE_ERROR_STATUS;

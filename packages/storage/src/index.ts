@@ -10,6 +10,7 @@ export {
   MAX_DELETION_MARKS,
   markMethods,
   newBot,
+  processGone,
   thisProcess,
   tooManyBots,
   withMark,
@@ -26,6 +27,7 @@ export {
   type DeletionMark,
   isBotRegistryError,
   MAX_FILE_BOTS,
+  type MarkVerdict,
 } from "./bots.js";
 export {
   type BackendFactory,

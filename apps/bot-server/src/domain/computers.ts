@@ -35,7 +35,8 @@ export async function refuseUnsettledFence(
 
 /**
  * A bot being deleted (a DELETE /v1/bots/:botId under way marked it) gets no new computer. Marks whose
- * process is proven dead (a server killed in its DELETE), and this process's leftovers (only called while
+ * process is proven dead (a server killed in its DELETE; on postgres: whose instance holds no lease by the
+ * database's clock, whatever its pid), and this process's leftovers (only called while
  * this process holds the bot's exclusivity, so no DELETE of it runs here), are no deletion under way:
  * they are removed, and the bot is still wanted. Throws 409 `bot_deleting` while any other stands.
  */
@@ -44,7 +45,7 @@ export async function refuseDeleting(
   bot: Readonly<Bot>,
   log: Log,
 ): Promise<void> {
-  const { live, abandoned } = ctx.bots.liveMarks(bot, { ownIdle: true });
+  const { live, abandoned } = await ctx.bots.liveMarks(bot, { ownIdle: true });
   if (abandoned.length > 0) {
     await ctx.bots.dropAbandonedMarks(bot.botId, abandoned);
     log.info(
@@ -57,7 +58,7 @@ export async function refuseDeleting(
   throw new HttpProblem(
     409,
     "bot_deleting",
-    `This bot is being deleted (since ${new Date(first.since).toISOString()}, by process ${first.by.pid}, which still runs), so no computer is created for it; nothing was sent to boat.dev. Retry once that deletion has ended.`,
+    `This bot is being deleted (since ${new Date(first.since).toISOString()}, by ${first.writer ? `server instance ${first.writer.id} (epoch ${first.writer.epoch}), whose lease still holds` : `process ${first.by.pid}, which still runs`}), so no computer is created for it; nothing was sent to boat.dev. Retry once that deletion has ended.`,
   );
 }
 

@@ -224,7 +224,7 @@ async function applyToRegistry(
     case "botDropAbandoned": {
       const bot = await bots.get(command.bot);
       if (bot === null) return null;
-      const { live, abandoned } = bots.liveMarks(bot, { ownIdle: true });
+      const { live, abandoned } = await bots.liveMarks(bot, { ownIdle: true });
       await bots.dropAbandonedMarks(command.bot, abandoned);
       return { live: live.length, abandoned: abandoned.length };
     }

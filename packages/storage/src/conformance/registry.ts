@@ -110,11 +110,11 @@ export function describeRegistry(target: ConformanceTarget, fresh: Fresh, worker
       await worker.waitFor((line) => line.startsWith("{"));
       const mark = JSON.parse(worker.lines.at(-1) as string) as DeletionMark;
       expect(mark.by.pid).not.toBe(process.pid);
-      const alive = storage.bots.liveMarks((await storage.bots.get("held")) as Bot, { ownIdle: true });
+      const alive = await storage.bots.liveMarks((await storage.bots.get("held")) as Bot, { ownIdle: true });
       expect(alive).toEqual({ live: [mark], abandoned: [] });
       worker.kill();
       expect((await worker.exited).signal).toBe("SIGKILL");
-      const dead = storage.bots.liveMarks((await storage.bots.get("held")) as Bot, { ownIdle: false });
+      const dead = await storage.bots.liveMarks((await storage.bots.get("held")) as Bot, { ownIdle: false });
       expect(dead).toEqual({ live: [], abandoned: [mark] });
       await storage.bots.dropAbandonedMarks("held", dead.abandoned);
       expect((await storage.bots.get("held"))?.deletions).toBeUndefined();
