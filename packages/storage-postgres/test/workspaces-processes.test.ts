@@ -47,10 +47,10 @@ describe("workspaces: two processes on one bot", () => {
   it("writers: each one's acknowledged versions strictly increase, no two acks share a version, every ack'ed write is read back", async () => {
     const storage = await stores.open();
     const N = 40;
-    const workers = [
-      start(storage, ["writer", "ada", "p", String(N)]),
-      start(storage, ["writer", "ada", "q", String(N)]),
-    ];
+    const workers = await together(storage, [
+      ["writer", "ada", "p", String(N)],
+      ["writer", "ada", "q", String(N)],
+    ]);
     const outputs = await Promise.all(workers.map(finished));
     const versions: number[] = [];
     const acked: Record<string, string> = {};
@@ -71,10 +71,10 @@ describe("workspaces: two processes on one bot", () => {
   it("a compare-and-set counter: two processes' increments are all kept (the refused ones retried)", async () => {
     const storage = await stores.open();
     const N = 15;
-    const workers = [
-      start(storage, ["counter", "ada", String(N)]),
-      start(storage, ["counter", "ada", String(N)]),
-    ];
+    const workers = await together(storage, [
+      ["counter", "ada", String(N)],
+      ["counter", "ada", String(N)],
+    ]);
     const outputs = await Promise.all(workers.map(finished));
     const values = outputs.flatMap((lines) =>
       lines.filter((line) => line.startsWith("ack ")).map((line) => Number(line.split(" ")[1])),
