@@ -5,12 +5,11 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isStorageError, isWorkspaceError, type WorkspaceHead } from "@drydock/storage";
-import { type FaultProxy, startFaultProxy } from "@drydock/test-kit/postgres";
 import fc from "fast-check";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { PostgresStorage } from "../src/index.js";
-import { refusal, useStores } from "./helpers.js";
+import { refusal, useFaultProxy, useStores } from "./helpers.js";
 
 const stores = useStores("ws", { queryTimeoutMs: 5_000, resolveTimeoutMs: 5_000, lockTimeoutMs: 5_000 });
 
@@ -339,13 +338,7 @@ describe("workspaces: model-based sequences", () => {
 // Server faults mid-transaction: the head is wholly old or wholly new, and the next call works.
 
 describe("workspaces: faults mid-transaction", () => {
-  let proxy: FaultProxy;
-  beforeAll(async () => {
-    proxy = await startFaultProxy(inject("postgresPort"));
-  });
-  afterAll(async () => {
-    await proxy.close();
-  });
+  const proxy = useFaultProxy();
 
   it("pg_terminate_backend while a restore waits on the head's row: typed error, nothing changed, the retry applies once", async () => {
     const storage = await stores.open();

@@ -1,6 +1,7 @@
 import { BOT_ID, CHECKPOINT_ID, MAX_PATH_BYTES, RESTORE_OPERATION_ID } from "@drydock/facts";
 import { type ManifestEntry, ManifestEntrySchema } from "@drydock/restore-saga";
 import type { Storage } from "./contract.js";
+import { brand, isBranded } from "./errors.js";
 
 /**
  * Workspaces held by the store itself (issue 24, shape 1 in STORAGE.md "Beyond one host"): each file's bytes
@@ -113,25 +114,26 @@ export const WORKSPACE_ERROR_STATUS = {
 
 export type WorkspaceErrorCode = keyof typeof WORKSPACE_ERROR_STATUS;
 
-const MARKER = Symbol.for("@drydock/storage/WorkspaceError");
-
 export class WorkspaceError extends Error {
   override readonly name = "WorkspaceError";
-  readonly code: WorkspaceErrorCode;
-  readonly status: (typeof WORKSPACE_ERROR_STATUS)[WorkspaceErrorCode];
-  /** Set on WORKSPACE_VERSION_CONFLICT: the version the head is at. */
-  readonly currentVersion: number | undefined;
-  constructor(code: WorkspaceErrorCode, message: string, currentVersion?: number) {
+  /**
+   * @param currentVersion set on WORKSPACE_VERSION_CONFLICT: the version the head is at.
+   */
+  constructor(
+    readonly code: WorkspaceErrorCode,
+    message: string,
+    readonly currentVersion?: number,
+  ) {
     super(message);
-    this.code = code;
-    this.status = WORKSPACE_ERROR_STATUS[code];
-    this.currentVersion = currentVersion;
-    Object.defineProperty(this, MARKER, { value: true });
+    brand(this, "WorkspaceError");
+  }
+  get status(): (typeof WORKSPACE_ERROR_STATUS)[WorkspaceErrorCode] {
+    return WORKSPACE_ERROR_STATUS[this.code];
   }
 }
 
 export function isWorkspaceError(value: unknown): value is WorkspaceError {
-  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+  return isBranded(value, "WorkspaceError");
 }
 
 const invalid = (message: string) =>
