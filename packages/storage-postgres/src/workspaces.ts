@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import {
   checkWorkspaceInput as check,
   corruptFailure,
@@ -347,7 +347,27 @@ export function pgWorkspaces(
       options.live();
       check.operationId(operationId);
       const row = await handle.read((tx) => restoreRow(tx, operationId));
-      return row === undefined ? null : restoreOf(row);
+      return row === undefined || row.bot_id.includes(".retired-") ? null : restoreOf(row);
+    },
+
+    async retireWorkspace(botId) {
+      // The head stays and moves on by one, empty: versions of a bot id only ever increase, so a writer that
+      // read the deleted bot's workspace fails its compare-and-set on the next bot's. Its files are kept as a
+      // checkpoint of the retired name, with the bot's checkpoints and restores.
+      return change(botId, undefined, async (tx, head) => {
+        const owned = await tx.query("SELECT 1 FROM ws_checkpoints WHERE bot_id = $1 LIMIT 1", [botId]);
+        if (head.files.length === 0 && owned.length === 0) return { retiredAs: null };
+        // A bot id never holds '.', so no live bot (and no checkpoint id) can name a retired workspace.
+        const retiredAs = `${botId}.retired-${tx.now}-${randomBytes(4).toString("hex")}`;
+        await tx.query(
+          `WITH c AS (UPDATE ws_checkpoints SET bot_id = $2 WHERE bot_id = $1),
+                r AS (UPDATE ws_restores SET bot_id = $2 WHERE bot_id = $1)
+           INSERT INTO ws_checkpoints (checkpoint_id, bot_id, version, manifest) VALUES ($2, $2, $3, $4::jsonb)`,
+          [botId, retiredAs, head.version, JSON.stringify(head.files)],
+        );
+        if (head.version > 0) await setHead(tx, botId, head.version, []);
+        return { retiredAs };
+      });
     },
   };
 }

@@ -146,6 +146,45 @@ describe("workspaces: the operations and their refusals", () => {
     expect((await ws.head("ada")).version).toBe(7);
   });
 
+  it("retiring a deleted bot's workspace: kept under a name no bot can use, never listed or restored, the version moves on", async () => {
+    const storage = await stores.open();
+    const ws = storage.workspaces;
+    await ws.writeFile("ada", "plan.md", bytes("secret"));
+    await ws.checkpoint("ada", "cp-1");
+    await ws.restore("ada", "cp-1", "op-1");
+    const stale = (await ws.head("ada")).version;
+    const { retiredAs } = await ws.retireWorkspace("ada");
+    expect(retiredAs).toMatch(/^ada\.retired-\d+-[0-9a-f]{8}$/);
+    expect(await ws.head("ada")).toEqual({ botId: "ada", version: stale + 1, files: [] });
+    expect(await ws.listCheckpoints("ada")).toEqual([]);
+    expect(await ws.getCheckpoint("ada", "cp-1")).toBeNull();
+    expect(await ws.getRestore("op-1")).toBeNull();
+    expect(await codeOf(() => ws.readFile("ada", "plan.md"))).toBe("WORKSPACE_FILE_NOT_FOUND");
+    expect(await codeOf(() => ws.restore("ada", "cp-1", "op-2"))).toBe("WORKSPACE_CHECKPOINT_NOT_FOUND");
+    expect(await codeOf(() => ws.checkpoint("ada", "cp-1"))).toBe("WORKSPACE_ID_CONFLICT");
+    // A writer that read the deleted bot's workspace fails its compare-and-set on the new one.
+    expect(await codeOf(() => ws.writeFile("ada", "x", bytes("zombie"), { expectedVersion: stale }))).toBe(
+      "WORKSPACE_VERSION_CONFLICT",
+    );
+    // Kept: the files as a checkpoint of the retired name, the checkpoint and the restore with it.
+    const sql = await admin(storage);
+    const kept = await sql.query(
+      "SELECT checkpoint_id, manifest FROM ws_checkpoints WHERE bot_id = $1 ORDER BY checkpoint_id",
+      [retiredAs],
+    );
+    expect(kept.rows.map((r) => r.checkpoint_id)).toEqual([retiredAs, "cp-1"]);
+    expect(kept.rows[0].manifest).toEqual([
+      { type: "file", path: "plan.md", size: 6, mode: 0o600, sha256: sha("secret") },
+    ]);
+    expect((await sql.query("SELECT bot_id FROM ws_restores WHERE operation_id = 'op-1'")).rows).toEqual([
+      { bot_id: retiredAs },
+    ]);
+    // Nothing left to retire: nothing changes.
+    expect(await ws.retireWorkspace("ada")).toEqual({ retiredAs: null });
+    expect(await ws.retireWorkspace("bob")).toEqual({ retiredAs: null });
+    expect((await ws.head("ada")).version).toBe(stale + 1);
+  });
+
   it("a blob whose stored bytes no longer hash to its name is never served (STORAGE_CORRUPT), nor restored from", async () => {
     const storage = await stores.open();
     const ws = storage.workspaces;

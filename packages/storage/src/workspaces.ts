@@ -97,7 +97,16 @@ export interface WorkspaceStore {
     operationId: string,
     options?: WorkspaceWriteOptions,
   ): Promise<WorkspaceRestore>;
+  /** A retired workspace's restores are not found (null), as on local files. */
   getRestore(operationId: string): Promise<WorkspaceRestore | null>;
+  /**
+   * Retires the bot's workspace (its bot was deleted), in one transaction: its files (as a checkpoint named
+   * `retiredAs`, `<botId>.retired-<ms>-<hex>`, which no bot id or checkpoint id can name), checkpoints and
+   * restores are kept but never listed, read or restored again, and the head moves on by one, empty: a bot
+   * created later under the id starts empty, and a writer holding the deleted bot's version fails its
+   * compare-and-set. `retiredAs` is null when there was nothing to retire (nothing changed).
+   */
+  retireWorkspace(botId: string): Promise<{ retiredAs: string | null }>;
 }
 
 export const WORKSPACE_ERROR_STATUS = {
