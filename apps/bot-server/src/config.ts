@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import { isStorageError, parseStorageSetting } from "@drydock/storage";
 import { z } from "zod";
 import { parseTokenList, type TokenEntry, TokenListError } from "./auth.js";
@@ -26,11 +27,7 @@ export const ConfigSchema = z
     BOAT_API_URL: z.url({ protocol: /^https?$/ }).optional(),
     BOAT_API_TOKEN: z.string().min(1).optional(),
     LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
-    DRYDOCK_MAX_FILE_BYTES: z.coerce
-      .number()
-      .int()
-      .positive()
-      .default(8 * 1024 * 1024),
+    DRYDOCK_MAX_FILE_BYTES: z.coerce.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
     DRYDOCK_TOKENS: z.string().min(1).optional(),
     DRYDOCK_TOKENS_FILE: z.string().min(1).optional(),
     DRYDOCK_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),

@@ -17,6 +17,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join, sep } from "node:path";
+import { MAX_PATH_BYTES } from "@drydock/facts";
 import { fsyncDirectory, nodeFileOps } from "@drydock/file-lock";
 // A temp this old is abandoned even if its pid looks alive (a write holds the workspace lock for seconds):
 // the same age json-journal's sweep uses.
@@ -66,8 +67,8 @@ export class WorkspaceStorageFull extends Error {
   readonly code = "insufficient_storage";
 }
 
-/** Both limits are in UTF-8 bytes: the file system counts bytes, not characters. */
-export const MAX_PATH_BYTES = 1024;
+/** Both limits are in UTF-8 bytes: the file system counts bytes, not characters (MAX_PATH_BYTES: facts). */
+export { MAX_PATH_BYTES };
 /** A name plus the temporary suffix (`.<name>.<pid>.<16 hex>.tmp`, at most 33 more bytes) fits NAME_MAX (255). */
 export const MAX_SEGMENT_BYTES = 200;
 

@@ -29,6 +29,9 @@ export {
   UUID_V4,
 } from "./ids.js";
 
+// Workspace file limits
+export { DEFAULT_MAX_FILE_BYTES, MAX_PATH_BYTES } from "./limits.js";
+
 // Phase and status sets
 export {
   BOAT_DELETION_PHASES,

@@ -22,8 +22,11 @@ export interface Writer {
   epoch: number;
 }
 
-/** The lock a write holds for its whole transaction: one per journal, so the pure step sees a stable slice. */
-export type LockName = "create" | "delete" | "meta" | "bots" | "import" | "instances";
+/**
+ * The lock a write holds for its whole transaction: one per journal, so the pure step sees a stable slice;
+ * one per bot for its workspace (`workspace:<botId>`), so bots' workspaces never wait for each other.
+ */
+export type LockName = "create" | "delete" | "meta" | "bots" | "import" | "instances" | `workspace:${string}`;
 
 export interface PgHandle {
   /** The database as messages name it: the redacted URL and the schema. */

@@ -1,6 +1,6 @@
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
-import { isBotRegistryError, StorageError } from "@drydock/storage";
+import { isBotRegistryError, isWorkspaceError, StorageError } from "@drydock/storage";
 
 /** A URL with its password replaced by `***`: the only form of a URL this package ever prints. */
 export function redactUrl(url: string): string {
@@ -77,11 +77,16 @@ function unavailable(where: string, what: string, retryable: boolean, errno: str
 
 /**
  * pg's and the socket's failures as StorageErrors. `where` names the database (its URL, redacted). A
- * journal's or the registry's own refusal is an answer, never a fault, and passes through.
+ * journal's, the registry's or a workspace's own refusal is an answer, never a fault, and passes through.
  */
 export function toStorageError(error: unknown, where: string, lockTimeoutMs: number): unknown {
   if (error instanceof StorageError) return error;
-  if (isBoatCreateJournalError(error) || isBoatDeleteJournalError(error) || isBotRegistryError(error)) {
+  if (
+    isBoatCreateJournalError(error) ||
+    isBoatDeleteJournalError(error) ||
+    isBotRegistryError(error) ||
+    isWorkspaceError(error)
+  ) {
     return error;
   }
   const code = (error as { code?: unknown } | null)?.code;

@@ -5,6 +5,7 @@ import { type BoatCreateRequest, BoatCreateRequestSchema } from "@drydock/boat-c
 import { checkCreateJournal } from "@drydock/boat-create-journal/logic";
 import { type BoatDeletionRecord, BoatDeletionRecordSchema } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal } from "@drydock/boat-delete-journal/logic";
+import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import {
   assertMetaKey,
   type BackendFactory,
@@ -20,12 +21,14 @@ import {
   type Storage,
   StorageError,
   type StorageExport,
+  type WorkspaceStore,
 } from "@drydock/storage";
 import { pgBotRegistry } from "./bots.js";
 import { createTable, pgCreateJournal } from "./create-journal.js";
 import { lockKey, openDatabase, type PgTx, SCHEMA_NAME, type Writer } from "./database.js";
 import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
 import { type InstanceRegistry, pgInstances } from "./instances.js";
+import { pgWorkspaces } from "./workspaces.js";
 
 export { lockKey as advisoryLockKey, type Writer } from "./database.js";
 export { redactText, redactUrl, toStorageError } from "./errors.js";
@@ -77,6 +80,8 @@ export interface PostgresStorageOptions extends BackendOptions {
   maxRows?: number;
   /** Bots at most (the file backend's is 4,096). */
   maxBots?: number;
+  /** A workspace file's size at most, bytes (default facts' DEFAULT_MAX_FILE_BYTES, 8 MiB). */
+  maxFileBytes?: number;
 }
 
 /** The storage with the members this backend has beyond today's contract (the registry slice adds them). */
@@ -92,6 +97,11 @@ export interface PostgresStorage extends Storage {
    * the export: instances belong to the running servers, not to the installation's state.
    */
   readonly instances: InstanceRegistry;
+  /**
+   * Workspaces as blobs and a versioned head manifest, every change one compare-and-set (see README,
+   * "Workspaces"). Not in the export yet: `migrateStorage` does not move workspaces.
+   */
+  readonly workspaces: WorkspaceStore;
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
   importAll(data: StorageExport & { bots?: Bot[] }): Promise<void>;
@@ -201,6 +211,10 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
       handle.fence(writer);
     },
     instances: pgInstances(handle, { live }),
+    workspaces: pgWorkspaces(handle, {
+      live,
+      maxFileBytes: positive("maxFileBytes", options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
+    }),
     meta: {
       async get(key) {
         live();

@@ -83,6 +83,42 @@ export const MIGRATIONS: readonly string[] = [
     state TEXT NOT NULL CHECK (state IN ('live', 'dead', 'stopped'))
   );
   `,
+  // 2 → 3: workspaces (issue 24, shape 1): content-addressed blobs, one versioned head manifest per bot (every
+  // write, delete and restore compares-and-sets its version), checkpoints (a head's manifest at a version) and
+  // restores (recorded by operation id in the transaction that applied them). Manifests are jsonb arrays of
+  // restore-saga's file entries, sorted by path. Blobs are never deleted in this slice (no GC yet).
+  `
+  CREATE TABLE ws_blobs (
+    sha256 TEXT COLLATE "C" PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    size BIGINT NOT NULL CHECK (size >= 0),
+    bytes BYTEA NOT NULL,
+    CHECK (octet_length(bytes) = size)
+  );
+  CREATE TABLE ws_heads (
+    bot_id TEXT COLLATE "C" PRIMARY KEY,
+    version BIGINT NOT NULL CHECK (version >= 1),
+    manifest JSONB NOT NULL CHECK (jsonb_typeof(manifest) = 'array'),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE TABLE ws_checkpoints (
+    checkpoint_id TEXT COLLATE "C" PRIMARY KEY,
+    bot_id TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL CHECK (version >= 0),
+    manifest JSONB NOT NULL CHECK (jsonb_typeof(manifest) = 'array'),
+    created_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX ws_checkpoints_by_bot ON ws_checkpoints (bot_id, created_at);
+  CREATE TABLE ws_restores (
+    operation_id TEXT COLLATE "C" PRIMARY KEY,
+    bot_id TEXT COLLATE "C" NOT NULL,
+    checkpoint_id TEXT COLLATE "C" NOT NULL REFERENCES ws_checkpoints (checkpoint_id),
+    from_version BIGINT NOT NULL CHECK (from_version >= 0),
+    to_version BIGINT NOT NULL CHECK (to_version = from_version + 1),
+    state TEXT NOT NULL CHECK (state IN ('completed')),
+    started_at TIMESTAMPTZ NOT NULL,
+    completed_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+  );
+  `,
 ];
 
 /** The schema version this drydock writes; a database at a higher one was written by a newer drydock. */

@@ -2,17 +2,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
 import { isStorageError, type StorageError } from "@drydock/storage";
-import {
-  type FaultProxy,
-  type PostgresServer,
-  startFaultProxy,
-  startPostgres,
-} from "@drydock/test-kit/postgres";
+import { type PostgresServer, startPostgres } from "@drydock/test-kit/postgres";
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { lockKey } from "../src/database.js";
 import { openPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/index.js";
-import { useStores } from "./helpers.js";
+import { useFaultProxy, useStores } from "./helpers.js";
 
 /**
  * Faults only a server has. Each case checks the same four things: the call ends in a typed error or a
@@ -122,16 +117,7 @@ describe("pg_terminate_backend of the connection mid-transaction", () => {
 });
 
 describe("through a TCP proxy that injects network faults", () => {
-  let proxy: FaultProxy;
-  beforeAll(async () => {
-    proxy = await startFaultProxy(inject("postgresPort"));
-  });
-  afterAll(async () => {
-    await proxy.close();
-  });
-  afterEach(() => {
-    proxy.set({ kind: "pass" });
-  });
+  const proxy = useFaultProxy();
 
   it("a lost COMMIT answer, committed: the call succeeds with the stored result, never a second key", async () => {
     const storage = await openAt(proxy.url(url));

@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createDatabaseAt } from "@drydock/test-kit/postgres";
-import { afterEach, beforeAll, inject } from "vitest";
+import { createDatabaseAt, type FaultProxy, startFaultProxy } from "@drydock/test-kit/postgres";
+import { afterAll, afterEach, beforeAll, inject } from "vitest";
 import {
   type InstanceRegistry,
   openPostgresStorage,
@@ -79,4 +79,35 @@ export async function untilExpired(instances: InstanceRegistry, id: string): Pro
     await sleep(20);
   }
   throw new Error(`the lease of ${id} did not pass within the bound`);
+}
+
+/**
+ * A fault proxy in front of the project's cluster for the enclosing describe (started before its tests,
+ * closed after them, set back to "pass" after each test). The returned object forwards to it.
+ */
+export function useFaultProxy(): Omit<FaultProxy, "close"> {
+  let proxy: FaultProxy | undefined;
+  const started = () => {
+    if (proxy === undefined) throw new Error("the fault proxy is used outside its describe's tests");
+    return proxy;
+  };
+  beforeAll(async () => {
+    proxy = await startFaultProxy(inject("postgresPort"));
+  });
+  afterAll(async () => {
+    await proxy?.close();
+  });
+  afterEach(() => {
+    proxy?.set({ kind: "pass" });
+  });
+  return {
+    url: (target) => started().url(target),
+    set: (mode) => started().set(mode),
+    get port() {
+      return started().port;
+    },
+    get commits() {
+      return started().commits;
+    },
+  };
 }

@@ -1,6 +1,7 @@
 import type { BoatCreateJournal, BoatCreateRequest } from "@drydock/boat-create-journal";
 import type { BoatDeleteJournal, BoatDeletionRecord } from "@drydock/boat-delete-journal";
 import type { Bot, BotRegistryStore } from "./bots.js";
+import type { WorkspaceStore } from "./workspaces.js";
 
 /**
  * The storage contract. A backend implements the very interfaces the journal packages export
@@ -46,6 +47,11 @@ export interface Storage {
   readonly deleteJournal: BoatDeleteJournal;
   readonly meta: MetaStore;
   readonly bots: BotRegistryStore;
+  /**
+   * Workspaces as blobs and a versioned head manifest (see workspaces.ts). Only postgres has them for now;
+   * absent, the workspace lives on the host's disk under the restore saga.
+   */
+  readonly workspaces?: WorkspaceStore;
   /** One consistent reading of everything stored (a read transaction, or each file under its lock). */
   exportAll(): Promise<StorageExport>;
   /**
@@ -76,28 +82,3 @@ export interface BackendOptions {
 
 /** How `openStorage` reaches a backend that lives in another package (see README: no hard dependency). */
 export type BackendFactory = (options: BackendOptions & Record<string, unknown>) => Promise<Storage>;
-
-// ---------------------------------------------------------------------------------------------------------
-// Placeholders for the rest of issue 23. NOT YET IMPLEMENTED BY ANY BACKEND, and not members of `Storage`:
-// they fix the names and shapes the next wave fills in, nothing more.
-// ---------------------------------------------------------------------------------------------------------
-
-/** @experimental Not yet implemented by any backend. Restore sagas (today restore-saga's files). */
-export interface SagaStore {
-  load(sagaId: string): Promise<unknown | null>;
-  /** Appends one event if the saga is still at `expectedLength` events (a compare-and-set). */
-  append(sagaId: string, expectedLength: number, event: unknown): Promise<boolean>;
-}
-
-/** @experimental Not yet implemented by any backend. Checkpoint manifests. */
-export interface CheckpointStore {
-  get(checkpointId: string): Promise<unknown | null>;
-  put(checkpointId: string, manifest: unknown): Promise<void>;
-}
-
-/** @experimental Not yet implemented by any backend. Content-addressed blobs. */
-export interface BlobStore {
-  has(digest: string): Promise<boolean>;
-  put(bytes: Uint8Array): Promise<string>;
-  get(digest: string): Promise<Uint8Array | null>;
-}

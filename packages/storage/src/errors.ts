@@ -38,7 +38,21 @@ export const STORAGE_ERROR_STATUS = {
 
 export type StorageErrorCode = keyof typeof STORAGE_ERROR_STATUS;
 
-const MARKER = Symbol.for("@drydock/storage/StorageError");
+/**
+ * Marks `error` as this package's `kind` with a `Symbol.for` key, so `isBranded` recognises it even across two
+ * copies of the package (an `instanceof` would not).
+ */
+export function brand(error: Error, kind: string): void {
+  Object.defineProperty(error, Symbol.for(`@drydock/storage/${kind}`), { value: true });
+}
+
+export function isBranded(value: unknown, kind: string): boolean {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    (value as Record<symbol, unknown>)[Symbol.for(`@drydock/storage/${kind}`)] === true
+  );
+}
 
 export class StorageError extends Error {
   override readonly name = "StorageError";
@@ -61,12 +75,12 @@ export class StorageError extends Error {
     this.status = STORAGE_ERROR_STATUS[options.code];
     this.retryable = options.retryable ?? false;
     this.errno = options.errno;
-    Object.defineProperty(this, MARKER, { value: true });
+    brand(this, "StorageError");
   }
 }
 
 export function isStorageError(value: unknown): value is StorageError {
-  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
+  return isBranded(value, "StorageError");
 }
 
 /** The OS cause of `error` (its `code`), if it is one this module can explain. */

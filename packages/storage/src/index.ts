@@ -32,10 +32,7 @@ export {
 export {
   type BackendFactory,
   type BackendOptions,
-  type BlobStore,
-  type CheckpointStore,
   type MetaStore,
-  type SagaStore,
   STORAGE_KINDS,
   type Storage,
   type StorageCrashHook,
@@ -81,3 +78,19 @@ export {
   migrateLockPath,
 } from "./presence.js";
 export { parseRetired, RETIRED_VERSION, type RetiredMarker, retiredError } from "./retired.js";
+export {
+  checkWorkspaceInput,
+  isWorkspaceError,
+  parseWorkspaceManifest,
+  versionConflict,
+  WORKSPACE_ERROR_STATUS,
+  type WorkspaceCheckpoint,
+  WorkspaceError,
+  type WorkspaceErrorCode,
+  type WorkspaceFile,
+  type WorkspaceHead,
+  type WorkspaceRestore,
+  type WorkspaceStore,
+  type WorkspaceWriteOptions,
+  workspacesOf,
+} from "./workspaces.js";
