@@ -83,7 +83,7 @@ describe("inventoryPage", () => {
       t.lifecycle.inventoryPage({ limit: 10, cursor: second.nextCursor as string }),
     );
     expect(error).toMatchObject({ code: "provider_unavailable", status: 503 });
-    expect((error as Error).message).toMatch(
+    expect(error.message).toMatch(
       /^The list of cloud computers is unavailable: .*\(boat\.dev's list: 0 pages \(0 Boats\) read so far by this page\)\. Nothing was changed; retrying the same page \(the same cursor\) continues from where it stopped/,
     );
     expect(JSON.stringify(t.createFile())).toBe(rows);
