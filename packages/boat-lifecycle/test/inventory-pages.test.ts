@@ -22,15 +22,20 @@ async function bigAccount(): Promise<{ t: Harness; ours: string[]; late: string 
   h = t;
   const ours: string[] = [];
   for (const bot of ["bot-a", "bot-b", "bot-c"]) ours.push((await t.lifecycle.provision(bot)).boxId);
+  // One seeding call, so boat.dev lists them in exactly this order (createdAt 1 ms apart).
+  const names: string[] = [];
+  const mine: number[] = [];
   for (let i = 0; i < 24; i += 1) {
-    t.sim.seed({ count: 90, namePrefix: `someone-else-${i}-` });
-    ours.push(...t.sim.seed({ names: [scopedBoatName(ENV_ID, `lost-${i}`)] }));
+    for (let j = 0; j < 90; j += 1) names.push(`someone-else-${i}-${j}`);
+    mine.push(names.push(scopedBoatName(ENV_ID, `lost-${i}`)) - 1);
   }
   // 1,400 foreign Boats in a row: 7 list pages with none of ours, more than one inventory page reads.
-  t.sim.seed({ count: 1_400, namePrefix: "someone-else-block-" });
+  for (let j = 0; j < 1_400; j += 1) names.push(`someone-else-block-${j}`);
   // Past the old cap: 3,587 Boats before it, so it is listed on boat.dev's 18th page.
-  const [late] = t.sim.seed({ names: [scopedBoatName(ENV_ID, "lost-late")] }) as [string];
-  ours.push(late);
+  mine.push(names.push(scopedBoatName(ENV_ID, "lost-late")) - 1);
+  const seeded = t.sim.seed({ names });
+  for (const index of mine) ours.push(seeded[index] as string);
+  const late = seeded.at(-1) as string;
   return { t, ours, late };
 }
 

@@ -1,5 +1,5 @@
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
-import { isBoatApiError, isRefusedCursor, walkSandboxes } from "@drydock/boat-provider";
+import { isBoatApiError, isRefusedCursor, MAX_CURSOR_LENGTH, walkSandboxes } from "@drydock/boat-provider";
 import { z } from "zod";
 import { isLifecycleError, LifecycleError } from "../errors.js";
 import { botSlug, classifyName } from "../names.js";
@@ -48,8 +48,8 @@ const positionSchema = z.union([
   z.strictObject({ v: z.literal(1), journal: z.string().regex(BOAT_ID) }),
   z.strictObject({
     v: z.literal(1),
-    at: z.string().min(1).max(2048).nullable(),
-    after: z.string().nullable(),
+    at: z.string().min(1).max(MAX_CURSOR_LENGTH).nullable(),
+    after: z.string().max(200).nullable(),
   }),
 ]);
 type Position = z.infer<typeof positionSchema>;
