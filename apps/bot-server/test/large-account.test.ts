@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { simFaults } from "@drydock/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -23,14 +24,7 @@ const dir = tempDir("large-account");
 const ours: string[] = [];
 let late: string;
 
-async function faults(rules: unknown[]): Promise<void> {
-  const response = await fetch(`${sim.url}/_sim/faults`, {
-    method: rules.length === 0 ? "DELETE" : "POST",
-    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
-    ...(rules.length === 0 ? {} : { body: JSON.stringify({ rules }) }),
-  });
-  await response.arrayBuffer();
-}
+const faults = (rules: unknown[]) => simFaults(sim, rules);
 
 beforeAll(async () => {
   sim = await startBoatSimulator({ provisionMs: 0 });

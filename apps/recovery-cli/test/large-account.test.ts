@@ -13,6 +13,7 @@ import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { openStorage, type Storage } from "@drydock/storage";
+import { simFaults } from "@drydock/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bufferIo, EXIT_CODES, main } from "../src/index.js";
 
@@ -54,14 +55,7 @@ async function status() {
   return { code, err: io.err(), json: JSON.parse(io.out()) as Record<string, any> };
 }
 
-async function faults(rules: unknown[]): Promise<void> {
-  const response = await fetch(`${sim.url}/_sim/faults`, {
-    method: rules.length === 0 ? "DELETE" : "POST",
-    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
-    ...(rules.length === 0 ? {} : { body: JSON.stringify({ rules }) }),
-  });
-  await response.arrayBuffer();
-}
+const faults = (rules: unknown[]) => simFaults(sim, rules);
 
 describe("drydock status --json past boat.dev's 10th page", () => {
   it("answers, complete, with the unknown Boat listed on page 13", async () => {
