@@ -293,7 +293,7 @@ describe("request ids", () => {
       maxFileBytes: 1024,
       bots: openBotRegistry(dir.dir),
       lifecycle: {
-        inventory: async () => {
+        inventoryPage: async () => {
           throw new Error("the inventory broke");
         },
       } as unknown as BoatLifecycle,

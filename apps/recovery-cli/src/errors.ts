@@ -107,6 +107,8 @@ function providerStatusExit(status: number): ExitCode {
  */
 const LIFECYCLE_EXIT: Record<LifecycleErrorCode, ExitCode | "provider-status"> = {
   invalid_argument: EXIT_CODES.USAGE,
+  // An inventory cursor that is not one the inventory answered (the CLI pages no inventory).
+  invalid_cursor: EXIT_CODES.USAGE,
   not_found: EXIT_CODES.NOT_FOUND,
   confirmation_mismatch: EXIT_CODES.STATE_CHANGED,
   // boat.dev did not answer, or its answer was lost or unusable: reconcile, then retry.

@@ -43,6 +43,8 @@ export const LIFECYCLE_ERROR_STATUS = {
   name_mismatch: 503,
   /** Two Boats claim one bot, or a listed id is malformed: a person must repair it in boat.dev. */
   inventory_conflict: 503,
+  /** An inventory cursor that is not one the inventory answered, or one boat.dev no longer accepts. */
+  invalid_cursor: 400,
   /** The Boat (or deletion record) does not exist, or is not one of this installation's. */
   not_found: 404,
   /** Provisioning created a Boat, failed afterwards, and its cleanup is not yet proven. */

@@ -23,6 +23,13 @@ export type {
   Sleep,
 } from "./internal/context.js";
 export { deletionInFlightLeftMs } from "./internal/deletion.js";
+export {
+  INVENTORY_LIST_PAGES,
+  INVENTORY_PAGE_DEFAULT,
+  INVENTORY_PAGE_MAX,
+  type InventoryPage,
+  type InventoryPageOptions,
+} from "./internal/inventory.js";
 export type { NameSweepOptions, NameSweepStatus } from "./internal/name-sweep.js";
 export type { ProvisionResult } from "./internal/provision.js";
 

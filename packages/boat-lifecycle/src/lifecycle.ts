@@ -16,7 +16,12 @@ import {
   type Sleep,
 } from "./internal/context.js";
 import { finishDeletion, reconcileRecord, requestDeletion, sameFence } from "./internal/deletion.js";
-import { buildInventory } from "./internal/inventory.js";
+import {
+  buildInventory,
+  buildInventoryPage,
+  type InventoryPage,
+  type InventoryPageOptions,
+} from "./internal/inventory.js";
 import {
   createNameSweep,
   type NameSweepOptions,
@@ -63,8 +68,8 @@ export interface BoatLifecycleOptions {
   /** Test-only crash hook (see `LIFECYCLE_CRASH_POINTS`); production passes nothing. */
   crash?: CrashHook;
   /**
-   * Bot ids this installation knows (its registry). Only used by `inventory()` to attribute legacy
-   * (pre-scope) names that no journal remembers; the journals' bots are always known.
+   * Bot ids this installation knows (its registry). Only used by the inventory to attribute legacy
+   * (pre-scope) names that no journal remembers; the journals' bots are always known. Asked once per page.
    */
   knownBotIds?: () => readonly string[] | Promise<readonly string[]>;
   /**
@@ -129,6 +134,17 @@ export interface BoatLifecycle {
   findBoat(botId: string): Promise<Boat | null>;
   deleteBoat(input: DeleteBoatInput): Promise<{ ok: true; pending?: true }>;
   reconcileDeletion(boxId: string): Promise<DeletionOutcome>;
+  /**
+   * One page of the installation's Boats (sanitized), its cost bounded whatever the account's size: first
+   * the Boats the journals know, by id, each read directly; then boat.dev's list, from where the previous
+   * page stopped and at most `INVENTORY_LIST_PAGES` of its pages per call, for the Boats with this
+   * installation's names that no journal knows. A page may hold fewer than `limit` Boats (even none) while
+   * `nextCursor` is not null. A Boat that exists throughout the listing, and whose journal facts do not
+   * change meanwhile, is on exactly one page. A failed list page is `provider_unavailable` (nothing changed;
+   * the same cursor retries it); a cursor that is not one of these is `invalid_cursor` (start again).
+   */
+  inventoryPage(options?: InventoryPageOptions): Promise<InventoryPage>;
+  /** Every page of `inventoryPage`, as one list sorted by id: O(this installation's Boats) reads. */
   inventory(): Promise<InventoryItem[]>;
   /** Startup reconciliation; it also starts the background name sweep (unless `nameSweep.background` is false). */
   recoverAtStartup(): Promise<RecoveryReport>;
@@ -341,10 +357,10 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     return reconcileRecord(ctx, record);
   }
 
-  async function inventory(): Promise<InventoryItem[]> {
-    const known = options.knownBotIds === undefined ? [] : await options.knownBotIds();
-    return buildInventory(ctx, known);
-  }
+  const knownBotIds = options.knownBotIds ?? (() => []);
+  const inventoryPage = (pageOptions?: InventoryPageOptions) =>
+    buildInventoryPage(ctx, knownBotIds, pageOptions);
+  const inventory = () => buildInventory(ctx, knownBotIds);
 
   /**
    * Startup reconciliation. It polls every deletion fence once (retiring the ones proven finished) and
@@ -422,6 +438,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     findBoat,
     deleteBoat,
     reconcileDeletion,
+    inventoryPage,
     inventory,
     recoverAtStartup,
     nameSweepStatus: () => nameSweep.status(),

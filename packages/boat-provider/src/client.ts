@@ -18,6 +18,7 @@ import {
   sandboxResponseSchema,
 } from "./schema.js";
 import { classifyFetchFailure, createSendTracker } from "./transport.js";
+import { walkSandboxes } from "./walk.js";
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
@@ -48,6 +49,12 @@ export interface BoatClient {
   listSandboxes(
     options?: { cursor?: string; limit?: number } & CallOptions,
   ): Promise<{ sandboxes: Sandbox[]; nextCursor: string | null }>;
+  /**
+   * Every page, collected, deduplicated by id, up to `maxPages` (default 10, at most 10,000):
+   * `pagination_limit_exceeded` past it, since an incomplete list must never prove a Boat absent. For an
+   * account of any size, walk the list instead (`walkSandboxes`: no page cap, nothing kept but what the
+   * caller keeps of each page).
+   */
   listAllSandboxes(options?: { maxPages?: number; limit?: number } & CallOptions): Promise<Sandbox[]>;
   deleteSandbox(id: string, options?: CallOptions): Promise<DeletionOperation>;
   /** `targetId`, when given, must be the operation's target (else invalid_response). */
@@ -362,35 +369,19 @@ export function createBoatClient(options: BoatClientOptions): BoatClient {
       if (!Number.isInteger(maxPages) || maxPages < 1 || maxPages > 10_000) {
         throw invalidArgument("maxPages", "must be an integer from 1 to 10000");
       }
-      const limit = listOptions.limit ?? 200;
-      const seenCursors = new Set<string>();
+      const walk = walkSandboxes(client, { pageSize: listOptions.limit ?? 200 });
       const byId = new Map<string, Sandbox>();
-      let cursor: string | undefined;
-      for (let page = 0; page < maxPages; page += 1) {
-        const result = await client.listSandboxes({
-          limit,
-          ...(cursor === undefined ? {} : { cursor }),
-          ...(listOptions.signal === undefined ? {} : { signal: listOptions.signal }),
-        });
+      while (!walk.complete && walk.pagesRead < maxPages) {
         // A Boat may show up on two pages of an eventually consistent listing; the first sighting wins.
-        for (const sandbox of result.sandboxes) if (!byId.has(sandbox.id)) byId.set(sandbox.id, sandbox);
-        if (result.nextCursor === null) return [...byId.values()];
-        if (seenCursors.has(result.nextCursor) || result.nextCursor === cursor) {
-          throw new BoatApiError({
-            status: 502,
-            code: "pagination_loop",
-            message:
-              "boat.dev handed back a list cursor it had already given, so the listing would never end; the inventory is incomplete. Retry later.",
-            details: { pages: page + 1 },
-          });
+        for (const sandbox of await walk.next(listOptions.signal)) {
+          if (!byId.has(sandbox.id)) byId.set(sandbox.id, sandbox);
         }
-        seenCursors.add(result.nextCursor);
-        cursor = result.nextCursor;
       }
+      if (walk.complete) return [...byId.values()];
       throw new BoatApiError({
         status: 502,
         code: "pagination_limit_exceeded",
-        message: `boat.dev listed more than ${maxPages} pages of Boats; the inventory is incomplete, so it must not be used to prove a Boat absent. Raise maxPages or clean up Boats.`,
+        message: `boat.dev listed more than ${maxPages} pages of Boats; the inventory is incomplete, so it must not be used to prove a Boat absent. Raise maxPages, or walk the whole list with walkSandboxes (no page cap).`,
         details: { maxPages },
       });
     },

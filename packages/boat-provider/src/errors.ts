@@ -29,7 +29,7 @@ export const BOAT_ERROR_STATUS = {
   invalid_response: 502,
   /** A non-2xx answer without a provider error envelope (a proxy's error page, say). */
   http_error: 502,
-  /** listAllSandboxes: the provider handed back a cursor it had already given. */
+  /** walkSandboxes (and listAllSandboxes): the provider handed back a cursor it had already given. */
   pagination_loop: 502,
   /** listAllSandboxes: more pages than `maxPages`. */
   pagination_limit_exceeded: 502,

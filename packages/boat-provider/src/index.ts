@@ -68,3 +68,5 @@ export {
   sandboxStateSchema,
 } from "./schema.js";
 export { classifyFetchFailure, type FailureContext } from "./transport.js";
+// Walking the whole list (no page cap)
+export { isRefusedCursor, type SandboxWalk, type SandboxWalkOptions, walkSandboxes } from "./walk.js";

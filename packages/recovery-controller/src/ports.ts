@@ -175,4 +175,4 @@ export type RecoveryLifecycle = Pick<
 >;
 
 /** The provider calls Boat recovery makes; a `createBoatClient(...)` result satisfies it. */
-export type RecoveryClient = Pick<BoatClient, "getSandbox" | "renameSandbox" | "listAllSandboxes">;
+export type RecoveryClient = Pick<BoatClient, "getSandbox" | "renameSandbox" | "listSandboxes">;

@@ -27,7 +27,7 @@ const ctx: BoatContext = {
     retireDeletedBoatCreate: unused,
   },
   deleteJournal: { boatDeletionSnapshot: unused, getBoatDeletion: unused },
-  client: { getSandbox: unused, renameSandbox: unused, listAllSandboxes: unused },
+  client: { getSandbox: unused, renameSandbox: unused, listSandboxes: unused },
   ownScope: "0123456789ab",
   now: () => T,
   prefix: "drydock",

@@ -171,3 +171,20 @@ export function hasRepeatedMemberName(text: string): boolean {
   }
   return written !== kept;
 }
+
+/**
+ * Sets the boat.dev simulator's fault rules (POST /_sim/faults), or clears them all (an empty list:
+ * DELETE /_sim/faults). `sim` is a running simulator (`startBoatSimulator`'s `url` and `token`).
+ */
+export async function simFaults(
+  sim: { url: string; token: string },
+  rules: readonly unknown[],
+): Promise<void> {
+  const response = await fetch(`${sim.url}/_sim/faults`, {
+    method: rules.length === 0 ? "DELETE" : "POST",
+    headers: { authorization: `Bearer ${sim.token}`, "content-type": "application/json" },
+    ...(rules.length === 0 ? {} : { body: JSON.stringify({ rules }) }),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`the simulator refused the fault rules: ${response.status} ${text}`);
+}

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
 import { deleteComputer, provisionComputer } from "../domain/computers.js";
+import { ComputersPageQuery, NextCursor } from "./pagination.js";
 import { BotIdParam, requireBot } from "./params.js";
 import { answers, ComputerBody, okBody } from "./schemas.js";
 
@@ -42,8 +43,13 @@ const deleteComputerSchema = {
 /** GET /v1/computers */
 const inventorySchema = {
   schema: {
-    summary: "Sanitized inventory of every Boat",
-    response: answers({ 200: okBody({ computers: z.array(z.looseObject({})) }) }),
+    summary: "Sanitized inventory of every Boat, one page at a time",
+    description:
+      "This installation's Boats: first those its journals know (by id), then those boat.dev lists under its names that no journal knows, in boat.dev's list order. Each page costs at most `limit` direct reads and 5 list requests to boat.dev, whatever the account's size; a page may hold fewer than `limit` Boats (even none) while `nextCursor` is not null.",
+    querystring: ComputersPageQuery,
+    response: answers({
+      200: okBody({ computers: z.array(z.looseObject({})), nextCursor: NextCursor }),
+    }),
   },
 };
 
@@ -78,8 +84,9 @@ export const computerRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, 
       .send(result.pending ? { ok: true, pending: true } : { ok: true });
   });
 
-  app.get("/v1/computers", inventorySchema, async () => ({
-    ok: true,
-    computers: await ctx.lifecycle.inventory(),
-  }));
+  app.get("/v1/computers", inventorySchema, async (request) => {
+    const { limit, cursor } = request.query;
+    const page = await ctx.lifecycle.inventoryPage({ limit, ...(cursor === undefined ? {} : { cursor }) });
+    return { ok: true, computers: page.computers, nextCursor: page.nextCursor };
+  });
 };

@@ -14,6 +14,14 @@ export const PageQuery = z
   })
   .strict();
 
+/**
+ * `?limit=&cursor=` of GET /v1/computers: the same bounds, and a longer cursor (it carries boat.dev's own
+ * list position, up to 4,096 characters, which the lifecycle checks).
+ */
+export const ComputersPageQuery = PageQuery.extend({
+  cursor: z.string().min(1).max(8192).optional(),
+}).strict();
+
 /** `nextCursor`: the position after this page, or null on the last page. */
 export const NextCursor = z
   .string()

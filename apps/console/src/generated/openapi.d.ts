@@ -750,10 +750,16 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** Sanitized inventory of every Boat */
+    /**
+     * Sanitized inventory of every Boat, one page at a time
+     * @description This installation's Boats: first those its journals know (by id), then those boat.dev lists under its names that no journal knows, in boat.dev's list order. Each page costs at most `limit` direct reads and 5 list requests to boat.dev, whatever the account's size; a page may hold fewer than `limit` Boats (even none) while `nextCursor` is not null.
+     */
     get: {
       parameters: {
-        query?: never;
+        query?: {
+          limit?: number;
+          cursor?: string;
+        };
         header?: never;
         path?: never;
         cookie?: never;
@@ -772,6 +778,8 @@ export interface paths {
               computers: {
                 [key: string]: unknown;
               }[];
+              /** @description Pass as `cursor` for the next page; null on the last page. */
+              nextCursor: string | null;
             } & {
               [key: string]: unknown;
             };

@@ -1,4 +1,4 @@
-import { isBoatApiError, type Sandbox } from "@drydock/boat-provider";
+import { isBoatApiError, isRefusedCursor, walkSandboxes } from "@drydock/boat-provider";
 import { isLifecycleError, LIFECYCLE_MESSAGES, LifecycleError } from "../errors.js";
 import { classifyName } from "../names.js";
 import { cancelledError, classifyProviderError, type SweepContext } from "./context.js";
@@ -105,18 +105,12 @@ export interface NameSweep {
   stop(): void;
 }
 
-function isInvalidCursor(error: unknown): boolean {
-  return isBoatApiError(error) && error.status === 400 && error.code === "invalid_cursor";
-}
-
 export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOptions): NameSweep {
   const byName = new Map<string, Set<string>>();
   const nameOf = new Map<string, string>();
-  const seenCursors = new Set<string>();
-  let cursor: string | undefined;
-  let complete = false;
-  let pagesRead = 0;
-  let boatsSeen = 0;
+  // The walking and cursor keeping are boat-provider's walkSandboxes (shared with the inventory and the
+  // recovery plan); the sweep keeps only our names of each page.
+  const list = walkSandboxes(ctx.client, { pageSize: options.pageSize });
   // One page at a time: the background walk and a lookup share the cursor.
   let queue: Promise<unknown> = Promise.resolve();
   let background: AbortController | null = null;
@@ -139,9 +133,7 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     nameOf.set(boxId, name);
   }
 
-  function progress(): string {
-    return `${pagesRead} page${pagesRead === 1 ? "" : "s"} (${boatsSeen} Boat${boatsSeen === 1 ? "" : "s"}) read so far`;
-  }
+  const progress = () => list.progress();
 
   function pageFailed(error: unknown, next = "a retry continues from where it stopped"): LifecycleError {
     const failure = classifyProviderError(error);
@@ -158,53 +150,38 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
   }
 
   async function readPage(signal?: AbortSignal): Promise<void> {
-    if (complete) return;
-    let page: { sandboxes: Sandbox[]; nextCursor: string | null };
+    if (list.complete) return;
+    const restartable = list.cursor !== undefined;
+    let sandboxes: Awaited<ReturnType<typeof list.next>>;
     try {
-      page = await ctx.client.listSandboxes({
-        limit: options.pageSize,
-        ...(cursor === undefined ? {} : { cursor }),
-        ...(signal === undefined ? {} : { signal }),
-      });
+      sandboxes = await list.next(signal);
     } catch (error) {
-      if (cursor === undefined || !isInvalidCursor(error)) throw pageFailed(error);
+      if (isBoatApiError(error) && error.code === "pagination_loop") {
+        throw new LifecycleError({
+          code: "provider_unavailable",
+          status: 502,
+          message: `${LIFECYCLE_MESSAGES.listUnavailable} (boat.dev handed back a list cursor it had already given, so its list cannot be read to the end). drydock reads that list once to make sure no computer already carries this bot's name: ${progress()}; a retry reads that page again`,
+        });
+      }
+      if (!restartable || !isRefusedCursor(error)) throw pageFailed(error);
       // boat.dev no longer accepts the saved position (the API does not say a cursor can expire, but
-      // nothing else could move the walk forward): it starts again from the first page. The index is
-      // kept: its entries are hints that a direct read confirms anyway.
-      cursor = undefined;
-      seenCursors.clear();
-      pagesRead = 0;
-      boatsSeen = 0;
+      // nothing else could move the walk forward): the walk starts again from the first page. The index
+      // is kept: its entries are hints that a direct read confirms anyway.
       ctx.logger.warn?.("boat name sweep cursor refused; the list is read again from its start", {});
       throw pageFailed(
         error,
         "boat.dev refused the saved position in its list, so a retry reads it again from the start",
       );
     }
-    const next = page.nextCursor;
-    if (next !== null && (next === cursor || seenCursors.has(next))) {
-      throw new LifecycleError({
-        code: "provider_unavailable",
-        status: 502,
-        message: `${LIFECYCLE_MESSAGES.listUnavailable} (boat.dev handed back a list cursor it had already given, so its list cannot be read to the end). drydock reads that list once to make sure no computer already carries this bot's name: ${progress()}; a retry reads that page again`,
-      });
-    }
-    // The page counts only once it is whole: the index, the counters and the cursor move together.
-    for (const sandbox of page.sandboxes) keep(sandbox.id, sandbox.name);
-    pagesRead += 1;
-    boatsSeen += page.sandboxes.length;
-    if (next === null) {
-      complete = true;
-      seenCursors.clear();
+    // The walk counted the page only once it was whole: the index follows it.
+    for (const sandbox of sandboxes) keep(sandbox.id, sandbox.name);
+    if (list.complete) {
       ctx.logger.info?.("boat name sweep complete", {
-        pages: pagesRead,
-        boats: boatsSeen,
+        pages: list.pagesRead,
+        boats: list.boatsSeen,
         ours: nameOf.size,
       });
-      return;
     }
-    seenCursors.add(next);
-    cursor = next;
   }
 
   function step(signal?: AbortSignal): Promise<void> {
@@ -217,10 +194,10 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     // With no inline budget, the background walk reads; if it is not running (never started, stopped),
     // a lookup reads one page itself, so that every retry still moves the sweep forward.
     const budget = options.inlinePages > 0 || background !== null ? options.inlinePages : 1;
-    for (let read = 0; !complete && read < budget; read += 1) await step(signal);
+    for (let read = 0; !list.complete && read < budget; read += 1) await step(signal);
     // A page the background walk was reading when the budget ran out may have finished the sweep.
-    if (!complete) await queue;
-    if (complete) return;
+    if (!list.complete) await queue;
+    if (list.complete) return;
     throw new LifecycleError({
       code: "name_sweep_incomplete",
       retryAfterMs: 1_000,
@@ -228,9 +205,9 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     });
   }
 
-  async function walk(signal: AbortSignal): Promise<void> {
+  async function walkInBackground(signal: AbortSignal): Promise<void> {
     let failures = 0;
-    while (!complete && !signal.aborted) {
+    while (!list.complete && !signal.aborted) {
       let wait = options.pageIntervalMs;
       try {
         await step(signal);
@@ -244,12 +221,12 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
           Math.min(options.retryMaxMs, options.retryBaseMs * 2 ** Math.min(failures - 1, 30)),
         );
         ctx.logger.warn?.("boat name sweep page failed; it will be read again", {
-          pages: pagesRead,
+          pages: list.pagesRead,
           failures,
           waitMs: wait,
         });
       }
-      if (complete) return;
+      if (list.complete) return;
       try {
         await ctx.sleep(wait, signal);
       } catch {
@@ -260,9 +237,9 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
 
   return {
     status: () => ({
-      complete,
-      pagesRead,
-      boatsSeen,
+      complete: list.complete,
+      pagesRead: list.pagesRead,
+      boatsSeen: list.boatsSeen,
       indexed: nameOf.size,
       running: background !== null,
     }),
@@ -270,10 +247,10 @@ export function createNameSweep(ctx: SweepContext, options: ResolvedNameSweepOpt
     idsFor: (names) => [...new Set(names.flatMap((name) => [...(byName.get(name) ?? [])]))].sort(),
     observe: keep,
     startBackground() {
-      if (complete || background !== null) return;
+      if (list.complete || background !== null) return;
       const controller = new AbortController();
       background = controller;
-      void walk(controller.signal).finally(() => {
+      void walkInBackground(controller.signal).finally(() => {
         if (background === controller) background = null;
       });
     },

@@ -3,6 +3,7 @@
  * deletion fences, Boats no journal knows), each with the one safe action and its exact command.
  */
 import { scopeOfBoatName } from "@drydock/boat-lifecycle";
+import { walkSandboxes } from "@drydock/boat-provider";
 import { digestOf } from "../internal/digest.js";
 import type { RecoveryDeletionRecord } from "../ports.js";
 import {
@@ -482,14 +483,6 @@ async function unknownBoats(
   planOptions: BoatPlanOptions,
   registry: Registry,
 ): Promise<{ unknown: UnknownBoat[]; providerError: string | null }> {
-  let listed: readonly { id: string; name: string | null; state: string }[] = [];
-  let providerError: string | null = null;
-  try {
-    listed = await ctx.client.listAllSandboxes();
-  } catch (error) {
-    // Quoted inside other sentences (status, the server's report): without its own final full stop.
-    providerError = (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "");
-  }
   const fencedIds = fences.map((record) => record.boxId);
   const known = new Set<string>([...fencedIds, ...rows.flatMap((row) => (row.boxId ? [row.boxId] : []))]);
   const keyOnly = rows.filter((row) => row.boxId === undefined);
@@ -501,6 +494,29 @@ async function unknownBoats(
   /** Whether a Boat no journal knows becomes a plan item: this installation's name, or unnamed beside a key-only row. */
   const planned = (name: string | null): boolean =>
     name !== null ? claimantOf(name) !== null || scopeOfBoatName(name) === ctx.ownScope : keyOnly.length > 0;
+  // boat.dev's whole list, with no page cap (boat-provider's walk): only the Boats that become plan items
+  // are kept, so memory is O(this installation's unknown Boats) whatever the account's size.
+  const listed: ListedBoat[] = [];
+  const seen = new Set<string>();
+  let providerError: string | null = null;
+  const walk = walkSandboxes(ctx.client);
+  while (!walk.complete) {
+    let page: Awaited<ReturnType<typeof walk.next>>;
+    try {
+      page = await walk.next();
+    } catch (error) {
+      // Quoted inside other sentences (status, the server's report): without its own final full stop.
+      const cause = (error instanceof Error ? error.message : String(error)).replace(/[.\s]+$/, "");
+      providerError = `${cause} (boat.dev's list failed after ${walk.progress()}; a retry reads it again from its start)`;
+      break;
+    }
+    for (const boat of page) {
+      // A Boat may show up on two pages of an eventually consistent listing; the first sighting counts.
+      if (known.has(boat.id) || seen.has(boat.id) || !planned(boat.name)) continue;
+      seen.add(boat.id);
+      listed.push({ id: boat.id, name: boat.name, state: boat.state });
+    }
+  }
   // boat.dev's list is eventually consistent: a Boat deleted moments ago may still be listed. Before one
   // no journal knows is reported (and a person told to delete it), a direct GET confirms it: boat.dev's
   // own 404/410 leaves it out, a failed read keeps it and says so. Such Boats are rare; at most
@@ -508,7 +524,6 @@ async function unknownBoats(
   let reads = 0;
   const unknown: UnknownBoat[] = [];
   for (const listedBoat of listed) {
-    if (known.has(listedBoat.id) || !planned(listedBoat.name)) continue;
     let boat: ListedBoat = listedBoat;
     let read: UnknownBoatRead = "confirmed";
     if (reads >= UNKNOWN_BOAT_READS) {
