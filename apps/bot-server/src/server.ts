@@ -250,6 +250,9 @@ function openCollaborators(
     ...(options.crash?.lifecycle ? { crash: options.crash.lifecycle } : {}),
     // On postgres: no create POST or DELETE once this server's instance lease has lapsed (503 lease_lost).
     ...(lease === null ? {} : { beforeSideEffect: () => lease.gate() }),
+    // On postgres several hosts provision one bot at once (the per-bot exclusivity is per process): a
+    // minted create key may be resumed elsewhere, so it is never discarded.
+    keysSharedAcrossProcesses: storage.kind === "postgres",
   });
   const recovery = createBoatRecovery({
     lifecycle,

@@ -128,6 +128,8 @@ export const LIFECYCLE_MESSAGES = {
   botBusy: "this bot's cloud computer is busy with another request — wait for it to finish, then retry",
   provisionWithdrawn:
     "the cloud computer was not created: the caller withdrew the request before it was sent to boat.dev, and nothing was created",
+  provisionWithdrawnKept:
+    "the cloud computer was not created: the caller withdrew the request before it was sent to boat.dev. Its request was kept, because another server sharing this storage may be sending the same request: a computer setup of this bot reuses it (never a second computer), and deleting the bot waits until it is settled",
   confirmationMismatch: "cloud computer confirmation no longer matches — refresh and try again",
   fenceChanged: (boxId: string) =>
     `the deletion of ${boxId} changed since its fence was read (another caller retried, settled or re-prepared it); nothing was sent — refresh and try again`,
@@ -137,6 +139,8 @@ export const LIFECYCLE_MESSAGES = {
     "Could not confirm whether boat.dev created the cloud computer. Its request was kept, so retrying reuses it and cannot create a second computer",
   createRefusedKept: (why: string) =>
     `boat.dev refused to create the cloud computer: ${why}. An earlier attempt with the same request may already have created it, so its request was kept: retrying reuses it and cannot create a second computer. If boat.dev keeps refusing, check boat.dev for an unnamed computer before repairing drydock's local state`,
+  createRefusedShared: (why: string) =>
+    `boat.dev refused to create the cloud computer: ${why}. Its request was kept, because another server sharing this storage may be sending the same request and a request dropped here could then create a computer nobody knows: retrying reuses it and cannot create a second computer. If boat.dev keeps refusing, fix the cause it names, or settle the request with drydock (creates list, then the retire action it offers)`,
   createInProgress:
     "boat.dev is still creating this bot's cloud computer — wait a moment, then retry (the same request is reused)",
   createKeyNearExpiry:

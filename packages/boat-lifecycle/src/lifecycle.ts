@@ -85,6 +85,16 @@ export interface BoatLifecycleOptions {
    * A server whose instance lease has lapsed refuses here (bot-server's `lease_lost`).
    */
   beforeSideEffect?: (effect: SideEffect) => void;
+  /**
+   * Provisions of one bot may run at once in several processes this lifecycle cannot serialize (several
+   * bot-server hosts on one PostgreSQL store): a create key this call minted may meanwhile have been resumed
+   * by another process that is about to send it. Then a key is never discarded, not after boat.dev's
+   * definitive refusal nor when the caller withdraws: a discarded key resumed elsewhere would create a Boat
+   * no journal holds, for a bot that may be deleted by then. The key is kept (the next provision resumes
+   * it, at most one Boat) and a bot deletion waits until it is settled. Default false: one process serializes
+   * a bot's provisions (the bot server's per-bot exclusivity), so a key minted by this call is its alone.
+   */
+  keysSharedAcrossProcesses?: boolean;
 }
 
 /** A provider call that bills or deletes, as `beforeSideEffect` is told of it. */
@@ -191,6 +201,7 @@ export function createBoatLifecycle(options: BoatLifecycleOptions): BoatLifecycl
     onCreateRetry: options.onCreateRetry ?? (() => {}),
     crash: options.crash ?? noCrash,
     beforeSideEffect: options.beforeSideEffect ?? (() => {}),
+    keysShared: options.keysSharedAcrossProcesses === true,
     scopedName: (botId) => {
       // Two SHA-256 per name; a listing asks for every bot's name on every request, so names are kept
       // (a pure function of the bot id; bounded, and simply recomputed after a reset).

@@ -1,6 +1,6 @@
 import { openBoatCreateJournal } from "@drydock/boat-create-journal";
 import { openBoatDeleteJournal } from "@drydock/boat-delete-journal";
-import { BoatApiError, createBoatClient } from "@drydock/boat-provider";
+import { BoatApiError, type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { type BoatLifecycle, createBoatLifecycle, DELETE_IN_FLIGHT_MS } from "../src/index.js";
 import {
@@ -324,5 +324,69 @@ describe("provisioning behind a fence whose deletion retry fails", () => {
       },
     }));
     await expect(broken.provision("fenced-bot")).rejects.toThrow(TypeError);
+  });
+});
+
+describe("several hosts on one store: a minted key another process resumed is never discarded", () => {
+  /**
+   * A mints the key and is held at its POST; B (another host) resumes the same key and is held at its POST;
+   * A's POST is refused definitively (400, nothing created under the key); then B's goes out. Returns A's
+   * refusal, what B's call settled to, and the journal after both.
+   */
+  async function race(t: Harness, shared: boolean) {
+    const aHeld = hold();
+    const bHeld = hold();
+    const heldAt = (held: ReturnType<typeof hold>) => (base: BoatClient) => ({
+      ...base,
+      async createSandbox(...args: Parameters<BoatClient["createSandbox"]>) {
+        await held.enter();
+        return base.createSandbox(...args);
+      },
+    });
+    const a = secondProcess(t, heldAt(aHeld), { keysSharedAcrossProcesses: shared });
+    const b = secondProcess(t, heldAt(bHeld), { keysSharedAcrossProcesses: shared });
+    const aCall = rejection(a.provision("bot-1"));
+    await aHeld.reached;
+    const bCall = b.provision("bot-1").then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+    await bHeld.reached;
+    await t.faults({ ...createRefused400, times: 1 });
+    aHeld.release();
+    const refused = await aCall;
+    await t.clearFaults();
+    bHeld.release();
+    return { refused, b: await bCall, rows: t.createFile()?.requests ?? [] };
+  }
+
+  it("shared: A's refusal keeps the key, B's POST creates the one Boat and the journal holds it", async () => {
+    const t = await use();
+    const { refused, b, rows } = await race(t, true);
+    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(refused.message).toContain("another server sharing this storage may be sending the same request");
+    expect(b.ok).toBe(true);
+    const boxId = b.ok ? b.value.boxId : "";
+    expect(rows).toEqual([expect.objectContaining({ botId: "bot-1", boxId, resolved: true })]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
+  });
+
+  it("the hazard it closes: without the option A discards the key and B's Boat is held by no journal", async () => {
+    const t = await use();
+    const { refused, b, rows } = await race(t, false);
+    expect(refused).toMatchObject({ code: "provider_refused", status: 400 });
+    expect(b.ok).toBe(false);
+    expect(rows).toEqual([]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 1, live: 1 });
+  });
+
+  it("shared: a provision withdrawn after minting its key keeps it, and says why", async () => {
+    const t = await use();
+    const a = secondProcess(t, undefined, { keysSharedAcrossProcesses: true });
+    const withdrawn = await rejection(a.provision("bot-1", { stillWanted: () => false }));
+    expect(withdrawn.code).toBe("provision_withdrawn");
+    expect(withdrawn.message).toContain("Its request was kept");
+    expect(t.createFile()?.requests).toEqual([expect.objectContaining({ botId: "bot-1" })]);
+    expect(t.stats()).toMatchObject({ createsCommitted: 0, live: 0 });
   });
 });

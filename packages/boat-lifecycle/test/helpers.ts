@@ -365,7 +365,7 @@ export const createRefused400: FaultRule = {
 export function secondProcess(
   t: Harness,
   wrap: (base: BoatClient) => BoatClient = (base) => base,
-  extra: Pick<BoatLifecycleOptions, "logger"> = {},
+  extra: Pick<BoatLifecycleOptions, "logger" | "keysSharedAcrossProcesses"> = {},
 ): BoatLifecycle {
   const base = createBoatClient({ baseUrl: t.sim.apiUrl, token: t.sim.token });
   const now = () => Date.now() + t.clock.offsetMs;

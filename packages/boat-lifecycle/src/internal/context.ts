@@ -65,6 +65,8 @@ export interface Context {
   crash: CrashHook;
   /** The caller's gate before a create POST or a DELETE (`BoatLifecycleOptions.beforeSideEffect`). */
   beforeSideEffect: (effect: { kind: "create"; botId: string } | { kind: "delete"; boxId: string }) => void;
+  /** `BoatLifecycleOptions.keysSharedAcrossProcesses`: a minted key is never discarded. */
+  keysShared: boolean;
   scopedName(botId: string): string;
   legacyName(botId: string): string;
   /** The one walk of boat.dev's list that the deterministic-name lookup relies on (name-sweep.ts). */

@@ -360,6 +360,15 @@ async function finalCreateFailure(
       message: LIFECYCLE_MESSAGES.createRefusedKept(failure.message),
     });
     if (mayHaveCommitted) return kept;
+    // Another process sharing the storage may have resumed this key and be about to send it: dropping the
+    // key now would let that request create a Boat no journal holds (seen across hosts in the chaos test).
+    if (ctx.keysShared) {
+      return new LifecycleError({
+        code: "provider_refused",
+        status,
+        message: LIFECYCLE_MESSAGES.createRefusedShared(failure.message),
+      });
+    }
     // Only boat.dev's own refusal (its error envelope) proves the request created nothing. A 4xx page
     // without the envelope (a proxy's or a WAF's, `http_error`) may stand in for an answer boat.dev gave
     // after committing: the key is kept, so a retry reuses it.
@@ -507,10 +516,14 @@ export async function createAndName(
       // Asked after the key is journaled: a caller removing the owner marked it first, so either this
       // sees the mark or the removal sees the key. A key minted here was never sent: it goes.
       if (stillWanted !== undefined && !(await stillWanted())) {
-        if (startedNow) await journal(() => ctx.createJournal.discardBoatCreate(request));
+        // Unless another process may have resumed it (keysShared): then it is kept, as after a refusal.
+        const discard = startedNow && !ctx.keysShared;
+        if (discard) await journal(() => ctx.createJournal.discardBoatCreate(request));
         throw new LifecycleError({
           code: "provision_withdrawn",
-          message: LIFECYCLE_MESSAGES.provisionWithdrawn,
+          message: discard
+            ? LIFECYCLE_MESSAGES.provisionWithdrawn
+            : LIFECYCLE_MESSAGES.provisionWithdrawnKept,
         });
       }
       boxId = await postWithKey(ctx, request, startedNow, signal);
