@@ -31,10 +31,11 @@
  * DRYDOCK_HOSTS_SEED replays a run's plan (the interleaving still depends on timing);
  * DRYDOCK_RELIABILITY_SCALE sizes it (events and bots); DRYDOCK_HOSTS_VERBOSE=1 prints the trail of a passing run.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
 import type { FaultRule, SimSandboxRecord } from "@drydock/boat-provider/simulator";
 import { ENVIRONMENT_ID_FILE } from "@drydock/facts";
@@ -73,6 +74,7 @@ const CLI_MAIN = join(REPO_ROOT, "apps", "recovery-cli", "src", "main.ts");
 /** Generous bound on every condition wait (a loaded two-core machine). */
 const WAIT_MS = 60_000;
 
+const execFileAsync = promisify(execFile);
 const rngFor = (...label: (string | number)[]): Rng => seededRng(SEED, ...label);
 
 /** Faults whose aftermath any host must handle (answers lost, refused, slow; deletions blocked). */
@@ -136,7 +138,8 @@ class Hosts {
   private readonly pauses: Pause[] = [];
   /** sha256(idempotency key) → the bot whose create row held it when the POST arrived. */
   private readonly keyOwner = new Map<string, string>();
-  private readonly keyLookups: Promise<void>[] = [];
+  /** Create POSTs whose key no create row held when they left (judged in check(), with boat.dev's answer). */
+  private readonly unheldKeys: { slot: number; seq: number; keyHash: string }[] = [];
   /** Every instance epoch ever read, by id (an id's epoch never changes). */
   private readonly epochs = new Map<string, number>();
   private maxEpoch = 0;
@@ -183,17 +186,10 @@ class Hosts {
   }
 
   private async simControl(method: string, path: string, body?: unknown): Promise<unknown> {
-    const res = await fetch(`${this.simUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${SIM_TOKEN}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`simulator ${method} ${path} answered ${res.status}: ${text}`);
-    return JSON.parse(text);
+    const res = await api(this.simUrl, SIM_TOKEN)(method, path, body);
+    if (res.status !== 200)
+      throw new Error(`simulator ${method} ${path} answered ${res.status}: ${res.text}`);
+    return res.json;
   }
 
   private async startServer(slot: Slot): Promise<void> {
@@ -225,7 +221,10 @@ class Hosts {
         index,
         dataDir,
         proxy: await startRecordingProxy(this.simUrl, {
-          onArrive: (call) => this.onProviderCall(index, call),
+          onArrive: (call) => {
+            call.tag = { slot: index, gen: this.slots[index]?.gen ?? 0 } satisfies Sender;
+          },
+          beforeForward: (call) => this.judgeCreate(index, call),
         }),
         server: null,
         call: () => Promise.reject(new Error("no server")),
@@ -272,27 +271,27 @@ class Hosts {
     this.tmp.cleanup();
   }
 
-  /** At the proxy, before forwarding: tags the call with its sender; a create's key is looked up in the journal. */
-  private onProviderCall(slot: number, call: RecordedCall): void {
-    call.tag = { slot, gen: this.slots[slot]?.gen ?? 0 } satisfies Sender;
+  /**
+   * At the proxy, before a create POST is forwarded: its key must be held by a create row now (the row is
+   * written before the first POST; while the POST is held here boat.dev has answered nothing, so no
+   * deletion or refusal can have retired the row yet).
+   */
+  private async judgeCreate(slot: number, call: RecordedCall): Promise<void> {
     if (call.method !== "POST" || !/^\/api\/v1\/sandboxes(\?|$)/.test(call.path)) return;
     const key = call.idempotencyKey;
     if (key === undefined) {
       this.violation(`server ${slot}: POST /sandboxes without an idempotency key`);
       return;
     }
-    // A create row is written before its first POST and stays until its Boat's deletion retires it.
-    this.keyLookups.push(
-      this.reader.exportAll().then(
-        (data) => {
-          const row = data.creates.find((r) => r.idempotencyKey === key);
-          if (row === undefined)
-            this.violation(`server ${slot}: POST /sandboxes carried a key no create row holds`);
-          else this.keyOwner.set(sha256(key), row.botId);
-        },
-        (error: unknown) => this.violation(`the journals could not be read for a POST: ${String(error)}`),
-      ),
-    );
+    try {
+      const row = (await this.reader.exportAll()).creates.find((r) => r.idempotencyKey === key);
+      if (row === undefined) {
+        this.note(`server ${slot}: POST /sandboxes #${call.seq} with a key no create row holds`);
+        this.unheldKeys.push({ slot, seq: call.seq, keyHash: sha256(key) });
+      } else this.keyOwner.set(sha256(key), row.botId);
+    } catch (error) {
+      this.violation(`the journals could not be read for a POST: ${String(error)}`);
+    }
   }
 
   private async instances(): Promise<InstanceView[]> {
@@ -510,7 +509,8 @@ class Hosts {
       },
     );
     bot.deletesInFlight -= 1;
-    if (res?.status === 200) bot.exists = "gone";
+    if (res === null) bot.exists = "unknown";
+    else if (res.status === 200) bot.exists = "gone";
   }
 
   async run(): Promise<void> {
@@ -522,7 +522,6 @@ class Hosts {
       await Promise.all(lanes);
     }
     await Promise.all(this.slots.map((s) => s.proxy.idle()));
-    await Promise.all(this.keyLookups);
     // Quiesce: every server stopped cleanly, so the journals and the registry hold still for the checks.
     for (const slot of this.slots) {
       slot.server?.child.kill("SIGTERM");
@@ -542,6 +541,13 @@ class Hosts {
     const stats = (await this.simControl("GET", "/_sim/stats")) as { perName: Record<string, number> };
     this.figures.boats = sandboxes.length;
     const calls = this.slots.flatMap((s) => s.proxy.calls);
+
+    for (const unheld of this.unheldKeys) {
+      const made = sandboxes.filter((boat) => boat.keyHash === unheld.keyHash);
+      this.violation(
+        `server ${unheld.slot}: POST /sandboxes #${unheld.seq} carried a key no create row held when it left; boat.dev made ${made.length === 0 ? "no Boat" : made.map((b) => `${b.id} (${b.name}, ${b.deletedAt === null ? "live" : "deleted"})`).join(", ")} under it`,
+      );
+    }
 
     // At most one Boat per bot at any time, and no name live twice.
     const { findings, owner } = checkBoatsPerBot(
@@ -719,7 +725,7 @@ class Hosts {
       `${this.violations.length} violation(s):`,
       ...this.violations.map((v, i) => `  ${i + 1}. ${v}`),
       "last operations:",
-      ...this.trail.slice(-150).map((line) => `  ${line}`),
+      ...this.trail.slice(process.env.DRYDOCK_HOSTS_VERBOSE === "1" ? 0 : -150).map((line) => `  ${line}`),
       ...this.slots.map(
         (s) => `server ${s.index} output (tail):\n${(s.server?.output() ?? "").slice(-1_500)}`,
       ),
@@ -733,25 +739,24 @@ async function drydock(
   args: string[],
   env: Record<string, string>,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(
-    process.execPath,
-    ["--conditions=@drydock/source", "--import", "tsx", CLI_MAIN, "--data-dir", dataDir, ...args],
-    {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let stdout = "";
-  let stderr = "";
-  child.stdout?.on("data", (d: Buffer) => {
-    stdout += d.toString();
-  });
-  child.stderr?.on("data", (d: Buffer) => {
-    stderr += d.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on("close", (c) => resolve(c)));
-  return { code, stdout, stderr };
+  const argv = ["--conditions=@drydock/source", "--import", "tsx", CLI_MAIN, "--data-dir", dataDir, ...args];
+  const options = {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/tmp", ...env },
+    maxBuffer: 64 * 1024 * 1024,
+  };
+  try {
+    const { stdout, stderr } = await execFileAsync(process.execPath, argv, options);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    // A non-zero exit: execFile's error carries the code and both outputs.
+    const failed = error as { code?: unknown; stdout?: string; stderr?: string };
+    return {
+      code: typeof failed.code === "number" ? failed.code : null,
+      stdout: failed.stdout ?? "",
+      stderr: failed.stderr ?? String(error),
+    };
+  }
 }
 
 const database = usePostgresDatabase();
