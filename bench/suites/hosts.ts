@@ -10,7 +10,7 @@
  *     create row, left in flight by A). Reported beside the moment A's lease passed by the database's clock.
  * (b) Provisioning `--bots` (1000) bots, `--concurrency` (16) in flight (POST /v1/bots, then
  *     POST /v1/bots/:id/computer): through three servers round-robin, and through one, each on a fresh schema
- *     of the same PostgreSQL against the same simulator. On a two-core machine three server processes share
+ *     of the same PostgreSQL against the same simulator, half by half in the order three, one, one, three. On a two-core machine three server processes share
  *     the same two cores with PostgreSQL and the simulator: this shows the overhead of more processes on one
  *     database, not how hosts scale.
  */
@@ -34,7 +34,7 @@ const BOUND_MS = 180_000;
 const HOLD_MS = 3_000;
 
 /** The fields of the server's answers this suite reads. */
-type Answer = { computer?: { status?: string }; error?: { code?: string } } | null;
+type Answer = { computer?: { status?: string; name?: string }; error?: { code?: string } } | null;
 
 interface Host {
   url: string;
@@ -60,16 +60,28 @@ async function startSimulator(): Promise<Simulator> {
 }
 
 async function simControl(sim: Simulator, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(`${sim.origin}${path}`, {
+  const res = await request(sim.origin, sim.token, method, path, body);
+  if (res.status !== 200) throw new Error(`simulator ${method} ${path} answered ${res.status}: ${res.text}`);
+  return JSON.parse(res.text);
+}
+
+/** One JSON request with a bearer token: the status and the body's text. */
+async function request(
+  origin: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${origin}${path}`, {
     method,
     headers: {
-      authorization: `Bearer ${sim.token}`,
+      authorization: `Bearer ${token}`,
       ...(body === undefined ? {} : { "content-type": "application/json" }),
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-  if (!res.ok) throw new Error(`simulator ${method} ${path} answered ${res.status}: ${await res.text()}`);
-  return res.json();
+  return { status: res.status, text: await res.text() };
 }
 
 /** The built server on `dataDir`, on `schema` of the database at `url`, against the simulator. */
@@ -117,22 +129,14 @@ async function call(
   path: string,
   body?: unknown,
 ): Promise<{ status: number; json: Answer }> {
-  const res = await fetch(`${host.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${TOKEN}`,
-      ...(body === undefined ? {} : { "content-type": "application/json" }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
+  const { status, text } = await request(host.url, TOKEN, method, path, body);
   let json: Answer = null;
   try {
     json = JSON.parse(text) as Answer;
   } catch {
     // not JSON
   }
-  return { status: res.status, json };
+  return { status, json };
 }
 
 async function must(
@@ -165,6 +169,8 @@ interface FailoverSample {
   servesReadyMs: number;
   /** From A's SIGKILL until B provisioned the bot whose create A left in flight. */
   finishesInFlightMs: number;
+  /** Create requests boat.dev received for that bot from A's held one on (A's, and B's under the same key). */
+  createRequests: number;
   /** B's answers while it could not finish that create yet (code → count). */
   waits: Record<string, number>;
 }
@@ -207,15 +213,27 @@ async function failoverSample(
       return res.status === 200 && res.json?.computer?.status === "ready";
     });
     const waits: Record<string, number> = {};
+    let name: string | undefined;
     const finishesInFlightMs = await msUntil(t0, "B provisioning the bot A left in flight", async () => {
       const res = await call(b, "POST", "/v1/bots/inflight/computer");
+      name = res.json?.computer?.name;
       if (res.status === 200 || res.status === 201) return true;
       const code = `${res.status} ${res.json?.error?.code ?? ""}`.trim();
       waits[code] = (waits[code] ?? 0) + 1;
       return false;
     });
+    // The truth at boat.dev: one Boat for the bot A left in flight, and how many create requests reached it.
+    const { sandboxes } = (await simControl(sim, "GET", "/_sim/sandboxes")) as {
+      sandboxes: { name: string | null }[];
+    };
+    const boats = sandboxes.filter((boat) => boat.name === name).length;
+    if (boats !== 1)
+      throw new Error(`boat.dev created ${boats} Boats named ${name} for the bot A left in flight`);
+    const after = ((await simControl(sim, "GET", "/_sim/stats")) as { createRequests: number })
+      .createRequests;
     return {
       ttlMs,
+      createRequests: after - before,
       leasePassedMs: Math.max(0, lease.leaseUntil - killedAtWall),
       servesReadyMs,
       finishesInFlightMs,
@@ -229,13 +247,14 @@ async function failoverSample(
   }
 }
 
-/** Provisions bots [0, count) with `concurrency` in flight, bot i through hosts[i % hosts.length]; bots/s. */
+/** Provisions bots [from, count) with `concurrency` in flight, bot i through hosts[i % hosts.length]; bots/s. */
 async function provisionThrough(
   hosts: Host[],
+  from: number,
   count: number,
   concurrency: number,
 ): Promise<{ ms: number; failed: number }> {
-  let next = 0;
+  let next = from;
   let failed = 0;
   let firstError: string | null = null;
   const t0 = performance.now();
@@ -300,24 +319,51 @@ export async function runHosts(opts: SuiteOptions): Promise<SuiteResult> {
         `${Math.round(ready)}`,
         `${Math.round(inFlight)}`,
         fmtRatio(inFlight / ttl),
+        `${Math.max(...of.map((x) => x.createRequests))}`,
         [...waits].map(([code, k]) => `${code} ×${k}`).join(", ") || "none",
       ];
     });
 
+    // Both set-ups stay up; each provisions its first half, then its second, in the order 3, 1, 1, 3 (ABBA),
+    // so warm-up and the machine's drift weigh on both alike.
+    const setups = new Map<number, Host[]>();
     const runs: { label: string; servers: number; ms: number }[] = [];
-    for (const servers of [3, 1]) {
-      const schema = `provision_${servers}`;
-      const hosts: Host[] = [];
-      try {
+    try {
+      for (const servers of [3, 1]) {
+        const schema = `provision_${servers}`;
+        const hosts: Host[] = [];
+        setups.set(servers, hosts);
         for (let i = 0; i < servers; i++)
           hosts.push(await startHost(join(dir, `${schema}-${i}`), url, schema, sim, 15_000));
-        const { ms } = await provisionThrough(hosts, bots, concurrency);
-        runs.push({ label: servers === 1 ? "one server" : `${servers} servers, round-robin`, servers, ms });
-        console.log(`  provisioning ${bots} bots through ${servers} server(s): ${ms.toFixed(0)} ms`);
-      } finally {
-        for (const host of hosts) await host.close();
+        runs.push({
+          label: servers === 1 ? "one server" : `${servers} servers, round-robin`,
+          servers,
+          ms: 0,
+        });
       }
+      const half = Math.floor(bots / 2);
+      for (const [servers, from, to] of [
+        [3, 0, half],
+        [1, 0, half],
+        [1, half, bots],
+        [3, half, bots],
+      ] as const) {
+        const { ms } = await provisionThrough(setups.get(servers) as Host[], from, to, concurrency);
+        (runs.find((r) => r.servers === servers) as (typeof runs)[number]).ms += ms;
+        console.log(
+          `  provisioning bots ${from}–${to - 1} through ${servers} server(s): ${ms.toFixed(0)} ms`,
+        );
+      }
+    } finally {
+      for (const hosts of setups.values()) for (const host of hosts) await host.close();
     }
+    // Every bot billed exactly one Boat (the simulator's truth for both set-ups: two Boats per bot id).
+    const stats = (await simControl(sim, "GET", "/_sim/stats")) as { perName: Record<string, number> };
+    const twice = Object.entries(stats.perName).filter(([, n]) => n > 1);
+    if (twice.length > 0)
+      throw new Error(
+        `boat.dev holds more than one live Boat for a name: ${JSON.stringify(twice.slice(0, 5))}`,
+      );
     const rate = (ms: number) => bots / (ms / 1000);
     const one = runs.find((r) => r.servers === 1) as (typeof runs)[number];
     const three = runs.find((r) => r.servers === 3) as (typeof runs)[number];
@@ -326,8 +372,8 @@ export async function runHosts(opts: SuiteOptions): Promise<SuiteResult> {
     figures["provision.threeOverOne"] = Math.round((rate(three.ms) / rate(one.ms)) * 100) / 100;
 
     notes.push(
-      `Failover: A is SIGKILLed while boat.dev holds its create (a ${HOLD_MS} ms delay fault: the key reserved, nothing committed). B serves a bot whose state is settled in PostgreSQL at once, and B's provision of the bot A left in flight resends A's journaled key (boat.dev answers 409 idempotency_in_progress while A's request holds it, then replays A's Boat): it ends when boat.dev releases the key, not when A's lease passes. Nothing B does waits for A's lease; the lease bounds only how long a paused or cut-off A could still start a side effect itself (after that it answers 503 lease_lost), so failover time does not grow with the TTL.`,
-      `Provisioning: ${bots} bots, ${concurrency} in flight, each bot created and provisioned through the same server; three servers round-robin against one, each on a fresh schema of the same PostgreSQL, with the same standalone simulator.`,
+      `Failover: A is SIGKILLed while boat.dev holds its create (a ${HOLD_MS} ms delay fault: the key reserved, nothing committed). B serves a bot whose state is settled in PostgreSQL at once. B's provision of the bot A left in flight answers once boat.dev has finished A's held create, with exactly one Boat for that bot (checked each sample; the create requests column counts A's and B's, which reuse the journaled key), so it follows the provider's hold, not A's lease. Nothing B does waits for A's lease to pass: the lease bounds only how long a paused or cut-off A could still start a side effect itself (after that it answers 503 lease_lost), so failover time does not grow with the TTL.`,
+      `Provisioning: ${bots} bots, ${concurrency} in flight, each bot created and provisioned through the same server; three servers round-robin against one, each on a fresh schema of the same PostgreSQL, with the same standalone simulator; halves in the order three, one, one, three, and no name with two live Boats at the end.`,
       `This machine has ${environment.cores} cores shared by PostgreSQL, the simulator, the servers and the load generator: three servers here measure the overhead of more processes on one database, not how hosts scale (each host of a real deployment brings its own CPU).`,
     );
     return {
@@ -345,6 +391,7 @@ export async function runHosts(opts: SuiteOptions): Promise<SuiteResult> {
             "B serves a provisioned bot (ms)",
             "B finishes the create A left in flight (ms)",
             "in-flight finish ÷ TTL",
+            "create requests at boat.dev for that bot (max; one Boat each time)",
             "B's answers before it succeeded",
           ],
           rows: failoverRows,
