@@ -26,6 +26,7 @@ const SUITES: Record<string, () => Promise<SuiteRunner>> = {
   "sqlite-journals": async () => (await import("./suites/sqlite-journals.js")).runSqliteJournals,
   provision: async () => (await import("./suites/provision.js")).runProvision,
   "bots-page": async () => (await import("./suites/bots-page.js")).runBotsPage,
+  hosts: async () => (await import("./suites/hosts.js")).runHosts,
 };
 
 /** The `--<option>` names each suite reads (anything else is refused, so a typo never runs the defaults). */
@@ -33,6 +34,7 @@ const SUITE_OPTIONS: Record<string, readonly string[]> = {
   "sqlite-journals": ["rows", "iterations"],
   provision: ["bots", "window", "concurrency"],
   "bots-page": ["bots", "storage", "seconds"],
+  hosts: ["ttls", "samples", "bots", "concurrency"],
 };
 
 async function main(): Promise<void> {

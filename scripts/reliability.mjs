@@ -169,6 +169,16 @@ const AREAS = [
     ],
   },
   {
+    id: "hosts",
+    title: "Several hosts on one PostgreSQL (issue 24)",
+    files: [
+      [
+        "apps/bot-server/test/hosts-chaos.test.ts",
+        "three servers on one schema and the standalone simulator; servers SIGKILLed and restarted, or paused past their lease and resumed, under random clients and provider faults (scaled: more events and bots in full)",
+      ],
+    ],
+  },
+  {
     id: "storage",
     title: "Storage backends (conformance, faults, differential)",
     files: [
@@ -240,6 +250,7 @@ const BACKEND_OF = {
   "apps/bot-server/test/crash-restart-sqlite.test.ts": "sqlite",
   "apps/bot-server/test/chaos.test.ts": "file",
   "apps/bot-server/test/chaos-sqlite.test.ts": "sqlite",
+  "apps/bot-server/test/hosts-chaos.test.ts": "postgres",
   "packages/storage/test/conformance.test.ts": "file",
   "packages/storage-sqlite/test/conformance.test.ts": "sqlite",
   "packages/storage-sqlite/test/faults.test.ts": "sqlite",
@@ -699,8 +710,9 @@ here; "—" means the check does not run on that backend. Restore sagas, checkpo
 every backend (the saga store is not on the storage contract yet), so the restore kill loop
 (restore-saga) and the power-loss, lock and journal-file checks do not depend on the backend and are not
 repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
-server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. The bot
-server is not wired to PostgreSQL yet, so postgres has its conformance and fault suites only.
+server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. On
+postgres the servers run as several hosts on one schema (the hosts chaos test: kills, pauses past the lease,
+zombies); workspaces are still each host's files there, so that test runs no workspace operation yet.
 
 ## Findings
 

@@ -38,16 +38,11 @@
  * the JSON files, or the database through a read-only connection), and after every restart the data
  * directory must hold that backend and no other.
  */
-import { createHash, randomInt } from "node:crypto";
+import { randomInt } from "node:crypto";
 import { appendFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { DELETE_IN_FLIGHT_MS, scopedBoatName } from "@drydock/boat-lifecycle";
-import {
-  type BoatSimulator,
-  type FaultRule,
-  type SimSandboxRecord,
-  startBoatSimulator,
-} from "@drydock/boat-provider/simulator";
+import { type BoatSimulator, type FaultRule, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import {
   createRestoreRecoveryController,
   type PlanItem,
@@ -55,6 +50,15 @@ import {
 } from "@drydock/recovery-controller";
 import { describe, expect, it } from "vitest";
 import { isWorkspaceTempName } from "../src/workspace-files.js";
+import {
+  checkBoatsPerBot,
+  checkDeletes,
+  deleteCallsOf,
+  parseSeed,
+  type Rng,
+  seededRng,
+  sha256,
+} from "./chaos-kit.js";
 import {
   type Api,
   api,
@@ -69,46 +73,12 @@ import {
 } from "./helpers.js";
 import { type JournalView, journalView, readJson } from "./journal-view.js";
 
-const SEED = parseSeed(process.env.DRYDOCK_CHAOS_SEED) ?? randomInt(1, 2 ** 31);
+const SEED = parseSeed(process.env.DRYDOCK_CHAOS_SEED, "DRYDOCK_CHAOS_SEED") ?? randomInt(1, 2 ** 31);
 const SCALE = Number(process.env.DRYDOCK_RELIABILITY_SCALE ?? "1") || 1;
 const ROUNDS = Math.max(1, Number(process.env.DRYDOCK_CHAOS_ROUNDS ?? "0") || Math.round(8 * SCALE));
 
-function parseSeed(raw: string | undefined): number | undefined {
-  if (raw === undefined || raw.trim() === "") return undefined;
-  const seed = Number(raw);
-  if (!Number.isSafeInteger(seed) || seed < 0)
-    throw new Error(`DRYDOCK_CHAOS_SEED must be an integer, got '${raw}'`);
-  return seed;
-}
-
-// --- seeded randomness ------------------------------------------------------------------------------------
-
-interface Rng {
-  next(): number;
-  int(lo: number, hi: number): number;
-  pick<T>(items: readonly T[]): T;
-  chance(p: number): boolean;
-}
-
-/** mulberry32, seeded from the run seed and a label, so each lane of each round has its own stream. */
-function rngFor(...label: (string | number)[]): Rng {
-  let a = createHash("sha256")
-    .update(`${SEED}/${label.join("/")}`)
-    .digest()
-    .readUInt32LE(0);
-  const next = () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-  return {
-    next,
-    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: (items) => items[Math.floor(next() * items.length)] as (typeof items)[number],
-    chance: (p) => next() < p,
-  };
-}
+/** Each lane of each round has its own stream of the run's seed. */
+const rngFor = (...label: (string | number)[]): Rng => seededRng(SEED, ...label);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -150,8 +120,6 @@ const OPERATION_PATH = "^/deletion-operations/";
 type CallTag = { gen: number; offsetMs: number; round: string };
 /** The sending server's clock when the request arrived (the lifecycle's window runs on that clock). */
 const serverClock = (call: RecordedCall) => call.arrivedAt + (call.tag as CallTag).offsetMs;
-/** Between a fence's prepare and its DELETE leaving there are a journal write and a crash point. */
-const PREPARE_TO_SEND_SLACK_MS = 2_000;
 
 /** GET /v1/recovery's answer (apps/bot-server/src/app.ts). */
 interface RecoveryAnswer {
@@ -199,10 +167,6 @@ const FAULTS: ((r: Rng) => FaultRule)[] = [
 
 function withDelay(r: Rng, rule: FaultRule): FaultRule {
   return rule.action === "delay" ? { ...rule, ms: r.int(50, 400) } : rule;
-}
-
-function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
 }
 
 function sameFiles(a: Files, b: Files): boolean {
@@ -792,36 +756,12 @@ class Chaos {
 
     // Every Boat belongs to the bot whose key created it, carries no other bot's name, and a bot's Boats
     // never overlap in time (a Boat is billable from its creation until its deletion completed).
-    const owner = new Map<string, string>();
-    const byBot = new Map<string, SimSandboxRecord[]>();
-    for (const boat of boats) {
-      const botId = this.keyOwner.get(boat.keyHash);
-      if (botId === undefined) {
-        this.violation(`Boat ${boat.id} was created under a key no create request of the server carried`);
-        continue;
-      }
-      owner.set(boat.id, botId);
-      byBot.set(botId, [...(byBot.get(botId) ?? []), boat]);
-      const names = new Set(
-        [boat.name, ...boat.history.map((h) => h.name)].filter((n) => typeof n === "string"),
-      );
-      for (const name of names) {
-        if (name !== this.boatName(botId))
-          this.violation(`Boat ${boat.id} of bot ${botId} was named ${name}`);
-      }
-    }
-    for (const [botId, list] of byBot) {
-      list.sort((a, b) => a.createdAt - b.createdAt);
-      for (let i = 1; i < list.length; i++) {
-        const earlier = list[i - 1] as SimSandboxRecord;
-        const later = list[i] as SimSandboxRecord;
-        if (earlier.deletedAt === null || earlier.deletedAt > later.createdAt) {
-          this.violation(
-            `bot ${botId} had two billable Boats at once: ${earlier.id} (created ${earlier.createdAt}, ${earlier.deletedAt === null ? "still live" : `deleted ${earlier.deletedAt}`}) and ${later.id} (created ${later.createdAt})`,
-          );
-        }
-      }
-    }
+    const { findings, owner } = checkBoatsPerBot(
+      boats,
+      (boat) => this.keyOwner.get(boat.keyHash),
+      (botId) => this.boatName(botId),
+    );
+    for (const finding of findings) this.violation(finding);
 
     this.checkDeletes(owner);
 
@@ -918,63 +858,20 @@ class Chaos {
   }
 
   private deleteCalls(): (RecordedCall & { boxId: string })[] {
-    const out: (RecordedCall & { boxId: string })[] = [];
-    for (const call of this.proxy.calls) {
-      const boxId = /^\/api\/v1\/sandboxes\/(bx_[a-z0-9]+)$/.exec(call.path)?.[1];
-      if (call.method === "DELETE" && boxId !== undefined) out.push({ ...call, boxId });
-    }
-    return out;
+    return deleteCallsOf(this.proxy.calls);
   }
 
-  /**
-   * No blind second DELETE. For each Boat, in order of arrival at boat.dev: a DELETE never arrives while an
-   * earlier one is still being handled; and after a DELETE whose answer did not reach the server (or that
-   * answered with a receipt, which the server then follows by polling), the next DELETE comes only from a
-   * restarted server once the in-flight window has passed on its clock, or after boat.dev proved the
-   * deletion blocked (a re-prepared fence). A DELETE answered with an error was not in flight any more.
-   */
+  /** No blind second DELETE (chaos-kit's checkDeletes), on each server generation's (offset) clock. */
   private checkDeletes(owner: Map<string, string>): void {
-    const byBoat = new Map<string, (RecordedCall & { boxId: string })[]>();
-    for (const call of this.deleteCalls()) byBoat.set(call.boxId, [...(byBoat.get(call.boxId) ?? []), call]);
-    const blockedProofs = this.proxy.calls.filter(
-      (c) =>
-        c.delivered &&
-        (c.json?.operation?.status === "blocked" ||
-          (c.status === 409 && c.json?.error?.code === "sandbox_busy")),
-    );
-    for (const [boxId, calls] of byBoat) {
-      for (let i = 1; i < calls.length; i++) {
-        const next = calls[i] as RecordedCall;
-        for (const earlier of calls.slice(0, i)) {
-          if (earlier.doneAt === undefined || earlier.doneAt > next.arrivedAt) {
-            this.violation(
-              `DELETE of ${boxId} (bot ${owner.get(boxId)}) arrived (#${next.seq}) while #${earlier.seq} was still at boat.dev`,
-            );
-          }
-        }
-        const prev = calls[i - 1] as RecordedCall;
-        if (prev.delivered && prev.status !== undefined && prev.status >= 400) continue;
-        const proven = blockedProofs.some(
-          (p) =>
-            p.arrivedAt >= prev.arrivedAt &&
-            p.arrivedAt < next.arrivedAt &&
-            (p.json?.operation?.targetId === boxId || p.path.endsWith(`/sandboxes/${boxId}`)),
-        );
-        if (proven) continue;
-        const receipt = prev.delivered && prev.status === 202;
-        const sameProcess = (prev.tag as CallTag).gen === (next.tag as CallTag).gen;
-        const waited = serverClock(next) - serverClock(prev);
-        if (receipt && sameProcess) {
-          this.violation(
-            `DELETE of ${boxId} re-sent (#${next.seq}) by the server that already holds its receipt (#${prev.seq})`,
-          );
-        } else if (waited < DELETE_IN_FLIGHT_MS - PREPARE_TO_SEND_SLACK_MS) {
-          this.violation(
-            `DELETE of ${boxId} re-sent (#${next.seq}, ${(next.tag as CallTag).round}) ${waited} ms on the server's clock after #${prev.seq} (${(prev.tag as CallTag).round}), whose ${receipt ? "receipt was taken" : `answer never arrived (${prev.error ?? `${prev.status}, not delivered`})`}, with no proof in between; the in-flight window is ${DELETE_IN_FLIGHT_MS} ms`,
-          );
-        }
-      }
-    }
+    const findings = checkDeletes({
+      calls: this.proxy.calls,
+      ownerOf: (boxId) => owner.get(boxId),
+      clockOf: serverClock,
+      sameSender: (a, b) => (a.tag as CallTag).gen === (b.tag as CallTag).gen,
+      label: (call) => `#${call.seq}`,
+      origin: (call) => (call.tag as CallTag).round,
+    });
+    for (const finding of findings) this.violation(finding);
   }
 
   /**

@@ -325,11 +325,16 @@ function forwardableHeaders(headers: IncomingHttpHeaders): Record<string, string
  * the caller. A request is forwarded whole once its body has arrived and is always run to the end at the
  * target, even if the caller dies meanwhile (as the real provider would), so `doneAt` is when the target
  * finished with it. A connection the target drops is dropped towards the caller too. `onArrive` runs
- * synchronously when a request's headers arrive, before anything is forwarded.
+ * synchronously when a request's headers arrive, before anything is forwarded; `beforeForward`, when given,
+ * is awaited once the body has arrived and before it is forwarded (its failure is ignored).
  */
 export async function startRecordingProxy(
   target: string,
-  options: { onArrive?: (call: RecordedCall) => void } = {},
+  options: {
+    onArrive?: (call: RecordedCall) => void;
+    /** Awaited before the request is forwarded (e.g. to read a database as it stood when the call left). */
+    beforeForward?: (call: RecordedCall) => Promise<void>;
+  } = {},
 ): Promise<RecordingProxy> {
   const origin = new URL(target);
   const calls: RecordedCall[] = [];
@@ -359,9 +364,10 @@ export async function startRecordingProxy(
     req.on("error", () => {
       // The caller died while sending: nothing is forwarded (see 'end').
     });
-    req.on("end", () => {
+    req.on("end", async () => {
       const body = Buffer.concat(chunks);
       inFlight += 1;
+      await options.beforeForward?.(call).catch(() => {});
       const upstream = httpRequest(
         {
           host: origin.hostname,
