@@ -139,7 +139,7 @@ class Hosts {
   /** sha256(idempotency key) → the bot whose create row held it when the POST arrived. */
   private readonly keyOwner = new Map<string, string>();
   /** Create POSTs whose key no create row held when they left (judged in check(), with boat.dev's answer). */
-  private readonly unheldKeys: { slot: number; seq: number; keyHash: string }[] = [];
+  private readonly unheldKeys: { slot: number; seq: number; keyHash: string; call: RecordedCall }[] = [];
   /** Every instance epoch ever read, by id (an id's epoch never changes). */
   private readonly epochs = new Map<string, number>();
   private maxEpoch = 0;
@@ -287,7 +287,7 @@ class Hosts {
       const row = (await this.reader.exportAll()).creates.find((r) => r.idempotencyKey === key);
       if (row === undefined) {
         this.note(`server ${slot}: POST /sandboxes #${call.seq} with a key no create row holds`);
-        this.unheldKeys.push({ slot, seq: call.seq, keyHash: sha256(key) });
+        this.unheldKeys.push({ slot, seq: call.seq, keyHash: sha256(key), call });
       } else this.keyOwner.set(sha256(key), row.botId);
     } catch (error) {
       this.violation(`the journals could not be read for a POST: ${String(error)}`);
@@ -431,7 +431,15 @@ class Hosts {
     try {
       const res = await slot.call(method, path, body);
       this.note(`${label} @${slot.index}/${gen} → ${res.status} ${res.json?.error?.code ?? ""}`);
-      if (res.json?.error?.code === "lease_lost") this.figures.leaseLost += 1;
+      if (res.json?.error?.code === "lease_lost") {
+        // A server past its lease refuses any write (its epoch is fenced), maybe after an earlier step of
+        // the request took effect (a Boat deleted before the bot's removal was refused): told like a request
+        // whose answer was lost, so the model keeps what it knows as unknown.
+        this.figures.leaseLost += 1;
+        if (res.status !== 503)
+          this.violation(`${label} on server ${slot.index}: lease_lost with status ${res.status}, not 503`);
+        return null;
+      }
       if (!expected.includes(res.status))
         this.violation(
           `${label} on server ${slot.index}: unexpected answer ${res.status} ${res.text.slice(0, 300)}`,
@@ -544,6 +552,21 @@ class Hosts {
 
     for (const unheld of this.unheldKeys) {
       const made = sandboxes.filter((boat) => boat.keyHash === unheld.keyHash);
+      // A replay is harmless: boat.dev answers a key it already created a Boat under with that same Boat
+      // (200, Idempotent-Replayed) and bills nothing new — a retry that left after another host finished,
+      // and deleted, the Boat its row held. What must never happen is a Boat created by a POST whose key no
+      // row held: a 201 to it, or (its answer lost) a Boat under the key created after it left.
+      const replayed =
+        unheld.call.status === 200 ||
+        (unheld.call.status === undefined &&
+          made.length > 0 &&
+          made.every((boat) => boat.createdAt < unheld.call.arrivedAt));
+      if (replayed) {
+        this.note(
+          `server ${unheld.slot}: POST /sandboxes #${unheld.seq} replayed a Boat its key already made`,
+        );
+        continue;
+      }
       this.violation(
         `server ${unheld.slot}: POST /sandboxes #${unheld.seq} carried a key no create row held when it left; boat.dev made ${made.length === 0 ? "no Boat" : made.map((b) => `${b.id} (${b.name}, ${b.deletedAt === null ? "live" : "deleted"})`).join(", ")} under it`,
       );
