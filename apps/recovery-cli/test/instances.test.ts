@@ -168,6 +168,15 @@ describe("drydock instances", () => {
     expect(human.stdout + human.stderr).not.toContain(password);
 
     const id = mine?.id as string;
+    // drydock status tells the same: this server holds a lease (boat.dev is not configured here: exit 6).
+    const env = { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: SCHEMA };
+    const serving = await drydock(dataDir, ["status", "--json"], env);
+    expect(serving.code, serving.stderr).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
+    const servingInstances = JSON.parse(serving.stdout).instances;
+    expect(servingInstances.serving).toEqual(expect.arrayContaining([expect.objectContaining({ id, pid })]));
+    expect(servingInstances.lapsed.some((row: { id: string }) => row.id === id)).toBe(false);
+    const servingHuman = await drydock(dataDir, ["status"], env);
+    expect(servingHuman.stdout).toMatch(/instances: \d+ bot-server\(s\) hold a lease \(.*pid \d+/);
     const preview = await drydock(dataDir, ["instances", "declare-dead", id]);
     expect(preview.code, preview.stderr).toBe(0);
     expect(preview.stdout).toContain("Its lease still holds");
@@ -181,6 +190,9 @@ describe("drydock instances", () => {
     const [lapsed] = await until("its lease has passed", (rows) =>
       rows.some((r) => r.id === id && r.leaseLeftMs <= 0),
     ).then((rows) => rows.filter((r) => r.id === id));
+    const lapsedStatus = JSON.parse((await drydock(dataDir, ["status", "--json"], env)).stdout).instances;
+    expect(lapsedStatus.lapsed).toEqual(expect.arrayContaining([expect.objectContaining({ id, pid })]));
+    expect(lapsedStatus.serving.some((row: { id: string }) => row.id === id)).toBe(false);
     const stale = await declareDead(dataDir, id, heldFence);
     expect(stale.code).toBe(EXIT_CODES.STATE_CHANGED);
     const applied = await declareDead(dataDir, id, lapsed?.fence as string, ["--json"]);

@@ -5,7 +5,8 @@ import {
   reportRestores,
   tallyNeedsPerson,
 } from "@drydock/recovery-controller";
-import { isStorageError, type StorageErrorCode } from "@drydock/storage";
+import { isStorageError, type Storage, type StorageErrorCode } from "@drydock/storage";
+import { instancesOf } from "@drydock/storage-postgres";
 import { boundToEmbedded, type CommandContext } from "../context.js";
 import { CliError, EXIT_CODES, isCliError } from "../errors.js";
 import type { Rendered } from "../render.js";
@@ -37,6 +38,39 @@ export interface StatusData {
   providerChecked: boolean;
   /** The backend read (and where it keeps its state), or null when it could not be opened (the findings say why). */
   storage: { kind: string; location: string } | null;
+  /** The bot-server instances of a postgres store, by the database's clock; null on file and sqlite. */
+  instances: StatusInstances | null;
+}
+
+/** What status tells of a postgres store's bot-server instances (`drydock instances list` has every field). */
+export interface StatusInstances {
+  /** Live rows whose lease holds by the database's clock: the servers that may start side effects. */
+  serving: { id: string; host: string; pid: number; epoch: number; leaseLeftMs: number }[];
+  /** Live rows whose lease passed: dead by the clock (every write of theirs is fenced), not yet declared. */
+  lapsed: { id: string; host: string; pid: number; epoch: number }[];
+  /** Why they could not be read, or null. */
+  error: string | null;
+}
+
+/** The instances of a postgres store (read, never changed): what serves, what lapsed; null elsewhere. */
+async function collectInstances(storage: Storage): Promise<StatusInstances | null> {
+  const registry = instancesOf(storage);
+  if (registry === null) return null;
+  try {
+    const { instances } = await registry.list();
+    const live = instances.filter((row) => row.state === "live");
+    return {
+      serving: live
+        .filter((row) => row.holdsLease)
+        .map(({ id, host, pid, epoch, leaseLeftMs }) => ({ id, host, pid, epoch, leaseLeftMs })),
+      lapsed: live
+        .filter((row) => !row.holdsLease)
+        .map(({ id, host, pid, epoch }) => ({ id, host, pid, epoch })),
+      error: null,
+    };
+  } catch (error) {
+    return { serving: [], lapsed: [], error: error instanceof Error ? error.message : String(error) };
+  }
 }
 
 /**
@@ -47,13 +81,15 @@ export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
   // A missing data directory (exit 3) is refused by createContext, for every command alike.
   // A store that cannot be opened (damaged, busy, refused by the OS) is not a failure of status: the
   // journals' findings below say why. A backend this command line chose wrongly is (exit 2, like a provider).
-  const storage = await ctx.storage().then(
-    (opened) => ({ kind: opened.kind, location: storageLocation(opened) }),
+  const opened = await ctx.storage().then(
+    (store) => store,
     (error: unknown) => {
       if (isCliError(error) || (isStorageError(error) && CHOICE_ERRORS.has(error.code))) throw error;
       return null;
     },
   );
+  const storage = opened === null ? null : { kind: opened.kind, location: storageLocation(opened) };
+  const instances = opened === null ? null : await collectInstances(opened);
   const report = await reportNeedsPerson({
     dataDir: ctx.dataDir,
     commandPrefix: ctx.commandPrefix,
@@ -79,7 +115,24 @@ export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
     unchecked: report.unchecked,
     providerChecked: report.providerChecked,
     storage,
+    instances,
   };
+}
+
+/** The instances line of `drydock status` on postgres (informational: a lapsed lease needs no person). */
+function instancesLine(ctx: CommandContext, instances: StatusInstances): string {
+  if (instances.error !== null) return `instances: could not be read (${instances.error})`;
+  const who = (rows: readonly { host: string; pid: number; epoch: number }[]) =>
+    rows.map((row) => `${row.host} pid ${row.pid} epoch ${row.epoch}`).join(", ");
+  const serving =
+    instances.serving.length === 0
+      ? "no bot-server holds a lease"
+      : `${instances.serving.length} bot-server(s) hold a lease (${who(instances.serving)})`;
+  const lapsed =
+    instances.lapsed.length === 0
+      ? ""
+      : `; ${instances.lapsed.length} whose lease passed (${who(instances.lapsed)}): every write of theirs is refused, their marks count as abandoned, nothing to do unless one is still running (see ${ctx.commandPrefix} instances list)`;
+  return `instances: ${serving}${lapsed}`;
 }
 
 /** The Boat journals read directly, when there is no Boat plan (no boat.dev, or the plan failed). */
@@ -175,7 +228,7 @@ export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
   const red = couldNotLook(data.unchecked) !== null || (incomplete && tally.attention === 0);
   const colored = red ? c.red(verdict) : tally.attention === 0 ? c.green(verdict) : c.yellow(verdict);
   const storageLine = data.storage
-    ? `storage: ${data.storage.kind} (${data.storage.location})`
+    ? `storage: ${data.storage.kind} (${data.storage.location})${data.instances === null ? "" : `\n${instancesLine(ctx, data.instances)}`}`
     : "storage: could not be opened (see the journals' lines)";
   return {
     data: {
@@ -184,6 +237,7 @@ export function renderStatus(ctx: CommandContext, data: StatusData): Rendered {
       providerChecked: data.providerChecked,
       verdict,
       storage: data.storage,
+      ...(data.instances === null ? {} : { instances: data.instances }),
     },
     human: `${c.dim(storageLine)}\n${lines.length > 0 ? `${lines.join("\n")}\n` : ""}${colored}\n`,
     // Monitoring (`--fail-on-attention`): a person is needed (7) outranks "could not look everywhere" (6),
