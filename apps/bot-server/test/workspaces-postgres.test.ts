@@ -9,35 +9,13 @@
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
-import { type FaultProxy, startFaultProxy } from "@drydock/test-kit/postgres";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, type ServerChild, schemaOf, spawnServer, tempDir, usePostgresDatabase } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { api, schemaOf, spawnServer, usePostgresDatabase, usePostgresServers } from "./helpers.js";
 
 const databaseUrl = usePostgresDatabase();
-let sim: BoatSimulator;
-let proxy: FaultProxy;
-const tmp = tempDir("ws-postgres");
-const servers: ServerChild[] = [];
-
-beforeAll(async () => {
-  sim = await startBoatSimulator({ port: 0 });
-  proxy = await startFaultProxy(Number(new URL(databaseUrl()).port));
-});
-afterAll(async () => {
-  for (const server of servers) {
-    try {
-      if (server.child.pid) process.kill(-server.child.pid, "SIGCONT");
-    } catch {
-      // gone
-    }
-    server.kill();
-  }
-  await proxy?.close();
-  await sim?.close();
-  tmp.cleanup();
-});
+const fleet = usePostgresServers(databaseUrl, "ws-postgres");
+const { tmp, servers } = fleet;
 
 /** A server on its own data directory `name`, on the shared schema `schema` (through `url`). */
 async function serverOn(name: string, schema: string, url: string, env: Record<string, string> = {}) {
@@ -47,8 +25,8 @@ async function serverOn(name: string, schema: string, url: string, env: Record<s
   const server = await spawnServer(dir, {
     DRYDOCK_STORAGE_FILE: urlFile,
     DRYDOCK_POSTGRES_SCHEMA: schema,
-    BOAT_API_URL: sim.apiUrl,
-    BOAT_API_TOKEN: sim.token,
+    BOAT_API_URL: fleet.sim.apiUrl,
+    BOAT_API_TOKEN: fleet.sim.token,
     // One token for every server, as a fleet behind one address would have.
     DRYDOCK_TOKEN: "fleet-token-0123456789abcdef",
     ...env,
@@ -150,7 +128,7 @@ describe("two servers on one PostgreSQL, each with its own data directory", () =
   it("a write through a server whose lease was lost is refused (503 lease_lost) and changes nothing", async () => {
     const schema = schemaOf(join(tmp.dir, "fenced"));
     // Z reaches the database through the fault proxy, with a short lease.
-    const z = await serverOn("z", schema, proxy.url(databaseUrl()), { DRYDOCK_LEASE_TTL_MS: "1500" });
+    const z = await serverOn("z", schema, fleet.proxy.url(databaseUrl()), { DRYDOCK_LEASE_TTL_MS: "1500" });
     const y = await serverOn("y", schema, databaseUrl());
     expect((await z.call("POST", "/v1/bots", { name: "Bea", botId: "bea" })).status).toBe(201);
     expect((await z.call("PUT", "/v1/bots/bea/files/a.txt", "before")).status).toBe(201);
@@ -174,7 +152,7 @@ describe("two servers on one PostgreSQL, each with its own data directory", () =
       await sleep(50);
     }
     // Its renewal after the resume is held (blackholed), so the lease stays lost while it answers.
-    proxy.set({ kind: "blackhole-on", match: "UPDATE instances" });
+    fleet.proxy.set({ kind: "blackhole-on", match: "UPDATE instances" });
     process.kill(-pid, "SIGCONT");
 
     const refused = await z.call("PUT", "/v1/bots/bea/files/a.txt", "by a zombie");
@@ -194,7 +172,7 @@ describe("two servers on one PostgreSQL, each with its own data directory", () =
     expect(await head()).toEqual(before);
     expect(await query(`SELECT 1 FROM ${schema}.ws_restores`)).toEqual([]);
     expect((await y.call("GET", "/v1/bots/bea/files/a.txt")).text).toBe("before");
-    proxy.set({ kind: "reset" });
-    proxy.set({ kind: "pass" });
+    fleet.proxy.set({ kind: "reset" });
+    fleet.proxy.set({ kind: "pass" });
   }, 180_000);
 });
