@@ -13,7 +13,6 @@ import {
 import { bearerToken, sameToken } from "./auth.js";
 import { createServerContext, type ServerContext } from "./context.js";
 import type { ServerDeps } from "./deps.js";
-import { retireWorkspace, unfinishedRetirements } from "./domain/workspace-retirement.js";
 import { toHttpError } from "./http-errors.js";
 import { REQUEST_ID_HEADER, requestIdFor } from "./request-id.js";
 import { botRoutes } from "./routes/bots.js";
@@ -306,7 +305,7 @@ function finishRetirementsWhenReady(app: FastifyInstance, ctx: ServerContext): v
     retiringAtStart = (async () => {
       let unfinished: { botId: string }[];
       try {
-        unfinished = await unfinishedRetirements(ctx);
+        unfinished = await ctx.workspace.unfinishedRetirements();
       } catch (error) {
         app.log.warn(
           { err: error },
@@ -316,7 +315,7 @@ function finishRetirementsWhenReady(app: FastifyInstance, ctx: ServerContext): v
       }
       for (const { botId } of unfinished) {
         try {
-          await ctx.exclusivity.run(botId, () => retireWorkspace(ctx, botId, "retire-deleted"));
+          await ctx.exclusivity.run(botId, () => ctx.workspace.retire(botId, "retire-deleted"));
           app.log.info({ botId }, "finished retiring a deleted bot's workspace");
         } catch (error) {
           app.log.warn({ err: error, botId }, "a deleted bot's workspace could not be retired at start");

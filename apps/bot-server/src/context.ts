@@ -16,6 +16,8 @@ import {
   ListingMemo,
 } from "./domain/computer-view.js";
 import { BotExclusivity } from "./domain/exclusive.js";
+import { localWorkspaces, type WorkspaceBackend } from "./domain/workspace-backend.js";
+import { storeWorkspaces } from "./domain/workspace-store.js";
 import { openWorkspaceContext, type WorkspaceContext } from "./domain/workspaces.js";
 import type { Metrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
@@ -46,7 +48,9 @@ export type ServerContext = WorkspaceContext & {
   readonly createJournal: BoatCreateJournal;
   readonly deleteJournal: BoatDeleteJournal;
   /** See ServerDeps.storage. */
-  readonly storage: Pick<Storage, "kind" | "meta"> | undefined;
+  readonly storage: Pick<Storage, "kind" | "meta" | "workspaces"> | undefined;
+  /** Where bots' workspaces live: local files, or the storage's WorkspaceStore (postgres). */
+  readonly workspace: WorkspaceBackend;
   readonly client: BoatClient;
   readonly metrics: Metrics;
   readonly recovery: RecoverySource;
@@ -93,7 +97,7 @@ export function createServerContext(deps: ServerDeps): ServerContext {
     deleteRows: async () => (await deps.deleteJournal.peekBoatDeletions()).length,
     bots: async () => (await deps.bots.list({ peek: true })).length,
   };
-  return {
+  const ctx: ServerContext = {
     ...workspaces,
     token: deps.token,
     auth: deps.tokens ?? staticTokens([{ name: "default", role: "admin", token: deps.token }]),
@@ -122,5 +126,12 @@ export function createServerContext(deps: ServerDeps): ServerContext {
       }),
     listing: new ListingMemo(),
     recoveryGauge: { countedAt: null, recount: null },
+    // Replaced below: the local backend needs the whole context it is part of.
+    workspace: undefined as unknown as WorkspaceBackend,
   };
+  // Chosen once: the storage's own workspaces when it has them (postgres), local files otherwise.
+  const store = deps.storage?.workspaces;
+  (ctx as { workspace: WorkspaceBackend }).workspace =
+    store === undefined ? localWorkspaces(ctx) : storeWorkspaces(store, { bots: deps.bots });
+  return ctx;
 }

@@ -32,7 +32,7 @@ export interface ServerDeps {
    * The Storage the journals come from (startServer's): GET /readyz reads it (one meta read) on every
    * backend. Unset (a server built around bare journals): no storage check.
    */
-  storage?: Pick<Storage, "kind" | "meta">;
+  storage?: Pick<Storage, "kind" | "meta" | "workspaces">;
   client: BoatClient;
   metrics: Metrics;
   /** Boat recovery plan (recovery-controller); restores are listed by the server itself. */

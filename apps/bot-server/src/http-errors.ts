@@ -1,5 +1,10 @@
 import { isLifecycleError } from "@drydock/boat-lifecycle";
-import { isStorageError, type StorageError } from "@drydock/storage";
+import {
+  isStorageError,
+  isWorkspaceError,
+  type StorageError,
+  type WorkspaceErrorCode,
+} from "@drydock/storage";
 
 /**
  * One place that turns anything thrown into an HTTP answer. Every drydock package error carries `code`,
@@ -124,7 +129,29 @@ export function toHttpError(error: unknown): HttpError {
   return mapped;
 }
 
+/**
+ * The store's workspace refusals (postgres, decision 0031) in the words the local workspace answers with: a
+ * client sees the same code for the same refusal on every backend. A version conflict (another change came
+ * first, after the server's retries) and an id naming something else have no local equivalent.
+ * WORKSPACE_INVALID_ARGUMENT reaches a route only for a path (bot, checkpoint and operation ids are checked
+ * by the route's schema first).
+ */
+export const WORKSPACE_ERROR_CODES: Record<WorkspaceErrorCode, string> = {
+  WORKSPACE_VERSION_CONFLICT: "workspace_version_conflict",
+  WORKSPACE_FILE_NOT_FOUND: "file_not_found",
+  WORKSPACE_CHECKPOINT_NOT_FOUND: "checkpoint_not_found",
+  WORKSPACE_ID_CONFLICT: "workspace_id_conflict",
+  WORKSPACE_FILE_TOO_LARGE: "file_too_large",
+  WORKSPACE_INVALID_ARGUMENT: "invalid_path",
+};
+
 function toHttpErrorBase(error: unknown): HttpError {
+  if (isWorkspaceError(error)) {
+    return {
+      status: error.status,
+      body: { ok: false, error: { code: WORKSPACE_ERROR_CODES[error.code], message: error.message } },
+    };
+  }
   if (error instanceof HttpProblem) {
     return {
       status: error.status,

@@ -1,5 +1,4 @@
 import type { ServerContext } from "./context.js";
-import { unfinishedRetirements } from "./domain/workspace-retirement.js";
 import { recoveryAnswer } from "./recovery.js";
 
 /**
@@ -15,7 +14,7 @@ export async function recoveryReport(ctx: ServerContext) {
   const answer = await recoveryAnswer({
     dataDir: ctx.dataDir,
     plan: () => ctx.recovery.plan(),
-    unfinishedRetirements: () => unfinishedRetirements(ctx),
+    unfinishedRetirements: () => ctx.workspace.unfinishedRetirements(),
     scrubPaths: ctx.scrubPaths,
   });
   ctx.metrics.recoveryItemsOpen.set(answer.open);

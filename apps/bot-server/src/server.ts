@@ -192,6 +192,8 @@ export async function openServerStorage(config: ServerConfig, options: StartOpti
     backendOptions: {
       ...(config.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: config.sqliteBusyTimeoutMs }),
       ...(config.postgres?.schema === undefined ? {} : { schema: config.postgres.schema }),
+      // The store's workspaces (postgres) take the server's limit on a file, as local files do.
+      ...(kind === "postgres" ? { maxFileBytes: config.maxFileBytes } : {}),
     },
   });
 }
@@ -201,7 +203,7 @@ function storageLine(storage: Storage, config: ServerConfig): string {
   if (storage.kind === "postgres") {
     const url = redactPostgresUrl(config.postgres?.url ?? "");
     // This slice moves the journals, the bot registry and meta; workspaces and sagas stay on this host.
-    return `postgres (${url}, schema ${config.postgres?.schema ?? "drydock"}; workspaces and restore sagas stay local in ${storage.dataDir})`;
+    return `postgres (${url}, schema ${config.postgres?.schema ?? "drydock"}; workspaces in the database too)`;
   }
   return storage.kind === "sqlite"
     ? `sqlite (${join(storage.dataDir, SQLITE_FILE)})`

@@ -132,7 +132,7 @@ export function e2eSuite(storage: E2eStorage): void {
         storage === "sqlite"
           ? `storage:        sqlite (${join(tmp.dir, "drydock.sqlite")})`
           : storage === "postgres"
-            ? `storage:        postgres (${redactPostgresUrl(process.env.DRYDOCK_TEST_POSTGRES_URL ?? "")}, schema ${schemaOf(tmp.dir)}; workspaces and restore sagas stay local in ${tmp.dir})`
+            ? `storage:        postgres (${redactPostgresUrl(process.env.DRYDOCK_TEST_POSTGRES_URL ?? "")}, schema ${schemaOf(tmp.dir)}; workspaces in the database too)`
             : `storage:        file (${tmp.dir}, one JSON file per journal)`,
       );
       // The database's password is never printed (the banner shows it as ***).
@@ -353,6 +353,17 @@ export function e2eSuite(storage: E2eStorage): void {
         expect((await call("PUT", "/v1/bots/lea/files/notes.txt", "kept")).status).toBe(201);
         // Retiring cannot run: where the retired files go is taken by a file.
         writeFileSync(join(own.dir, "workspaces", ".retired"), "in the way\n");
+        if (storage === "postgres") {
+          // On postgres the retirement is one transaction in the database: nothing on this disk stands in
+          // its way, it never stays unfinished, and the id taken again starts empty.
+          expect((await call("DELETE", "/v1/bots/lea")).json).toEqual({ ok: true, workspaceRetired: true });
+          const recovery = (await call("GET", "/v1/recovery")).json;
+          expect(recovery).toMatchObject({ retirements: [], open: 0 });
+          expect((await call("POST", "/v1/bots", { name: "Lea", botId: "lea" })).status).toBe(201);
+          expect((await call("GET", "/v1/bots/lea/files/notes.txt")).status).toBe(404);
+          await server.close();
+          return;
+        }
         const deleted = await call("DELETE", "/v1/bots/lea");
         expect(deleted.json).toMatchObject({ ok: true, workspaceRetired: false });
         const recovery = (await call("GET", "/v1/recovery")).json;
@@ -409,7 +420,8 @@ export function e2eSuite(storage: E2eStorage): void {
         await server.startup;
         const call = api(server.url, server.token);
         const listed = (await call("GET", "/v1/recovery")).json.retirements;
-        expect(listed.map((r: { botId: string }) => r.botId)).toEqual(["zed"]);
+        // On postgres a directory under workspaces/ is no bot's workspace (they are in the database).
+        expect(listed.map((r: { botId: string }) => r.botId)).toEqual(storage === "postgres" ? [] : ["zed"]);
         // Meanwhile the id is taken again (as another server on the directory would), then the edit ends.
         await takeBotId(own.dir, "zed");
         edit.release();
@@ -519,16 +531,21 @@ export function e2eSuite(storage: E2eStorage): void {
 
       const saga = await call("GET", `/v1/restores/${restore.json.operationId}`);
       expect(saga.status).toBe(200);
-      expect(saga.json.restore.events.map((e: { phase: string }) => e.phase)).toEqual([
-        "created",
-        "locked",
-        "prepared",
-        "intent_committed",
-        "safety_ready",
-        "mutation_started",
-        "workspace_applied",
-        "completed",
-      ]);
+      expect(saga.json.restore.events.map((e: { phase: string }) => e.phase)).toEqual(
+        storage === "postgres"
+          ? // On postgres a restore is one transaction (decision 0031): created and completed at once.
+            ["created", "completed"]
+          : [
+              "created",
+              "locked",
+              "prepared",
+              "intent_committed",
+              "safety_ready",
+              "mutation_started",
+              "workspace_applied",
+              "completed",
+            ],
+      );
 
       const computers = await call("GET", "/v1/computers");
       expect(computers.json.computers.map((c: { boxId: string }) => c.boxId)).toEqual([boxId]);
@@ -561,6 +578,8 @@ export function e2eSuite(storage: E2eStorage): void {
       const call = api(server.url, server.token);
       expect((await call("POST", "/v1/bots", { name: "Locked", botId: "locked" })).status).toBe(201);
       expect((await call("PUT", "/v1/bots/locked/files/a.txt", "before")).status).toBe(201);
+      // On postgres nothing makes the directory (the workspace is in the database): made for the lock.
+      if (storage === "postgres") mkdirSync(join(tmp.dir, "workspaces", "locked"), { recursive: true });
       // A live holder (this test process) of the bot's workspace lock, as a running restore would be.
       const held = await acquireWorkspaceLock({
         dataDir: tmp.dir,
@@ -568,15 +587,25 @@ export function e2eSuite(storage: E2eStorage): void {
         transactionId: "restore-held-by-test",
       });
       try {
-        const write = await call("PUT", "/v1/bots/locked/files/a.txt", "during");
-        expect(write.status).toBe(409);
-        expect(write.json.error.code).toBe("workspace_locked");
-        expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(409);
-        expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(409);
-        // A read waits too: the files are a mix of before and after while a restore runs.
-        const read = await call("GET", "/v1/bots/locked/files/a.txt");
-        expect(read.status).toBe(409);
-        expect(read.json.error.code).toBe("restore_running");
+        if (storage === "postgres") {
+          // The workspace is not on this host's disk: a local lock plays no part (each change is one
+          // compare-and-set in the database), so the write, the delete and the checkpoint go through.
+          expect((await call("PUT", "/v1/bots/locked/files/a.txt", "during")).status).toBe(201);
+          expect((await call("GET", "/v1/bots/locked/files/a.txt")).text).toBe("during");
+          expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(201);
+          expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(200);
+          expect((await call("GET", "/v1/bots/locked/files/a.txt")).status).toBe(404);
+        } else {
+          const write = await call("PUT", "/v1/bots/locked/files/a.txt", "during");
+          expect(write.status).toBe(409);
+          expect(write.json.error.code).toBe("workspace_locked");
+          expect((await call("DELETE", "/v1/bots/locked/files/a.txt")).status).toBe(409);
+          expect((await call("POST", "/v1/bots/locked/checkpoints")).status).toBe(409);
+          // A read waits too: the files are a mix of before and after while a restore runs.
+          const read = await call("GET", "/v1/bots/locked/files/a.txt");
+          expect(read.status).toBe(409);
+          expect(read.json.error.code).toBe("restore_running");
+        }
       } finally {
         held.release();
       }

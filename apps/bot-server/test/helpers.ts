@@ -15,8 +15,9 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { STORAGE_BINDING_FILE } from "@drydock/facts";
-import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { createDatabaseAt, type FaultProxy, startFaultProxy } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, inject } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { type RunningServer, startServer } from "../src/server.js";
@@ -71,6 +72,38 @@ export function usePostgresDatabase(): () => string {
     process.env.DRYDOCK_TEST_POSTGRES_URL = url;
   });
   return () => url;
+}
+
+/**
+ * For a file that runs real servers on postgres: a standalone simulator and test-kit's fault proxy in front of
+ * the file's database (both started in a beforeAll), a temp directory, and the servers it spawns (push them to
+ * `servers`), all stopped after the file: a SIGSTOPped server is resumed first, then killed.
+ */
+export function usePostgresServers(databaseUrl: () => string, label: string) {
+  const fleet = {
+    sim: undefined as unknown as BoatSimulator,
+    proxy: undefined as unknown as FaultProxy,
+    tmp: tempDir(label),
+    servers: [] as ServerChild[],
+  };
+  beforeAll(async () => {
+    fleet.sim = await startBoatSimulator({ port: 0 });
+    fleet.proxy = await startFaultProxy(Number(new URL(databaseUrl()).port));
+  });
+  afterAll(async () => {
+    for (const server of fleet.servers) {
+      try {
+        if (server.child.pid) process.kill(-server.child.pid, "SIGCONT");
+      } catch {
+        // gone
+      }
+      server.kill();
+    }
+    await fleet.proxy?.close();
+    await fleet.sim?.close();
+    fleet.tmp.cleanup();
+  });
+  return fleet;
 }
 
 /**

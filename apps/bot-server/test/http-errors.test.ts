@@ -1,9 +1,24 @@
 import { LifecycleError } from "@drydock/boat-lifecycle";
 import { LockError } from "@drydock/file-lock";
 import { SagaError } from "@drydock/restore-saga";
-import { asJournalError, busyFailure, corruptFailure, osFailure, StorageError } from "@drydock/storage";
+import {
+  asJournalError,
+  busyFailure,
+  corruptFailure,
+  osFailure,
+  StorageError,
+  WORKSPACE_ERROR_STATUS,
+  WorkspaceError,
+  type WorkspaceErrorCode,
+} from "@drydock/storage";
 import { describe, expect, it } from "vitest";
-import { HttpProblem, httpErrorCode, STORAGE_RETRY_AFTER_S, toHttpError } from "../src/http-errors.js";
+import {
+  HttpProblem,
+  httpErrorCode,
+  STORAGE_RETRY_AFTER_S,
+  toHttpError,
+  WORKSPACE_ERROR_CODES,
+} from "../src/http-errors.js";
 import { WorkspacePathIsDirectory } from "../src/workspace-files.js";
 
 describe("httpErrorCode: the HTTP API's one casing", () => {
@@ -133,5 +148,26 @@ describe("storage faults at the HTTP edge", () => {
     }
     // Any other OS refusal stays 503.
     expect(toHttpError(throughLifecycle(osFailure("EROFS", "/data/x"))).status).toBe(503);
+  });
+});
+
+describe("the store's workspace refusals (postgres) at the HTTP edge", () => {
+  it("answer the local workspace's codes where there is one, every WorkspaceError code mapped with its status", () => {
+    const answer = (code: WorkspaceErrorCode) => {
+      const mapped = toHttpError(new WorkspaceError(code, `refused: ${code}. Nothing was changed.`));
+      return [mapped.status, mapped.body.error.code, mapped.body.error.message];
+    };
+    expect(answer("WORKSPACE_VERSION_CONFLICT")).toEqual([
+      409,
+      "workspace_version_conflict",
+      "refused: WORKSPACE_VERSION_CONFLICT. Nothing was changed.",
+    ]);
+    expect(answer("WORKSPACE_FILE_NOT_FOUND").slice(0, 2)).toEqual([404, "file_not_found"]);
+    expect(answer("WORKSPACE_CHECKPOINT_NOT_FOUND").slice(0, 2)).toEqual([404, "checkpoint_not_found"]);
+    expect(answer("WORKSPACE_ID_CONFLICT").slice(0, 2)).toEqual([409, "workspace_id_conflict"]);
+    expect(answer("WORKSPACE_FILE_TOO_LARGE").slice(0, 2)).toEqual([413, "file_too_large"]);
+    expect(answer("WORKSPACE_INVALID_ARGUMENT").slice(0, 2)).toEqual([400, "invalid_path"]);
+    // Every code of the store has its answer (a new one without a mapping fails here).
+    expect(Object.keys(WORKSPACE_ERROR_CODES).sort()).toEqual(Object.keys(WORKSPACE_ERROR_STATUS).sort());
   });
 });

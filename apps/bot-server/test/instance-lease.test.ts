@@ -16,35 +16,13 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
-import { type FaultProxy, startFaultProxy } from "@drydock/test-kit/postgres";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { api, type ServerChild, schemaOf, spawnServer, tempDir, usePostgresDatabase } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { api, schemaOf, spawnServer, usePostgresDatabase, usePostgresServers } from "./helpers.js";
 
 const databaseUrl = usePostgresDatabase();
-let sim: BoatSimulator;
-let proxy: FaultProxy;
-const tmp = tempDir("instance-lease");
-const servers: ServerChild[] = [];
-
-beforeAll(async () => {
-  sim = await startBoatSimulator({ port: 0 });
-  proxy = await startFaultProxy(Number(new URL(databaseUrl()).port));
-});
-afterAll(async () => {
-  for (const server of servers) {
-    try {
-      if (server.child.pid) process.kill(-server.child.pid, "SIGCONT");
-    } catch {
-      // gone
-    }
-    server.kill();
-  }
-  await proxy?.close();
-  await sim?.close();
-  tmp.cleanup();
-});
+const fleet = usePostgresServers(databaseUrl, "instance-lease");
+const { tmp, servers } = fleet;
 
 interface Row {
   id: string;
@@ -99,8 +77,8 @@ async function leasedServer(name: string, url: string, env: Record<string, strin
     DRYDOCK_STORAGE_FILE: urlFile,
     DRYDOCK_POSTGRES_SCHEMA: schema,
     DRYDOCK_LEASE_TTL_MS: "1500",
-    BOAT_API_URL: sim.apiUrl,
-    BOAT_API_TOKEN: sim.token,
+    BOAT_API_URL: fleet.sim.apiUrl,
+    BOAT_API_TOKEN: fleet.sim.token,
     ...env,
   });
   servers.push(server);
@@ -134,8 +112,8 @@ function stopped(pid: number): boolean {
 
 describe("a server paused past its lease", () => {
   it("refuses the next provision with lease_lost before any POST, then re-registers with a greater epoch and provisions once", async () => {
-    // The URL (with its password) is given as a file, as an operator would; through the fault proxy.
-    const { schema, server } = await leasedServer("data", proxy.url(databaseUrl()));
+    // The URL (with its password) is given as a file, as an operator would; through the fault fleet.proxy.
+    const { schema, server } = await leasedServer("data", fleet.proxy.url(databaseUrl()));
     const pid = server.child.pid as number;
     // The instance line follows the banner's listening line (it may arrive in a later chunk of output).
     for (let i = 0; i < 200 && !server.output().includes("instance:"); i += 1) await sleep(25);
@@ -148,7 +126,7 @@ describe("a server paused past its lease", () => {
     expect((await call("POST", "/v1/bots", { name: "Bob", botId: "bob" })).status).toBe(201);
     // The gate is open while the lease is renewed: a provision POSTs.
     expect((await call("POST", "/v1/bots/ada/computer")).status).toBe(201);
-    expect(sim.stats().createRequests).toBe(1);
+    expect(fleet.sim.stats().createRequests).toBe(1);
     const [first] = await until(schema, "the server is registered", (rows) =>
       rows.some((r) => r.pid === pid),
     );
@@ -159,7 +137,7 @@ describe("a server paused past its lease", () => {
       rows.every((r) => r.state !== "live" || r.expired),
     );
     // Its renewal after the resume is held (the connection blackholed), so the lease stays lost meanwhile.
-    proxy.set({ kind: "blackhole-on", match: "UPDATE instances" });
+    fleet.proxy.set({ kind: "blackhole-on", match: "UPDATE instances" });
     process.kill(-pid, "SIGCONT");
     const refused = await call("POST", "/v1/bots/bob/computer");
     expect(refused.status).toBe(503);
@@ -167,13 +145,13 @@ describe("a server paused past its lease", () => {
     // Refused at its first journal write (the create key's), by the fence: the database's lease has passed.
     expect(refused.json.error.message).toContain("no longer holds its lease");
     expect(refused.json.error.message).toContain("Nothing was written.");
-    expect(sim.stats().createRequests).toBe(1);
+    expect(fleet.sim.stats().createRequests).toBe(1);
     // Nothing was written for bob: no create key.
     expect((await createRows(schema)).map((r) => r.bot_id)).toEqual(["ada"]);
 
     // Let the held renewal fail (its connection reset); the next beat finds the lease gone and re-registers.
-    proxy.set({ kind: "reset" });
-    proxy.set({ kind: "pass" });
+    fleet.proxy.set({ kind: "reset" });
+    fleet.proxy.set({ kind: "pass" });
     const rows = await until(schema, "a new epoch is live", (all) =>
       all.some((r) => r.pid === pid && r.state === "live" && Number(r.epoch) > Number(first?.epoch)),
     );
@@ -190,7 +168,7 @@ describe("a server paused past its lease", () => {
       again = await call("POST", "/v1/bots/bob/computer");
     }
     expect(again.status).toBe(201);
-    expect(sim.stats()).toMatchObject({ createRequests: 2, live: 2 });
+    expect(fleet.sim.stats()).toMatchObject({ createRequests: 2, live: 2 });
     expect((await createRows(schema)).map((r) => r.bot_id)).toEqual(["ada", "bob"]);
     server.child.kill("SIGTERM");
     await server.exited;
@@ -201,7 +179,7 @@ describe("a server paused past its lease", () => {
   }, 180_000);
 
   it("a journal write in flight when it was paused is refused by the fence (lease_lost, nothing written); retried after it re-registered: one Boat", async () => {
-    const { createRequests: startedBefore, live: liveBefore } = sim.stats();
+    const { createRequests: startedBefore, live: liveBefore } = fleet.sim.stats();
     // It stops itself once boat.dev has answered the create, before the journal records the Boat.
     const { schema, server, pid, call, first, inFlight } = await provisionPausedAt(
       "data-fence",
@@ -209,7 +187,7 @@ describe("a server paused past its lease", () => {
       "provision.after-create-response",
       "cy",
     );
-    expect(sim.stats().createRequests).toBe(startedBefore + 1);
+    expect(fleet.sim.stats().createRequests).toBe(startedBefore + 1);
     await until(schema, "its lease has passed by the database's clock", (rows) =>
       rows.every((r) => r.state !== "live" || r.expired),
     );
@@ -237,17 +215,17 @@ describe("a server paused past its lease", () => {
     const rows = await createRows(schema);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ bot_id: "cy", box_id: expect.stringMatching(/^bx_/) });
-    expect(sim.stats().live).toBe(liveBefore + 1);
+    expect(fleet.sim.stats().live).toBe(liveBefore + 1);
     server.child.kill("SIGTERM");
     await server.exited;
   }, 180_000);
 
   it("a request that began before the pause never continues under the new epoch: resumed after the re-registration, it starts no side effect", async () => {
-    const { createRequests: startedBefore, live: liveBefore } = sim.stats();
+    const { createRequests: startedBefore, live: liveBefore } = fleet.sim.stats();
     // It stops itself once the create key is journaled, before it asks whether the bot is still wanted.
     const { schema, server, pid, call, first, inFlight } = await provisionPausedAt(
       "data-scope",
-      proxy.url(databaseUrl()),
+      fleet.proxy.url(databaseUrl()),
       "provision.after-begin",
       "dee",
     );
@@ -256,7 +234,7 @@ describe("a server paused past its lease", () => {
     );
     // Resumed, the request's next read (is the bot still wanted?) is held on the proxy until the server has
     // re-registered, so it goes on only under the new epoch.
-    proxy.set({ kind: "blackhole-on", match: "FROM bots WHERE bot_id" });
+    fleet.proxy.set({ kind: "blackhole-on", match: "FROM bots WHERE bot_id" });
     process.kill(-pid, "SIGCONT");
     await until(schema, "a new epoch is live", (all) =>
       all.some((r) => r.pid === pid && r.state === "live" && Number(r.epoch) > Number(first?.epoch)),
@@ -265,19 +243,19 @@ describe("a server paused past its lease", () => {
       await sleep(25);
     }
     expect(server.output()).toContain("re-registered with a new epoch");
-    proxy.set({ kind: "reset" });
-    proxy.set({ kind: "pass" });
+    fleet.proxy.set({ kind: "reset" });
+    fleet.proxy.set({ kind: "pass" });
     const refused = await inFlight;
     expect(refused.status).toBe(503);
     expect(refused.json.error.code).toBe("lease_lost");
     expect(refused.json.error.message).toContain(`began under this server's instance epoch ${first?.epoch}`);
-    expect(sim.stats().createRequests).toBe(startedBefore);
+    expect(fleet.sim.stats().createRequests).toBe(startedBefore);
     expect(await createRows(schema)).toMatchObject([{ bot_id: "dee", box_id: null }]);
 
     // A new request runs under the new epoch: the journaled key is sent, one Boat.
     const again = await call("POST", "/v1/bots/dee/computer");
     expect(again.status).toBe(200);
-    expect(sim.stats().live).toBe(liveBefore + 1);
+    expect(fleet.sim.stats().live).toBe(liveBefore + 1);
     server.child.kill("SIGTERM");
     await server.exited;
   }, 180_000);

@@ -7,8 +7,6 @@ import type { ServerContext } from "../context.js";
 import { HttpProblem } from "../http-errors.js";
 import { unconfirmedFence } from "./computer-view.js";
 import { refuseUnsettledRestores } from "./workspace-guards.js";
-import { retireWorkspace } from "./workspace-retirement.js";
-import { hasWorkspaceData } from "./workspaces.js";
 
 /** What deciding a bot's deletion after its Boat reads and acts on: the journals, the lifecycle, the bots. */
 export interface BotDeletionContext {
@@ -147,10 +145,10 @@ export async function deleteBot(
   log: Pick<FastifyBaseLogger, "warn">,
 ): Promise<BotDeletion> {
   if ((await ctx.bots.get(botId)) === null) {
-    if (!(await hasWorkspaceData(ctx, botId)))
+    if (!(await ctx.workspace.hasData(botId)))
       throw new HttpProblem(404, "bot_not_found", `No bot with id '${botId}'.`);
     return ctx.exclusivity.run(botId, async () => {
-      await retireWorkspace(ctx, botId, "retire-deleted");
+      await ctx.workspace.retire(botId, "retire-deleted");
       return { ok: true, workspaceRetired: true } as const;
     });
   }
@@ -176,7 +174,7 @@ export async function deleteBot(
       throw error;
     }
     try {
-      await retireWorkspace(ctx, botId, "retire-deleted");
+      await ctx.workspace.retire(botId, "retire-deleted");
     } catch (error) {
       log.warn({ err: error, botId }, "the deleted bot's workspace could not be retired yet");
       return {

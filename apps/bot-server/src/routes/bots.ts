@@ -4,8 +4,6 @@ import { BOT_ID } from "../bots.js";
 import type { ServerContext } from "../context.js";
 import { deleteBot } from "../domain/bot-deletion.js";
 import { botView } from "../domain/computer-view.js";
-import { retireWorkspace } from "../domain/workspace-retirement.js";
-import { hasWorkspaceData, workspaceRoot } from "../domain/workspaces.js";
 import { BIDI_CONTROLS } from "../workspace-files.js";
 import { decodeCursor, encodeCursor, NextCursor, PageQuery } from "./pagination.js";
 import { BotIdParam, requireBot } from "./params.js";
@@ -86,13 +84,13 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
       if (
         BOT_ID.test(botId) &&
         (await ctx.bots.get(botId)) === null &&
-        (await hasWorkspaceData(ctx, botId))
+        (await ctx.workspace.hasData(botId))
       ) {
-        await retireWorkspace(ctx, botId, "create");
+        await ctx.workspace.retire(botId, "create");
       }
       return ctx.bots.create({ botId, name: request.body.name });
     });
-    ctx.fs.mkdirSync(workspaceRoot(ctx, bot.botId), { recursive: true, mode: 0o700 });
+    await ctx.workspace.created(bot.botId);
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
 

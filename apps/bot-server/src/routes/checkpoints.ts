@@ -2,11 +2,7 @@ import { CHECKPOINT_ID, RESTORE_OPERATION_ID } from "@drydock/facts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
-import { findRestore, restoreBotCheckpoint } from "../domain/restores.js";
-import { withWorkspace } from "../domain/workspace-guards.js";
-import { ensureWorkspace, listWorkspaceCheckpoints, workspaceRoot } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
-import { sweepStaleWorkspaceTemps } from "../workspace-files.js";
 import { BotIdParam, requireBot } from "./params.js";
 import { answers, CheckpointRow, okBody } from "./schemas.js";
 
@@ -76,49 +72,24 @@ const restoreSummarySchema = {
 /** POST/GET /v1/bots/:botId/checkpoints, POST …/checkpoints/:checkpointId/restore, GET /v1/restores/:operationId. */
 export const checkpointRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.post("/v1/bots/:botId/checkpoints", createCheckpointSchema, async (request, reply) => {
-    const { botId } = request.params;
-    const bot = await requireBot(ctx, botId);
-    const created = await ctx.exclusivity.run(botId, () => {
-      ensureWorkspace(ctx, botId);
-      return withWorkspace(
-        ctx,
-        botId,
-        "checkpoint",
-        () => {
-          // An interrupted write's temp is not the bot's file: it goes before the capture, never into it.
-          sweepStaleWorkspaceTemps(workspaceRoot(ctx, botId));
-          return ctx.checkpoints.createCheckpoint(workspaceRoot(ctx, botId));
-        },
-        bot,
-      );
-    });
+    const bot = await requireBot(ctx, request.params.botId);
+    const created = await ctx.workspace.createCheckpoint(bot);
     return reply.code(201).send({ ok: true, checkpoint: created });
   });
 
   app.get("/v1/bots/:botId/checkpoints", listCheckpointsSchema, async (request) => {
     const { botId } = request.params;
     await requireBot(ctx, botId);
-    // Built field by field: the store's rows also carry the workspace's server path, which never leaves.
-    const rows = await listWorkspaceCheckpoints(ctx, botId);
-    return {
-      ok: true,
-      checkpoints: rows.map((c) => ({
-        checkpointId: c.checkpointId,
-        createdAt: c.createdAt,
-        ...(c.kind === undefined ? {} : { kind: c.kind }),
-        files: c.files,
-        bytes: c.bytes,
-      })),
-    };
+    return { ok: true, checkpoints: await ctx.workspace.listCheckpoints(botId) };
   });
 
   app.post("/v1/bots/:botId/checkpoints/:checkpointId/restore", restoreSchema, async (request) =>
-    restoreBotCheckpoint(ctx, request.params.botId, request.params.checkpointId),
+    ctx.workspace.restore(request.params.botId, request.params.checkpointId),
   );
 
   app.get("/v1/restores/:operationId", restoreSummarySchema, async (request) => {
     const { operationId } = request.params;
-    const found = await findRestore(ctx, operationId);
+    const found = await ctx.workspace.findRestore(operationId);
     if (found === null) {
       throw new HttpProblem(404, "restore_not_found", `No restore with operation id '${operationId}'.`);
     }

@@ -1,12 +1,7 @@
-import { dirname } from "node:path";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { ServerContext } from "../context.js";
-import { FILE_WRITE_CRASH_POINT } from "../deps.js";
-import { refuseReadDuringRestore, withWorkspace } from "../domain/workspace-guards.js";
-import { ensureWorkspace, workspaceExists, workspaceRoot } from "../domain/workspaces.js";
 import { HttpProblem } from "../http-errors.js";
-import { sweepStaleWorkspaceTemps, workspaceFiles } from "../workspace-files.js";
 import { BotIdParam, requireBot } from "./params.js";
 import { answers, Binary, okBody } from "./schemas.js";
 
@@ -50,7 +45,7 @@ const deleteFileSchema = {
   },
 };
 
-/** PUT/GET/DELETE /v1/bots/:botId/files/*: the workspace's files, raw bytes. */
+/** PUT/GET/DELETE /v1/bots/:botId/files/*: the workspace's files, raw bytes (ctx.workspace: local or store). */
 export const fileRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.put("/v1/bots/:botId/files/*", writeFileSchema, async (request, reply) => {
     const { botId } = request.params;
@@ -62,54 +57,21 @@ export const fileRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx)
         "Send the file's bytes with Content-Type: application/octet-stream.",
       );
     }
-    const body = request.body;
     const path = request.params["*"];
-    ensureWorkspace(ctx, botId);
-    const root = workspaceRoot(ctx, botId);
-    const written = await withWorkspace(
-      ctx,
-      botId,
-      "file-write",
-      () => {
-        // Temps an interrupted write left beside this one (and at the top) go now, under the lock.
-        const parent = dirname(path);
-        sweepStaleWorkspaceTemps(root, { dirs: parent === "." ? [""] : ["", parent] });
-        return workspaceFiles(root, {
-          maxFileBytes: ctx.maxFileBytes,
-          // Tests only: the write's data is in its flushed temp, not renamed yet, the workspace lock held.
-          ...(ctx.restoreCrash
-            ? { hooks: { beforeRename: () => ctx.restoreCrash?.point(FILE_WRITE_CRASH_POINT) } }
-            : {}),
-        }).write(path, body);
-      },
-      bot,
-    );
-    return reply.code(201).send({ ok: true, path: request.params["*"], bytes: written.bytes });
+    const written = await ctx.workspace.writeFile(bot, path, request.body);
+    return reply.code(201).send({ ok: true, path, bytes: written.bytes });
   });
 
   app.get("/v1/bots/:botId/files/*", readFileSchema, async (request, reply) => {
     const { botId } = request.params;
     await requireBot(ctx, botId);
-    await refuseReadDuringRestore(ctx, botId);
-    const data = workspaceFiles(workspaceRoot(ctx, botId), { maxFileBytes: ctx.maxFileBytes }).read(
-      request.params["*"],
-    );
+    const data = await ctx.workspace.readFile(botId, request.params["*"]);
     return reply.header("content-type", "application/octet-stream").send(data);
   });
 
   app.delete("/v1/bots/:botId/files/*", deleteFileSchema, async (request) => {
-    const { botId } = request.params;
-    const bot = await requireBot(ctx, botId);
-    if (!workspaceExists(ctx, botId)) {
-      throw new HttpProblem(404, "file_not_found", `No file at '${request.params["*"]}' in this workspace.`);
-    }
-    await withWorkspace(
-      ctx,
-      botId,
-      "file-delete",
-      () => workspaceFiles(workspaceRoot(ctx, botId)).remove(request.params["*"]),
-      bot,
-    );
+    const bot = await requireBot(ctx, request.params.botId);
+    await ctx.workspace.deleteFile(bot, request.params["*"]);
     return { ok: true };
   });
 };
