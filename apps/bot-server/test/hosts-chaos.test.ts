@@ -4,7 +4,8 @@
  * process), and three drydock-server processes (each its own data directory, port and instance lease, a
  * short DRYDOCK_LEASE_TTL_MS), each talking to boat.dev through a recording proxy of its own (so every
  * provider request is attributed to the server process that sent it). Client lanes create bots, provision
- * and delete their computers and delete bots at random against random servers, while a chaos loop SIGKILLs
+ * and delete their computers, write their workspace file and delete bots at random against random servers,
+ * while a chaos loop SIGKILLs
  * a server and restarts it, or SIGSTOPs one until its lease has passed by the database's clock and then
  * SIGCONTs it (the zombie), and boat.dev misbehaves now and then. Every count is bounded; every wait is for
  * a condition with a generous deadline, never a duration that must hold.
@@ -14,8 +15,8 @@
  *     Boat it ever created, attributed by the create key a server's POST carried);
  *   - no two DELETEs of one Boat at boat.dev at once and no blind re-send inside the in-flight window (the
  *     proxies' logs: chaos-kit's checkDeletes);
- *   - every POST carried a key a create row held when it left, and every live Boat is known to the
- *     journals (read through openPostgresStorage);
+ *   - every POST carried a key a create row held when it left (or was a 200 replay of a Boat its key had
+ *     already made: nothing new billed), and every live Boat is known to the journals;
  *   - instance epochs only increased: an instance's epoch never changes, the greatest epoch never goes down,
  *     each server process's registrations have increasing epochs, the zombie's lapsed row is not live and its
  *     re-registration has a greater epoch;
@@ -24,9 +25,11 @@
  *     acknowledged provision nothing deleted afterwards is the bot's create row and a live Boat;
  *   - `drydock status --json`, `creates list --json` and `deletions list --json` against the same database
  *     read it as postgres, check boat.dev, and list exactly the journals' rows.
- * Workspaces (files, checkpoints, restores) are still on each host's disk: a bot's files live where they were
- * written, so this test runs no workspace operation; their assertions come with the workspaces-on-postgres
- * slice.
+ *   - no acknowledged workspace write lost and no refused one applied: each standing bot's `notes.txt`, read
+ *     from the database, holds a value one of its possible last writes left (acknowledged, or whose answer
+ *     was lost), whichever server took it and whichever was killed or paused since.
+ * Checkpoints and restores are not in the loop: on postgres a restore is one transaction (nothing to settle
+ * or report), proven in workspaces-postgres.test.ts and storage-postgres's workspace tests.
  *
  * DRYDOCK_HOSTS_SEED replays a run's plan (the interleaving still depends on timing);
  * DRYDOCK_RELIABILITY_SCALE sizes it (events and bots); DRYDOCK_HOSTS_VERBOSE=1 prints the trail of a passing run.
@@ -110,6 +113,41 @@ interface BotModel {
   deletesInFlight: number;
   /** The Boat of the last acknowledged provision, while no delete was sent after it. */
   ackedBoat: string | null;
+  /**
+   * Writes of its workspace file `notes.txt` (each a distinct value) that were acknowledged or whose answer
+   * was lost; a refused one changed nothing and is dropped. Checked only while `filesTrusted`.
+   */
+  writes: FileWrite[];
+  /** False once the bot's creation or a DELETE of it went unanswered: its workspace is no longer modelled. */
+  filesTrusted: boolean;
+}
+
+interface FileWrite {
+  value: string;
+  /** Date.now() when the request left. */
+  sentAt: number;
+  /** Date.now() when the acknowledgement came; null when the answer was lost (it may or may not have applied). */
+  ackedAt: number | null;
+}
+
+/**
+ * The values `notes.txt` may hold at the end, given its writes: the value of a write w is allowed unless w
+ * was acknowledged and another acknowledged write left after that acknowledgement (that one replaced it for
+ * good). A write whose answer was lost may have applied at any moment until its server died or was fenced,
+ * so its value stays allowed. No file at all is allowed only when no write was acknowledged.
+ */
+export function allowedFinalValues(writes: readonly FileWrite[]): {
+  values: Set<string>;
+  mayBeAbsent: boolean;
+} {
+  const acked = writes.filter((w) => w.ackedAt !== null);
+  const values = new Set<string>();
+  for (const w of writes) {
+    const ackedAt = w.ackedAt;
+    const superseded = ackedAt !== null && acked.some((later) => later.sentAt > ackedAt);
+    if (!superseded) values.add(w.value);
+  }
+  return { values, mayBeAbsent: acked.length === 0 };
 }
 
 interface Pause {
@@ -146,7 +184,19 @@ class Hosts {
   private stopped = false;
   readonly violations: string[] = [];
   readonly trail: string[] = [];
-  readonly figures = { kills: 0, pauses: 0, requests: 0, unanswered: 0, leaseLost: 0, faults: 0, boats: 0 };
+  readonly figures = {
+    kills: 0,
+    pauses: 0,
+    requests: 0,
+    unanswered: 0,
+    leaseLost: 0,
+    faults: 0,
+    boats: 0,
+    fileWrites: 0,
+    fileWritesAcked: 0,
+    workspacesChecked: 0,
+  };
+  private writeSeq = 0;
 
   constructor(private readonly url: string) {}
 
@@ -248,6 +298,8 @@ class Hosts {
       exists: "no",
       deletesInFlight: 0,
       ackedBoat: null,
+      writes: [],
+      filesTrusted: true,
     };
     this.everyBot.push(bot);
     return bot;
@@ -407,9 +459,10 @@ class Hosts {
       if (bot.exists === "no" || bot.exists === "unknown") await this.createBot(slot, bot);
       else if (bot.exists === "yes") {
         const roll = r.next();
-        if (roll < 0.45) await this.provision(slot, bot);
-        else if (roll < 0.85) await this.deleteComputer(slot, bot);
-        else if (roll < 0.9) await this.deleteBot(slot, bot);
+        if (roll < 0.4) await this.provision(slot, bot);
+        else if (roll < 0.7) await this.deleteComputer(slot, bot);
+        else if (roll < 0.88) await this.writeFile(slot, bot);
+        else if (roll < 0.93) await this.deleteBot(slot, bot);
         else
           await this.send(slot, `${bot.id} view computer`, "GET", `/v1/bots/${bot.id}/computer`, [200, 404]);
       }
@@ -487,6 +540,27 @@ class Hosts {
     }
   }
 
+  /** PUT notes.txt with a value never written before; the model keeps it unless it was refused. */
+  private async writeFile(slot: Slot, bot: BotModel): Promise<void> {
+    this.figures.fileWrites += 1;
+    const value = `${bot.id} write ${++this.writeSeq}`;
+    const write: FileWrite = { value, sentAt: Date.now(), ackedAt: null };
+    const res = await this.send(
+      slot,
+      `${bot.id} write notes.txt`,
+      "PUT",
+      `/v1/bots/${bot.id}/files/notes.txt`,
+      [201, 404, 409, 503],
+      value,
+    );
+    if (res === null) bot.writes.push(write);
+    else if (res.status === 201) {
+      this.figures.fileWritesAcked += 1;
+      bot.writes.push({ ...write, ackedAt: Date.now() });
+    }
+    // Anything else is a refusal: nothing was written, so its value must never be read back.
+  }
+
   private async deleteComputer(slot: Slot, bot: BotModel): Promise<void> {
     bot.ackedBoat = null;
     bot.deletesInFlight += 1;
@@ -505,6 +579,8 @@ class Hosts {
 
   private async deleteBot(slot: Slot, bot: BotModel): Promise<void> {
     bot.ackedBoat = null;
+    // A deletion may retire the workspace, even one whose answer is lost or refused after a step.
+    bot.filesTrusted = false;
     bot.deletesInFlight += 1;
     const res = await this.send(
       slot,
@@ -549,6 +625,29 @@ class Hosts {
     const stats = (await this.simControl("GET", "/_sim/stats")) as { perName: Record<string, number> };
     this.figures.boats = sandboxes.length;
     const calls = this.slots.flatMap((s) => s.proxy.calls);
+
+    // No acknowledged workspace write lost, none refused applied: every bot still standing whose workspace the
+    // model follows holds the value one of its possible last writes left (read from the database: the servers
+    // are stopped; on postgres nothing of a workspace lives on a host's disk).
+    const workspaces = this.reader.workspaces;
+    if (workspaces === undefined) this.violation("the postgres store has no workspaces");
+    for (const bot of this.everyBot) {
+      if (workspaces === undefined || bot.exists !== "yes" || !bot.filesTrusted || bot.writes.length === 0)
+        continue;
+      this.figures.workspacesChecked += 1;
+      const { values, mayBeAbsent } = allowedFinalValues(bot.writes);
+      const read = await workspaces.readFile(bot.id, "notes.txt").then(
+        (found) => Buffer.from(found.bytes).toString("utf8"),
+        (error: unknown) => {
+          if ((error as { code?: string }).code === "WORKSPACE_FILE_NOT_FOUND") return null;
+          throw error;
+        },
+      );
+      if (read === null ? !mayBeAbsent : !values.has(read))
+        this.violation(
+          `${bot.id}: notes.txt holds ${read === null ? "nothing" : JSON.stringify(read)}, but its writes allow only ${JSON.stringify([...values])}${mayBeAbsent ? " or nothing" : ""} (an acknowledged write lost, or a refused one applied)`,
+        );
+    }
 
     for (const unheld of this.unheldKeys) {
       const made = sandboxes.filter((boat) => boat.keyHash === unheld.keyHash);
@@ -815,6 +914,8 @@ describe("several hosts on one PostgreSQL (postgres storage): three servers SIGK
           ["lease_lost answers (a server past its lease refused a side effect)", f.leaseLost],
           ["boat.dev faults injected", f.faults],
           ["Boats boat.dev created", f.boats],
+          ["workspace writes sent (acknowledged)", `${f.fileWrites} (${f.fileWritesAcked})`],
+          ["workspaces checked against their acknowledged writes", f.workspacesChecked],
           ["invariant violations", hosts.violations.length],
         ] as const) {
           appendFileSync(out, `${JSON.stringify({ area: "hosts", backend: "postgres", metric, value })}\n`);
@@ -823,6 +924,7 @@ describe("several hosts on one PostgreSQL (postgres storage): three servers SIGK
       if (process.env.DRYDOCK_HOSTS_VERBOSE === "1") console.log(hosts.report());
       expect(f.kills, "the chaos loop SIGKILLed no server").toBeGreaterThan(0);
       expect(f.pauses, "the chaos loop paused no server past its lease").toBeGreaterThan(0);
+      expect(f.workspacesChecked, "no workspace with an acknowledged write was checked").toBeGreaterThan(0);
       expect(hosts.violations, hosts.report()).toEqual([]);
     },
     WAIT_MS * 4 + EVENTS * 30_000,
