@@ -26,6 +26,10 @@ export const ConfigSchema = z
     DRYDOCK_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
     BOAT_API_URL: z.url({ protocol: /^https?$/ }).optional(),
     BOAT_API_TOKEN: z.string().min(1).optional(),
+    BOAT_API_IDENTITY: z
+      .string()
+      .regex(/^[\x21-\x7e]{1,200}$/, "must be 1-200 printable characters without spaces")
+      .optional(),
     LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
     DRYDOCK_MAX_FILE_BYTES: z.coerce.number().int().positive().default(DEFAULT_MAX_FILE_BYTES),
     DRYDOCK_TOKENS: z.string().min(1).optional(),
@@ -44,6 +48,10 @@ export const ConfigSchema = z
   .refine((env) => !env.BOAT_API_URL || env.BOAT_API_TOKEN, {
     message: "BOAT_API_TOKEN is required when BOAT_API_URL is set",
     path: ["BOAT_API_TOKEN"],
+  })
+  .refine((env) => !env.BOAT_API_IDENTITY || env.BOAT_API_URL, {
+    message: "BOAT_API_IDENTITY names a real boat.dev: set BOAT_API_URL with it",
+    path: ["BOAT_API_IDENTITY"],
   });
 
 export interface ServerConfig {
@@ -54,6 +62,12 @@ export interface ServerConfig {
   token?: string;
   /** Unset: the embedded boat.dev simulator is started on a loopback port. */
   provider?: { apiUrl: string; token: string };
+  /**
+   * BOAT_API_IDENTITY: the boat.dev this server uses as the servers sharing a postgres store compare it
+   * (default: BOAT_API_URL's origin and path). Set the same value on every host when their URLs differ for
+   * one boat.dev (a per-host egress proxy, say).
+   */
+  providerIdentity?: string;
   logLevel: string;
   maxFileBytes: number;
   /** DRYDOCK_TOKENS: more tokens, each with a name and a role. */
@@ -179,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): ServerConfig {
     ...(c.BOAT_API_URL && c.BOAT_API_TOKEN
       ? { provider: { apiUrl: c.BOAT_API_URL, token: c.BOAT_API_TOKEN } }
       : {}),
+    ...(c.BOAT_API_IDENTITY ? { providerIdentity: c.BOAT_API_IDENTITY } : {}),
     logLevel: c.LOG_LEVEL,
     maxFileBytes: c.DRYDOCK_MAX_FILE_BYTES,
     ...(tokens ? { tokens } : {}),

@@ -243,3 +243,31 @@ export function bindProvider(dataDir: string, identity: string): void {
     }
   }
 }
+
+/**
+ * The storage meta key holding the boat.dev every host of a postgres installation uses: the create journal,
+ * the deletion fences and the Boat names are shared by all hosts, so they must all talk to one boat.dev.
+ */
+export const SHARED_PROVIDER_KEY = "provider-identity";
+
+/**
+ * On a store several hosts share (postgres), binds it to one boat.dev, first writer wins, as `bindProvider`
+ * binds a data directory: a host configured for another boat.dev is refused at start, before it creates or
+ * deletes anything. The embedded simulator (`identity` "embedded") never binds the store, since it belongs
+ * to one server and its data directory (whose own binding is then what a move to a real boat.dev edits); it
+ * is refused once the store is bound to a real boat.dev.
+ */
+export async function bindSharedProvider(
+  storage: Pick<Storage, "meta"> & { where: string },
+  identity: string,
+): Promise<void> {
+  const bound =
+    identity === "embedded"
+      ? await storage.meta.get(SHARED_PROVIDER_KEY)
+      : await storage.meta.getOrCreate(SHARED_PROVIDER_KEY, () => identity);
+  if (bound === null || bound === identity) return;
+  const name = (id: string) => (id === "embedded" ? "this server's embedded simulator" : `boat.dev at ${id}`);
+  throw new DataDirError(
+    `The shared store ${storage.where} describes the Boats of ${name(bound)}, but this server is configured for ${name(identity)}. Every server of one installation shares its create keys, deletion fences and Boat names, so all of them must use the same boat.dev (an embedded simulator belongs to one server and cannot be shared). Set BOAT_API_URL and BOAT_API_TOKEN to ${bound} on this server (BOAT_API_IDENTITY=${bound} if it reaches that boat.dev through another address), or give it another database or DRYDOCK_POSTGRES_SCHEMA. Nothing was created or changed.`,
+  );
+}

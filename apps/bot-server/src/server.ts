@@ -26,6 +26,7 @@ import { httpBotRegistry } from "./bots.js";
 import type { ServerConfig } from "./config.js";
 import {
   bindProvider,
+  bindSharedProvider,
   EMBEDDED_PROVIDER_FILE,
   ensureDataDir,
   holdEmbeddedSimulator,
@@ -386,6 +387,14 @@ async function start(
   }
 
   const boatDev = await provideBoatDev(config, taken);
+  // Several hosts share a postgres store: all of them must use one boat.dev (checked after the data
+  // directory's own binding, before any Boat call).
+  if (instancesOf(storage) !== null) {
+    await bindSharedProvider(
+      storage as PostgresStorage,
+      config.providerIdentity ?? providerIdentity(config.provider ? config.provider.apiUrl : null),
+    );
+  }
   const { simulator, simulatorLock, provider } = boatDev;
   const { metrics, client, createJournal, deleteJournal, bots, lifecycle, recovery } = openCollaborators(
     config,

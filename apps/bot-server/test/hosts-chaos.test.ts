@@ -247,6 +247,9 @@ class Hosts {
     slot.server = await spawnServer(slot.dataDir, {
       BOAT_API_URL: `${slot.proxy.url}/api/v1`,
       BOAT_API_TOKEN: SIM_TOKEN,
+      // One boat.dev behind three addresses (a recording proxy per server): named alike, as the shared
+      // store requires of every server.
+      BOAT_API_IDENTITY: "chaos-simulator",
       DRYDOCK_STORAGE: this.url,
       DRYDOCK_POSTGRES_SCHEMA: SCHEMA,
       DRYDOCK_LEASE_TTL_MS: String(LEASE_TTL_MS),

@@ -175,4 +175,26 @@ describe("two servers on one PostgreSQL, each with its own data directory", () =
     fleet.proxy.set({ kind: "reset" });
     fleet.proxy.set({ kind: "pass" });
   }, 180_000);
+
+  it("every server of one store uses one boat.dev: another provider, or a second embedded simulator, is refused at start", async () => {
+    const schema = schemaOf(join(tmp.dir, "one-provider"));
+    const first = await serverOn("p1", schema, databaseUrl());
+    expect((await first.call("POST", "/v1/bots", { name: "Pat", botId: "pat" })).status).toBe(201);
+    // Another boat.dev (its URL differs; nothing needs to answer there: the refusal comes first).
+    await expect(
+      serverOn("p2", schema, databaseUrl(), { BOAT_API_URL: "http://127.0.0.1:9/api/v1" }),
+    ).rejects.toThrow(/all of them must use the same boat\.dev[\s\S]*Nothing was created or changed/);
+    // The embedded simulator belongs to one server: never shared through a store.
+    const embedded = { BOAT_API_URL: "", BOAT_API_TOKEN: "" };
+    await expect(serverOn("p3", schema, databaseUrl(), embedded)).rejects.toThrow(
+      /an embedded simulator belongs to one server/,
+    );
+    // One boat.dev behind another address (a per-host proxy) is named alike with BOAT_API_IDENTITY.
+    const bound = new URL(fleet.sim.apiUrl);
+    const alias = await serverOn("p4", schema, databaseUrl(), {
+      BOAT_API_URL: `http://localhost:${bound.port}${bound.pathname}`,
+      BOAT_API_IDENTITY: `${bound.protocol}//${bound.host}${bound.pathname.replace(/\/+$/, "")}`,
+    });
+    expect((await alias.call("GET", "/v1/bots/pat")).status).toBe(200);
+  }, 180_000);
 });
