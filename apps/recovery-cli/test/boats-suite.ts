@@ -2,8 +2,11 @@
  * The Boat commands as an operator meets them: what each prints must work when pasted, exit codes follow
  * the documented table, and nothing answers "ok" for something it could not look at. In-process `main`
  * with buffer streams against the boat.dev simulator over HTTP. Run on each storage backend
- * (boats.test.ts: file, boats-sqlite.test.ts: sqlite): the state is written through that backend, and the CLI
- * finds the backend by the data directory's binding.
+ * (boats.test.ts: file, boats-sqlite.test.ts: sqlite, boats-postgres.test.ts: postgres): the state is written
+ * through that backend, and the CLI finds the backend by the data directory's binding. On postgres each data
+ * directory gets a fresh schema in one database of the project's cluster, and every CLI run gets the URL the
+ * way an operator gives it (DRYDOCK_STORAGE) with the directory's DRYDOCK_POSTGRES_SCHEMA; the final token scan
+ * also looks for the database password.
  */
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -16,12 +19,17 @@ import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, type FaultRule, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
+import { postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { bufferIo, classifyError, EXIT_CODES, main } from "../src/index.js";
 
-export function boatsSuite(storage: "file" | "sqlite"): void {
+export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
   let sim: BoatSimulator;
+  /** On postgres: this file's database (its URL holds a password), and each data directory's schema. */
+  let databaseUrl = "";
+  const schemas = new Map<string, string>();
   let client: BoatClient;
   const dirs: string[] = [];
   /** Every storage a test opened (closed at the end). */
@@ -33,6 +41,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     // Deletions stay pending for many polls: an accepted fence is still being deleted when reconciled.
     sim = await startBoatSimulator({ provisionMs: 0, deletionPolls: 50 });
     client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    if (storage === "postgres") databaseUrl = await createDatabaseAt(inject("postgresUrl"), "boats");
   });
   afterAll(async () => {
     for (const opened of opens) await opened.close();
@@ -68,19 +77,31 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
 
   async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
     const io = bufferIo();
-    const code = await main(args, { io, env });
+    const code = await main(args, { io, env: { ...storageEnv(args), ...env } });
     transcript.push(io.out(), io.err());
     return { code, out: io.out(), err: io.err() };
   }
 
   const provider = () => ({ BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token });
 
+  /**
+   * What an operator of this backend has in the environment: on postgres the server's DRYDOCK_STORAGE, and the
+   * schema of the data directory the command names (a directory this suite never made gets the URL alone).
+   */
+  function storageEnv(args: readonly string[]): Record<string, string> {
+    if (storage !== "postgres") return {};
+    const at = args.indexOf("--data-dir");
+    const schema = at < 0 ? undefined : schemas.get(args[at + 1] as string);
+    return { DRYDOCK_STORAGE: databaseUrl, ...(schema === undefined ? {} : { DRYDOCK_POSTGRES_SCHEMA: schema }) };
+  }
   /** The data directory's storage on this suite's backend (binding it on first use), kept open until the end. */
   async function openAt(dir: string, now?: () => number): Promise<Storage> {
+    if (storage === "postgres" && !schemas.has(dir)) schemas.set(dir, `boats_${schemas.size + 1}`);
     const opened = await openStorage({
       dataDir: dir,
-      storage,
-      backends: { sqlite: sqliteBackend },
+      storage: storage === "postgres" ? databaseUrl : storage,
+      backends: { sqlite: sqliteBackend, postgres: postgresBackend },
+      ...(storage === "postgres" ? { backendOptions: { schema: schemas.get(dir) } } : {}),
       ...(now ? { now } : {}),
     });
     opens.push(opened);
@@ -136,14 +157,19 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     return boat;
   }
 
-  /** The data directory's top-level files, name → bytes: "nothing changed" checks. */
-  function snapshot(dir: string): Record<string, string> {
-    return Object.fromEntries(
+  /**
+   * The data directory's top-level files, name → bytes, and on postgres the schema's rows (exportAll): the
+   * "nothing changed" checks.
+   */
+  async function snapshot(dir: string): Promise<Record<string, string>> {
+    const files = Object.fromEntries(
       readdirSync(dir, { withFileTypes: true })
         // SQLite's shared-memory index (-shm) changes on every open; it holds no state.
         .filter((entry) => entry.isFile() && !entry.name.endsWith("-shm"))
         .map((entry) => [entry.name, readFileSync(join(dir, entry.name), "latin1")]),
     );
+    if (storage !== "postgres") return files;
+    return { ...files, "(database rows)": JSON.stringify(await (await openAt(dir)).exportAll()) };
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: parsed CLI output; every field used is asserted by the test.
@@ -413,7 +439,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       const adas = await boat(scopedBoatName(d.environmentId, "ada"));
       const zeds = await boat(scopedBoatName(d.environmentId, "zed"));
       const foreign = await boat("someone-elses-computer");
-      const before = snapshot(d.dir);
+      const before = await snapshot(d.dir);
 
       const wrong = await cli(["creates", "adopt", "gus", adas, "--data-dir", d.dir], provider());
       expect(wrong.code, wrong.out + wrong.err).toBe(EXIT_CODES.UNSAFE);
@@ -430,7 +456,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       const own = await cli(["creates", "adopt", "ada", adas, "--data-dir", d.dir], provider());
       expect(own.code, own.err).toBe(0);
       expect(own.out).toMatch(new RegExp(`creates adopt ada ${adas} --expected-state sha256:`));
-      expect(snapshot(d.dir)).toEqual(before);
+      expect(await snapshot(d.dir)).toEqual(before);
     });
   });
 
@@ -823,5 +849,16 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       expect(transcript.length).toBeGreaterThan(20);
       expect(transcript.join("\n").includes(sim.token)).toBe(false);
     });
+
+    // Registered on postgres only (the other backends have no URL): never a skipped test.
+    if (storage === "postgres") {
+      it("no output of this file carries the database password or URL", () => {
+        const password = new URL(databaseUrl).password;
+        expect(password.length).toBeGreaterThan(0);
+        const all = transcript.join("\n");
+        expect(all.includes(password)).toBe(false);
+        expect(all.includes(databaseUrl)).toBe(false);
+      });
+    }
   });
 }
