@@ -92,8 +92,12 @@ export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
     if (storage !== "postgres") return {};
     const at = args.indexOf("--data-dir");
     const schema = at < 0 ? undefined : schemas.get(args[at + 1] as string);
-    return { DRYDOCK_STORAGE: databaseUrl, ...(schema === undefined ? {} : { DRYDOCK_POSTGRES_SCHEMA: schema }) };
+    return {
+      DRYDOCK_STORAGE: databaseUrl,
+      ...(schema === undefined ? {} : { DRYDOCK_POSTGRES_SCHEMA: schema }),
+    };
   }
+
   /** The data directory's storage on this suite's backend (binding it on first use), kept open until the end. */
   async function openAt(dir: string, now?: () => number): Promise<Storage> {
     if (storage === "postgres" && !schemas.has(dir)) schemas.set(dir, `boats_${schemas.size + 1}`);
