@@ -36,6 +36,10 @@ export interface MainOptions {
    * DRYDOCK_POSTGRES_SCHEMA, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR).
    */
   env: Readonly<Record<string, string | undefined>>;
+  /**
+   * This host's clock (default Date.now; tests move it). The file and sqlite stores stamp with it; a postgres
+   * store never does: its stamps and windows are the database's clock.
+   */
   now?: () => number;
   /** Injected for tests: replaces global fetch for the provider client. */
   fetch?: typeof fetch;

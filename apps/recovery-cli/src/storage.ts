@@ -81,15 +81,18 @@ async function openUnclaimed(
       `The data directory ${dataDir} is bound to the postgres storage backend, and its database URL is not stored there. Pass --storage postgres://… or set DRYDOCK_STORAGE (or DRYDOCK_STORAGE_FILE, a file holding the URL) as the server has it. Nothing was read or changed.`,
     );
   }
-  return openStorage({
-    dataDir,
-    storage: binding.kind === "postgres" ? (setting?.url as string) : binding.kind,
-    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
-    now,
-    ...(binding.kind === "postgres" && postgresSchema !== undefined
-      ? { backendOptions: { schema: postgresSchema } }
-      : {}),
-  });
+  if (binding.kind === "postgres") {
+    // No `now`: every stamp and window of a postgres store is the database's clock, as the server's store
+    // has it. This host's clock (a test's, or an operator's machine that is minutes off) must never stamp
+    // the rows a fenced action writes, nor judge their windows inside the store.
+    return openStorage({
+      dataDir,
+      storage: setting?.url as string,
+      backends: { postgres: postgresBackend },
+      ...(postgresSchema !== undefined ? { backendOptions: { schema: postgresSchema } } : {}),
+    });
+  }
+  return openStorage({ dataDir, storage: binding.kind, backends: { sqlite: sqliteBackend }, now });
 }
 
 /** `--storage` / DRYDOCK_STORAGE: file, sqlite or a postgres:// URL (its password is never printed). */

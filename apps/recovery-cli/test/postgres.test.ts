@@ -9,12 +9,13 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
+import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { openStorage, type Storage } from "@drydock/storage";
 import { postgresBackend } from "@drydock/storage-postgres";
 import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { EXIT_CODES } from "../src/index.js";
+import { bufferIo, EXIT_CODES, main } from "../src/index.js";
 import { runMain } from "./harness.js";
 
 const dirs: string[] = [];
@@ -111,5 +112,49 @@ describe("drydock on postgres", () => {
     expect(run.code).toBe(EXIT_CODES.USAGE);
     expect(run.err).toMatch(/bound to .*file/);
     expect(run.err).not.toContain(password);
+  });
+
+  it("a CLI whose host clock is an hour off stamps and judges by the database's clock: instances list, and the rows a fenced adopt writes", async () => {
+    const { dir, storage, environmentId } = await postgresDir("cli_clock", []);
+    await storage.bots.create({ botId: "dee", name: "Dee" });
+    const env = {
+      DRYDOCK_STORAGE: url,
+      DRYDOCK_POSTGRES_SCHEMA: "cli_clock",
+      BOAT_API_URL: sim.apiUrl,
+      BOAT_API_TOKEN: sim.token,
+    };
+    // This host's clock, an hour ahead of every other clock here (the database's included).
+    const HOUR = 3_600_000;
+    const skewed = async (args: readonly string[]) => {
+      const io = bufferIo();
+      const code = await main(args, { io, env, now: () => Date.now() + HOUR });
+      return { code, out: io.out(), err: io.err() };
+    };
+    const listed = await skewed(["instances", "list", "--data-dir", dir, "--json"]);
+    expect(listed.code, listed.err).toBe(0);
+    // Within half an hour of real time (the machine is loaded: never a tighter bound), an hour from the host's.
+    expect(Math.abs(Date.parse(JSON.parse(listed.out).databaseNow) - Date.now())).toBeLessThan(HOUR / 2);
+
+    // A Boat named for dee, adopted by the fenced command: the row's stamps are the database's.
+    const client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    const { sandbox } = await client.createSandbox(
+      { ttlSeconds: 600, noEnv: true },
+      { idempotencyKey: randomUUID() },
+    );
+    await client.renameSandbox(sandbox.id, scopedBoatName(environmentId, "dee"));
+    const preview = await skewed(["creates", "adopt", "dee", sandbox.id, "--data-dir", dir]);
+    expect(preview.code, preview.err).toBe(0);
+    const command = preview.out
+      .split("\n")
+      .map((line) => line.trim())
+      .find((line) => line.startsWith("drydock ") && line.includes("--expected-state"));
+    expect(command, preview.out).toBeDefined();
+    const applied = await skewed((command as string).split(" ").slice(1));
+    expect(applied.code, applied.err).toBe(0);
+    const [row] = (await storage.exportAll()).creates.filter((r) => r.botId === "dee");
+    expect(row?.boxId).toBe(sandbox.id);
+    for (const stamp of Object.entries(row ?? {}).filter(([key]) => key.endsWith("At"))) {
+      expect(Math.abs(Number(stamp[1]) - Date.now()), stamp[0]).toBeLessThan(HOUR / 2);
+    }
   });
 });
