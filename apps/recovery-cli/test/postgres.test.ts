@@ -2,15 +2,19 @@
  * `drydock` on the postgres backend (a real PostgreSQL: the project's global setup starts one cluster, this
  * file gets a database): `status` and `creates list` read the rows a store in the database holds, the URL
  * comes from --storage, DRYDOCK_STORAGE or DRYDOCK_STORAGE_FILE (the binding never holds it), and its
- * password is never printed. In-process `main` with buffer streams.
+ * password is never printed. A CLI host whose clock is an hour off stamps nothing with it (the database's clock
+ * rules), and the commands of local files (locks list/gc, restores list) answer on a postgres-bound directory
+ * with or without the URL. In-process `main` with buffer streams.
  */
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
+import { openSagaStore } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
 import { postgresBackend } from "@drydock/storage-postgres";
 import { createDatabaseAt } from "@drydock/test-kit/postgres";
@@ -156,5 +160,63 @@ describe("drydock on postgres", () => {
     for (const stamp of Object.entries(row ?? {}).filter(([key]) => key.endsWith("At"))) {
       expect(Math.abs(Number(stamp[1]) - Date.now()), stamp[0]).toBeLessThan(HOUR / 2);
     }
+  });
+
+  it("locks list/gc and restores list of a postgres-bound directory read its local files, with the URL given or not", async () => {
+    const { dir } = await postgresDir("cli_local", []);
+    // A restore saga (local files: a workspace's restores live beside it) and a dead process's candidate.
+    const workspaceRoot = join(dir, "workspaces", "bot-local");
+    mkdirSync(workspaceRoot, { recursive: true });
+    const store = openSagaStore({ stateDir: join(dir, "restore-sagas"), workspaceRoot });
+    await store.create("op-local", {
+      kind: "checkpoint-restore",
+      checkpointId: "cp-1",
+      checkpointManifestDigest: `sha256:${"b".repeat(64)}`,
+      actorPid: spawnSync(process.execPath, ["-e", ""]).pid as number,
+    });
+    const locks = join(store.shardDir, ".locks");
+    const shard = relative(dir, store.shardDir);
+    /** A candidate file of a process that has exited, beside the saga's locks: provable garbage. */
+    const deadCandidate = () => {
+      const dead = spawnSync(process.execPath, ["-e", ""]).pid as number;
+      const token = randomUUID();
+      const name = `op-gone.lock.candidate-${dead}-${token}`;
+      writeFileSync(
+        join(locks, name),
+        `${JSON.stringify({ version: 1, pid: dead, token, createdAt: Date.now() })}\n`,
+      );
+      return name;
+    };
+    const runs: Awaited<ReturnType<typeof cli>>[] = [];
+    const envs: Record<string, string>[] = [
+      { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: "cli_local" },
+      {},
+    ];
+    for (const env of envs) {
+      // Before restores list: its saga store's lock takes reaps a dead candidate of the shard's locks.
+      const candidate = deadCandidate();
+      const listed = await cli(["locks", "list", "--data-dir", dir, "--json"], env);
+      expect(listed.code, listed.err).toBe(0);
+      expect(
+        JSON.parse(listed.out).locks.find(
+          (row: { path: string }) => row.path === `${shard}/.locks/op-gone.lock`,
+        ),
+      ).toMatchObject({ kind: "saga-state", leftovers: 1 });
+      const preview = await cli(["locks", "gc", "--data-dir", dir, "--json"], env);
+      expect(preview.code, preview.err).toBe(0);
+      expect(JSON.parse(preview.out).candidates).toEqual([`${shard}/.locks/${candidate}`]);
+      expect(readdirSync(locks)).toContain(candidate);
+      const gc = await cli(["locks", "gc", "--data-dir", dir, "--yes", "--json"], env);
+      expect(gc.code, gc.err).toBe(0);
+      expect(JSON.parse(gc.out).removed).toEqual([`${shard}/.locks/${candidate}`]);
+      expect(readdirSync(locks)).not.toContain(candidate);
+      const restores = await cli(["restores", "list", "--data-dir", dir, "--json"], env);
+      expect(restores.code, restores.err).toBe(0);
+      expect(JSON.parse(restores.out).restores.map((r: { operationId: string }) => r.operationId)).toEqual([
+        "op-local",
+      ]);
+      runs.push(listed, preview, gc, restores);
+    }
+    for (const run of runs) expect(run.out + run.err).not.toContain(password);
   });
 });
