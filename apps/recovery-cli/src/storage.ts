@@ -12,7 +12,7 @@ import {
   type Storage,
   type StorageKind,
 } from "@drydock/storage";
-import { postgresBackend } from "@drydock/storage-postgres";
+import { instancesOf, postgresBackend } from "@drydock/storage-postgres";
 import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import { CliError } from "./errors.js";
 
@@ -93,6 +93,18 @@ async function openUnclaimed(
     });
   }
   return openStorage({ dataDir, storage: binding.kind, backends: { sqlite: sqliteBackend }, now });
+}
+
+/**
+ * How far the database's clock is ahead of `hostNow` (ms; 0 for file and sqlite, whose stamps are this host's
+ * clock): one read of the database's time, against the middle of this host's clock around it.
+ */
+export async function databaseClockOffset(storage: Storage, hostNow: () => number): Promise<number> {
+  const instances = instancesOf(storage);
+  if (instances === null) return 0;
+  const before = hostNow();
+  const { now } = await instances.list();
+  return Math.round(now - (before + hostNow()) / 2);
 }
 
 /** `--storage` / DRYDOCK_STORAGE: file, sqlite or a postgres:// URL (its password is never printed). */

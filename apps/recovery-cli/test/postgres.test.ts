@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import { scopedBoatName } from "@drydock/boat-lifecycle";
+import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
 import { createBoatClient } from "@drydock/boat-provider";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { openSagaStore } from "@drydock/restore-saga";
@@ -160,6 +160,60 @@ describe("drydock on postgres", () => {
     for (const stamp of Object.entries(row ?? {}).filter(([key]) => key.endsWith("At"))) {
       expect(Math.abs(Number(stamp[1]) - Date.now()), stamp[0]).toBeLessThan(HOUR / 2);
     }
+  });
+
+  it("a CLI whose host clock is an hour ahead judges a fence prepared just now as in flight: no retry is offered, and the retry is refused without a DELETE", async () => {
+    const { dir, storage, environmentId } = await postgresDir("cli_window", []);
+    const env = {
+      DRYDOCK_STORAGE: url,
+      DRYDOCK_POSTGRES_SCHEMA: "cli_window",
+      BOAT_API_URL: sim.apiUrl,
+      BOAT_API_TOKEN: sim.token,
+    };
+    const HOUR = 3_600_000;
+    const skewed = async (args: readonly string[]) => {
+      const io = bufferIo();
+      const code = await main(args, { io, env, now: () => Date.now() + HOUR });
+      return { code, out: io.out(), err: io.err() };
+    };
+    // A server's Boat whose deletion it prepared just now (database time): its DELETE may be on the wire.
+    const client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    const { createJournal, deleteJournal } = storage;
+    const lifecycle = createBoatLifecycle({
+      client,
+      createJournal,
+      deleteJournal,
+      environmentId,
+      sleep: async () => {},
+    });
+    const boat = await lifecycle.provision("eve");
+    await deleteJournal.prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: "eve" });
+
+    const listed = await skewed(["deletions", "list", "--data-dir", dir, "--json"]);
+    expect(listed.code, listed.err).toBe(0);
+    const [row] = JSON.parse(listed.out).deletions;
+    expect(row.inFlightLeftMs).toBeGreaterThan(0);
+    expect(row.ageMs).toBeLessThan(HOUR / 2);
+    const planned = await skewed(["reconcile", "--data-dir", dir, "--json"]);
+    expect(planned.code, planned.err).toBe(0);
+    const item = JSON.parse(planned.out).plan.items.find((i: { boxId?: string }) => i.boxId === boat.boxId);
+    expect(item.action.command ?? null).toBeNull();
+    const deletes = sim.stats().deleteRequests;
+    const retry = await skewed([
+      "deletions",
+      "retry",
+      boat.boxId,
+      "--expected-state",
+      item.stateDigest,
+      "--yes",
+      "--data-dir",
+      dir,
+    ]);
+    expect(retry.code, retry.out + retry.err).toBe(EXIT_CODES.UNSAFE);
+    expect(retry.err).toMatch(
+      /was prepared \d+ s ago, so its DELETE may still be on the wire; .* Nothing was sent/,
+    );
+    expect(sim.stats().deleteRequests).toBe(deletes);
   });
 
   it("locks list/gc and restores list of a postgres-bound directory read its local files, with the URL given or not", async () => {
