@@ -8,7 +8,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { createBoatLifecycle, scopedBoatName } from "@drydock/boat-lifecycle";
@@ -214,6 +214,26 @@ describe("drydock on postgres", () => {
       /was prepared \d+ s ago, so its DELETE may still be on the wire; .* Nothing was sent/,
     );
     expect(sim.stats().deleteRequests).toBe(deletes);
+  });
+
+  it("storage migrate on a postgres-bound directory is refused in words that say so (exit 2): the binding and the rows stay", async () => {
+    const { dir, storage } = await postgresDir("cli_migrate", ["fay"]);
+    const before = JSON.stringify(await storage.exportAll());
+    const binding = readFileSync(join(dir, "storage.json"), "utf8");
+    const env = { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: "cli_migrate" };
+    for (const to of ["sqlite", "file"]) {
+      for (const yes of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
+        const run = await cli(["storage", "migrate", "--to", to, ...yes, "--data-dir", dir], env);
+        expect(run.code, run.out + run.err).toBe(EXIT_CODES.USAGE);
+        expect(run.err).toContain(
+          `is bound to the postgres storage backend; drydock storage migrate moves state between file and sqlite only`,
+        );
+        expect(run.err).toContain("Nothing was read or changed.");
+        expect(run.out + run.err).not.toContain(password);
+      }
+    }
+    expect(readFileSync(join(dir, "storage.json"), "utf8")).toBe(binding);
+    expect(JSON.stringify(await storage.exportAll())).toBe(before);
   });
 
   it("locks list/gc and restores list of a postgres-bound directory read its local files, with the URL given or not", async () => {
