@@ -58,6 +58,23 @@ async function postgresDir(schema: string, bots: readonly string[]) {
 
 const cli = runMain;
 
+const HOUR = 3_600_000;
+
+/** `drydock` with the URL and `schema`, on a host whose clock is an hour ahead of every other here (the database's too). */
+function skewedCli(schema: string) {
+  const env = {
+    DRYDOCK_STORAGE: url,
+    DRYDOCK_POSTGRES_SCHEMA: schema,
+    BOAT_API_URL: sim.apiUrl,
+    BOAT_API_TOKEN: sim.token,
+  };
+  return async (args: readonly string[]) => {
+    const io = bufferIo();
+    const code = await main(args, { io, env, now: () => Date.now() + HOUR });
+    return { code, out: io.out(), err: io.err() };
+  };
+}
+
 describe("drydock on postgres", () => {
   it("status and creates list read the database's rows; the banner-like lines show the URL with its password as ***", async () => {
     expect(password.length).toBeGreaterThan(0);
@@ -121,19 +138,7 @@ describe("drydock on postgres", () => {
   it("a CLI whose host clock is an hour off stamps and judges by the database's clock: instances list, and the rows a fenced adopt writes", async () => {
     const { dir, storage, environmentId } = await postgresDir("cli_clock", []);
     await storage.bots.create({ botId: "dee", name: "Dee" });
-    const env = {
-      DRYDOCK_STORAGE: url,
-      DRYDOCK_POSTGRES_SCHEMA: "cli_clock",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-    };
-    // This host's clock, an hour ahead of every other clock here (the database's included).
-    const HOUR = 3_600_000;
-    const skewed = async (args: readonly string[]) => {
-      const io = bufferIo();
-      const code = await main(args, { io, env, now: () => Date.now() + HOUR });
-      return { code, out: io.out(), err: io.err() };
-    };
+    const skewed = skewedCli("cli_clock");
     const listed = await skewed(["instances", "list", "--data-dir", dir, "--json"]);
     expect(listed.code, listed.err).toBe(0);
     // Within half an hour of real time (the machine is loaded: never a tighter bound), an hour from the host's.
@@ -164,29 +169,13 @@ describe("drydock on postgres", () => {
 
   it("a CLI whose host clock is an hour ahead judges a fence prepared just now as in flight: no retry is offered, and the retry is refused without a DELETE", async () => {
     const { dir, storage, environmentId } = await postgresDir("cli_window", []);
-    const env = {
-      DRYDOCK_STORAGE: url,
-      DRYDOCK_POSTGRES_SCHEMA: "cli_window",
-      BOAT_API_URL: sim.apiUrl,
-      BOAT_API_TOKEN: sim.token,
-    };
-    const HOUR = 3_600_000;
-    const skewed = async (args: readonly string[]) => {
-      const io = bufferIo();
-      const code = await main(args, { io, env, now: () => Date.now() + HOUR });
-      return { code, out: io.out(), err: io.err() };
-    };
+    const skewed = skewedCli("cli_window");
     // A server's Boat whose deletion it prepared just now (database time): its DELETE may be on the wire.
     const client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
     const { createJournal, deleteJournal } = storage;
-    const lifecycle = createBoatLifecycle({
-      client,
-      createJournal,
-      deleteJournal,
-      environmentId,
-      sleep: async () => {},
-    });
-    const boat = await lifecycle.provision("eve");
+    const boat = await createBoatLifecycle({ client, createJournal, deleteJournal, environmentId }).provision(
+      "eve",
+    );
     await deleteJournal.prepareBoatDeletion({ boxId: boat.boxId, name: boat.name, ownerBotId: "eve" });
 
     const listed = await skewed(["deletions", "list", "--data-dir", dir, "--json"]);
