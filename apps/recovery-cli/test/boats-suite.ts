@@ -237,6 +237,18 @@ export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
     it("a prepared fence whose Boat exists: says no deletion is running and prints the retry that moves it", async () => {
       const d = await dataDir();
       const boat = await fencedBoat(d, "bot-prepared");
+      // deletions list shows the fence as this backend holds it: prepared two minutes ago, past its window.
+      const fences = await cli(["deletions", "list", "--data-dir", d.dir, "--json"]);
+      expect(fences.code, fences.err).toBe(0);
+      expect(JSON.parse(fences.out).deletions).toEqual([
+        expect.objectContaining({
+          boxId: boat.boxId,
+          ownerBotId: "bot-prepared",
+          phase: "prepared",
+          inFlightLeftMs: 0,
+        }),
+      ]);
+      expect(JSON.parse(fences.out).deletions[0].ageMs).toBeGreaterThanOrEqual(120_000);
       const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
       expect(item.action.name).toBe("retryDeletion");
       const deletes = sim.stats().deleteRequests;
@@ -393,6 +405,50 @@ export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
       const adopt = arrows(plan.out).find((line) => line.includes(registered.id));
       expect(adopt).toMatch(new RegExp(`creates adopt bot-reg ${registered.id} --expected-state sha256:`));
       expect((await cli(argsOf(adopt!), provider())).code).toBe(0);
+    });
+  });
+
+  describe("creates retire", () => {
+    it("a recorded Boat boat.dev deleted: the plan prints the fenced retire, it applies once, the same line pasted again exits 4 and changes nothing", async () => {
+      const d = await dataDir();
+      await register(d.dir, [{ botId: "bot-gone", name: "Gone" }]);
+      const boat = await d.lifecycle.provision("bot-gone");
+      // Deleted in boat.dev behind drydock's back, polled until boat.dev says it finished.
+      const receipt = await client.deleteSandbox(boat.boxId);
+      let status = receipt.status;
+      for (let poll = 0; poll < 200 && status !== "completed"; poll += 1) {
+        status = (await client.getDeletionOperation(receipt.id, { targetId: boat.boxId })).status;
+      }
+      expect(status).toBe("completed");
+      const item = (await planItems(d.dir)).find((candidate) => candidate.botId === "bot-gone")!;
+      expect(item).toMatchObject({ kind: "create_boat_gone", action: { name: "retireCreate" } });
+      // The preview changes nothing and prints the same fenced command.
+      const before = await snapshot(d.dir);
+      const preview = await cli(["creates", "retire", "bot-gone", "--data-dir", d.dir], provider());
+      expect(preview.code, preview.err).toBe(0);
+      expect(preview.out).toContain(item.action.command);
+      expect(await snapshot(d.dir)).toEqual(before);
+      // A fence of another state (a digest no plan printed) is refused: exit 4, nothing changed.
+      const stale = await cli(
+        [...argsOf(item.action.command.replace(/sha256:[0-9a-f]{64}/, `sha256:${"1".repeat(64)}`)), "--json"],
+        provider(),
+      );
+      expect(stale.code, stale.out + stale.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(await snapshot(d.dir)).toEqual(before);
+      const applied = await cli([...argsOf(item.action.command), "--json"], provider());
+      expect(applied.code, applied.err).toBe(0);
+      expect(JSON.parse(applied.out)).toMatchObject({ ok: true, action: "retireCreate", botId: "bot-gone" });
+      expect(
+        (await d.createJournal.boatCreateRecoverySnapshot()).find((row) => row.botId === "bot-gone"),
+      ).toBeUndefined();
+      const after = await snapshot(d.dir);
+      const again = await cli(argsOf(item.action.command), provider());
+      expect(again.code, again.out + again.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(again.err).toContain("The create journal has no record for bot bot-gone now");
+      expect(await snapshot(d.dir)).toEqual(after);
+      const listed = await cli(["creates", "list", "--data-dir", d.dir, "--json"]);
+      expect(listed.code, listed.err).toBe(0);
+      expect(JSON.parse(listed.out).creates.map((row: Parsed) => row.botId)).not.toContain("bot-gone");
     });
   });
 
