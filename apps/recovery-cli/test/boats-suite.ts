@@ -232,6 +232,17 @@ export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
       expect(down.code, down.out + down.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
       expect(down.out).toBe("");
       expect(await d.deleteJournal.boatDeletionSnapshot()).toEqual(before);
+      // boat.dev back: the same printed command applies (the deletion still runs there: the fence stays
+      // accepted); pasted again, the state it was printed for has moved (its poll did): exit 4, nothing changed.
+      const up = await cli([...argsOf(item.action.command), "--json"], provider());
+      expect(up.code, up.out + up.err).toBe(0);
+      expect(JSON.parse(up.out)).toMatchObject({ ok: true, boxId: boat.boxId });
+      const applied = await d.deleteJournal.boatDeletionSnapshot();
+      expect(applied).toEqual([expect.objectContaining({ boxId: boat.boxId, phase: "accepted" })]);
+      const again = await cli(argsOf(item.action.command), provider());
+      expect(again.code, again.out + again.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(again.err).toContain("nothing was changed");
+      expect(await d.deleteJournal.boatDeletionSnapshot()).toEqual(applied);
     });
 
     it("a prepared fence whose Boat exists: says no deletion is running and prints the retry that moves it", async () => {
