@@ -26,7 +26,7 @@ import { CliError } from "./errors.js";
 import type { CliIo } from "./io.js";
 import { type Progress, progressReporter } from "./progress.js";
 import { type Colors, colors } from "./render.js";
-import { openCliStorage, readEnvironmentId, storageSettingFromEnv } from "./storage.js";
+import { databaseClockOffset, openCliStorage, readEnvironmentId, storageSettingFromEnv } from "./storage.js";
 
 /** What `main` runs with besides the command line: the streams, the environment, the test seams. */
 export interface MainOptions {
@@ -36,6 +36,11 @@ export interface MainOptions {
    * DRYDOCK_POSTGRES_SCHEMA, BOAT_API_URL, BOAT_API_TOKEN, NO_COLOR).
    */
   env: Readonly<Record<string, string | undefined>>;
+  /**
+   * This host's clock (default Date.now; tests move it). The file and sqlite stores stamp with it; a postgres
+   * store never does: its stamps and windows are the database's clock, and so is the context's `now` once
+   * that storage is open (see createContext).
+   */
   now?: () => number;
   /** Injected for tests: replaces global fetch for the provider client. */
   fetch?: typeof fetch;
@@ -257,17 +262,29 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
   const provider = chooseProvider(globals, env, dataDir, commandPrefix);
   const colorOn = io.stdoutIsTTY && globals.color !== false && !env.NO_COLOR && !globals.json;
   let client: BoatClient | null = null;
-  const now = options.now ?? Date.now;
+  const hostNow = options.now ?? Date.now;
+  // On postgres every journal stamp is the database's clock: once the storage is open, `now` is too (this
+  // host's clock plus the offset measured then), so the windows judged against those stamps (a fence's DELETE
+  // in flight, a create key's 24 hours) hold on a host whose clock is off.
+  let databaseOffsetMs = 0;
+  const now = () => hostNow() + databaseOffsetMs;
   let opened: Promise<Storage> | null = null;
   const storage = () => {
     // A command that writes (--yes) claims the data directory while its storage is open, so that
     // `drydock storage migrate` never moves the state from under it (and it never writes during one).
-    opened ??= Promise.resolve().then(() =>
-      openCliStorage(dataDir, globals.storage ?? storageSettingFromEnv(env), now, {
+    opened ??= Promise.resolve().then(async () => {
+      const store = await openCliStorage(dataDir, globals.storage ?? storageSettingFromEnv(env), hostNow, {
         claim: globals.yes === true,
         postgresSchema: env.DRYDOCK_POSTGRES_SCHEMA === "" ? undefined : env.DRYDOCK_POSTGRES_SCHEMA,
-      }),
-    );
+      });
+      try {
+        databaseOffsetMs = await databaseClockOffset(store, hostNow);
+      } catch (error) {
+        await store.close();
+        throw error;
+      }
+      return store;
+    });
     return opened;
   };
   return {

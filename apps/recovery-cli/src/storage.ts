@@ -12,7 +12,7 @@ import {
   type Storage,
   type StorageKind,
 } from "@drydock/storage";
-import { postgresBackend } from "@drydock/storage-postgres";
+import { instancesOf, postgresBackend } from "@drydock/storage-postgres";
 import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 import { CliError } from "./errors.js";
 
@@ -81,15 +81,30 @@ async function openUnclaimed(
       `The data directory ${dataDir} is bound to the postgres storage backend, and its database URL is not stored there. Pass --storage postgres://… or set DRYDOCK_STORAGE (or DRYDOCK_STORAGE_FILE, a file holding the URL) as the server has it. Nothing was read or changed.`,
     );
   }
-  return openStorage({
-    dataDir,
-    storage: binding.kind === "postgres" ? (setting?.url as string) : binding.kind,
-    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
-    now,
-    ...(binding.kind === "postgres" && postgresSchema !== undefined
-      ? { backendOptions: { schema: postgresSchema } }
-      : {}),
-  });
+  if (binding.kind === "postgres") {
+    // No `now`: every stamp and window of a postgres store is the database's clock, as the server's store
+    // has it. This host's clock (a test's, or an operator's machine that is minutes off) must never stamp
+    // the rows a fenced action writes, nor judge their windows inside the store.
+    return openStorage({
+      dataDir,
+      storage: setting?.url as string,
+      backends: { postgres: postgresBackend },
+      ...(postgresSchema !== undefined ? { backendOptions: { schema: postgresSchema } } : {}),
+    });
+  }
+  return openStorage({ dataDir, storage: binding.kind, backends: { sqlite: sqliteBackend }, now });
+}
+
+/**
+ * How far the database's clock is ahead of `hostNow` (ms; 0 for file and sqlite, whose stamps are this host's
+ * clock): one read of the database's time, against the middle of this host's clock around it.
+ */
+export async function databaseClockOffset(storage: Storage, hostNow: () => number): Promise<number> {
+  const instances = instancesOf(storage);
+  if (instances === null) return 0;
+  const before = hostNow();
+  const { now } = await instances.list();
+  return Math.round(now - (before + hostNow()) / 2);
 }
 
 /** `--storage` / DRYDOCK_STORAGE: file, sqlite or a postgres:// URL (its password is never printed). */

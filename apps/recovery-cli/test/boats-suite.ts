@@ -2,8 +2,11 @@
  * The Boat commands as an operator meets them: what each prints must work when pasted, exit codes follow
  * the documented table, and nothing answers "ok" for something it could not look at. In-process `main`
  * with buffer streams against the boat.dev simulator over HTTP. Run on each storage backend
- * (boats.test.ts: file, boats-sqlite.test.ts: sqlite): the state is written through that backend, and the CLI
- * finds the backend by the data directory's binding.
+ * (boats.test.ts: file, boats-sqlite.test.ts: sqlite, boats-postgres.test.ts: postgres): the state is written
+ * through that backend, and the CLI finds the backend by the data directory's binding. On postgres each data
+ * directory gets a fresh schema in one database of the project's cluster, and every CLI run gets the URL the
+ * way an operator gives it (DRYDOCK_STORAGE) with the directory's DRYDOCK_POSTGRES_SCHEMA; the final token scan
+ * also looks for the database password.
  */
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -16,12 +19,17 @@ import { type BoatClient, createBoatClient } from "@drydock/boat-provider";
 import { type BoatSimulator, type FaultRule, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { acquireWorkspaceLock, openSagaStore } from "@drydock/restore-saga";
 import { openStorage, type Storage } from "@drydock/storage";
+import { postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { bufferIo, classifyError, EXIT_CODES, main } from "../src/index.js";
 
-export function boatsSuite(storage: "file" | "sqlite"): void {
+export function boatsSuite(storage: "file" | "sqlite" | "postgres"): void {
   let sim: BoatSimulator;
+  /** On postgres: this file's database (its URL holds a password), and each data directory's schema. */
+  let databaseUrl = "";
+  const schemas = new Map<string, string>();
   let client: BoatClient;
   const dirs: string[] = [];
   /** Every storage a test opened (closed at the end). */
@@ -33,6 +41,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     // Deletions stay pending for many polls: an accepted fence is still being deleted when reconciled.
     sim = await startBoatSimulator({ provisionMs: 0, deletionPolls: 50 });
     client = createBoatClient({ baseUrl: sim.apiUrl, token: sim.token });
+    if (storage === "postgres") databaseUrl = await createDatabaseAt(inject("postgresUrl"), "boats");
   });
   afterAll(async () => {
     for (const opened of opens) await opened.close();
@@ -68,19 +77,35 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
 
   async function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
     const io = bufferIo();
-    const code = await main(args, { io, env });
+    const code = await main(args, { io, env: { ...storageEnv(args), ...env } });
     transcript.push(io.out(), io.err());
     return { code, out: io.out(), err: io.err() };
   }
 
   const provider = () => ({ BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token });
 
+  /**
+   * What an operator of this backend has in the environment: on postgres the server's DRYDOCK_STORAGE, and the
+   * schema of the data directory the command names (a directory this suite never made gets the URL alone).
+   */
+  function storageEnv(args: readonly string[]): Record<string, string> {
+    if (storage !== "postgres") return {};
+    const at = args.indexOf("--data-dir");
+    const schema = at < 0 ? undefined : schemas.get(args[at + 1] as string);
+    return {
+      DRYDOCK_STORAGE: databaseUrl,
+      ...(schema === undefined ? {} : { DRYDOCK_POSTGRES_SCHEMA: schema }),
+    };
+  }
+
   /** The data directory's storage on this suite's backend (binding it on first use), kept open until the end. */
   async function openAt(dir: string, now?: () => number): Promise<Storage> {
+    if (storage === "postgres" && !schemas.has(dir)) schemas.set(dir, `boats_${schemas.size + 1}`);
     const opened = await openStorage({
       dataDir: dir,
-      storage,
-      backends: { sqlite: sqliteBackend },
+      storage: storage === "postgres" ? databaseUrl : storage,
+      backends: { sqlite: sqliteBackend, postgres: postgresBackend },
+      ...(storage === "postgres" ? { backendOptions: { schema: schemas.get(dir) } } : {}),
       ...(now ? { now } : {}),
     });
     opens.push(opened);
@@ -136,14 +161,19 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     return boat;
   }
 
-  /** The data directory's top-level files, name → bytes: "nothing changed" checks. */
-  function snapshot(dir: string): Record<string, string> {
-    return Object.fromEntries(
+  /**
+   * The data directory's top-level files, name → bytes, and on postgres the schema's rows (exportAll): the
+   * "nothing changed" checks.
+   */
+  async function snapshot(dir: string): Promise<Record<string, string>> {
+    const files = Object.fromEntries(
       readdirSync(dir, { withFileTypes: true })
         // SQLite's shared-memory index (-shm) changes on every open; it holds no state.
         .filter((entry) => entry.isFile() && !entry.name.endsWith("-shm"))
         .map((entry) => [entry.name, readFileSync(join(dir, entry.name), "latin1")]),
     );
+    if (storage !== "postgres") return files;
+    return { ...files, "(database rows)": JSON.stringify(await (await openAt(dir)).exportAll()) };
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: parsed CLI output; every field used is asserted by the test.
@@ -202,11 +232,34 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       expect(down.code, down.out + down.err).toBe(EXIT_CODES.PROVIDER_UNAVAILABLE);
       expect(down.out).toBe("");
       expect(await d.deleteJournal.boatDeletionSnapshot()).toEqual(before);
+      // boat.dev back: the same printed command applies (the deletion still runs there: the fence stays
+      // accepted); pasted again, the state it was printed for has moved (its poll did): exit 4, nothing changed.
+      const up = await cli([...argsOf(item.action.command), "--json"], provider());
+      expect(up.code, up.out + up.err).toBe(0);
+      expect(JSON.parse(up.out)).toMatchObject({ ok: true, boxId: boat.boxId });
+      const applied = await d.deleteJournal.boatDeletionSnapshot();
+      expect(applied).toEqual([expect.objectContaining({ boxId: boat.boxId, phase: "accepted" })]);
+      const again = await cli(argsOf(item.action.command), provider());
+      expect(again.code, again.out + again.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(again.err).toContain("nothing was changed");
+      expect(await d.deleteJournal.boatDeletionSnapshot()).toEqual(applied);
     });
 
     it("a prepared fence whose Boat exists: says no deletion is running and prints the retry that moves it", async () => {
       const d = await dataDir();
       const boat = await fencedBoat(d, "bot-prepared");
+      // deletions list shows the fence as this backend holds it: prepared two minutes ago, past its window.
+      const fences = await cli(["deletions", "list", "--data-dir", d.dir, "--json"]);
+      expect(fences.code, fences.err).toBe(0);
+      expect(JSON.parse(fences.out).deletions).toEqual([
+        expect.objectContaining({
+          boxId: boat.boxId,
+          ownerBotId: "bot-prepared",
+          phase: "prepared",
+          inFlightLeftMs: 0,
+        }),
+      ]);
+      expect(JSON.parse(fences.out).deletions[0].ageMs).toBeGreaterThanOrEqual(120_000);
       const item = (await planItems(d.dir)).find((candidate) => candidate.boxId === boat.boxId)!;
       expect(item.action.name).toBe("retryDeletion");
       const deletes = sim.stats().deleteRequests;
@@ -366,6 +419,50 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
     });
   });
 
+  describe("creates retire", () => {
+    it("a recorded Boat boat.dev deleted: the plan prints the fenced retire, it applies once, the same line pasted again exits 4 and changes nothing", async () => {
+      const d = await dataDir();
+      await register(d.dir, [{ botId: "bot-gone", name: "Gone" }]);
+      const boat = await d.lifecycle.provision("bot-gone");
+      // Deleted in boat.dev behind drydock's back, polled until boat.dev says it finished.
+      const receipt = await client.deleteSandbox(boat.boxId);
+      let status = receipt.status;
+      for (let poll = 0; poll < 200 && status !== "completed"; poll += 1) {
+        status = (await client.getDeletionOperation(receipt.id, { targetId: boat.boxId })).status;
+      }
+      expect(status).toBe("completed");
+      const item = (await planItems(d.dir)).find((candidate) => candidate.botId === "bot-gone")!;
+      expect(item).toMatchObject({ kind: "create_boat_gone", action: { name: "retireCreate" } });
+      // The preview changes nothing and prints the same fenced command.
+      const before = await snapshot(d.dir);
+      const preview = await cli(["creates", "retire", "bot-gone", "--data-dir", d.dir], provider());
+      expect(preview.code, preview.err).toBe(0);
+      expect(preview.out).toContain(item.action.command);
+      expect(await snapshot(d.dir)).toEqual(before);
+      // A fence of another state (a digest no plan printed) is refused: exit 4, nothing changed.
+      const stale = await cli(
+        [...argsOf(item.action.command.replace(/sha256:[0-9a-f]{64}/, `sha256:${"1".repeat(64)}`)), "--json"],
+        provider(),
+      );
+      expect(stale.code, stale.out + stale.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(await snapshot(d.dir)).toEqual(before);
+      const applied = await cli([...argsOf(item.action.command), "--json"], provider());
+      expect(applied.code, applied.err).toBe(0);
+      expect(JSON.parse(applied.out)).toMatchObject({ ok: true, action: "retireCreate", botId: "bot-gone" });
+      expect(
+        (await d.createJournal.boatCreateRecoverySnapshot()).find((row) => row.botId === "bot-gone"),
+      ).toBeUndefined();
+      const after = await snapshot(d.dir);
+      const again = await cli(argsOf(item.action.command), provider());
+      expect(again.code, again.out + again.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(again.err).toContain("The create journal has no record for bot bot-gone now");
+      expect(await snapshot(d.dir)).toEqual(after);
+      const listed = await cli(["creates", "list", "--data-dir", d.dir, "--json"]);
+      expect(listed.code, listed.err).toBe(0);
+      expect(JSON.parse(listed.out).creates.map((row: Parsed) => row.botId)).not.toContain("bot-gone");
+    });
+  });
+
   describe("a bot server's data directory without bots.json", () => {
     it("has no bots, as the server reads it: no adopt offered for a Boat named for a bot, a recorded Boat's bot is gone", async () => {
       const d = await dataDir();
@@ -413,7 +510,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       const adas = await boat(scopedBoatName(d.environmentId, "ada"));
       const zeds = await boat(scopedBoatName(d.environmentId, "zed"));
       const foreign = await boat("someone-elses-computer");
-      const before = snapshot(d.dir);
+      const before = await snapshot(d.dir);
 
       const wrong = await cli(["creates", "adopt", "gus", adas, "--data-dir", d.dir], provider());
       expect(wrong.code, wrong.out + wrong.err).toBe(EXIT_CODES.UNSAFE);
@@ -430,7 +527,7 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       const own = await cli(["creates", "adopt", "ada", adas, "--data-dir", d.dir], provider());
       expect(own.code, own.err).toBe(0);
       expect(own.out).toMatch(new RegExp(`creates adopt ada ${adas} --expected-state sha256:`));
-      expect(snapshot(d.dir)).toEqual(before);
+      expect(await snapshot(d.dir)).toEqual(before);
     });
   });
 
@@ -823,5 +920,16 @@ export function boatsSuite(storage: "file" | "sqlite"): void {
       expect(transcript.length).toBeGreaterThan(20);
       expect(transcript.join("\n").includes(sim.token)).toBe(false);
     });
+
+    // Registered on postgres only (the other backends have no URL): never a skipped test.
+    if (storage === "postgres") {
+      it("no output of this file carries the database password or URL", () => {
+        const password = new URL(databaseUrl).password;
+        expect(password.length).toBeGreaterThan(0);
+        const all = transcript.join("\n");
+        expect(all.includes(password)).toBe(false);
+        expect(all.includes(databaseUrl)).toBe(false);
+      });
+    }
   });
 }

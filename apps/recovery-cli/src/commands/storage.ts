@@ -44,7 +44,7 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   if (to === undefined || !(TARGETS as readonly string[]).includes(to)) {
     throw new CliError(
       "USAGE",
-      `--to must be one of ${TARGETS.join(", ")} (postgres is not wired into drydock yet). Nothing was changed.`,
+      `--to must be one of ${TARGETS.join(", ")} (drydock storage migrate does not move state to or from postgres). Nothing was changed.`,
     );
   }
   const target = to as StorageKind;
@@ -54,6 +54,14 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   if (pending !== null) return finishInterrupted(ctx, target, pending);
   const binding = await readStorageBinding(ctx.dataDir);
   const from = binding?.kind ?? "file";
+  if (from === "postgres") {
+    // migrateStorage moves file <-> sqlite; read as a `--storage` value, "postgres" (no URL) was refused as
+    // an unknown DRYDOCK_STORAGE, blaming a variable the operator had set right.
+    throw new CliError(
+      "USAGE",
+      `The data directory ${ctx.dataDir} is bound to the postgres storage backend; drydock storage migrate moves state between file and sqlite only, so its state stays in PostgreSQL. Nothing was read or changed.`,
+    );
+  }
   const source = await openCliStorage(ctx.dataDir, from, ctx.now);
   let data: StorageExport;
   try {
