@@ -252,7 +252,7 @@ describe("checkpoints and restores under power loss", () => {
   // a quiet 2-core machine and 196 s at a load average of 22, where 180 s cut it off. A hang guard, not a
   // timing assertion: what the test asserts is unchanged.
   it("every restored name holds its old or its new bytes and mode, whenever the power goes", {
-    timeout: 600_000,
+    timeout: 600_000, // as the project's hang guard (vitest.config.ts), kept explicit: the longest sweep
   }, async () => {
     // The workspace's state before the restore, made durable through the model (op 2).
     const writeDurably = (fs: FileOps, root: string, files: Record<string, string>): void => {
