@@ -581,7 +581,8 @@ for (const area of AREAS) {
   const areaFigures = [...figures, ...printed].filter((f) => f.area === area.id);
   const merged = mergeFigures(areaFigures);
   const losses = [...merged.values()]
-    .filter(({ metric, value }) => /violation|lost|vanished|overlap/i.test(metric) && value !== 0)
+    // "lease_lost" names an answer code (a refusal that protects), not a loss.
+    .filter(({ metric, value }) => /violation|(?<!lease_)lost|vanished|overlap/i.test(metric) && value !== 0)
     .map(({ metric, backend, value }) => [backend ? `${metric} (${backend})` : metric, value]);
   const nothingLost = failed === 0 && losses.length === 0;
   areaRows.push(
