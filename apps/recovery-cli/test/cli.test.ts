@@ -310,6 +310,38 @@ describe("drydock against data left by killed processes", () => {
     expect(bad.code).not.toBe(0);
   });
 
+  it("the read-only commands change no file: the killed process's lock candidates and an unpublished saga directory are reported, never reaped", async () => {
+    const d = D.mutation();
+    const sagaRoot = join(d.dataDir, "restore-sagas");
+    // What the SIGKILLed restore left beside the saga store's locks: candidate owner files of its dead pid.
+    const candidates = listFiles(sagaRoot).filter((path) => /\.lock\.candidate-[0-9]+-/.test(path));
+    expect(candidates.length).toBeGreaterThan(0);
+    // And a saga directory whose create never published an event (a create killed before its first event).
+    const shard = readdirSync(sagaRoot, { withFileTypes: true }).find(
+      (entry) => entry.isDirectory() && entry.name.startsWith("workspace-"),
+    )!;
+    const orphan = join(sagaRoot, shard.name, "op-unpublished");
+    mkdirSync(orphan);
+    const before = snapshotTree(d.dataDir);
+    for (const args of [
+      ["restores", "list"],
+      ["restores", "list", "--json"],
+      ["restores", "show", "op-mutation"],
+      ["status"],
+      ["status", "--json"],
+      ["locks", "list"],
+    ]) {
+      const result = await cli([...args, "--data-dir", d.dataDir]);
+      expect(result.code, `${args.join(" ")}: ${result.stderr}`).not.toBe(2);
+      expect(snapshotTree(d.dataDir), args.join(" ")).toEqual(before);
+    }
+    const listed = jsonOut(await cli(["restores", "list", "--data-dir", d.dataDir, "--json"]));
+    const unpublished = listed.restores.find((r: Parsed) => r.operationId === "op-unpublished");
+    expect(unpublished?.problem).toMatch(/leaves its directory as it is/);
+    // The rest of this file expects the directory as the kill left it.
+    rmSync(orphan, { recursive: true });
+  });
+
   it("a restore killed mid-mutation: a stale fence exits 4, abort is refused with 5, both change nothing; the printed rollback restores the workspace", async () => {
     const d = D.mutation();
     const shown = jsonOut(await cli(["restores", "show", "op-mutation", "--data-dir", d.dataDir, "--json"]));
@@ -1007,3 +1039,10 @@ describe("drydock against data left by killed processes", () => {
       expect(everything.includes(secret), `secret leaked: ${secret.slice(0, 4)}…`).toBe(false);
   });
 });
+
+/** Every file under `dir` (recursively), as full paths. */
+function listFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name));
+}

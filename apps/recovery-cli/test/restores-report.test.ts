@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { acquireLock } from "@drydock/file-lock";
+import { reportRestores } from "@drydock/recovery-controller";
 import { openSagaStore } from "@drydock/restore-saga";
 import { afterEach, describe, expect, it } from "vitest";
 import { bufferIo, main } from "../src/index.js";
@@ -74,7 +75,7 @@ describe("a workspace whose restores cannot be listed", () => {
 });
 
 describe("a restore whose create died before its saga was published", () => {
-  it("is no finding: `status` and `restores list` remove its unpublished directory and report nothing open", async () => {
+  it("is no finding: `status` and `restores list` show it as nothing to do and leave its directory (they change no file); the server's report removes it", async () => {
     dir = mkdtempSync(join(tmpdir(), "drydock-orphan-"));
     const workspace = join(dir, "workspaces", "bot1");
     mkdirSync(workspace, { recursive: true });
@@ -102,15 +103,32 @@ describe("a restore whose create died before its saga was published", () => {
 
     const status = bufferIo();
     expect(await main(["status", "--data-dir", dir], { io: status, env: {} })).toBe(6);
-    expect(status.out()).not.toContain("op-orphan");
     expect(status.out().trim().split("\n").at(-1)).toContain(
       "INCOMPLETE: nothing needs a person in the journals, restores and locks, but boat.dev was not checked",
     );
-    expect(existsSync(orphan)).toBe(false);
+    expect(existsSync(join(orphan, "HEAD"))).toBe(true);
 
     const list = bufferIo();
     expect(await main(["restores", "list", "--data-dir", dir, "--json"], { io: list, env: {} })).toBe(0);
-    expect(JSON.parse(list.out())).toEqual({ schemaVersion: 1, restores: [], gaps: [], nextCursor: null });
+    const listed = JSON.parse(list.out());
+    expect(listed.gaps).toEqual([]);
+    expect(listed.restores).toEqual([
+      expect.objectContaining({
+        botId: "bot1",
+        operationId: "op-orphan",
+        phase: "unpublished",
+        attention: false,
+        inProgress: false,
+        command: null,
+      }),
+    ]);
+    expect(listed.restores[0].problem).toMatch(/leaves its directory as it is/);
+    expect(existsSync(join(orphan, "HEAD"))).toBe(true);
+
+    // The bot server's report (not read-only) removes it and reports nothing.
+    const served = await reportRestores({ dataDir: dir, commandPrefix: "drydock" });
+    expect(served).toEqual({ restores: [], gaps: [] });
+    expect(existsSync(orphan)).toBe(false);
   });
 });
 

@@ -29,6 +29,8 @@ export function defaultRestorePorts(options: {
   isProcessAlive?: (pid: number) => boolean;
   /** The machine's identity (boot id, boot time, start times) as file-lock judges liveness by it. */
   identity?: LockIdentity;
+  /** The saga store opened read-only (previews of read-only commands; see the controller's option). */
+  readOnly?: boolean;
 }): {
   store: RecoverySagaStore;
   lock: RecoveryWorkspaceLock;
@@ -39,7 +41,11 @@ export function defaultRestorePorts(options: {
     ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
     ...(options.identity ? { identity: options.identity } : {}),
   };
-  const store = openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot });
+  const store = openSagaStore({
+    stateDir: sagaStateDir(dataDir),
+    workspaceRoot,
+    ...(options.readOnly ? { readOnly: true } : {}),
+  });
   const lock: RecoveryWorkspaceLock = {
     async inspect() {
       return inspectWorkspaceLock({ dataDir, workspaceRoot, ...probe });
@@ -78,7 +84,13 @@ export function defaultRestorePorts(options: {
     },
   };
   const rollback: RecoveryRollback = {
-    blockers: (operationId) => rollbackBlockers({ dataDir, workspaceRoot, operationId }),
+    blockers: (operationId) =>
+      rollbackBlockers({
+        dataDir,
+        workspaceRoot,
+        operationId,
+        ...(options.readOnly ? { readOnly: true } : {}),
+      }),
     run: ({ operationId, fence, lease, recoveryRequestId }) =>
       rollbackFromSafetyCheckpoint({
         dataDir,

@@ -229,8 +229,18 @@ function orphanItem(
   operationId: string,
   code: string | null,
   stateDir: string,
+  readOnly = false,
 ): RestoreReportItem {
   const busy = code === "LOCK_FAILED";
+  if (readOnly) {
+    return {
+      ...orphanItem(botId, operationId, null, stateDir),
+      problem:
+        "its create stopped before publishing its first event, so no restore ran under it (nothing was locked or changed); this read-only listing leaves its directory as it is: the bot server's recovery report (GET /v1/recovery, and its start) removes it",
+      attention: false,
+      inProgress: false,
+    };
+  }
   return {
     botId,
     operationId,
@@ -402,6 +412,12 @@ export async function reportRestores(options: {
    * release a saga in between, as another process may).
    */
   afterListing?: (botId: string) => void | Promise<void>;
+  /**
+   * Change no file (read-only commands: `drydock restores list`, `status`): the saga stores are opened
+   * `readOnly`, so a dead process's lock files stay and an unpublished saga directory is reported, not
+   * removed. Without it (the bot server's report) those are tidied as they are found.
+   */
+  readOnly?: boolean;
 }): Promise<{ restores: RestoreReportItem[]; gaps: RestoreReportGap[] }> {
   const { dataDir, commandPrefix } = options;
   const now = options.now ?? Date.now;
@@ -412,7 +428,11 @@ export async function reportRestores(options: {
   for (const { botId, root } of listWorkspaces(dataDir)) {
     let pending: PendingList;
     try {
-      const store = openSagaStore({ stateDir: sagaStateDir(dataDir), workspaceRoot: root });
+      const store = openSagaStore({
+        stateDir: sagaStateDir(dataDir),
+        workspaceRoot: root,
+        ...(options.readOnly ? { readOnly: true } : {}),
+      });
       shards?.add(basename(store.shardDir));
       pending = await allPending(store);
     } catch (error) {
@@ -431,14 +451,19 @@ export async function reportRestores(options: {
       });
     }
     await options.afterListing?.(botId);
-    const controller = createRestoreRecoveryController({ dataDir, workspaceRoot: root, commandPrefix });
+    const controller = createRestoreRecoveryController({
+      dataDir,
+      workspaceRoot: root,
+      commandPrefix,
+      ...(options.readOnly ? { readOnly: true } : {}),
+    });
     const listed = new Map(pending.items.map((item) => [item.operationId, item]));
     const diagnostics = new Map(pending.diagnostics.map((d) => [d.operationId, d]));
     for (const operationId of [...new Set([...listed.keys(), ...diagnostics.keys()])].sort()) {
       const item = listed.get(operationId);
       const found = diagnostics.get(operationId);
       if (item === undefined && found?.status === "orphan_unpublished") {
-        restores.push(orphanItem(botId, operationId, found.code, sagaStateDir(dataDir)));
+        restores.push(orphanItem(botId, operationId, found.code, sagaStateDir(dataDir), options.readOnly));
         continue;
       }
       const listing = { botId, operationId, item, diagnostic: found?.status ?? null };

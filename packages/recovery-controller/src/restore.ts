@@ -44,6 +44,12 @@ export interface RestoreRecoveryControllerOptions {
    * absolute data directory), so a pasted line reads this installation, whatever DRYDOCK_DATA_DIR it has.
    */
   commandPrefix?: string;
+  /**
+   * Previews only (read-only commands such as `drydock restores list/show` and `status`): the default saga
+   * store is opened `readOnly`, so reading changes no file (no lock file swept, nothing tidied); every apply
+   * is refused by that store. Ignored when `store` is passed.
+   */
+  readOnly?: boolean;
 }
 
 export interface RestoreRecoveryController {
@@ -99,6 +105,7 @@ export function createRestoreRecoveryController(
           workspaceRoot,
           ...(options.isProcessAlive ? { isProcessAlive: options.isProcessAlive } : {}),
           ...(options.identity ? { identity: options.identity } : {}),
+          ...(options.readOnly ? { readOnly: true } : {}),
         });
   const store = options.store ?? defaults!.store;
   const lock = refusalsAsOwnerConflict(options.lock ?? defaults!.lock);

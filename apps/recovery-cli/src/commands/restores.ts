@@ -44,7 +44,12 @@ export interface RestoreListGap {
 export async function collectRestores(
   ctx: CommandContext,
 ): Promise<{ restores: RestoreListItem[]; gaps: RestoreListGap[] }> {
-  const { restores, gaps } = await reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix });
+  // Read-only: a listing changes no file (a dead process's lock files and unpublished directories stay).
+  const { restores, gaps } = await reportRestores({
+    dataDir: ctx.dataDir,
+    commandPrefix: ctx.commandPrefix,
+    readOnly: true,
+  });
   // The failure itself (`error`) stays here: its message is already in `message`, with the bot's name.
   return { restores, gaps: gaps.map(({ botId, message }) => ({ botId, message })) };
 }
@@ -126,7 +131,7 @@ export async function restoresShow(ctx: CommandContext, operationId: string): Pr
 /** The restore recovery controller's preview of one restore, with the command of each eligible action. */
 export async function showRestore(ctx: CommandContext, operationId: string): Promise<RestoreShown> {
   const workspace = findSaga(ctx, operationId);
-  const preview = await controllerFor(ctx, workspace).preview(operationId);
+  const preview = await controllerFor(ctx, workspace, { readOnly: true }).preview(operationId);
   const commands = Object.fromEntries(
     ACTIONS.map((action) => [
       action,
@@ -229,8 +234,9 @@ export async function restoresAction(
 ): Promise<Rendered> {
   const fence = ctx.yes ? parseFence(ctx, operationId) : null;
   const workspace = findSaga(ctx, operationId);
-  const controller = controllerFor(ctx, workspace);
-  const preview = await controller.preview(operationId);
+  // The preview and the fence check read through a read-only store: a preview, a stale fence or an action
+  // that is not eligible changes no file. Only the apply below opens the store that writes.
+  const preview = await controllerFor(ctx, workspace, { readOnly: true }).preview(operationId);
   const verdict = preview.actions[action];
 
   if (fence === null) {
@@ -283,6 +289,7 @@ export async function restoresAction(
       `${action} is not possible for restore ${operationId}: ${verdict.blockers.join("; ")}. Nothing was changed.`,
     );
   }
+  const controller = controllerFor(ctx, workspace);
   const result =
     action === "abort"
       ? await controller.abort(operationId, {

@@ -96,7 +96,8 @@ export async function collectStatus(ctx: CommandContext): Promise<StatusData> {
     plan: ctx.providerConfigured ? async () => (await boatRecovery(ctx)).plan() : null,
     // The restores through this module's own import of `reportRestores`, the seam a test stubs (a listing
     // cut short takes 4,097 real sagas to make).
-    restores: () => reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix }),
+    restores: () =>
+      reportRestores({ dataDir: ctx.dataDir, commandPrefix: ctx.commandPrefix, readOnly: true }),
   });
   const failed = report.items.find((item) => item.kind === "plan_failed");
   // A refusal of this command line (another provider than the data directory's) fails the command; a

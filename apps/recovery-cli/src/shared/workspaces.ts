@@ -45,10 +45,16 @@ export function findSaga(ctx: CommandContext, operationId: string): Workspace {
   );
 }
 
-export function controllerFor(ctx: CommandContext, workspace: Workspace): RestoreRecoveryController {
+/** `readOnly`: for previews, whose store changes no file and refuses every write (see the controller). */
+export function controllerFor(
+  ctx: CommandContext,
+  workspace: Workspace,
+  options: { readOnly?: boolean } = {},
+): RestoreRecoveryController {
   return createRestoreRecoveryController({
     dataDir: ctx.dataDir,
     workspaceRoot: workspace.root,
     commandPrefix: ctx.commandPrefix,
+    ...(options.readOnly ? { readOnly: true } : {}),
   });
 }

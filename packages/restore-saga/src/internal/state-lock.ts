@@ -10,7 +10,10 @@ import {
 import { type CommitState, errnoOf, SagaError } from "../errors.js";
 
 /** Options a caller may tune for the store's short state locks (liveness and identity seams, wait). */
-export type StateLockOptions = Pick<LockOptions, "waitMs" | "retryMs" | "isProcessAlive" | "identity">;
+export type StateLockOptions = Pick<
+  LockOptions,
+  "waitMs" | "retryMs" | "isProcessAlive" | "identity" | "reapDeadOwners" | "reuseOwnerFile"
+>;
 
 /** For failures to TAKE a lock only: once a callback has run under it, see `lockLost` and `keepStuck`. */
 export function lockFailed(error: unknown, what: string): SagaError {
@@ -27,9 +30,11 @@ export function lockFailed(error: unknown, what: string): SagaError {
   const why =
     code === "LOCK_TIMEOUT"
       ? "another process kept it busy"
-      : code === "LOCK_INVALID" || code === "LOCK_UNREADABLE"
-        ? "its lock file is unreadable or invalid"
-        : "the lock could not be taken";
+      : code === "LOCK_OWNER_DEAD"
+        ? "a process that died holds it, and a read-only reader never takes a lock over (the next drydock process that writes does)"
+        : code === "LOCK_INVALID" || code === "LOCK_UNREADABLE"
+          ? "its lock file is unreadable or invalid"
+          : "the lock could not be taken";
   return new SagaError({
     code: "LOCK_FAILED",
     cause: error,
@@ -201,7 +206,7 @@ function releaseStuck(path: string, what: string): void {
  * file instead of creating one is most of what the lock costs (file-lock's `reuseOwnerFile`).
  */
 function stateLockOptions(fs: FileOps, options: StateLockOptions | undefined): LockOptions {
-  return { waitMs: 5_000, ...options, fs, label: "restore saga", reuseOwnerFile: true };
+  return { waitMs: 5_000, reuseOwnerFile: true, ...options, fs, label: "restore saga" };
 }
 
 /**

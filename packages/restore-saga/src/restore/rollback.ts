@@ -193,11 +193,18 @@ export async function rollbackBlockers(options: {
   workspaceRoot: string;
   operationId: string;
   fs?: FileOps;
+  /** Read the saga through a read-only store (SagaStoreOptions.readOnly): planning then changes no file. */
+  readOnly?: boolean;
 }): Promise<string[]> {
   const fs = options.fs ?? nodeFileOps;
   try {
     const { dataDir, root } = checkLayout(fs, options);
-    const store = openSagaStore({ stateDir: join(dataDir, RESTORE_SAGAS_DIR), workspaceRoot: root, fs });
+    const store = openSagaStore({
+      stateDir: join(dataDir, RESTORE_SAGAS_DIR),
+      workspaceRoot: root,
+      fs,
+      ...(options.readOnly ? { readOnly: true } : {}),
+    });
     const saga = await store.load(options.operationId);
     if (saga.terminal || !saga.basePhase || !ROLLBACK_BASE_PHASES.has(saga.basePhase)) return [];
     const checkpoints = openCheckpointStore({ dataDir, fs });

@@ -25,6 +25,8 @@ export interface StoreContext {
   readonly limits: SagaLimits;
   /** Liveness and wait of the short state locks. */
   readonly lock: StateLockOptions | undefined;
+  /** `SagaStoreOptions.readOnly`: nothing found is tidied, every write refused. */
+  readonly readOnly: boolean;
   /** Canonical (realpath). */
   readonly workspaceRoot: string;
   readonly stateDir: string;
@@ -76,7 +78,9 @@ export function makeContext(options: SagaStoreOptions): StoreContext {
     now: options.now ?? Date.now,
     crash: options.crash ?? noCrash,
     limits,
-    lock: options.lock,
+    // Read-only: a dead holder's lock is reported, never taken over, and no owner file is kept for reuse.
+    lock: options.readOnly ? { ...options.lock, reapDeadOwners: false, reuseOwnerFile: false } : options.lock,
+    readOnly: options.readOnly === true,
     workspaceRoot,
     stateDir,
     shardDir,
@@ -99,7 +103,7 @@ export function makeContext(options: SagaStoreOptions): StoreContext {
  * they kept for reuse would otherwise pile up with every killed process.
  */
 export function sweepLocksOnce(ctx: StoreContext): void {
-  if (ctx.locksSwept) return;
+  if (ctx.locksSwept || ctx.readOnly) return;
   ctx.locksSwept = true;
   sweepDeadLockFiles(ctx.locksDir, ctx.fs, ctx.lock);
 }

@@ -4,6 +4,7 @@ import { archiveTerminal, listArchived, loadArchived } from "./archive.js";
 import { advance } from "./commit.js";
 import { makeContext } from "./context.js";
 import { create } from "./create.js";
+import { invalid } from "./failures.js";
 import { listPending, removeOrphan } from "./pending.js";
 import { purgeArchived } from "./purge.js";
 import { load } from "./replay.js";
@@ -34,18 +35,32 @@ export {
  */
 export function openSagaStore(options: SagaStoreOptions): SagaStore {
   const ctx = makeContext(options);
+  // A read-only store refuses every write before it touches anything.
+  const write = <T>(what: string, work: () => Promise<T>): Promise<T> =>
+    ctx.readOnly
+      ? Promise.reject(
+          invalid(
+            `This saga store was opened read-only, so it cannot ${what}. Nothing was changed; open it without readOnly to write.`,
+          ),
+        )
+      : work();
   return Object.freeze({
     workspaceRoot: ctx.workspaceRoot,
     shardDir: ctx.shardDir,
-    create: (id, evidence) => guard(create(ctx, id, evidence), "event_commit_unknown"),
+    create: (id, evidence) =>
+      write("create a saga", () => guard(create(ctx, id, evidence), "event_commit_unknown")),
     load: (id) => guard(load(ctx, id), null),
-    advance: (id, input) => guard(advance(ctx, id, input), "event_commit_unknown"),
-    archiveTerminal: (id, fence) => guard(archiveTerminal(ctx, id, fence), "archive_commit_unknown"),
+    advance: (id, input) =>
+      write("advance a saga", () => guard(advance(ctx, id, input), "event_commit_unknown")),
+    archiveTerminal: (id, fence) =>
+      write("archive a saga", () => guard(archiveTerminal(ctx, id, fence), "archive_commit_unknown")),
     loadArchived: (id) => guard(loadArchived(ctx, id), null),
     listPending: (listOptions) => guard(listPending(ctx, listOptions), null),
     listArchived: () => guard(listArchived(ctx), null),
-    purgeArchived: (id, fence) => guard(purgeArchived(ctx, id, fence), "purge_commit_unknown"),
-    removeOrphan: (id) => guard(removeOrphan(ctx, id), "orphan_removal_unfinished"),
+    purgeArchived: (id, fence) =>
+      write("purge a saga", () => guard(purgeArchived(ctx, id, fence), "purge_commit_unknown")),
+    removeOrphan: (id) =>
+      write("remove a directory", () => guard(removeOrphan(ctx, id), "orphan_removal_unfinished")),
   } satisfies SagaStore);
 }
 

@@ -48,6 +48,11 @@ export async function listPending(
     try {
       sweepLocksOnce(ctx);
       let state = await read(id);
+      if (!state.state && ctx.readOnly) {
+        // Reported as it is: removing it is a write, left to the next store that may write.
+        diagnostics.push({ operationId: id, status: "orphan_unpublished", code: null, recoverable: true });
+        continue;
+      }
       if (!state.state) {
         // No published event: no restore ever ran under this directory. It is removed once no create can
         // be working on it (under the shard and operation locks); a create that published in between is

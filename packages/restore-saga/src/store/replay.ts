@@ -46,7 +46,8 @@ export function replay(
   const temps: string[] = [];
   const result = replayFiles(ctx, id, dir, repair, archived, temps);
   // Only once the chain verified: a CORRUPT saga's files are left exactly as they are, as its error says.
-  for (const name of temps) {
+  // A read-only store reads past them (a temporary is never promoted) and leaves them for the next writer.
+  for (const name of ctx.readOnly ? [] : temps) {
     try {
       ctx.fs.unlinkSync(join(dir, name));
     } catch (error) {
@@ -269,6 +270,8 @@ function settleHead(
   } else if (events.length === 1 ? isGenesis : namesEvent(events.at(-2))) {
     // The one repair: a crash between publishing event N and replacing HEAD leaves HEAD one behind.
     if (!repair) throw corrupt(id, "its HEAD is one event behind");
+    // A read-only store reads the state HEAD will name once the next writer settles it, and writes nothing.
+    if (ctx.readOnly) return settled(ctx, id, dir, events, eventBytes, null, archived);
     try {
       replaceFile(ctx.fs, dir, "HEAD", Buffer.from(prettyCanonical(makeHead(id, last!)), "utf8"));
     } catch (error) {

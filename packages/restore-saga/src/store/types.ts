@@ -34,6 +34,15 @@ export interface SagaStoreOptions {
   limits?: Partial<SagaLimits>;
   /** Liveness and wait of the short state locks. */
   lock?: StateLockOptions;
+  /**
+   * Reads only, and changes no file it finds (for read-only commands such as `drydock restores list`):
+   * no lock file a dead process left is swept, a dead process's state lock is never taken over (the saga is
+   * reported busy), an unpublished saga directory is reported and left, a HEAD a crash left one event
+   * behind and a leftover temporary file are read past, not rewritten or removed. The short state locks
+   * are still taken (a lock file made and removed), so nothing is read mid-write. Every write is refused
+   * with INVALID_ARGUMENT.
+   */
+  readOnly?: boolean;
 }
 
 export interface SagaFence {
@@ -58,7 +67,7 @@ export interface SagaState {
   readonly basePhase: Phase | null;
   readonly terminal: boolean;
   readonly events: readonly SagaEvent[];
-  /** True when this load settled a HEAD left one event behind by a crash. */
+  /** True when this load settled a HEAD left one event behind by a crash (read-only: read past it, not rewritten). */
   readonly headRolledForward: boolean;
   /** True when the state was read from the archive. */
   readonly archived: boolean;
