@@ -92,7 +92,7 @@ const AREAS = [
       ["packages/boat-provider/test/faults.test.ts", "every fault action of the simulator"],
       [
         "packages/boat-lifecycle/test/faults-matrix.test.ts",
-        "every fault against provision and delete (once per backend: file, sqlite)",
+        "every fault against provision and delete (once per backend: file, sqlite, postgres)",
       ],
       ["packages/boat-provider/test/malformed.test.ts", "malformed provider answers", "full"],
       [
@@ -108,7 +108,7 @@ const AREAS = [
     files: [
       [
         "packages/boat-lifecycle/test/crash-sweep.test.ts",
-        "kill at every crash point of provision, cleanup and delete; restart; recover; rerun (once per backend: file, sqlite)",
+        "kill at every crash point of provision, cleanup and delete; restart; recover; rerun (once per backend: file, sqlite, postgres)",
       ],
     ],
   },
@@ -244,8 +244,8 @@ const AREAS = [
  * touch the storage contract (locks, sagas, checkpoints and blobs are files on every backend).
  */
 const BACKEND_OF = {
-  "packages/boat-lifecycle/test/crash-sweep.test.ts": ["file", "sqlite"],
-  "packages/boat-lifecycle/test/faults-matrix.test.ts": ["file", "sqlite"],
+  "packages/boat-lifecycle/test/crash-sweep.test.ts": ["file", "sqlite", "postgres"],
+  "packages/boat-lifecycle/test/faults-matrix.test.ts": ["file", "sqlite", "postgres"],
   "apps/bot-server/test/crash-restart.test.ts": "file",
   "apps/bot-server/test/crash-restart-sqlite.test.ts": "sqlite",
   "apps/bot-server/test/chaos.test.ts": "file",

@@ -9,7 +9,13 @@ import {
 } from "../src/index.js";
 import { createOutside, ENV_ID, type Harness, harness } from "./helpers.js";
 import { runChild } from "./process.js";
-import { backendInUse, TEST_BACKENDS, TEST_STORAGE_ENV, type TestBackend } from "./storage.js";
+import {
+  backendInUse,
+  TEST_BACKENDS,
+  TEST_POSTGRES_URL_ENV,
+  TEST_STORAGE_ENV,
+  type TestBackend,
+} from "./storage.js";
 
 /**
  * Crash sweep (SQLite's method). For every crash point of provision and delete (and of the cleanup that
@@ -21,10 +27,11 @@ import { backendInUse, TEST_BACKENDS, TEST_STORAGE_ENV, type TestBackend } from 
  *     its deterministic name;
  *   - no deletion fence is lost while its Boat may exist;
  *   - no DELETE is sent blind: once a receipt was journaled, recovery only polls and reads.
- * The sweep runs once per storage backend (file: today's JSON files; sqlite: one database file): the child
- * and this process open the journals through @drydock/storage's openStorage with the backend named in
- * DRYDOCK_TEST_STORAGE, the invariants are the same, and each run checks that the data directory really
- * holds the backend it asked for (storage.json's binding, and only that backend's files).
+ * The sweep runs once per storage backend (file: today's JSON files; sqlite: one database file; postgres: a
+ * database of the run's own in the project's PostgreSQL): the child and this process open the journals
+ * through @drydock/storage's openStorage with the backend named in DRYDOCK_TEST_STORAGE (and the database in
+ * DRYDOCK_TEST_POSTGRES_URL), the invariants are the same, and each run checks that the data directory
+ * really holds the backend it asked for (storage.json's binding, and only that backend's files).
  */
 
 type Flow = "provision" | "delete";
@@ -194,6 +201,7 @@ async function sweepOne(s: Scenario, backend: TestBackend): Promise<void> {
       DRYDOCK_FLOW: s.flow,
       DRYDOCK_CRASH_POINT: s.point,
       [TEST_STORAGE_ENV]: backend,
+      ...(t.postgresUrl === null ? {} : { [TEST_POSTGRES_URL_ENV]: t.postgresUrl }),
       ...(target === undefined ? {} : { DRYDOCK_BOX_ID: target.boxId, DRYDOCK_CONFIRM_NAME: target.name }),
     });
     run.kill = child.kill;

@@ -13,7 +13,8 @@ import {
   startBoatSimulator,
 } from "@drydock/boat-provider/simulator";
 import { errnoError, type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { afterEach } from "vitest";
+import { createDatabaseAt } from "@drydock/test-kit/postgres";
+import { afterEach, inject } from "vitest";
 import {
   type BoatLifecycle,
   type BoatLifecycleOptions,
@@ -61,6 +62,8 @@ export interface Harness {
   reopen(options?: RestartOptions): Promise<BoatLifecycle>;
   /** The backend the journals are opened with (`HarnessOptions.storage`), or null: the journal packages directly. */
   backend: TestBackend | null;
+  /** On postgres: this harness's own database in the project's cluster (children open it too); else null. */
+  postgresUrl: string | null;
   /**
    * The journals' rows as stored: today's files for the file backend (and without a storage), a fresh
    * `exportAll()` for any other backend.
@@ -186,6 +189,10 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     throw new Error("harness: `storage` and `fs` do not combine (the fs seam is the file journals')");
   }
   const backend = options.storage ?? null;
+  // A database of its own per harness: runs in parallel never see each other's rows.
+  const postgresUrl =
+    backend === "postgres" ? await createDatabaseAt(inject("postgresUrl"), "lifecycle") : null;
+  const open = (now: () => number) => openTestStorage(dataDir, backend!, now, postgresUrl ?? undefined);
   /** The journal packages opened directly (no storage): synchronous, so `restart()` stays synchronous. */
   const directJournals = (now: () => number) => {
     const fs = options.fs === undefined ? {} : { fs: options.fs };
@@ -197,7 +204,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   };
   const journalsAt = async (now: () => number) => {
     if (backend === null) return directJournals(now);
-    const storage = await openTestStorage(dataDir, backend, now);
+    const storage = await open(now);
     return {
       createJournal: storage.createJournal,
       deleteJournal: storage.deleteJournal,
@@ -265,11 +272,12 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       return h.lifecycle;
     },
     backend,
+    postgresUrl,
     async rows() {
       if (backend === null || backend === "file") {
         return { creates: h.createFile()?.requests ?? [], deletes: h.deleteFile()?.records ?? [] };
       }
-      const storage = await openTestStorage(dataDir, backend, journalNow);
+      const storage = await open(journalNow);
       try {
         const { creates, deletes } = await storage.exportAll();
         return {

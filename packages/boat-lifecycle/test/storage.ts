@@ -8,13 +8,16 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { CREATE_JOURNAL_FILE, DELETE_JOURNAL_FILE, STORAGE_BINDING_FILE } from "@drydock/facts";
 import { openStorage, type Storage } from "@drydock/storage";
+import { postgresBackend } from "@drydock/storage-postgres";
 import { SQLITE_FILE, sqliteBackend } from "@drydock/storage-sqlite";
 
-export const TEST_BACKENDS = ["file", "sqlite"] as const;
+export const TEST_BACKENDS = ["file", "sqlite", "postgres"] as const;
 export type TestBackend = (typeof TEST_BACKENDS)[number];
 
 /** The env var a test sets for its children: which backend they open the journals with. */
 export const TEST_STORAGE_ENV = "DRYDOCK_TEST_STORAGE";
+/** And, for postgres, the URL of the run's own database (made by the harness in the project's cluster). */
+export const TEST_POSTGRES_URL_ENV = "DRYDOCK_TEST_POSTGRES_URL";
 
 export function parseTestBackend(value: string): TestBackend {
   if ((TEST_BACKENDS as readonly string[]).includes(value)) return value as TestBackend;
@@ -23,11 +26,23 @@ export function parseTestBackend(value: string): TestBackend {
   );
 }
 
-export function openTestStorage(dataDir: string, backend: TestBackend, now?: () => number): Promise<Storage> {
+/**
+ * `postgresUrl`: the run's database (postgres only). `now`: the test clock; on postgres it stands in for the
+ * database's clock (every stamp and window), as it does for the other backends' stamps.
+ */
+export function openTestStorage(
+  dataDir: string,
+  backend: TestBackend,
+  now?: () => number,
+  postgresUrl?: string,
+): Promise<Storage> {
+  if (backend === "postgres" && postgresUrl === undefined) {
+    throw new Error("openTestStorage: postgres needs the run's database URL");
+  }
   return openStorage({
     dataDir,
-    storage: backend,
-    backends: { sqlite: sqliteBackend },
+    storage: backend === "postgres" ? postgresUrl : backend,
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
     ...(now === undefined ? {} : { now }),
   });
 }
