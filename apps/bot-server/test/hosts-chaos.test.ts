@@ -547,7 +547,8 @@ class Hosts {
         if (roll < 0.3) await this.provision(slot, bot);
         else if (roll < 0.5) await this.deleteComputer(slot, bot);
         else if (roll < 0.9 && own.length > 0) await this.workspaceOp(slot, r.pick(own), r);
-        else if (roll < 0.94) await this.deleteBot(slot, bot);
+        // The bot at place 0 is never deleted: at least one modelled workspace stands at the end.
+        else if (roll < 0.94 && place !== 0) await this.deleteBot(slot, bot);
         else
           await this.send(slot, `${bot.id} view computer`, "GET", `/v1/bots/${bot.id}/computer`, [200, 404]);
       }
@@ -636,8 +637,9 @@ class Hosts {
     const current = ws.states[0] as Files;
     const roll = r.next();
     const present = WS_PATHS.filter((path) => current[path] !== undefined);
-    if (roll < 0.15 && present.length > 0) await this.deleteFile(slot, bot, r.pick(present));
-    else if (roll < 0.55 || (roll < 0.75 && ws.checkpoints.size === 0)) await this.writeFile(slot, bot, r);
+    if (roll < 0.15 && present.length > 0) await this.changeFile(slot, bot, r.pick(present), null);
+    else if (roll < 0.55 || (roll < 0.75 && ws.checkpoints.size === 0))
+      await this.changeFile(slot, bot, r.pick(WS_PATHS), `${bot.id} write ${++this.writeSeq}`);
     else if (roll < 0.75) await this.checkpoint(slot, bot);
     else if (ws.checkpoints.size > 0) await this.restore(slot, bot, r.pick([...ws.checkpoints.keys()]));
     else await this.checkpoint(slot, bot);
@@ -698,46 +700,34 @@ class Hosts {
       );
   }
 
-  /** PUT a path with a value never written before. */
-  private async writeFile(slot: Slot, bot: BotModel, r: Rng): Promise<void> {
-    this.figures.fileWrites += 1;
-    const path = r.pick(WS_PATHS);
-    const value = `${bot.id} write ${++this.writeSeq}`;
+  /** PUT a path with a value never written before, or (value null) DELETE it. */
+  private async changeFile(slot: Slot, bot: BotModel, path: string, value: string | null): Promise<void> {
+    const ok = value === null ? 200 : 201;
+    if (value !== null) this.figures.fileWrites += 1;
     const res = await this.send(
       slot,
-      `${bot.id} write ${path}`,
-      "PUT",
+      `${bot.id} ${value === null ? "delete" : "write"} ${path}`,
+      value === null ? "DELETE" : "PUT",
       `/v1/bots/${bot.id}/files/${path}`,
-      [201, 404, 409, 503],
-      value,
+      [ok, 404, 409, 503],
+      value ?? undefined,
     );
-    if (res !== null && res.status !== 201) return; // refused: nothing was written
-    if (res !== null) this.figures.fileWritesAcked += 1;
-    bot.ws.lastRestore = null;
-    applyChange(bot.ws, (files) => ({ ...files, [path]: sha256(value) }), res !== null);
-    if (res === null) this.unknownOutcome(bot, `write of ${path}`);
-  }
-
-  private async deleteFile(slot: Slot, bot: BotModel, path: string): Promise<void> {
-    const res = await this.send(
-      slot,
-      `${bot.id} delete ${path}`,
-      "DELETE",
-      `/v1/bots/${bot.id}/files/${path}`,
-      [200, 404, 409, 503],
-    );
-    if (res?.json?.error?.code === "file_not_found" && bot.filesTrusted)
+    if (value === null && res?.json?.error?.code === "file_not_found" && bot.filesTrusted)
       this.violation(
         `${bot.id}: ${path} was acknowledged and never deleted, but DELETE answered file_not_found`,
       );
-    if (res !== null && res.status !== 200) return;
+    if (res !== null && res.status !== ok) return; // refused: nothing was changed
+    if (res !== null && value !== null) this.figures.fileWritesAcked += 1;
     bot.ws.lastRestore = null;
     applyChange(
       bot.ws,
-      (files) => Object.fromEntries(Object.entries(files).filter(([p]) => p !== path)),
+      (files) => {
+        const others = Object.entries(files).filter(([p]) => p !== path);
+        return Object.fromEntries(value === null ? others : [...others, [path, sha256(value)]]);
+      },
       res !== null,
     );
-    if (res === null) this.unknownOutcome(bot, `delete of ${path}`);
+    if (res === null) this.unknownOutcome(bot, `${value === null ? "delete" : "write"} of ${path}`);
   }
 
   /** A checkpoint (the model is exact here: resynced first); recorded with the files it must hold. */
