@@ -174,7 +174,7 @@ const AREAS = [
     files: [
       [
         "apps/bot-server/test/hosts-chaos.test.ts",
-        "three servers on one schema and the standalone simulator; servers SIGKILLed and restarted, or paused past their lease and resumed, under random clients and provider faults (scaled: more events and bots in full)",
+        "three servers on one schema and the standalone simulator; servers SIGKILLed and restarted, or paused past their lease and resumed, under random clients (bots, computers, workspace writes, checkpoints and restores) and provider faults (scaled: more events and bots in full)",
       ],
     ],
   },
@@ -713,7 +713,9 @@ every backend (the saga store is not on the storage contract yet), so the restor
 repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
 server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. On
 postgres the servers run as several hosts on one schema (the hosts chaos test: kills, pauses past the lease,
-zombies); workspaces are still each host's files there, so that test runs no workspace operation yet.
+zombies); workspaces are in the database there, and that test's lanes write, delete, checkpoint and restore
+them through random servers while servers are killed and paused, each checked against a model of what was
+acknowledged, through a live server and in the database.
 
 ## Findings
 

@@ -4,8 +4,8 @@
  * process), and three drydock-server processes (each its own data directory, port and instance lease, a
  * short DRYDOCK_LEASE_TTL_MS), each talking to boat.dev through a recording proxy of its own (so every
  * provider request is attributed to the server process that sent it). Client lanes create bots, provision
- * and delete their computers, write their workspace file and delete bots at random against random servers,
- * while a chaos loop SIGKILLs
+ * and delete their computers, change their workspaces (write and delete files, create checkpoints, restore
+ * them) and delete bots at random against random servers, while a chaos loop SIGKILLs
  * a server and restarts it, or SIGSTOPs one until its lease has passed by the database's clock and then
  * SIGCONTs it (the zombie), and boat.dev misbehaves now and then. Every count is bounded; every wait is for
  * a condition with a generous deadline, never a duration that must hold.
@@ -25,11 +25,21 @@
  *     acknowledged provision nothing deleted afterwards is the bot's create row and a live Boat;
  *   - `drydock status --json`, `creates list --json` and `deletions list --json` against the same database
  *     read it as postgres, check boat.dev, and list exactly the journals' rows.
- *   - no acknowledged workspace write lost and no refused one applied: each standing bot's `notes.txt`, read
- *     from the database, holds a value one of its possible last writes left (acknowledged, or whose answer
- *     was lost), whichever server took it and whichever was killed or paused since.
- * Checkpoints and restores are not in the loop: on postgres a restore is one transaction (nothing to settle
- * or report), proven in workspaces-postgres.test.ts and storage-postgres's workspace tests.
+ *   - workspaces (a lane owns its bots' workspaces and changes each one call at a time, so a model of what
+ *     was acknowledged is exact for answered calls; a call whose answer was lost, or a 503 lease_lost, leaves
+ *     the head either before or after it, until the lane's next read resolves which — that read must be one
+ *     of them). Through a live server (the lanes stopped) and from the database (the servers stopped, the
+ *     store's `workspaces` and its tables): each standing bot's head is a state the model allows, never a mix
+ *     of a checkpoint's and the previous head's beyond what acknowledged writes explain, and exactly its last
+ *     acknowledged restore's checkpoint when nothing was written after it; every acknowledged checkpoint
+ *     exists with exactly the files (path → sha256) it captured; every restore answered 200 is recorded as
+ *     completed (GET /v1/restores/:operationId and the database); every restore in the database is completed
+ *     or listed by GET /v1/recovery;
+ *   - each paused server is asked, while it sleeps, to restore a checkpoint of a bot no lane touches: the
+ *     database holds no restore of that bot started between the zombie's resumption and its re-registration,
+ *     and a 200 to it is a restore recorded after the re-registration.
+ * Reported in the summary line: checkpoints and restores sent (acknowledged), workspace calls with an
+ * unknown outcome (resolved by a read), restores asked of a paused server (refused with lease_lost).
  *
  * DRYDOCK_HOSTS_SEED replays a run's plan (the interleaving still depends on timing);
  * DRYDOCK_RELIABILITY_SCALE sizes it (events and bots); DRYDOCK_HOSTS_VERBOSE=1 prints the trail of a passing run.
@@ -43,6 +53,7 @@ import { scopedBoatName } from "@drydock/boat-lifecycle";
 import type { FaultRule, SimSandboxRecord } from "@drydock/boat-provider/simulator";
 import { ENVIRONMENT_ID_FILE } from "@drydock/facts";
 import { type InstanceView, openPostgresStorage, type PostgresStorage } from "@drydock/storage-postgres";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkBoatsPerBot, checkDeletes, parseSeed, type Rng, seededRng, sha256 } from "./chaos-kit.js";
 import {
@@ -70,6 +81,8 @@ const MAX_OPS_PER_LANE = 40 * EVENTS;
 const SERVERS = 3;
 const LEASE_TTL_MS = 1_500;
 const SCHEMA = "hosts";
+/** A bot no lane touches: each paused server is asked to restore its checkpoint while it sleeps. */
+const ZOMBIE_BOT = "host-zombie-probe";
 const TOKEN = "hosts-chaos-token-0123456789";
 const SIM_TOKEN = "hosts-chaos-simulator-token";
 const SIM_BIN = join(REPO_ROOT, "packages", "boat-provider", "src", "bin.ts");
@@ -113,41 +126,65 @@ interface BotModel {
   deletesInFlight: number;
   /** The Boat of the last acknowledged provision, while no delete was sent after it. */
   ackedBoat: string | null;
-  /**
-   * Writes of its workspace file `notes.txt` (each a distinct value) that were acknowledged or whose answer
-   * was lost; a refused one changed nothing and is dropped. Checked only while `filesTrusted`.
-   */
-  writes: FileWrite[];
-  /** False once the bot's creation or a DELETE of it went unanswered: its workspace is no longer modelled. */
+  /** Its workspace as the owning lane's answered calls leave it (only that lane changes it). */
+  ws: WorkspaceModel;
+  /** False once a DELETE of the bot was sent: its workspace may be retired, so it is no longer modelled. */
   filesTrusted: boolean;
 }
 
-interface FileWrite {
-  value: string;
-  /** Date.now() when the request left. */
-  sentAt: number;
-  /** Date.now() when the acknowledgement came; null when the answer was lost (it may or may not have applied). */
-  ackedAt: number | null;
-}
+/** A workspace state: path → hex sha256 of the file's bytes (the store's manifest without modes and sizes). */
+type Files = Readonly<Record<string, string>>;
+
+/** The paths lanes write and delete (one nested, as a restore must bring back directories too). */
+const WS_PATHS = ["notes.txt", "a.txt", "dir/b.txt"] as const;
+
+const filesKey = (files: Files): string =>
+  JSON.stringify(
+    Object.keys(files)
+      .sort()
+      .map((path) => [path, files[path]]),
+  );
+const sameFiles = (a: Files, b: Files): boolean => filesKey(a) === filesKey(b);
+/** The states, without repeats. */
+const distinct = (states: readonly Files[]): Files[] => [
+  ...new Map(states.map((s) => [filesKey(s), s])).values(),
+];
+const showFiles = (files: Files): string =>
+  `{${Object.keys(files)
+    .sort()
+    .map((path) => `${path}:${(files[path] as string).slice(0, 8)}`)
+    .join(", ")}}`;
 
 /**
- * The values `notes.txt` may hold at the end, given its writes: the value of a write w is allowed unless w
- * was acknowledged and another acknowledged write left after that acknowledgement (that one replaced it for
- * good). A write whose answer was lost may have applied at any moment until its server died or was fenced,
- * so its value stays allowed. No file at all is allowed only when no write was acknowledged.
+ * What was acknowledged of one bot's workspace. Its lane sends one call at a time, so for answered calls the
+ * model is exact: `states` holds one state. A call whose answer was lost (a kill, a 503 lease_lost) may or
+ * may not have applied: `states` then holds the states before and after, and the lane reads the workspace
+ * again before its next change (the read must be one of them: anything else is an acknowledged change lost,
+ * or a restore half applied).
  */
-export function allowedFinalValues(writes: readonly FileWrite[]): {
-  values: Set<string>;
-  mayBeAbsent: boolean;
-} {
-  const acked = writes.filter((w) => w.ackedAt !== null);
-  const values = new Set<string>();
-  for (const w of writes) {
-    const ackedAt = w.ackedAt;
-    const superseded = ackedAt !== null && acked.some((later) => later.sentAt > ackedAt);
-    if (!superseded) values.add(w.value);
-  }
-  return { values, mayBeAbsent: acked.length === 0 };
+export interface WorkspaceModel {
+  states: Files[];
+  /** A call's outcome is unknown and no read has resolved it yet. */
+  unsure: boolean;
+  /** Acknowledged checkpoints (201) → the files they captured. */
+  checkpoints: Map<string, Files>;
+  /** Restores answered 200. */
+  restores: AckedRestore[];
+  /** The last change sent was this acknowledged restore (no write or delete sent since). */
+  lastRestore: AckedRestore | null;
+}
+
+interface AckedRestore {
+  operationId: string;
+  checkpointId: string;
+  files: Files;
+}
+
+/** The model after a change: applied when acknowledged; when its answer was lost, before or after. */
+export function applyChange(model: WorkspaceModel, change: (files: Files) => Files, acked: boolean): void {
+  const after = model.states.map(change);
+  model.states = distinct(acked ? after : [...model.states, ...after]);
+  if (!acked) model.unsure = true;
 }
 
 interface Pause {
@@ -159,6 +196,8 @@ interface Pause {
   /** Database time the zombie's new registration started (its side effects are allowed again from then). */
   reRegisteredAt: number;
   newEpoch: number;
+  /** The operation id of the restore of ZOMBIE_BOT asked of it while paused, when that answered 200. */
+  probeRestore: string | null;
 }
 
 class Hosts {
@@ -194,9 +233,22 @@ class Hosts {
     boats: 0,
     fileWrites: 0,
     fileWritesAcked: 0,
+    checkpoints: 0,
+    checkpointsAcked: 0,
+    restores: 0,
+    restoresAcked: 0,
+    /** Workspace calls (write, delete, checkpoint, restore) whose answer was lost or was lease_lost. */
+    unknownOutcomes: 0,
+    /** Reads of a workspace that resolved an unknown outcome. */
+    resyncs: 0,
+    zombieRestores: 0,
+    zombieRestoresRefused: 0,
     workspacesChecked: 0,
   };
   private writeSeq = 0;
+  private zombieCheckpoint = "";
+  /** Operation ids GET /v1/recovery listed at the end (a restore not completed must be among them). */
+  private reportedRestores = new Set<string>();
 
   constructor(private readonly url: string) {}
 
@@ -293,6 +345,19 @@ class Hosts {
       throw new Error("three servers started on one schema but stored no environment id");
     this.envId = envId;
     for (let i = 0; i < BOTS; i++) this.bots.push(this.newBot());
+    // The zombie probe's bot: a checkpoint holding `before`, and a head holding `after`.
+    const call = (this.slots[0] as Slot).call;
+    const must = async (status: number, method: string, path: string, body?: unknown) => {
+      const res = await call(method, path, body);
+      if (res.status !== status)
+        throw new Error(`setup: ${method} ${path} answered ${res.status}, not ${status}: ${res.text}`);
+      return res;
+    };
+    await must(201, "POST", "/v1/bots", { name: ZOMBIE_BOT, botId: ZOMBIE_BOT });
+    await must(201, "PUT", `/v1/bots/${ZOMBIE_BOT}/files/z.txt`, "before");
+    const made = await must(201, "POST", `/v1/bots/${ZOMBIE_BOT}/checkpoints`);
+    this.zombieCheckpoint = made.json.checkpoint.checkpointId as string;
+    await must(201, "PUT", `/v1/bots/${ZOMBIE_BOT}/files/z.txt`, "after");
   }
 
   private newBot(): BotModel {
@@ -301,7 +366,7 @@ class Hosts {
       exists: "no",
       deletesInFlight: 0,
       ackedBoat: null,
-      writes: [],
+      ws: { states: [{}], unsure: false, checkpoints: new Map(), restores: [], lastRestore: null },
       filesTrusted: true,
     };
     this.everyBot.push(bot);
@@ -420,6 +485,18 @@ class Hosts {
         .slice(0, 4)
         .map((bot, i) => (i % 3 === 2 ? this.deleteComputer(slot, bot) : this.provision(slot, bot))),
     );
+    // And a restore: refused (lease_lost) as it wakes, or applied only once it has registered again.
+    this.figures.zombieRestores += 1;
+    const probeRestore = this.send(
+      slot,
+      `${ZOMBIE_BOT} restore (asked of the paused server)`,
+      "POST",
+      `/v1/bots/${ZOMBIE_BOT}/checkpoints/${this.zombieCheckpoint}/restore`,
+      [200],
+    ).then((res) => {
+      if (res === null) this.figures.zombieRestoresRefused += 1;
+      return res?.status === 200 ? (res.json?.operationId as string) : null;
+    });
     await this.until(`server ${slot.index}'s lease has passed by the database's clock`, async () => {
       const row = (await this.instances()).find((x) => x.id === old.id);
       return row !== undefined && row.leaseLeftMs <= 0 ? row : undefined;
@@ -432,6 +509,7 @@ class Hosts {
       (await this.instances()).find((row) => row.pid === pid && row.epoch > old.epoch),
     );
     await probes;
+    const probeOperation = await probeRestore;
     const lapsed = (await this.instances()).find((row) => row.id === old.id);
     if (lapsed?.state === "live" && lapsed.leaseLeftMs > 0)
       this.violation(`server ${slot.index}'s lapsed instance ${old.id} holds a lease again after its pause`);
@@ -443,6 +521,7 @@ class Hosts {
       contAt,
       reRegisteredAt: renewed.startedAt,
       newEpoch: renewed.epoch,
+      probeRestore: probeOperation,
     });
   }
 
@@ -462,10 +541,14 @@ class Hosts {
       if (bot.exists === "no" || bot.exists === "unknown") await this.createBot(slot, bot);
       else if (bot.exists === "yes") {
         const roll = r.next();
-        if (roll < 0.4) await this.provision(slot, bot);
-        else if (roll < 0.7) await this.deleteComputer(slot, bot);
-        else if (roll < 0.88) await this.writeFile(slot, bot);
-        else if (roll < 0.93) await this.deleteBot(slot, bot);
+        // A lane owns the workspaces of the places p with p % LANES = n (one call at a time per workspace):
+        // a workspace change goes to one of its own bots.
+        const own = this.bots.filter((b, p) => p % LANES === n && b.exists === "yes" && b.filesTrusted);
+        if (roll < 0.3) await this.provision(slot, bot);
+        else if (roll < 0.5) await this.deleteComputer(slot, bot);
+        else if (roll < 0.9 && own.length > 0) await this.workspaceOp(slot, r.pick(own), r);
+        // The bot at place 0 is never deleted: at least one modelled workspace stands at the end.
+        else if (roll < 0.94 && place !== 0) await this.deleteBot(slot, bot);
         else
           await this.send(slot, `${bot.id} view computer`, "GET", `/v1/bots/${bot.id}/computer`, [200, 404]);
       }
@@ -543,25 +626,172 @@ class Hosts {
     }
   }
 
-  /** PUT notes.txt with a value never written before; the model keeps it unless it was refused. */
-  private async writeFile(slot: Slot, bot: BotModel): Promise<void> {
-    this.figures.fileWrites += 1;
-    const value = `${bot.id} write ${++this.writeSeq}`;
-    const write: FileWrite = { value, sentAt: Date.now(), ackedAt: null };
+  /**
+   * One change of the bot's workspace by its owning lane: a write, a delete, a checkpoint or a restore of an
+   * acknowledged checkpoint. After an unknown outcome the workspace is read first (a read that answers
+   * nothing defers the change).
+   */
+  private async workspaceOp(slot: Slot, bot: BotModel, r: Rng): Promise<void> {
+    const ws = bot.ws;
+    if (ws.unsure && !(await this.resync(slot, bot))) return;
+    const current = ws.states[0] as Files;
+    const roll = r.next();
+    const present = WS_PATHS.filter((path) => current[path] !== undefined);
+    if (roll < 0.15 && present.length > 0) await this.changeFile(slot, bot, r.pick(present), null);
+    else if (roll < 0.55 || (roll < 0.75 && ws.checkpoints.size === 0))
+      await this.changeFile(slot, bot, r.pick(WS_PATHS), `${bot.id} write ${++this.writeSeq}`);
+    else if (roll < 0.75) await this.checkpoint(slot, bot);
+    else if (ws.checkpoints.size > 0) await this.restore(slot, bot, r.pick([...ws.checkpoints.keys()]));
+    else await this.checkpoint(slot, bot);
+  }
+
+  /** A call's answer was lost (or lease_lost): counted; the model already holds before and after. */
+  private unknownOutcome(bot: BotModel, what: string): void {
+    this.figures.unknownOutcomes += 1;
+    this.note(
+      `${bot.id}: ${what} has an unknown outcome; its workspace may be ${bot.ws.states.map(showFiles).join(" or ")}`,
+    );
+  }
+
+  /**
+   * Reads every modelled path (from `slot`); the workspace must be one of the states the model allows, which
+   * it then becomes. False when a read answered nothing (the model stays unsure).
+   */
+  private async resync(slot: Slot, bot: BotModel): Promise<boolean> {
+    const read = await this.readWorkspace(slot, bot);
+    if (read === null) return false;
+    this.figures.resyncs += 1;
+    this.judgeHead(bot, read, `read through server ${slot.index}`);
+    bot.ws.states = [read];
+    bot.ws.unsure = false;
+    return true;
+  }
+
+  /** The modelled paths of the bot's workspace through a server; null when a read answered nothing usable. */
+  private async readWorkspace(slot: Slot, bot: BotModel): Promise<Files | null> {
+    const files: Record<string, string> = {};
+    for (const path of WS_PATHS) {
+      const res = await this.send(
+        slot,
+        `${bot.id} read ${path}`,
+        "GET",
+        `/v1/bots/${bot.id}/files/${path}`,
+        [200, 404],
+      );
+      if (res === null) return null;
+      if (res.status === 200) files[path] = sha256(res.text);
+      else if (res.json?.error?.code !== "file_not_found") return null;
+    }
+    return files;
+  }
+
+  /** A head (read through a server or from the database) must be a state the model allows. */
+  private judgeHead(bot: BotModel, head: Files, where: string): void {
+    if (!bot.filesTrusted || bot.exists !== "yes") return;
+    const ws = bot.ws;
+    if (!ws.states.some((s) => sameFiles(s, head)))
+      this.violation(
+        `${bot.id}: the workspace ${where} is ${showFiles(head)}, which no state the model allows: ${ws.states.map(showFiles).join(" or ")} (an acknowledged change lost, a refused one applied, or a restore half applied)`,
+      );
+    const last = ws.lastRestore;
+    if (last !== null && !ws.unsure && !sameFiles(head, last.files))
+      this.violation(
+        `${bot.id}: restore ${last.operationId} of ${last.checkpointId} was acknowledged and nothing was written since, but the workspace ${where} is ${showFiles(head)}, not its checkpoint's ${showFiles(last.files)}`,
+      );
+  }
+
+  /** PUT a path with a value never written before, or (value null) DELETE it. */
+  private async changeFile(slot: Slot, bot: BotModel, path: string, value: string | null): Promise<void> {
+    const ok = value === null ? 200 : 201;
+    if (value !== null) this.figures.fileWrites += 1;
     const res = await this.send(
       slot,
-      `${bot.id} write notes.txt`,
-      "PUT",
-      `/v1/bots/${bot.id}/files/notes.txt`,
-      [201, 404, 409, 503],
-      value,
+      `${bot.id} ${value === null ? "delete" : "write"} ${path}`,
+      value === null ? "DELETE" : "PUT",
+      `/v1/bots/${bot.id}/files/${path}`,
+      [ok, 404, 409, 503],
+      value ?? undefined,
     );
-    if (res === null) bot.writes.push(write);
-    else if (res.status === 201) {
-      this.figures.fileWritesAcked += 1;
-      bot.writes.push({ ...write, ackedAt: Date.now() });
+    if (value === null && res?.json?.error?.code === "file_not_found" && bot.filesTrusted)
+      this.violation(
+        `${bot.id}: ${path} was acknowledged and never deleted, but DELETE answered file_not_found`,
+      );
+    if (res !== null && res.status !== ok) return; // refused: nothing was changed
+    if (res !== null && value !== null) this.figures.fileWritesAcked += 1;
+    bot.ws.lastRestore = null;
+    applyChange(
+      bot.ws,
+      (files) => {
+        const others = Object.entries(files).filter(([p]) => p !== path);
+        return Object.fromEntries(value === null ? others : [...others, [path, sha256(value)]]);
+      },
+      res !== null,
+    );
+    if (res === null) this.unknownOutcome(bot, `${value === null ? "delete" : "write"} of ${path}`);
+  }
+
+  /** A checkpoint (the model is exact here: resynced first); recorded with the files it must hold. */
+  private async checkpoint(slot: Slot, bot: BotModel): Promise<void> {
+    this.figures.checkpoints += 1;
+    const files = bot.ws.states[0] as Files;
+    const res = await this.send(
+      slot,
+      `${bot.id} checkpoint`,
+      "POST",
+      `/v1/bots/${bot.id}/checkpoints`,
+      [201, 404, 409, 503],
+    );
+    if (res === null) {
+      // Its id is unknown, so no restore can name it: the workspace itself is not changed by a checkpoint.
+      this.unknownOutcome(bot, "checkpoint");
+      return;
     }
-    // Anything else is a refusal: nothing was written, so its value must never be read back.
+    if (res.status !== 201) return;
+    const made = res.json?.checkpoint as { checkpointId: string; files: number } | undefined;
+    if (typeof made?.checkpointId !== "string") {
+      this.violation(`${bot.id}: checkpoint acknowledged without an id: ${res.text.slice(0, 200)}`);
+      return;
+    }
+    this.figures.checkpointsAcked += 1;
+    if (bot.filesTrusted && made.files !== Object.keys(files).length)
+      this.violation(
+        `${bot.id}: checkpoint ${made.checkpointId} captured ${made.files} file(s), but the workspace was ${showFiles(files)}`,
+      );
+    bot.ws.checkpoints.set(made.checkpointId, files);
+  }
+
+  private async restore(slot: Slot, bot: BotModel, checkpointId: string): Promise<void> {
+    this.figures.restores += 1;
+    const files = bot.ws.checkpoints.get(checkpointId) as Files;
+    const res = await this.send(
+      slot,
+      `${bot.id} restore ${checkpointId}`,
+      "POST",
+      `/v1/bots/${bot.id}/checkpoints/${checkpointId}/restore`,
+      [200, 404, 409, 503],
+    );
+    if (res?.json?.error?.code === "checkpoint_not_found" && bot.filesTrusted)
+      this.violation(
+        `${bot.id}: checkpoint ${checkpointId} was acknowledged, but its restore answered checkpoint_not_found`,
+      );
+    if (res !== null && res.status !== 200) return;
+    applyChange(bot.ws, () => files, res !== null);
+    if (res === null) {
+      bot.ws.lastRestore = null;
+      this.unknownOutcome(bot, `restore of ${checkpointId}`);
+      return;
+    }
+    this.figures.restoresAcked += 1;
+    const operationId = res.json?.operationId;
+    if (typeof operationId !== "string" || res.json?.phase !== "completed") {
+      this.violation(
+        `${bot.id}: restore of ${checkpointId} answered 200 without a completed operation: ${res.text.slice(0, 200)}`,
+      );
+      return;
+    }
+    const restore = { operationId, checkpointId, files };
+    bot.ws.restores.push(restore);
+    bot.ws.lastRestore = restore;
   }
 
   private async deleteComputer(slot: Slot, bot: BotModel): Promise<void> {
@@ -609,6 +839,7 @@ class Hosts {
       await Promise.all(lanes);
     }
     await Promise.all(this.slots.map((s) => s.proxy.idle()));
+    await this.checkWorkspacesLive();
     // Quiesce: every server stopped cleanly, so the journals and the registry hold still for the checks.
     for (const slot of this.slots) {
       slot.server?.child.kill("SIGTERM");
@@ -620,6 +851,164 @@ class Hosts {
 
   // --- afterwards -------------------------------------------------------------------------------------------
 
+  /**
+   * Through a live server, the lanes stopped: each modelled workspace is a state the model allows (its last
+   * acknowledged restore's checkpoint if nothing was written since), every acknowledged checkpoint is listed
+   * with as many files as it captured, every restore answered 200 is recorded as completed, and GET
+   * /v1/recovery's restores are kept for the stored check.
+   */
+  private async checkWorkspacesLive(): Promise<void> {
+    const slot = this.slots.find((s) => !s.down);
+    if (slot === undefined) throw new Error("no server is up after the chaos loop");
+    for (const bot of this.everyBot) {
+      if (bot.exists !== "yes" || !bot.filesTrusted) continue;
+      const ws = bot.ws;
+      const head = await this.readWorkspace(slot, bot);
+      if (head === null) {
+        this.violation(`${bot.id}: its workspace could not be read through server ${slot.index} at the end`);
+        continue;
+      }
+      this.judgeHead(bot, head, `read through server ${slot.index} at the end`);
+      if (ws.checkpoints.size > 0) {
+        const res = await this.send(
+          slot,
+          `${bot.id} list checkpoints`,
+          "GET",
+          `/v1/bots/${bot.id}/checkpoints`,
+          [200],
+        );
+        const listed = new Map(
+          ((res?.json?.checkpoints ?? []) as { checkpointId: string; files: number }[]).map((c) => [
+            c.checkpointId,
+            c,
+          ]),
+        );
+        for (const [checkpointId, files] of ws.checkpoints) {
+          const found = listed.get(checkpointId);
+          if (found === undefined || found.files !== Object.keys(files).length)
+            this.violation(
+              `${bot.id}: acknowledged checkpoint ${checkpointId} of ${showFiles(files)} is ${found === undefined ? "not listed" : `listed with ${found.files} file(s)`} by server ${slot.index}`,
+            );
+        }
+      }
+      for (const restore of ws.restores) {
+        const res = await this.send(
+          slot,
+          `${bot.id} read restore`,
+          "GET",
+          `/v1/restores/${restore.operationId}`,
+          [200, 404],
+        );
+        const view = res?.json?.restore;
+        if (
+          res?.json?.botId !== bot.id ||
+          view?.phase !== "completed" ||
+          view.checkpointId !== restore.checkpointId
+        )
+          this.violation(
+            `${bot.id}: restore ${restore.operationId} of ${restore.checkpointId} answered 200, but GET /v1/restores shows ${res === null ? "nothing" : `${res.status} ${res.text.slice(0, 200)}`}`,
+          );
+      }
+      this.figures.workspacesChecked += 1;
+    }
+    const recovery = await this.send(slot, "recovery", "GET", "/v1/recovery", [200]);
+    if (recovery?.status !== 200)
+      this.violation(`GET /v1/recovery answered ${recovery?.status ?? "nothing"}`);
+    this.reportedRestores = new Set(
+      ((recovery?.json?.restores ?? []) as { operationId: string }[]).map((r) => r.operationId),
+    );
+  }
+
+  /**
+   * From the database (the servers stopped): each modelled head is a state the model allows, each
+   * acknowledged checkpoint holds exactly the files it captured, each acknowledged restore is recorded as
+   * completed, no restore is in any other state unless GET /v1/recovery listed it, and no paused server
+   * restored anything from its resumption until it registered again.
+   */
+  private async checkWorkspacesStored(): Promise<void> {
+    const workspaces = this.reader.workspaces;
+    if (workspaces === undefined) {
+      this.violation("the postgres store has no workspaces");
+      return;
+    }
+    const client = new pg.Client({ connectionString: this.url });
+    await client.connect();
+    let restores: {
+      operation_id: string;
+      bot_id: string;
+      checkpoint_id: string;
+      state: string;
+      started_ms: number;
+    }[];
+    let manifests: Map<
+      string,
+      { bot_id: string; manifest: { path: string; sha256: string; type: string }[] }
+    >;
+    try {
+      restores = (
+        await client.query(
+          `SELECT operation_id, bot_id, checkpoint_id, state, extract(epoch FROM started_at)::float8 * 1000 AS started_ms FROM "${SCHEMA}".ws_restores`,
+        )
+      ).rows;
+      const rows = (
+        await client.query(`SELECT checkpoint_id, bot_id, manifest FROM "${SCHEMA}".ws_checkpoints`)
+      ).rows;
+      manifests = new Map(rows.map((row) => [row.checkpoint_id as string, row]));
+    } finally {
+      await client.end();
+    }
+    const toFiles = (entries: readonly { path: string; sha256: string; type: string }[]): Files =>
+      Object.fromEntries(entries.filter((e) => e.type === "file").map((e) => [e.path, e.sha256]));
+
+    for (const row of restores) {
+      if (row.state !== "completed" && !this.reportedRestores.has(row.operation_id))
+        this.violation(
+          `restore ${row.operation_id} of ${row.bot_id} is ${row.state}, and GET /v1/recovery does not report it`,
+        );
+    }
+    const recorded = new Map(restores.map((row) => [row.operation_id, row]));
+    for (const bot of this.everyBot) {
+      if (bot.exists !== "yes" || !bot.filesTrusted) continue;
+      this.judgeHead(bot, toFiles((await workspaces.head(bot.id)).files), "in the database");
+      for (const [checkpointId, files] of bot.ws.checkpoints) {
+        const row = manifests.get(checkpointId);
+        if (row?.bot_id !== bot.id || !sameFiles(toFiles(row.manifest), files))
+          this.violation(
+            `${bot.id}: acknowledged checkpoint ${checkpointId} must hold ${showFiles(files)}; the database holds ${row === undefined ? "no such checkpoint" : `${showFiles(toFiles(row.manifest))} of ${row.bot_id}`}`,
+          );
+      }
+      for (const restore of bot.ws.restores) {
+        const found = await workspaces.getRestore(restore.operationId);
+        if (
+          found?.state !== "completed" ||
+          found.botId !== bot.id ||
+          found.checkpointId !== restore.checkpointId
+        )
+          this.violation(
+            `${bot.id}: restore ${restore.operationId} of ${restore.checkpointId} answered 200, but the database records ${found === null ? "no such restore" : JSON.stringify(found)}`,
+          );
+      }
+    }
+    // The zombie restored nothing between its resumption and its new registration.
+    for (const pause of this.pauses) {
+      for (const row of restores) {
+        if (
+          row.bot_id === ZOMBIE_BOT &&
+          row.started_ms >= pause.contAt &&
+          row.started_ms < pause.reRegisteredAt
+        )
+          this.violation(
+            `restore ${row.operation_id} of ${ZOMBIE_BOT} started at ${row.started_ms}, after server ${pause.slot} (zombie) resumed at ${pause.contAt} and before it registered again at ${pause.reRegisteredAt}`,
+          );
+      }
+      const probe = pause.probeRestore === null ? undefined : recorded.get(pause.probeRestore);
+      if (pause.probeRestore !== null && (probe === undefined || probe.started_ms < pause.reRegisteredAt))
+        this.violation(
+          `server ${pause.slot} answered 200 to the restore asked while it was paused, but it is ${probe === undefined ? "not recorded" : `recorded as started at ${probe.started_ms}, before it registered again at ${pause.reRegisteredAt}`}`,
+        );
+    }
+  }
+
   private async check(): Promise<void> {
     const data = await this.reader.exportAll();
     const { sandboxes } = (await this.simControl("GET", "/_sim/sandboxes")) as {
@@ -629,28 +1018,7 @@ class Hosts {
     this.figures.boats = sandboxes.length;
     const calls = this.slots.flatMap((s) => s.proxy.calls);
 
-    // No acknowledged workspace write lost, none refused applied: every bot still standing whose workspace the
-    // model follows holds the value one of its possible last writes left (read from the database: the servers
-    // are stopped; on postgres nothing of a workspace lives on a host's disk).
-    const workspaces = this.reader.workspaces;
-    if (workspaces === undefined) this.violation("the postgres store has no workspaces");
-    for (const bot of this.everyBot) {
-      if (workspaces === undefined || bot.exists !== "yes" || !bot.filesTrusted || bot.writes.length === 0)
-        continue;
-      this.figures.workspacesChecked += 1;
-      const { values, mayBeAbsent } = allowedFinalValues(bot.writes);
-      const read = await workspaces.readFile(bot.id, "notes.txt").then(
-        (found) => Buffer.from(found.bytes).toString("utf8"),
-        (error: unknown) => {
-          if ((error as { code?: string }).code === "WORKSPACE_FILE_NOT_FOUND") return null;
-          throw error;
-        },
-      );
-      if (read === null ? !mayBeAbsent : !values.has(read))
-        this.violation(
-          `${bot.id}: notes.txt holds ${read === null ? "nothing" : JSON.stringify(read)}, but its writes allow only ${JSON.stringify([...values])}${mayBeAbsent ? " or nothing" : ""} (an acknowledged write lost, or a refused one applied)`,
-        );
-    }
+    await this.checkWorkspacesStored();
 
     for (const unheld of this.unheldKeys) {
       const made = sandboxes.filter((boat) => boat.keyHash === unheld.keyHash);
@@ -895,7 +1263,7 @@ afterAll(async () => {
 
 describe("several hosts on one PostgreSQL (postgres storage): three servers SIGKILLed, paused past their lease and resumed", () => {
   it(
-    `seed ${SEED}, ${EVENTS} events, ${BOTS} bots: one Boat per bot, no overlapping DELETE, nothing unknown, epochs only up, no zombie side effect, nothing acknowledged lost (replay: DRYDOCK_HOSTS_SEED=${SEED})`,
+    `seed ${SEED}, ${EVENTS} events, ${BOTS} bots: one Boat per bot, no overlapping DELETE, nothing unknown, epochs only up, no zombie side effect, nothing acknowledged lost, every restore recorded and none half applied (replay: DRYDOCK_HOSTS_SEED=${SEED})`,
     async () => {
       try {
         await hosts.setup();
@@ -918,7 +1286,17 @@ describe("several hosts on one PostgreSQL (postgres storage): three servers SIGK
           ["boat.dev faults injected", f.faults],
           ["Boats boat.dev created", f.boats],
           ["workspace writes sent (acknowledged)", `${f.fileWrites} (${f.fileWritesAcked})`],
-          ["workspaces checked against their acknowledged writes", f.workspacesChecked],
+          ["checkpoints sent (acknowledged)", `${f.checkpoints} (${f.checkpointsAcked})`],
+          ["restores sent (acknowledged)", `${f.restores} (${f.restoresAcked})`],
+          [
+            "workspace calls with an unknown outcome (then resolved by a read)",
+            `${f.unknownOutcomes} (${f.resyncs})`,
+          ],
+          [
+            "restores asked of a paused server (refused with lease_lost)",
+            `${f.zombieRestores} (${f.zombieRestoresRefused})`,
+          ],
+          ["workspaces checked against the model (live server and database)", f.workspacesChecked],
           ["invariant violations", hosts.violations.length],
         ] as const) {
           appendFileSync(out, `${JSON.stringify({ area: "hosts", backend: "postgres", metric, value })}\n`);
@@ -927,7 +1305,8 @@ describe("several hosts on one PostgreSQL (postgres storage): three servers SIGK
       if (process.env.DRYDOCK_HOSTS_VERBOSE === "1") console.log(hosts.report());
       expect(f.kills, "the chaos loop SIGKILLed no server").toBeGreaterThan(0);
       expect(f.pauses, "the chaos loop paused no server past its lease").toBeGreaterThan(0);
-      expect(f.workspacesChecked, "no workspace with an acknowledged write was checked").toBeGreaterThan(0);
+      expect(f.workspacesChecked, "no modelled workspace was checked").toBeGreaterThan(0);
+      expect(f.restoresAcked, "no restore was acknowledged").toBeGreaterThan(0);
       expect(hosts.violations, hosts.report()).toEqual([]);
     },
     WAIT_MS * 4 + EVENTS * 30_000,
