@@ -70,6 +70,23 @@ describe("GET /v1/bots follows every change, whoever makes it", () => {
     expect(Object.keys(await list())).toEqual(["ada"]);
   });
 
+  it("a name outside ASCII is sent as UTF-8 with its byte length, first rendered and then from the memo", async () => {
+    const call = api(server.url, server.token);
+    const name = "Zoë 🚢 Ünal";
+    expect((await call("POST", "/v1/bots", { name, botId: "zoe" })).status).toBe(201);
+    for (const round of ["rendered", "memo"]) {
+      const res = await fetch(`${server.url}/v1/bots?limit=500`, {
+        headers: { authorization: `Bearer ${server.token}` },
+      });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      expect(res.headers.get("content-type"), round).toBe("application/json; charset=utf-8");
+      expect(Number(res.headers.get("content-length")), round).toBe(bytes.length);
+      const listed = (JSON.parse(bytes.toString("utf8")) as { bots: Listed[] }).bots;
+      expect(listed.find((b) => b.botId === "zoe")?.name, round).toBe(name);
+    }
+    await openBotRegistry(tmp.dir).remove("zoe");
+  });
+
   it("an interrupted create turns 'no longer retried' at its key's deadline, even while the listing is unchanged", async () => {
     const call = api(server.url, server.token);
     const problemOf = async (botId: string): Promise<string> => {

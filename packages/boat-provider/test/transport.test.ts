@@ -1,5 +1,7 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import diagnosticsChannel from "node:diagnostics_channel";
 import { connect, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import {
@@ -10,6 +12,7 @@ import {
   isBoatTransportError,
 } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
+import { type AttemptProgress, createSendTracker } from "../src/transport.js";
 import { BODY, type RawServer, rawServer, rejection } from "./helpers.js";
 
 const base: FailureContext = {
@@ -222,5 +225,59 @@ describe("timeouts and aborts over real sockets", () => {
     });
     const client = createBoatClient({ baseUrl: raw.url, token: "t", timeoutMs: 1_000 });
     expect(await rejection(client.listSandboxes())).toMatchObject({ phase: "response", timedOut: true });
+  });
+});
+
+describe("createSendTracker: its AsyncLocalStorage lives only while an attempt is in flight", () => {
+  /** Counts disable() calls (an enabled AsyncLocalStorage keeps Node's promise hooks on process-wide). */
+  class CountingStorage extends AsyncLocalStorage<AttemptProgress> {
+    disabled = 0;
+    override disable(): void {
+      this.disabled += 1;
+      super.disable();
+    }
+  }
+  const announce = (request: object) =>
+    diagnosticsChannel.channel("undici:request:create").publish({ request });
+
+  it("disabled when the last overlapping attempt ends, never under one still running; enabled again by the next", async () => {
+    const storage = new CountingStorage();
+    const tracker = createSendTracker(storage);
+    let releaseA: () => void = () => {};
+    const a = tracker.track(() => new Promise<void>((resolve) => (releaseA = resolve)));
+    let openB: () => void = () => {};
+    const gateB = new Promise<void>((resolve) => (openB = resolve));
+    // B announces its request only after A has ended: it must still be attributed to B.
+    const b = tracker.track(async () => {
+      await gateB;
+      announce({});
+    });
+    releaseA();
+    await a.result;
+    expect(storage.disabled).toBe(0);
+    openB();
+    await b.result;
+    expect(b.progress()).toBe(false); // observed (announced in B's context), not yet written
+    expect(a.progress()).toBeUndefined();
+    expect(storage.disabled).toBe(1);
+
+    // The next attempt after the storage was disabled is tracked as before.
+    const c = tracker.track(async () => {
+      await Promise.resolve();
+      announce({});
+    });
+    await c.result;
+    expect(c.progress()).toBe(false);
+    expect(storage.disabled).toBe(2);
+  });
+
+  it("an attempt whose fetch throws synchronously also ends its share", async () => {
+    const storage = new CountingStorage();
+    const tracker = createSendTracker(storage);
+    const attempt = tracker.track((): Promise<void> => {
+      throw new Error("refused at once");
+    });
+    await expect(attempt.result).rejects.toThrow("refused at once");
+    expect(storage.disabled).toBe(1);
   });
 });
