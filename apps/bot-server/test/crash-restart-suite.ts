@@ -949,6 +949,114 @@ export function crashRestartSuite(storage: E2eStorage): void {
       );
     });
 
+    interface DeleteTransactionCase {
+      point: (typeof STORE_POINTS)[number];
+      /** Which transaction of the delete journal (DRYDOCK_CRASH_AT in the `delete` scope). */
+      n: 1 | 2;
+      /** The fence in the database right after the kill (null: none). */
+      fence: FenceOnDisk;
+      deletesAtKill: number;
+      deletesInAll: number;
+    }
+    const DELETE_TRANSACTIONS: DeleteTransactionCase[] = [
+      // The fence's prepare: not committed, so nothing was sent; committed, the DELETE had not left yet.
+      { point: "postgres:after-begin", n: 1, fence: null, deletesAtKill: 0, deletesInAll: 1 },
+      { point: "postgres:before-commit", n: 1, fence: null, deletesAtKill: 0, deletesInAll: 1 },
+      {
+        point: "postgres:after-commit",
+        n: 1,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 0,
+        deletesInAll: 1,
+      },
+      // The receipt's: not committed, the fence stays prepared without a receipt, so the retry past the in-flight
+      // window sends DELETE again by design (boat.dev answers it with the operation already running); committed,
+      // the receipt is journaled and nothing is ever sent again.
+      {
+        point: "postgres:after-begin",
+        n: 2,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 1,
+        deletesInAll: 2,
+      },
+      {
+        point: "postgres:before-commit",
+        n: 2,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 1,
+        deletesInAll: 2,
+      },
+      {
+        point: "postgres:after-commit",
+        n: 2,
+        fence: { phase: "accepted", status: "pending", receipt: true },
+        deletesAtKill: 1,
+        deletesInAll: 1,
+      },
+    ];
+
+    describe("server killed inside a delete journal transaction (postgres), restarted on the same data directory", () => {
+      it.each(DELETE_TRANSACTIONS.map((c) => [c.point, c.n, c] as const))(
+        "at %s (#%i of the delete journal): the fence is whole or absent, the Boat ends gone, one deletion operation",
+        async (_point, _n, c) => {
+          const boatDev = await startBoatSimulator({ port: 0 });
+          const tmp = tempDir("crash-pg-delete");
+          const botId = `d-${c.n}-${c.point.slice("postgres:".length)}`;
+          const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
+          let server = await spawnOn(tmp.dir, {
+            ...env,
+            DRYDOCK_CRASH_POINT: c.point,
+            DRYDOCK_CRASH_SCOPE: "delete",
+            DRYDOCK_CRASH_AT: String(c.n),
+          });
+          try {
+            const call = api(server.url, server.token);
+            expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
+            const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
+            expect(provisioned.status, provisioned.text).toBe(201);
+            const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
+            await expectKilledWithin(
+              server,
+              call("DELETE", `/v1/bots/${botId}/computer`, { confirmName: name }),
+            );
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            expect(await fenceOnDisk(tmp.dir, boxId)).toEqual(c.fence);
+
+            // Restarted with its clock past the in-flight window (a prepared fence may be retried at once).
+            const killed = server;
+            server = await spawnOn(tmp.dir, {
+              ...env,
+              DRYDOCK_TEST_CLOCK_OFFSET_MS: String(DELETE_IN_FLIGHT_MS + 1_000),
+            });
+            await expectNewInstance(tmp.dir, killed, server);
+            const again = api(server.url, server.token);
+            await recoveryAfterStartup(again);
+            // A restart, its reconcile and its views never send DELETE.
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            const finished = await again("DELETE", `/v1/bots/${botId}/computer`, { confirmName: name });
+            expect(finished.status, finished.text).toBe(200);
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+              status: "none",
+            });
+
+            const stats = boatDev.stats();
+            expect(stats.deleteRequests).toBe(c.deletesInAll);
+            expect(stats.deletesAccepted).toBe(1);
+            expect(stats.createsCommitted).toBe(1);
+            expect(stats.live).toBe(0);
+            expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
+            expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+            const recovery = (await again("GET", "/v1/recovery")).json;
+            expect(recovery).toMatchObject({ boats: [], restores: [], open: 0 });
+          } finally {
+            server.kill();
+            tmp.cleanup();
+            await boatDev.close();
+          }
+        },
+      );
+    });
+
     /** The create journal's transactions of a provision: its key (1), then the Boat's id remembered (2). */
     const CREATE_TRANSACTIONS = [1, 2] as const;
 
