@@ -162,7 +162,7 @@ const AREAS = [
       ],
       [
         "apps/bot-server/test/crash-restart-postgres.test.ts",
-        "the same crash-restart suite on postgres (a real PostgreSQL), plus SIGKILLs inside the storage's own transactions (restore, file write, create journal: after BEGIN, before and after COMMIT); each restart a new instance",
+        "the same crash-restart suite on postgres (a real PostgreSQL), plus SIGKILLs inside the storage's own transactions (restore, file write, create and delete journals: after BEGIN, before and after COMMIT); each restart a new instance",
         // ~110 s of sequential server restarts: beyond --quick's budget (pnpm test runs it too).
         "full",
       ],
@@ -730,8 +730,8 @@ every backend (the saga store is not on the storage contract yet), so the restor
 repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
 server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. On
 postgres workspaces are the storage's (one transaction per change, no saga): the crash-restart suite runs its
-provision and deletion sweeps there and kills the server inside a restore's, a file write's and the create
-journal's transactions (after BEGIN, before and after COMMIT), each restart a new instance; its local-file
+provision and deletion sweeps there and kills the server inside a restore's, a file write's and the create and
+delete journals' transactions (after BEGIN, before and after COMMIT), each restart a new instance; its local-file
 scenarios (the restore saga's crash points, a write's temp and lock file, a saga's genesis) do not apply.
 The servers also run as several hosts on one schema (the hosts chaos test: kills, pauses past the lease,
 zombies), with no workspace operation yet.

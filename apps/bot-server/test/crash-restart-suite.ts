@@ -190,6 +190,26 @@ export function crashRestartSuite(storage: E2eStorage): void {
     return out;
   }
 
+  /** The restore sweeps' workspace before its checkpoint: 20 files in three folders (20 acknowledged writes). */
+  async function seedRestoreWorkspace(call: Api, botId: string): Promise<void> {
+    for (let i = 0; i < 20; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status).toBe(
+        201,
+      );
+  }
+
+  /** The restore sweeps' changes after the checkpoint: 10 rewritten, 5 added, 3 deleted (18 acknowledged). */
+  async function changeRestoreWorkspace(call: Api, botId: string): Promise<void> {
+    for (let i = 0; i < 10; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`)).status).toBe(
+        201,
+      );
+    for (let i = 20; i < 25; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`)).status).toBe(201);
+    for (let i = 15; i < 18; i++)
+      expect((await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`)).status).toBe(200);
+  }
+
   const RESTORE_POINTS: [string, number][] = [
     ["restore.after-created", 1],
     ["restore.after-lock-acquired", 1],
@@ -219,19 +239,11 @@ export function crashRestartSuite(storage: E2eStorage): void {
           try {
             const call = api(server.url, server.token);
             expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
-            for (let i = 0; i < 20; i++)
-              expect(
-                (await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status,
-              ).toBe(201);
+            await seedRestoreWorkspace(call, botId);
             const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
               .checkpointId as string;
             const afterState = snapshot(workspace);
-            for (let i = 0; i < 10; i++)
-              await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`);
-            for (let i = 20; i < 25; i++)
-              await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`);
-            for (let i = 15; i < 18; i++)
-              await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`);
+            await changeRestoreWorkspace(call, botId);
             const beforeState = snapshot(workspace);
             expect(beforeState).not.toEqual(afterState);
 
@@ -303,12 +315,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
           DRYDOCK_CRASH_AT: "2",
         });
         try {
-          const call = api(server.url, server.token);
-          expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
-          expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
-          const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
-          expect(checkpoint.status, checkpoint.text).toBe(201);
-          await expectKilled(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
+          const checkpointId = await checkpointThenKilledWrite(server, botId);
 
           // What the dead server left: the file as it was, its flushed temp, and its workspace lock.
           expect(readFileSync(join(workspace, "docs", "a.txt"), "utf8")).toBe("old");
@@ -327,14 +334,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
           expect(recovery.json.restores).toEqual([]);
           expect(recovery.json.open).toBe(0);
 
-          const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
-          expect(write.status, write.text).toBe(201);
-          expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
-          const restore = await again(
-            "POST",
-            `/v1/bots/${botId}/checkpoints/${checkpoint.json.checkpoint.checkpointId}/restore`,
-          );
-          expect(restore.status, restore.text).toBe(200);
+          await expectWriteThenRestore(again, botId, checkpointId);
           expect(snapshot(workspace)).toEqual({ "docs/a.txt": "old" });
           expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
         } finally {
@@ -343,6 +343,30 @@ export function crashRestartSuite(storage: E2eStorage): void {
         }
       });
     });
+
+  /**
+   * On a fresh server with its crash point set: the bot `botId`, docs/a.txt written ("old") and checkpointed
+   * (both acknowledged), then a second write of it ("interrupted") during which the server must die. The
+   * checkpoint's id.
+   */
+  async function checkpointThenKilledWrite(server: ServerChild, botId: string): Promise<string> {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
+    expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
+    const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
+    expect(checkpoint.status, checkpoint.text).toBe(201);
+    await expectKilledWithin(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
+    return checkpoint.json.checkpoint.checkpointId as string;
+  }
+
+  /** After a killed write: the next write of docs/a.txt is read back, and a restore of `checkpointId` answers 200. */
+  async function expectWriteThenRestore(again: Api, botId: string, checkpointId: string): Promise<void> {
+    const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
+    expect(write.status, write.text).toBe(201);
+    expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
+    const restore = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`);
+    expect(restore.status, restore.text).toBe(200);
+  }
 
   /** What the dead server left in the delete journal for the Boat (null: no fence). */
   type FenceOnDisk = {
@@ -510,6 +534,59 @@ export function crashRestartSuite(storage: E2eStorage): void {
     }
   }
 
+  /**
+   * A deletion case's start: a boat.dev of its own (the only Boat it ever holds is this bot's, so its DELETE
+   * counters are this Boat's: it counts every DELETE request it receives, refused or not, before anything
+   * else), a temp data directory, and a server there (plus `crashEnv`: its crash point) with the bot `botId` and
+   * its computer provisioned. On a failure of this setup, all of it is stopped and removed.
+   */
+  async function deletionSetup(label: string, botId: string, crashEnv: Record<string, string>) {
+    const boatDev = await startBoatSimulator({ port: 0 });
+    const tmp = tempDir(label);
+    const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
+    let server: ServerChild | undefined;
+    try {
+      server = await spawnOn(tmp.dir, { ...env, ...crashEnv });
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
+      const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
+      expect(provisioned.status, provisioned.text).toBe(201);
+      const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
+      return { boatDev, tmp, env, server, call, boxId, name };
+    } catch (error) {
+      server?.kill();
+      tmp.cleanup();
+      await boatDev.close();
+      throw error;
+    }
+  }
+
+  /**
+   * boat.dev's truth after a deletion (`boatDev` held only this Boat): one Boat ever billed, gone now, one
+   * deletion operation, `deletesInAll` DELETE requests; the fence and the create row retired in the storage.
+   */
+  async function expectBoatGoneOnce(
+    boatDev: BoatSimulator,
+    dataDir: string,
+    botId: string,
+    boxId: string,
+    deletesInAll: number,
+  ): Promise<void> {
+    const stats = boatDev.stats();
+    expect(stats.deleteRequests).toBe(deletesInAll);
+    expect(stats.deletesAccepted).toBe(1);
+    expect(stats.createsCommitted).toBe(1);
+    expect(stats.createRequests).toBe(1);
+    expect(stats.live).toBe(0);
+    const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
+    expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
+    expect(sim.sandboxes[0].deletedAt).not.toBeNull();
+    const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
+    expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
+    expect(await fenceOnDisk(dataDir, boxId)).toBeNull();
+    expect(await createRowOnDisk(dataDir, botId, boxId)).toBe(false);
+  }
+
   describe("server killed during a deletion, restarted on the same data directory", () => {
     it("the sweep covers every deletion crash point", () => {
       expect(DELETION_CASES.map((c) => c.point).sort()).toEqual(
@@ -520,19 +597,13 @@ export function crashRestartSuite(storage: E2eStorage): void {
     it.each(DELETION_CASES.map((c) => [c.point, c] as const))(
       "at %s: the fence survives and stays visible, the Boat ends gone, no blind second DELETE",
       async (_point, c) => {
-        // A simulator of its own: the only Boat it ever holds is this bot's, so its DELETE counters are this
-        // Boat's (boat.dev counts every DELETE request it receives, refused or not, before anything else).
-        const boatDev = await startBoatSimulator({ port: 0 });
-        const tmp = tempDir("crash-delete");
         const botId = `d-${c.point.slice("delete.after-".length)}`;
-        const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
-        let server = await spawnOn(tmp.dir, { ...env, DRYDOCK_CRASH_POINT: c.point });
+        const setup = await deletionSetup("crash-delete", botId, {
+          DRYDOCK_CRASH_POINT: c.point,
+        });
+        const { boatDev, tmp, env, call, boxId, name } = setup;
+        let server = setup.server;
         try {
-          const call = api(server.url, server.token);
-          expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
-          const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
-          expect(provisioned.status, provisioned.text).toBe(201);
-          const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
           const confirm = { confirmName: name };
           if (c.fence?.phase === "blocked") {
             // boat.dev will refuse the DELETE with 409 sandbox_busy (a 4xx refusal: the fence is blocked).
@@ -642,19 +713,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
           }
 
           // boat.dev's truth: one Boat ever billed, gone now, one deletion operation, no blind second DELETE.
-          const stats = boatDev.stats();
-          expect(stats.deleteRequests).toBe(c.deletesInAll);
-          expect(stats.deletesAccepted).toBe(1);
-          expect(stats.createsCommitted).toBe(1);
-          expect(stats.createRequests).toBe(1);
-          expect(stats.live).toBe(0);
-          const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
-          expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
-          expect(sim.sandboxes[0].deletedAt).not.toBeNull();
-          const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
-          expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
-          expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
-          expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+          await expectBoatGoneOnce(boatDev, tmp.dir, botId, boxId, c.deletesInAll);
 
           // Nothing is left for a person, and the bot itself can go (no DELETE is sent for it).
           const finalRecovery = (await again("GET", "/v1/recovery")).json;
@@ -815,10 +874,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
           try {
             const call = api(server.url, server.token);
             expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
-            for (let i = 0; i < 20; i++)
-              expect(
-                (await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status,
-              ).toBe(201);
+            await seedRestoreWorkspace(call, botId);
             const made = await call("POST", `/v1/bots/${botId}/checkpoints`);
             expect(made.status, made.text).toBe(201);
             const checkpoint = made.json.checkpoint.checkpointId as string;
@@ -828,18 +884,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
             const answered = await call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
             expect(answered.status, answered.text).toBe(200);
             const answeredId = answered.json.operationId as string;
-            for (let i = 0; i < 10; i++)
-              expect(
-                (await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`)).status,
-              ).toBe(201);
-            for (let i = 20; i < 25; i++)
-              expect(
-                (await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`)).status,
-              ).toBe(201);
-            for (let i = 15; i < 18; i++)
-              expect((await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`)).status).toBe(
-                200,
-              );
+            await changeRestoreWorkspace(call, botId);
             // Every write above was acknowledged: this is the head they made.
             const before = await workspaceOf(tmp.dir, botId);
             expect(before.files).not.toEqual(afterState);
@@ -911,15 +956,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
             DRYDOCK_CRASH_AT: "3",
           });
           try {
-            const call = api(server.url, server.token);
-            expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
-            expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
-            const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
-            expect(checkpoint.status, checkpoint.text).toBe(201);
-            await expectKilledWithin(
-              server,
-              call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"),
-            );
+            const checkpointId = await checkpointThenKilledWrite(server, botId);
 
             expect(await workspaceOf(tmp.dir, botId)).toEqual({
               version: committed(point) ? 2 : 1,
@@ -932,14 +969,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
             const again = api(server.url, server.token);
             const recovery = await recoveryAfterStartup(again);
             expect(recovery).toMatchObject({ restores: [], open: 0 });
-            const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
-            expect(write.status, write.text).toBe(201);
-            expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
-            const restore = await again(
-              "POST",
-              `/v1/bots/${botId}/checkpoints/${checkpoint.json.checkpoint.checkpointId}/restore`,
-            );
-            expect(restore.status, restore.text).toBe(200);
+            await expectWriteThenRestore(again, botId, checkpointId);
             expect((await workspaceOf(tmp.dir, botId)).files).toEqual({ "docs/a.txt": "old" });
           } finally {
             server.kill();
@@ -999,22 +1029,15 @@ export function crashRestartSuite(storage: E2eStorage): void {
       it.each(DELETE_TRANSACTIONS.map((c) => [c.point, c.n, c] as const))(
         "at %s (#%i of the delete journal): the fence is whole or absent, the Boat ends gone, one deletion operation",
         async (_point, _n, c) => {
-          const boatDev = await startBoatSimulator({ port: 0 });
-          const tmp = tempDir("crash-pg-delete");
           const botId = `d-${c.n}-${c.point.slice("postgres:".length)}`;
-          const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
-          let server = await spawnOn(tmp.dir, {
-            ...env,
+          const setup = await deletionSetup("crash-pg-delete", botId, {
             DRYDOCK_CRASH_POINT: c.point,
             DRYDOCK_CRASH_SCOPE: "delete",
             DRYDOCK_CRASH_AT: String(c.n),
           });
+          const { boatDev, tmp, env, call, boxId, name } = setup;
+          let server = setup.server;
           try {
-            const call = api(server.url, server.token);
-            expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
-            const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
-            expect(provisioned.status, provisioned.text).toBe(201);
-            const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
             await expectKilledWithin(
               server,
               call("DELETE", `/v1/bots/${botId}/computer`, { confirmName: name }),
@@ -1039,13 +1062,7 @@ export function crashRestartSuite(storage: E2eStorage): void {
               status: "none",
             });
 
-            const stats = boatDev.stats();
-            expect(stats.deleteRequests).toBe(c.deletesInAll);
-            expect(stats.deletesAccepted).toBe(1);
-            expect(stats.createsCommitted).toBe(1);
-            expect(stats.live).toBe(0);
-            expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
-            expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+            await expectBoatGoneOnce(boatDev, tmp.dir, botId, boxId, c.deletesInAll);
             const recovery = (await again("GET", "/v1/recovery")).json;
             expect(recovery).toMatchObject({ boats: [], restores: [], open: 0 });
           } finally {
