@@ -160,6 +160,12 @@ const AREAS = [
         // ~100 s of sequential server restarts: beyond --quick's budget (pnpm test runs it too).
         "full",
       ],
+      [
+        "apps/bot-server/test/crash-restart-postgres.test.ts",
+        "the same crash-restart suite on postgres (a real PostgreSQL), plus SIGKILLs inside the storage's own transactions (restore, file write, create and delete journals: after BEGIN, before and after COMMIT); each restart a new instance",
+        // ~110 s of sequential server restarts: beyond --quick's budget (pnpm test runs it too).
+        "full",
+      ],
       ["apps/bot-server/test/hostile-input.test.ts", "generated malformed HTTP requests"],
       [
         "apps/bot-server/test/chaos.test.ts",
@@ -248,6 +254,7 @@ const BACKEND_OF = {
   "packages/boat-lifecycle/test/faults-matrix.test.ts": ["file", "sqlite", "postgres"],
   "apps/bot-server/test/crash-restart.test.ts": "file",
   "apps/bot-server/test/crash-restart-sqlite.test.ts": "sqlite",
+  "apps/bot-server/test/crash-restart-postgres.test.ts": "postgres",
   "apps/bot-server/test/chaos.test.ts": "file",
   "apps/bot-server/test/chaos-sqlite.test.ts": "sqlite",
   "apps/bot-server/test/hosts-chaos.test.ts": "postgres",
@@ -437,6 +444,7 @@ const passedMatching = (file, pattern) =>
 for (const [backend, file] of [
   ["file", "apps/bot-server/test/crash-restart.test.ts"],
   ["sqlite", "apps/bot-server/test/crash-restart-sqlite.test.ts"],
+  ["postgres", "apps/bot-server/test/crash-restart-postgres.test.ts"],
 ]) {
   if (!selected.includes(file)) continue;
   printed.push(
@@ -449,8 +457,17 @@ for (const [backend, file] of [
     {
       area: "server",
       backend,
-      metric: "of which at a restore crash point, workspace settled by the fenced recovery (passed)",
-      value: passedMatching(file, /killed during a restore|killed while creating a restore saga/),
+      ...(backend === "postgres"
+        ? {
+            // A restore is one transaction there: no saga, nothing for the fenced recovery to settle.
+            metric:
+              "of which inside a restore's transaction, the head wholly old or wholly restored (passed)",
+            value: passedMatching(file, /killed inside a restore's transaction/),
+          }
+        : {
+            metric: "of which at a restore crash point, workspace settled by the fenced recovery (passed)",
+            value: passedMatching(file, /killed during a restore|killed while creating a restore saga/),
+          }),
     },
   );
 }
@@ -712,10 +729,14 @@ every backend (the saga store is not on the storage contract yet), so the restor
 (restore-saga) and the power-loss, lock and journal-file checks do not depend on the backend and are not
 repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
 server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. On
-postgres the servers run as several hosts on one schema (the hosts chaos test: kills, pauses past the lease,
-zombies); workspaces are in the database there, and that test's lanes write, delete, checkpoint and restore
-them through random servers while servers are killed and paused, each checked against a model of what was
-acknowledged, through a live server and in the database.
+postgres workspaces are the storage's (one transaction per change, no saga): the crash-restart suite runs its
+provision and deletion sweeps there and kills the server inside a restore's, a file write's and the create and
+delete journals' transactions (after BEGIN, before and after COMMIT), each restart a new instance; its local-file
+scenarios (the restore saga's crash points, a write's temp and lock file, a saga's genesis) do not apply.
+The servers also run as several hosts on one schema (the hosts chaos test: kills, pauses past the lease,
+zombies); that test's lanes write, delete, checkpoint and restore workspaces through random servers while
+servers are killed and paused, each checked against a model of what was acknowledged, through a live server
+and in the database.
 
 ## Findings
 

@@ -11,7 +11,7 @@ import { LOCKS_DIR } from "@drydock/facts";
 import { collectLockGarbageIn, type LockHandle } from "@drydock/file-lock";
 import { createBoatRecovery, providerIdentity } from "@drydock/recovery-controller";
 import { type CrashHook as RestoreCrashHook, reapDeadEditLocks } from "@drydock/restore-saga";
-import { claimDataDir, openStorage, type Storage } from "@drydock/storage";
+import { claimDataDir, openStorage, type Storage, type StorageCrashHook } from "@drydock/storage";
 import {
   instancesOf,
   type PostgresStorage,
@@ -41,8 +41,11 @@ import { drydockCommandPrefix } from "./recovery.js";
 import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
 
 export interface StartOptions {
-  /** Tests only: crash hooks for the lifecycle and restore crash points. */
-  crash?: { lifecycle?: LifecycleCrashHook; restore?: RestoreCrashHook };
+  /**
+   * Tests only: crash hooks for the lifecycle and restore crash points, and the storage's own (its
+   * transactions' steps, e.g. `postgres:before-commit`, with the lock the transaction holds as `scope`).
+   */
+  crash?: { lifecycle?: LifecycleCrashHook; restore?: RestoreCrashHook; storage?: StorageCrashHook };
   /** Where the start banner goes (default stdout). */
   print?: (line: string) => void;
   /** Tests only: the clock of the Boat journals, lifecycle and recovery plan (default Date.now). */
@@ -190,6 +193,7 @@ export async function openServerStorage(config: ServerConfig, options: StartOpti
     storage: kind === "postgres" ? (config.postgres?.url as string) : kind,
     backends: { sqlite: sqliteBackend, postgres: postgresBackend },
     ...(options.now ? { now: options.now } : {}),
+    ...(options.crash?.storage ? { crash: options.crash.storage } : {}),
     backendOptions: {
       ...(config.sqliteBusyTimeoutMs === undefined ? {} : { busyTimeoutMs: config.sqliteBusyTimeoutMs }),
       ...(config.postgres?.schema === undefined ? {} : { schema: config.postgres.schema }),

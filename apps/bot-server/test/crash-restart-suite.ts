@@ -12,22 +12,46 @@ import {
 } from "@drydock/boat-lifecycle";
 import { type BoatSimulator, startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { createRestoreRecoveryController } from "@drydock/recovery-controller";
-import { openStorage, type Storage } from "@drydock/storage";
+import { openStorage, type Storage, type WorkspaceStore } from "@drydock/storage";
+import { type InstanceView, instancesOf, postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FILE_WRITE_CRASH_POINT } from "../src/app.js";
 import { isWorkspaceTempName } from "../src/workspace-files.js";
-import { type Api, api, type ServerChild, spawnServer, type TestStorage, tempDir } from "./helpers.js";
+import {
+  type Api,
+  api,
+  type E2eStorage,
+  type ServerChild,
+  schemaOf,
+  spawnServer,
+  storageEnv,
+  tempDir,
+} from "./helpers.js";
+
+/**
+ * The instance lease of every server this suite starts on postgres (DRYDOCK_LEASE_TTL_MS, as the other
+ * postgres server tests use): a killed server's lease lapses this long after its last renewal.
+ */
+const LEASE_TTL_MS = 1_500;
 
 /**
  * The crash-restart suite on one storage backend (crash-restart.test.ts: file,
- * crash-restart-sqlite.test.ts: sqlite): every server it spawns runs with DRYDOCK_STORAGE set to it, and
- * what the dead server left is read through that backend.
+ * crash-restart-sqlite.test.ts: sqlite, crash-restart-postgres.test.ts: postgres): every server it spawns
+ * runs with DRYDOCK_STORAGE set to it, and what the dead server left is read through that backend (on
+ * postgres: the data directory's schema in the test file's database, through openStorage, never local files).
  */
-export function crashRestartSuite(storage: TestStorage): void {
+export function crashRestartSuite(storage: E2eStorage): void {
+  const onPostgres = storage === "postgres";
+
   /** The real server on this suite's backend (DRYDOCK_STORAGE), spawned as helpers.ts's spawnServer does. */
   function spawnOn(dataDir: string, env: Record<string, string> = {}): Promise<ServerChild> {
-    return spawnServer(dataDir, { DRYDOCK_STORAGE: storage, ...env });
+    return spawnServer(dataDir, {
+      ...storageEnv(storage, dataDir),
+      ...(onPostgres ? { DRYDOCK_LEASE_TTL_MS: String(LEASE_TTL_MS) } : {}),
+      ...env,
+    });
   }
 
   /** Runs `use` on the data directory's storage (this suite's backend), as a second process would, then closes it. */
@@ -38,9 +62,10 @@ export function crashRestartSuite(storage: TestStorage): void {
   ): Promise<T> {
     const opened = await openStorage({
       dataDir,
-      storage,
-      backends: { sqlite: sqliteBackend },
+      storage: storageEnv(storage, dataDir).DRYDOCK_STORAGE as string,
+      backends: { sqlite: sqliteBackend, postgres: postgresBackend },
       ...(now ? { now } : {}),
+      ...(onPostgres ? { backendOptions: { schema: schemaOf(dataDir) } } : {}),
     });
     try {
       return await use(opened);
@@ -59,6 +84,33 @@ export function crashRestartSuite(storage: TestStorage): void {
 
   function providerEnv(): Record<string, string> {
     return { BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token };
+  }
+
+  /** The instances of the data directory's store (postgres), as `drydock instances list` reads them. */
+  async function instancesOn(dataDir: string): Promise<InstanceView[]> {
+    return onStorage(dataDir, async (s) => {
+      const registry = instancesOf(s);
+      if (registry === null) throw new Error("the store has no instance registry: is it postgres?");
+      return (await registry.list()).instances;
+    });
+  }
+
+  /**
+   * On postgres, a restart is a new instance: the restarted server registered another id with a greater epoch
+   * and holds its lease; the killed server's row is still there (nobody stopped it cleanly) and, with nobody
+   * renewing it, only lapses. On file and sqlite there are no instances: nothing to check.
+   */
+  async function expectNewInstance(dataDir: string, killed: ServerChild, restarted: ServerChild) {
+    if (!onPostgres) return;
+    const instances = await instancesOn(dataDir);
+    const old = instances.filter((i) => i.pid === killed.child.pid);
+    const now = instances.filter((i) => i.pid === restarted.child.pid);
+    expect(old, JSON.stringify(instances)).toHaveLength(1);
+    expect(now, JSON.stringify(instances)).toHaveLength(1);
+    expect(now[0]!.id).not.toBe(old[0]!.id);
+    expect(now[0]!.epoch).toBeGreaterThan(old[0]!.epoch);
+    expect(now[0]).toMatchObject({ state: "live", holdsLease: true });
+    expect(old[0]!.state).not.toBe("stopped");
   }
 
   async function expectKilled(server: ServerChild, request: Promise<unknown>): Promise<void> {
@@ -91,7 +143,9 @@ export function crashRestartSuite(storage: TestStorage): void {
           expect((await call("POST", "/v1/bots", { name: "crash", botId })).status).toBe(201);
           await expectKilled(server, call("POST", `/v1/bots/${botId}/computer`));
 
+          const killed = server;
           server = await spawnOn(tmp.dir, providerEnv());
+          await expectNewInstance(tmp.dir, killed, server);
           const again = api(server.url, server.token);
           const recovery = await again("GET", "/v1/recovery");
           expect(recovery.status, recovery.text).toBe(200);
@@ -136,6 +190,26 @@ export function crashRestartSuite(storage: TestStorage): void {
     return out;
   }
 
+  /** The restore sweeps' workspace before its checkpoint: 20 files in three folders (20 acknowledged writes). */
+  async function seedRestoreWorkspace(call: Api, botId: string): Promise<void> {
+    for (let i = 0; i < 20; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status).toBe(
+        201,
+      );
+  }
+
+  /** The restore sweeps' changes after the checkpoint: 10 rewritten, 5 added, 3 deleted (18 acknowledged). */
+  async function changeRestoreWorkspace(call: Api, botId: string): Promise<void> {
+    for (let i = 0; i < 10; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`)).status).toBe(
+        201,
+      );
+    for (let i = 20; i < 25; i++)
+      expect((await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`)).status).toBe(201);
+    for (let i = 15; i < 18; i++)
+      expect((await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`)).status).toBe(200);
+  }
+
   const RESTORE_POINTS: [string, number][] = [
     ["restore.after-created", 1],
     ["restore.after-lock-acquired", 1],
@@ -146,135 +220,153 @@ export function crashRestartSuite(storage: TestStorage): void {
     ["restore.after-workspace-applied", 1],
   ];
 
-  describe("server killed during a restore, restarted on the same data directory", () => {
-    it.each(RESTORE_POINTS)(
-      "at %s (#%i): the open item is visible and a fenced recovery leaves the workspace before or after",
-      async (point, at) => {
-        const tmp = tempDir("crash-restore");
-        const botId = "restorer";
+  // Not on postgres: this sweep's crash points are the local restore saga's (its lock, intent, safety copy and
+  // per-entry steps on local files); a postgres restore is one transaction with no saga and nothing on the
+  // host's disk. Its crash points there are the storage's own: the postgres describe below.
+  if (storage !== "postgres")
+    describe("server killed during a restore, restarted on the same data directory", () => {
+      it.each(RESTORE_POINTS)(
+        "at %s (#%i): the open item is visible and a fenced recovery leaves the workspace before or after",
+        async (point, at) => {
+          const tmp = tempDir("crash-restore");
+          const botId = "restorer";
+          const workspace = join(tmp.dir, "workspaces", botId);
+          let server = await spawnOn(tmp.dir, {
+            ...providerEnv(),
+            DRYDOCK_CRASH_POINT: point,
+            DRYDOCK_CRASH_AT: String(at),
+          });
+          try {
+            const call = api(server.url, server.token);
+            expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
+            await seedRestoreWorkspace(call, botId);
+            const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+              .checkpointId as string;
+            const afterState = snapshot(workspace);
+            await changeRestoreWorkspace(call, botId);
+            const beforeState = snapshot(workspace);
+            expect(beforeState).not.toEqual(afterState);
+
+            await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+
+            server = await spawnOn(tmp.dir, providerEnv());
+            const again = api(server.url, server.token);
+            const recovery = (await again("GET", "/v1/recovery")).json;
+            expect(recovery.restores).toHaveLength(1);
+            const operationId = recovery.restores[0].operationId as string;
+            expect(recovery.restores[0].botId).toBe(botId);
+
+            if (point !== "restore.after-created") {
+              // The dead restore still holds the workspace: no write can slip in before the fenced recovery.
+              const write = await again("PUT", `/v1/bots/${botId}/files/dir0/f0.txt`, "sneaked in");
+              expect(write.status).toBe(409);
+              expect(write.json.error.code).toBe("recovery_required");
+            }
+
+            // The operator's path (what `drydock restores show` + the printed command do): preview, then apply the
+            // one eligible action against exactly the previewed fence.
+            const controller = createRestoreRecoveryController({
+              dataDir: tmp.dir,
+              workspaceRoot: workspace,
+            });
+            const preview = await controller.preview(operationId);
+            const action = (["rollback", "abort", "release"] as const).find(
+              (a) => preview.actions[a].eligible,
+            );
+            expect(action, JSON.stringify(preview.actions)).toBeDefined();
+            const result =
+              action === "abort"
+                ? await controller.abort(operationId, { ...preview.fence, reason: "test: server killed" })
+                : await controller[action as "rollback" | "release"](operationId, preview.fence);
+            expect(result.ok).toBe(true);
+
+            const final = snapshot(workspace);
+            expect([beforeState, afterState]).toContainEqual(final);
+            expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
+            // The workspace is usable again: a new restore runs to completion.
+            const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+            expect(next.status).toBe(200);
+            expect(snapshot(workspace)).toEqual(afterState);
+          } finally {
+            server.kill();
+            tmp.cleanup();
+          }
+        },
+      );
+    });
+
+  // Not on postgres: this scenario is about local files only (the write's temp beside the file and its
+  // workspace lock file under <dataDir>/locks); on postgres a write is one transaction, killed at the
+  // storage's crash points in the postgres describe below.
+  if (storage !== "postgres")
+    describe("server killed during a file write", () => {
+      it("leaves its workspace lock and temp behind; the restart removes both, and the next write and restore run", async () => {
+        const tmp = tempDir("crash-write");
+        const botId = "writer";
         const workspace = join(tmp.dir, "workspaces", botId);
+        const workspaceLocks = () =>
+          readdirSync(join(tmp.dir, "locks")).filter((n) => /^ws-[0-9a-f]{64}\.lock$/.test(n));
+        const temps = () =>
+          Object.keys(snapshot(workspace)).filter((p) => isWorkspaceTempName(p.split("/").pop()!));
+        // Killed at its second write: the first is acknowledged, the second is flushed to its temp, not renamed.
         let server = await spawnOn(tmp.dir, {
           ...providerEnv(),
-          DRYDOCK_CRASH_POINT: point,
-          DRYDOCK_CRASH_AT: String(at),
+          DRYDOCK_CRASH_POINT: FILE_WRITE_CRASH_POINT,
+          DRYDOCK_CRASH_AT: "2",
         });
         try {
-          const call = api(server.url, server.token);
-          expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
-          for (let i = 0; i < 20; i++)
-            expect(
-              (await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `old ${i}`)).status,
-            ).toBe(201);
-          const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
-            .checkpointId as string;
-          const afterState = snapshot(workspace);
-          for (let i = 0; i < 10; i++)
-            await call("PUT", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`, `new ${i}`);
-          for (let i = 20; i < 25; i++)
-            await call("PUT", `/v1/bots/${botId}/files/extra/f${i}.txt`, `extra ${i}`);
-          for (let i = 15; i < 18; i++) await call("DELETE", `/v1/bots/${botId}/files/dir${i % 3}/f${i}.txt`);
-          const beforeState = snapshot(workspace);
-          expect(beforeState).not.toEqual(afterState);
+          const checkpointId = await checkpointThenKilledWrite(server, botId);
 
-          await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+          // What the dead server left: the file as it was, its flushed temp, and its workspace lock.
+          expect(readFileSync(join(workspace, "docs", "a.txt"), "utf8")).toBe("old");
+          expect(temps()).toHaveLength(1);
+          expect(workspaceLocks()).toHaveLength(1);
+          const lock = JSON.parse(readFileSync(join(tmp.dir, "locks", workspaceLocks()[0]!), "utf8"));
+          expect(lock.payload.transactionId).toMatch(/^file-write-/);
 
           server = await spawnOn(tmp.dir, providerEnv());
           const again = api(server.url, server.token);
-          const recovery = (await again("GET", "/v1/recovery")).json;
-          expect(recovery.restores).toHaveLength(1);
-          const operationId = recovery.restores[0].operationId as string;
-          expect(recovery.restores[0].botId).toBe(botId);
+          // The restart's startup removed the stopped write's lock and its temp: nothing lingers, nothing is open.
+          expect(workspaceLocks()).toEqual([]);
+          expect(temps()).toEqual([]);
+          const recovery = await again("GET", "/v1/recovery");
+          expect(recovery.status, recovery.text).toBe(200);
+          expect(recovery.json.restores).toEqual([]);
+          expect(recovery.json.open).toBe(0);
 
-          if (point !== "restore.after-created") {
-            // The dead restore still holds the workspace: no write can slip in before the fenced recovery.
-            const write = await again("PUT", `/v1/bots/${botId}/files/dir0/f0.txt`, "sneaked in");
-            expect(write.status).toBe(409);
-            expect(write.json.error.code).toBe("recovery_required");
-          }
-
-          // The operator's path (what `drydock restores show` + the printed command do): preview, then apply the
-          // one eligible action against exactly the previewed fence.
-          const controller = createRestoreRecoveryController({ dataDir: tmp.dir, workspaceRoot: workspace });
-          const preview = await controller.preview(operationId);
-          const action = (["rollback", "abort", "release"] as const).find((a) => preview.actions[a].eligible);
-          expect(action, JSON.stringify(preview.actions)).toBeDefined();
-          const result =
-            action === "abort"
-              ? await controller.abort(operationId, { ...preview.fence, reason: "test: server killed" })
-              : await controller[action as "rollback" | "release"](operationId, preview.fence);
-          expect(result.ok).toBe(true);
-
-          const final = snapshot(workspace);
-          expect([beforeState, afterState]).toContainEqual(final);
+          await expectWriteThenRestore(again, botId, checkpointId);
+          expect(snapshot(workspace)).toEqual({ "docs/a.txt": "old" });
           expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
-          // The workspace is usable again: a new restore runs to completion.
-          const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
-          expect(next.status).toBe(200);
-          expect(snapshot(workspace)).toEqual(afterState);
         } finally {
           server.kill();
           tmp.cleanup();
         }
-      },
-    );
-  });
-
-  describe("server killed during a file write", () => {
-    it("leaves its workspace lock and temp behind; the restart removes both, and the next write and restore run", async () => {
-      const tmp = tempDir("crash-write");
-      const botId = "writer";
-      const workspace = join(tmp.dir, "workspaces", botId);
-      const workspaceLocks = () =>
-        readdirSync(join(tmp.dir, "locks")).filter((n) => /^ws-[0-9a-f]{64}\.lock$/.test(n));
-      const temps = () =>
-        Object.keys(snapshot(workspace)).filter((p) => isWorkspaceTempName(p.split("/").pop()!));
-      // Killed at its second write: the first is acknowledged, the second is flushed to its temp, not renamed.
-      let server = await spawnOn(tmp.dir, {
-        ...providerEnv(),
-        DRYDOCK_CRASH_POINT: FILE_WRITE_CRASH_POINT,
-        DRYDOCK_CRASH_AT: "2",
       });
-      try {
-        const call = api(server.url, server.token);
-        expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
-        expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
-        const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
-        expect(checkpoint.status, checkpoint.text).toBe(201);
-        await expectKilled(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
-
-        // What the dead server left: the file as it was, its flushed temp, and its workspace lock.
-        expect(readFileSync(join(workspace, "docs", "a.txt"), "utf8")).toBe("old");
-        expect(temps()).toHaveLength(1);
-        expect(workspaceLocks()).toHaveLength(1);
-        const lock = JSON.parse(readFileSync(join(tmp.dir, "locks", workspaceLocks()[0]!), "utf8"));
-        expect(lock.payload.transactionId).toMatch(/^file-write-/);
-
-        server = await spawnOn(tmp.dir, providerEnv());
-        const again = api(server.url, server.token);
-        // The restart's startup removed the stopped write's lock and its temp: nothing lingers, nothing is open.
-        expect(workspaceLocks()).toEqual([]);
-        expect(temps()).toEqual([]);
-        const recovery = await again("GET", "/v1/recovery");
-        expect(recovery.status, recovery.text).toBe(200);
-        expect(recovery.json.restores).toEqual([]);
-        expect(recovery.json.open).toBe(0);
-
-        const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
-        expect(write.status, write.text).toBe(201);
-        expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
-        const restore = await again(
-          "POST",
-          `/v1/bots/${botId}/checkpoints/${checkpoint.json.checkpoint.checkpointId}/restore`,
-        );
-        expect(restore.status, restore.text).toBe(200);
-        expect(snapshot(workspace)).toEqual({ "docs/a.txt": "old" });
-        expect((await again("GET", "/v1/recovery")).json.restores).toEqual([]);
-      } finally {
-        server.kill();
-        tmp.cleanup();
-      }
     });
-  });
+
+  /**
+   * On a fresh server with its crash point set: the bot `botId`, docs/a.txt written ("old") and checkpointed
+   * (both acknowledged), then a second write of it ("interrupted") during which the server must die. The
+   * checkpoint's id.
+   */
+  async function checkpointThenKilledWrite(server: ServerChild, botId: string): Promise<string> {
+    const call = api(server.url, server.token);
+    expect((await call("POST", "/v1/bots", { name: "w", botId })).status).toBe(201);
+    expect((await call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "old")).status).toBe(201);
+    const checkpoint = await call("POST", `/v1/bots/${botId}/checkpoints`);
+    expect(checkpoint.status, checkpoint.text).toBe(201);
+    await expectKilledWithin(server, call("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "interrupted"));
+    return checkpoint.json.checkpoint.checkpointId as string;
+  }
+
+  /** After a killed write: the next write of docs/a.txt is read back, and a restore of `checkpointId` answers 200. */
+  async function expectWriteThenRestore(again: Api, botId: string, checkpointId: string): Promise<void> {
+    const write = await again("PUT", `/v1/bots/${botId}/files/docs/a.txt`, "new");
+    expect(write.status, write.text).toBe(201);
+    expect((await again("GET", `/v1/bots/${botId}/files/docs/a.txt`)).text).toBe("new");
+    const restore = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpointId}/restore`);
+    expect(restore.status, restore.text).toBe(200);
+  }
 
   /** What the dead server left in the delete journal for the Boat (null: no fence). */
   type FenceOnDisk = {
@@ -442,6 +534,59 @@ export function crashRestartSuite(storage: TestStorage): void {
     }
   }
 
+  /**
+   * A deletion case's start: a boat.dev of its own (the only Boat it ever holds is this bot's, so its DELETE
+   * counters are this Boat's: it counts every DELETE request it receives, refused or not, before anything
+   * else), a temp data directory, and a server there (plus `crashEnv`: its crash point) with the bot `botId` and
+   * its computer provisioned. On a failure of this setup, all of it is stopped and removed.
+   */
+  async function deletionSetup(label: string, botId: string, crashEnv: Record<string, string>) {
+    const boatDev = await startBoatSimulator({ port: 0 });
+    const tmp = tempDir(label);
+    const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
+    let server: ServerChild | undefined;
+    try {
+      server = await spawnOn(tmp.dir, { ...env, ...crashEnv });
+      const call = api(server.url, server.token);
+      expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
+      const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
+      expect(provisioned.status, provisioned.text).toBe(201);
+      const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
+      return { boatDev, tmp, env, server, call, boxId, name };
+    } catch (error) {
+      server?.kill();
+      tmp.cleanup();
+      await boatDev.close();
+      throw error;
+    }
+  }
+
+  /**
+   * boat.dev's truth after a deletion (`boatDev` held only this Boat): one Boat ever billed, gone now, one
+   * deletion operation, `deletesInAll` DELETE requests; the fence and the create row retired in the storage.
+   */
+  async function expectBoatGoneOnce(
+    boatDev: BoatSimulator,
+    dataDir: string,
+    botId: string,
+    boxId: string,
+    deletesInAll: number,
+  ): Promise<void> {
+    const stats = boatDev.stats();
+    expect(stats.deleteRequests).toBe(deletesInAll);
+    expect(stats.deletesAccepted).toBe(1);
+    expect(stats.createsCommitted).toBe(1);
+    expect(stats.createRequests).toBe(1);
+    expect(stats.live).toBe(0);
+    const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
+    expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
+    expect(sim.sandboxes[0].deletedAt).not.toBeNull();
+    const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
+    expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
+    expect(await fenceOnDisk(dataDir, boxId)).toBeNull();
+    expect(await createRowOnDisk(dataDir, botId, boxId)).toBe(false);
+  }
+
   describe("server killed during a deletion, restarted on the same data directory", () => {
     it("the sweep covers every deletion crash point", () => {
       expect(DELETION_CASES.map((c) => c.point).sort()).toEqual(
@@ -452,19 +597,13 @@ export function crashRestartSuite(storage: TestStorage): void {
     it.each(DELETION_CASES.map((c) => [c.point, c] as const))(
       "at %s: the fence survives and stays visible, the Boat ends gone, no blind second DELETE",
       async (_point, c) => {
-        // A simulator of its own: the only Boat it ever holds is this bot's, so its DELETE counters are this
-        // Boat's (boat.dev counts every DELETE request it receives, refused or not, before anything else).
-        const boatDev = await startBoatSimulator({ port: 0 });
-        const tmp = tempDir("crash-delete");
         const botId = `d-${c.point.slice("delete.after-".length)}`;
-        const env = { BOAT_API_URL: boatDev.apiUrl, BOAT_API_TOKEN: boatDev.token };
-        let server = await spawnOn(tmp.dir, { ...env, DRYDOCK_CRASH_POINT: c.point });
+        const setup = await deletionSetup("crash-delete", botId, {
+          DRYDOCK_CRASH_POINT: c.point,
+        });
+        const { boatDev, tmp, env, call, boxId, name } = setup;
+        let server = setup.server;
         try {
-          const call = api(server.url, server.token);
-          expect((await call("POST", "/v1/bots", { name: "deleter", botId })).status).toBe(201);
-          const provisioned = await call("POST", `/v1/bots/${botId}/computer`);
-          expect(provisioned.status, provisioned.text).toBe(201);
-          const { boxId, name } = provisioned.json.computer as { boxId: string; name: string };
           const confirm = { confirmName: name };
           if (c.fence?.phase === "blocked") {
             // boat.dev will refuse the DELETE with 409 sandbox_busy (a 4xx refusal: the fence is blocked).
@@ -484,7 +623,9 @@ export function crashRestartSuite(storage: TestStorage): void {
           expect(await fenceOnDisk(tmp.dir, boxId)).toEqual(c.fence);
           expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(c.createRow);
 
+          const killed = server;
           server = await spawnOn(tmp.dir, env);
+          await expectNewInstance(tmp.dir, killed, server);
           let again = api(server.url, server.token);
           let recovery = await recoveryAfterStartup(again);
           // The restarted server saw the fence and reconciled it (polls and reads only).
@@ -572,19 +713,7 @@ export function crashRestartSuite(storage: TestStorage): void {
           }
 
           // boat.dev's truth: one Boat ever billed, gone now, one deletion operation, no blind second DELETE.
-          const stats = boatDev.stats();
-          expect(stats.deleteRequests).toBe(c.deletesInAll);
-          expect(stats.deletesAccepted).toBe(1);
-          expect(stats.createsCommitted).toBe(1);
-          expect(stats.createRequests).toBe(1);
-          expect(stats.live).toBe(0);
-          const sim = await simControl(boatDev, "GET", "/_sim/sandboxes");
-          expect(sim.sandboxes.map((b: { id: string }) => b.id)).toEqual([boxId]);
-          expect(sim.sandboxes[0].deletedAt).not.toBeNull();
-          const operations = sim.operations.filter((op: { targetId: string }) => op.targetId === boxId);
-          expect(operations.map((op: { status: string }) => op.status)).toEqual(["completed"]);
-          expect(await fenceOnDisk(tmp.dir, boxId)).toBeNull();
-          expect(await createRowOnDisk(tmp.dir, botId, boxId)).toBe(false);
+          await expectBoatGoneOnce(boatDev, tmp.dir, botId, boxId, c.deletesInAll);
 
           // Nothing is left for a person, and the bot itself can go (no DELETE is sent for it).
           const finalRecovery = (await again("GET", "/v1/recovery")).json;
@@ -622,52 +751,373 @@ export function crashRestartSuite(storage: TestStorage): void {
     return out;
   }
 
-  describe("server killed while creating a restore saga, restarted on the same data directory", () => {
-    it("at saga.after-genesis-head: the unpublished saga settles itself (GET /v1/recovery empty) and a new restore runs", async () => {
-      const tmp = tempDir("crash-saga-create");
-      const botId = "creator";
-      const workspace = join(tmp.dir, "workspaces", botId);
-      let server = await spawnOn(tmp.dir, {
-        ...providerEnv(),
-        DRYDOCK_CRASH_POINT: "saga.after-genesis-head",
+  // Not on postgres: the saga directory under <dataDir>/restore-sagas is local; postgres has no restore saga.
+  if (storage !== "postgres")
+    describe("server killed while creating a restore saga, restarted on the same data directory", () => {
+      it("at saga.after-genesis-head: the unpublished saga settles itself (GET /v1/recovery empty) and a new restore runs", async () => {
+        const tmp = tempDir("crash-saga-create");
+        const botId = "creator";
+        const workspace = join(tmp.dir, "workspaces", botId);
+        let server = await spawnOn(tmp.dir, {
+          ...providerEnv(),
+          DRYDOCK_CRASH_POINT: "saga.after-genesis-head",
+        });
+        try {
+          const call = api(server.url, server.token);
+          expect((await call("POST", "/v1/bots", { name: "c", botId })).status).toBe(201);
+          expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
+          const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
+            .checkpointId as string;
+          const afterState = snapshot(workspace);
+          expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
+          const beforeState = snapshot(workspace);
+
+          await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
+          // What the kill left: one saga directory holding only its unpublished genesis HEAD; the workspace as it was.
+          const left = activeSagaDirs(tmp.dir);
+          expect(left).toHaveLength(1);
+          expect(readdirSync(left[0]!)).toEqual(["HEAD"]);
+          expect(snapshot(workspace)).toEqual(beforeState);
+
+          server = await spawnOn(tmp.dir, providerEnv());
+          const again = api(server.url, server.token);
+          // No manual step: the report removes what records no work, and nothing is open.
+          const recovery = await recoveryAfterStartup(again);
+          expect(recovery.restores).toEqual([]);
+          expect(recovery.open).toBe(0);
+          expect(recovery.complete).toBe(true);
+          expect(activeSagaDirs(tmp.dir)).toEqual([]);
+          expect((await again("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 0$/m);
+
+          // The workspace was never locked: writes and a new restore go through.
+          expect((await again("PUT", `/v1/bots/${botId}/files/b.txt`, "new")).status).toBe(201);
+          const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+          expect(next.status, next.text).toBe(200);
+          expect(snapshot(workspace)).toEqual(afterState);
+          expect((await again("GET", "/v1/recovery")).json).toMatchObject({ open: 0, restores: [] });
+        } finally {
+          server.kill();
+          tmp.cleanup();
+        }
       });
-      try {
-        const call = api(server.url, server.token);
-        expect((await call("POST", "/v1/bots", { name: "c", botId })).status).toBe(201);
-        expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v1")).status).toBe(201);
-        const checkpoint = (await call("POST", `/v1/bots/${botId}/checkpoints`)).json.checkpoint
-          .checkpointId as string;
-        const afterState = snapshot(workspace);
-        expect((await call("PUT", `/v1/bots/${botId}/files/a.txt`, "v2")).status).toBe(201);
-        const beforeState = snapshot(workspace);
-
-        await expectKilled(server, call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`));
-        // What the kill left: one saga directory holding only its unpublished genesis HEAD; the workspace as it was.
-        const left = activeSagaDirs(tmp.dir);
-        expect(left).toHaveLength(1);
-        expect(readdirSync(left[0]!)).toEqual(["HEAD"]);
-        expect(snapshot(workspace)).toEqual(beforeState);
-
-        server = await spawnOn(tmp.dir, providerEnv());
-        const again = api(server.url, server.token);
-        // No manual step: the report removes what records no work, and nothing is open.
-        const recovery = await recoveryAfterStartup(again);
-        expect(recovery.restores).toEqual([]);
-        expect(recovery.open).toBe(0);
-        expect(recovery.complete).toBe(true);
-        expect(activeSagaDirs(tmp.dir)).toEqual([]);
-        expect((await again("GET", "/metrics")).text).toMatch(/^drydock_recovery_items_open 0$/m);
-
-        // The workspace was never locked: writes and a new restore go through.
-        expect((await again("PUT", `/v1/bots/${botId}/files/b.txt`, "new")).status).toBe(201);
-        const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
-        expect(next.status, next.text).toBe(200);
-        expect(snapshot(workspace)).toEqual(afterState);
-        expect((await again("GET", "/v1/recovery")).json).toMatchObject({ open: 0, restores: [] });
-      } finally {
-        server.kill();
-        tmp.cleanup();
-      }
     });
-  });
+
+  // ---- postgres only: the storage's own crash points (each step of a transaction: after BEGIN, before and
+  // after COMMIT), stopping the one transaction of a given lock (DRYDOCK_CRASH_SCOPE) among the heartbeat's.
+  if (storage === "postgres") postgresCrashPoints();
+
+  function postgresCrashPoints(): void {
+    const STORE_POINTS = ["postgres:after-begin", "postgres:before-commit", "postgres:after-commit"] as const;
+    /** Whether the transaction killed at `point` is in the database after the restart. */
+    const committed = (point: (typeof STORE_POINTS)[number]) => point === "postgres:after-commit";
+
+    /** The workspace as the store holds it: its head's version, and every file's content. */
+    async function workspaceOf(dataDir: string, botId: string) {
+      return onStorage(dataDir, async (s) => {
+        const ws = s.workspaces as WorkspaceStore;
+        const head = await ws.head(botId);
+        const files: Record<string, string> = {};
+        for (const f of head.files)
+          files[f.path] = Buffer.from((await ws.readFile(botId, f.path)).bytes).toString("utf8");
+        return { version: head.version, files };
+      });
+    }
+
+    /** The operation ids of the bot's recorded restores (ws_restores, the schema of the data directory). */
+    async function restoresOf(dataDir: string, botId: string): Promise<string[]> {
+      const client = new pg.Client({ connectionString: storageEnv(storage, dataDir).DRYDOCK_STORAGE });
+      await client.connect();
+      try {
+        const { rows } = await client.query(
+          `SELECT operation_id FROM ${schemaOf(dataDir)}.ws_restores WHERE bot_id = $1 ORDER BY started_at`,
+          [botId],
+        );
+        return rows.map((r: { operation_id: string }) => r.operation_id);
+      } finally {
+        await client.end();
+      }
+    }
+
+    /**
+     * Waits (for the condition, bounded) until the killed server's lease has lapsed by the database's clock;
+     * its row was never renewed after the kill (the lease end it had is the one it lapses at).
+     */
+    async function killedLeaseLapses(dataDir: string, killed: ServerChild): Promise<InstanceView> {
+      const first = (await instancesOn(dataDir)).find((i) => i.pid === killed.child.pid);
+      expect(first).toBeDefined();
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const row = (await instancesOn(dataDir)).find((i) => i.pid === killed.child.pid) as InstanceView;
+        if (!row.holdsLease) {
+          expect(row.leaseUntil).toBe(first!.leaseUntil);
+          return row;
+        }
+        expect(Date.now(), "the killed server's lease did not lapse within 60 s").toBeLessThan(deadline);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+
+    describe("server killed inside a restore's transaction (postgres), restarted on the same data directory", () => {
+      it.each(STORE_POINTS)(
+        "at %s: the head is the old manifest or the checkpoint's, never a mix; an answered restore stays recorded; acknowledged writes are there",
+        async (point) => {
+          const tmp = tempDir("crash-pg-restore");
+          const botId = "pgrestorer";
+          // The workspace's write transactions before the killed restore: 20 + 1 + 1 + 1 + 10 + 5 + 3 (below).
+          const killedAt = 42;
+          let server = await spawnOn(tmp.dir, {
+            ...providerEnv(),
+            DRYDOCK_CRASH_POINT: point,
+            DRYDOCK_CRASH_SCOPE: `workspace:${botId}`,
+            DRYDOCK_CRASH_AT: String(killedAt),
+          });
+          try {
+            const call = api(server.url, server.token);
+            expect((await call("POST", "/v1/bots", { name: "r", botId })).status).toBe(201);
+            await seedRestoreWorkspace(call, botId);
+            const made = await call("POST", `/v1/bots/${botId}/checkpoints`);
+            expect(made.status, made.text).toBe(201);
+            const checkpoint = made.json.checkpoint.checkpointId as string;
+            const afterState = (await workspaceOf(tmp.dir, botId)).files;
+            // A restore that answers 200 before the kill (it must be recorded after the restart).
+            expect((await call("PUT", `/v1/bots/${botId}/files/scratch.txt`, "x")).status).toBe(201);
+            const answered = await call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+            expect(answered.status, answered.text).toBe(200);
+            const answeredId = answered.json.operationId as string;
+            await changeRestoreWorkspace(call, botId);
+            // Every write above was acknowledged: this is the head they made.
+            const before = await workspaceOf(tmp.dir, botId);
+            expect(before.files).not.toEqual(afterState);
+
+            await expectKilledWithin(
+              server,
+              call("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`),
+            );
+            // What the dead server left, read from the database: the whole old head or the whole restored one.
+            const left = await workspaceOf(tmp.dir, botId);
+            expect(left).toEqual(
+              committed(point)
+                ? { version: before.version + 1, files: afterState }
+                : { version: before.version, files: before.files },
+            );
+            const recorded = await restoresOf(tmp.dir, botId);
+            expect(recorded).toHaveLength(committed(point) ? 2 : 1);
+            expect(recorded[0]).toBe(answeredId);
+
+            const killed = server;
+            server = await spawnOn(tmp.dir, providerEnv());
+            await expectNewInstance(tmp.dir, killed, server);
+            const again = api(server.url, server.token);
+            // Nothing for a person: a restore is one transaction, there is no saga to settle.
+            const recovery = await recoveryAfterStartup(again);
+            expect(recovery).toMatchObject({ restores: [], open: 0, complete: true });
+            // The answered restore is recorded and served; a committed killed one is too.
+            const summary = await again("GET", `/v1/restores/${answeredId}`);
+            expect(summary.status, summary.text).toBe(200);
+            expect(summary.json.restore).toMatchObject({
+              operationId: answeredId,
+              phase: "completed",
+              checkpointId: checkpoint,
+            });
+            for (const operationId of recorded)
+              expect((await again("GET", `/v1/restores/${operationId}`)).status).toBe(200);
+            for (const [path, content] of Object.entries(left.files))
+              expect((await again("GET", `/v1/bots/${botId}/files/${path}`)).text).toBe(content);
+
+            // The killed instance's lease lapses (nobody renews it); the new instance serves meanwhile and after.
+            const lapsed = await killedLeaseLapses(tmp.dir, killed);
+            expect(lapsed.holdsLease).toBe(false);
+            expect((await again("PUT", `/v1/bots/${botId}/files/after.txt`, "after")).status).toBe(201);
+            const next = await again("POST", `/v1/bots/${botId}/checkpoints/${checkpoint}/restore`);
+            expect(next.status, next.text).toBe(200);
+            expect(await workspaceOf(tmp.dir, botId)).toEqual({
+              version: left.version + 2,
+              files: afterState,
+            });
+          } finally {
+            server.kill();
+            tmp.cleanup();
+          }
+        },
+      );
+    });
+
+    describe("server killed inside a file write's transaction (postgres), restarted on the same data directory", () => {
+      it.each(STORE_POINTS)(
+        "at %s: the acknowledged write is there, the killed one wholly or not at all; the next write and restore run",
+        async (point) => {
+          const tmp = tempDir("crash-pg-write");
+          const botId = "pgwriter";
+          // Killed in its third workspace transaction: a write and a checkpoint were acknowledged.
+          let server = await spawnOn(tmp.dir, {
+            ...providerEnv(),
+            DRYDOCK_CRASH_POINT: point,
+            DRYDOCK_CRASH_SCOPE: `workspace:${botId}`,
+            DRYDOCK_CRASH_AT: "3",
+          });
+          try {
+            const checkpointId = await checkpointThenKilledWrite(server, botId);
+
+            expect(await workspaceOf(tmp.dir, botId)).toEqual({
+              version: committed(point) ? 2 : 1,
+              files: { "docs/a.txt": committed(point) ? "interrupted" : "old" },
+            });
+
+            const killed = server;
+            server = await spawnOn(tmp.dir, providerEnv());
+            await expectNewInstance(tmp.dir, killed, server);
+            const again = api(server.url, server.token);
+            const recovery = await recoveryAfterStartup(again);
+            expect(recovery).toMatchObject({ restores: [], open: 0 });
+            await expectWriteThenRestore(again, botId, checkpointId);
+            expect((await workspaceOf(tmp.dir, botId)).files).toEqual({ "docs/a.txt": "old" });
+          } finally {
+            server.kill();
+            tmp.cleanup();
+          }
+        },
+      );
+    });
+
+    interface DeleteTransactionCase {
+      point: (typeof STORE_POINTS)[number];
+      /** Which transaction of the delete journal (DRYDOCK_CRASH_AT in the `delete` scope). */
+      n: 1 | 2;
+      /** The fence in the database right after the kill (null: none). */
+      fence: FenceOnDisk;
+      deletesAtKill: number;
+      deletesInAll: number;
+    }
+    const DELETE_TRANSACTIONS: DeleteTransactionCase[] = [
+      // The fence's prepare: not committed, so nothing was sent; committed, the DELETE had not left yet.
+      { point: "postgres:after-begin", n: 1, fence: null, deletesAtKill: 0, deletesInAll: 1 },
+      { point: "postgres:before-commit", n: 1, fence: null, deletesAtKill: 0, deletesInAll: 1 },
+      {
+        point: "postgres:after-commit",
+        n: 1,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 0,
+        deletesInAll: 1,
+      },
+      // The receipt's: not committed, the fence stays prepared without a receipt, so the retry past the in-flight
+      // window sends DELETE again by design (boat.dev answers it with the operation already running); committed,
+      // the receipt is journaled and nothing is ever sent again.
+      {
+        point: "postgres:after-begin",
+        n: 2,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 1,
+        deletesInAll: 2,
+      },
+      {
+        point: "postgres:before-commit",
+        n: 2,
+        fence: { phase: "prepared", status: null, receipt: false },
+        deletesAtKill: 1,
+        deletesInAll: 2,
+      },
+      {
+        point: "postgres:after-commit",
+        n: 2,
+        fence: { phase: "accepted", status: "pending", receipt: true },
+        deletesAtKill: 1,
+        deletesInAll: 1,
+      },
+    ];
+
+    describe("server killed inside a delete journal transaction (postgres), restarted on the same data directory", () => {
+      it.each(DELETE_TRANSACTIONS.map((c) => [c.point, c.n, c] as const))(
+        "at %s (#%i of the delete journal): the fence is whole or absent, the Boat ends gone, one deletion operation",
+        async (_point, _n, c) => {
+          const botId = `d-${c.n}-${c.point.slice("postgres:".length)}`;
+          const setup = await deletionSetup("crash-pg-delete", botId, {
+            DRYDOCK_CRASH_POINT: c.point,
+            DRYDOCK_CRASH_SCOPE: "delete",
+            DRYDOCK_CRASH_AT: String(c.n),
+          });
+          const { boatDev, tmp, env, call, boxId, name } = setup;
+          let server = setup.server;
+          try {
+            await expectKilledWithin(
+              server,
+              call("DELETE", `/v1/bots/${botId}/computer`, { confirmName: name }),
+            );
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            expect(await fenceOnDisk(tmp.dir, boxId)).toEqual(c.fence);
+
+            // Restarted with its clock past the in-flight window (a prepared fence may be retried at once).
+            const killed = server;
+            server = await spawnOn(tmp.dir, {
+              ...env,
+              DRYDOCK_TEST_CLOCK_OFFSET_MS: String(DELETE_IN_FLIGHT_MS + 1_000),
+            });
+            await expectNewInstance(tmp.dir, killed, server);
+            const again = api(server.url, server.token);
+            await recoveryAfterStartup(again);
+            // A restart, its reconcile and its views never send DELETE.
+            expect(boatDev.stats().deleteRequests).toBe(c.deletesAtKill);
+            const finished = await again("DELETE", `/v1/bots/${botId}/computer`, { confirmName: name });
+            expect(finished.status, finished.text).toBe(200);
+            expect((await again("GET", `/v1/bots/${botId}/computer`)).json.computer).toEqual({
+              status: "none",
+            });
+
+            await expectBoatGoneOnce(boatDev, tmp.dir, botId, boxId, c.deletesInAll);
+            const recovery = (await again("GET", "/v1/recovery")).json;
+            expect(recovery).toMatchObject({ boats: [], restores: [], open: 0 });
+          } finally {
+            server.kill();
+            tmp.cleanup();
+            await boatDev.close();
+          }
+        },
+      );
+    });
+
+    /** The create journal's transactions of a provision: its key (1), then the Boat's id remembered (2). */
+    const CREATE_TRANSACTIONS = [1, 2] as const;
+
+    describe("server killed inside a create journal transaction (postgres), restarted on the same data directory", () => {
+      it.each(STORE_POINTS.flatMap((point) => CREATE_TRANSACTIONS.map((n) => [point, n] as const)))(
+        "at %s (#%i of the create journal): exactly one Boat once the retry finishes, nothing left open",
+        async (point, n) => {
+          const tmp = tempDir("crash-pg-create");
+          const botId = `c-${n}-${point.slice("postgres:".length)}`;
+          const before = sim.stats().createsCommitted;
+          let server = await spawnOn(tmp.dir, {
+            ...providerEnv(),
+            DRYDOCK_CRASH_POINT: point,
+            DRYDOCK_CRASH_SCOPE: "create",
+            DRYDOCK_CRASH_AT: String(n),
+          });
+          try {
+            const call = api(server.url, server.token);
+            expect((await call("POST", "/v1/bots", { name: "crash", botId })).status).toBe(201);
+            await expectKilledWithin(server, call("POST", `/v1/bots/${botId}/computer`));
+            // Where it stopped: no POST before the key is committed; one after.
+            const rows = await onStorage(tmp.dir, (s) => s.createJournal.peekBoatCreates());
+            expect(rows.filter((r) => r.botId === botId)).toHaveLength(n === 1 && !committed(point) ? 0 : 1);
+
+            const killed = server;
+            server = await spawnOn(tmp.dir, providerEnv());
+            await expectNewInstance(tmp.dir, killed, server);
+            const again = api(server.url, server.token);
+            expect((await recoveryAfterStartup(again)).restores).toEqual([]);
+            const finished = await again("POST", `/v1/bots/${botId}/computer`);
+            expect([200, 201], finished.text).toContain(finished.status);
+            expect(finished.json.computer.status).toBe("ready");
+            const name = finished.json.computer.name as string;
+            expect(sim.stats().createsCommitted - before).toBe(1);
+            expect(sim.stats().perName[name]).toBe(1);
+            const recovery = (await again("GET", "/v1/recovery")).json;
+            expect(recovery.boats).toEqual([]);
+            expect(recovery.open).toBe(0);
+          } finally {
+            server.kill();
+            tmp.cleanup();
+          }
+        },
+      );
+    });
+  }
 }

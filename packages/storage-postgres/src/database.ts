@@ -248,7 +248,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     try {
       if (!held) throw await fencedFailure(client, writer as Writer);
       const tx = txOf(client, now, touched, writer);
-      crash("postgres:after-begin");
+      crash("postgres:after-begin", lock);
       const value = await body(tx);
       // One round trip: prune old ops rows, bump the versions of the journals written, record the result —
       // on a fenced write only if its lease still holds by the database's clock (the row is held FOR SHARE,
@@ -260,10 +260,10 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
         [callId, JSON.stringify({ value }), [...touched]],
       );
       if (recorded.rowCount !== 1) throw await fencedFailure(client, writer as Writer);
-      crash("postgres:before-commit");
+      crash("postgres:before-commit", lock);
       await client.query("COMMIT");
       client.release();
-      crash("postgres:after-commit");
+      crash("postgres:after-commit", lock);
       return { value: value as unknown };
     } catch (error) {
       if (orphan !== undefined && isConnectionFailure(error)) {

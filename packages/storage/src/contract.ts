@@ -14,8 +14,12 @@ import type { WorkspaceStore } from "./workspaces.js";
 export const STORAGE_KINDS = ["file", "sqlite", "postgres"] as const;
 export type StorageKind = (typeof STORAGE_KINDS)[number];
 
-/** A crash point: a test-only hook called at each named durable step (see QUALITY.md, crash points). */
-export type StorageCrashHook = (point: string) => void;
+/**
+ * A crash point: a test-only hook called at each named durable step (see QUALITY.md, crash points). `scope`,
+ * when the backend gives one, names what the step's transaction holds (postgres: its lock, e.g. `create` or
+ * `workspace:<botId>`), so a test can stop one kind of transaction among many (a server's heartbeat writes too).
+ */
+export type StorageCrashHook = (point: string, scope?: string) => void;
 
 /** Singletons of an installation (`environment-id`, the provider binding, …): first writer wins, never replaced. */
 export interface MetaStore {
