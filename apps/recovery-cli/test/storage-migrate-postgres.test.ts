@@ -85,13 +85,21 @@ async function seedDir(): Promise<string> {
   return dir;
 }
 
-async function exportOf(dir: string, storage: string, schema?: string): Promise<StorageExport> {
-  const opened = await openStorage({
-    dataDir: dir,
-    storage,
+/** The postgres store of `schema`, opened from a scratch directory (the migrated one may still be bound to file). */
+async function openTarget(schema: string) {
+  const scratch = mkdtempSync(join(tmpdir(), "drydock-cli-migpg-read-"));
+  dirs.push(scratch);
+  return openStorage({
+    dataDir: scratch,
+    storage: url,
     backends: { postgres: postgresBackend },
-    ...(schema === undefined ? {} : { backendOptions: { schema } }),
+    backendOptions: { schema },
   });
+}
+
+async function exportOf(dir: string, storage: "file" | "postgres", schema?: string): Promise<StorageExport> {
+  const opened =
+    storage === "file" ? await openStorage({ dataDir: dir, storage }) : await openTarget(schema as string);
   try {
     return await opened.exportAll();
   } finally {
@@ -153,7 +161,7 @@ describe("storage migrate --to postgres", () => {
       expect(text).not.toContain(password);
     }
     expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });
-    expect(await exportOf(dir, url, schema)).toEqual(source);
+    expect(await exportOf(dir, "postgres", schema)).toEqual(source);
     // The old JSON files are retired: the file backend refuses them.
     await expect(openStorage({ dataDir: dir, storage: "file" }).then((s) => s.close())).rejects.toThrow();
     const retired = JSON.parse(readFileSync(join(dir, "bots.json"), "utf8"));
@@ -201,20 +209,18 @@ describe("storage migrate --to postgres", () => {
     dirs.push(other.dataDir);
     await other.meta.getOrCreate("environment-id", randomUUID);
     await other.close();
-    const targetBefore = await exportOf(dir, url, schema);
+    const targetBefore = await exportOf(dir, "postgres", schema);
     const before = snapshotTree(dir);
     const { applied } = await previewAndApply(dir, schema);
     expect(applied.code).toBe(EXIT_CODES.UNSAFE);
-    expect(applied.err).toContain("STORAGE_NOT_EMPTY");
+    expect(applied.err).toContain("already holds rows (journals, bots or meta), so it is not migrated into");
+    expect(applied.err).toContain("nothing was changed");
     expect(applied.err).not.toContain(password);
-    expect(snapshotTree(dir)).toEqual(before);
-    expect(await exportOf(dir, url, schema)).toEqual(targetBefore);
-    const heads = await openStorage({
-      dataDir: dir,
-      storage: url,
-      backends: { postgres: postgresBackend },
-      backendOptions: { schema },
-    });
+    // Only the (empty) locks directory the migration's own lock lives in may appear.
+    const { "locks/": _locks, ...after } = snapshotTree(dir);
+    expect(after).toEqual(before);
+    expect(await exportOf(dir, "postgres", schema)).toEqual(targetBefore);
+    const heads = await openTarget(schema);
     try {
       expect((await pgWorkspacesOf(heads)?.head("ada"))?.version).toBe(0);
     } finally {
@@ -243,7 +249,7 @@ describe("storage migrate --to postgres", () => {
       expect(refused.err).toContain("nothing was changed");
     }
     expect(snapshotTree(dir)).toEqual(before);
-    expect(await exportOf(dir, url, schema)).toEqual({ creates: [], deletes: [], meta: {}, bots: [] });
+    expect(await exportOf(dir, "postgres", schema)).toEqual({ creates: [], deletes: [], meta: {}, bots: [] });
   }, 120_000);
 
   it("refuses without a postgres URL, and never prints the password of a refused one", async () => {
@@ -268,13 +274,8 @@ describe("a migration to postgres killed (SIGKILL) at each durable step: the sam
       expect(applied.code, applied.err).toBe(0);
       expect(applied.out).toContain("resumed");
       expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });
-      expect(await exportOf(dir, url, schema)).toEqual(source);
-      const target = await openStorage({
-        dataDir: dir,
-        storage: url,
-        backends: { postgres: postgresBackend },
-        backendOptions: { schema },
-      });
+      expect(await exportOf(dir, "postgres", schema)).toEqual(source);
+      const target = await openTarget(schema);
       try {
         const ada = await pgWorkspacesOf(target)?.exportWorkspace("ada");
         expect(ada?.files.map((f) => f.path)).toEqual(["data.bin", "notes/todo.txt"]);
