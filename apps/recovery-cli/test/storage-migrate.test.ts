@@ -416,7 +416,7 @@ describe("a migration killed mid-way (SIGKILL at each durable step): the operato
         /^Preview: a migration from file to sqlite started at \S+ was interrupted /,
       );
       expect(resumed.out).toContain(
-        point === "migrate:marked" || point === "migrate:imported"
+        point === "migrate:marked" || point === "migrate:imported" || point === "migrate:workspaces"
           ? "while copying: the partial sqlite store is not trusted and the migration starts over"
           : "after its copy was verified: only retiring the old store and rebinding the directory remain",
       );
