@@ -55,7 +55,9 @@ export function registerCommands(program: Command, run: Runner, plain: PlainRunn
     .command("storage")
     .description("the data directory's storage backend")
     .command("migrate")
-    .description("move the journals, bots and meta (to postgres: and the workspaces) to another backend (offline, verified; only with --yes)")
+    .description(
+      "move the journals, bots and meta (to postgres: and the workspaces) to another backend (offline, verified; only with --yes)",
+    )
     .addOption(
       new Option("--to <backend>", "the backend to move to")
         .choices(["file", "sqlite", "postgres"])
