@@ -22,12 +22,11 @@ import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnServer } from "../../bot-server/test/helpers.js";
 import { EXIT_CODES, StorageMigrateDocumentSchema } from "../src/index.js";
-import { runMain as cli, snapshotTree } from "./harness.js";
+import { runMain as cli, seedFileRows, snapshotTree } from "./harness.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SERVER_MAIN = join(HERE, "..", "..", "bot-server", "src", "main.ts");
 const WORKER = join(HERE, "fixtures", "migrate-pg-worker.ts");
-const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
 
 const dirs: string[] = [];
 let url = "";
@@ -58,21 +57,7 @@ function newSchema(): string {
 async function seedDir(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "drydock-cli-migpg-"));
   dirs.push(dir);
-  const storage = await openStorage({ dataDir: dir, storage: "file" });
-  try {
-    await storage.meta.getOrCreate("environment-id", randomUUID);
-    await storage.bots.create({ botId: "ada", name: "Ada" });
-    await storage.bots.create({ botId: "bob", name: "Bob" });
-    await storage.createJournal.beginBoatCreate("ada", BODY);
-    await storage.createJournal.beginBoatCreate("bob", BODY);
-    await storage.deleteJournal.prepareBoatDeletion({
-      boxId: "bx_aaaaaaaa",
-      name: "n-ada",
-      ownerBotId: "ada",
-    });
-  } finally {
-    await storage.close();
-  }
+  await seedFileRows(dir);
   const ada = join(dir, "workspaces", "ada");
   mkdirSync(join(ada, "notes"), { recursive: true });
   writeFileSync(join(ada, "notes", "todo.txt"), "before the checkpoint\n");
