@@ -17,6 +17,7 @@ import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { openCheckpointStore, openSagaStore } from "@drydock/restore-saga";
 import { MIGRATE_CRASH_POINTS, openStorage, type StorageExport } from "@drydock/storage";
 import { pgWorkspacesOf, postgresBackend } from "@drydock/storage-postgres";
+import { sqliteBackend } from "@drydock/storage-sqlite";
 import { killWorkerAt } from "@drydock/test-kit";
 import { createDatabaseAt } from "@drydock/test-kit/postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -271,4 +272,42 @@ describe("a migration to postgres killed (SIGKILL) at each durable step: the sam
       }
     }, 120_000);
   }
+});
+
+describe("storage migrate --to postgres from sqlite", () => {
+  it("moves a directory bound to sqlite: the database is retired, the rows and workspaces are in postgres", async () => {
+    const dir = await seedDir();
+    const schema = newSchema();
+    const source = await exportOf(dir, "file");
+    const toSqlite = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"]);
+    const line = toSqlite.out
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("drydock "))
+      .at(-1) as string;
+    expect((await cli(line.split(" ").slice(1))).code).toBe(0);
+    expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
+    const { applied } = await previewAndApply(dir, schema);
+    expect(applied.code, applied.err).toBe(0);
+    expect(applied.out).toContain("from sqlite to postgres");
+    expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });
+    expect(await exportOf(dir, "postgres", schema)).toEqual(source);
+    // The sqlite database itself is retired: its backend refuses to open it (whatever the binding says).
+    const refusal = await Promise.resolve(sqliteBackend({ dataDir: dir })).then(
+      async (opened) => {
+        await opened.close();
+        return "opened";
+      },
+      (error: { code?: string; message: string }) => `${error.code}: ${error.message}`,
+    );
+    expect(refusal).toMatch(/^STORAGE_BACKEND_MISMATCH: .*postgres/);
+    const target = await openTarget(schema);
+    try {
+      expect((await pgWorkspacesOf(target)?.exportWorkspace("bob"))?.files.map((f) => f.path)).toEqual([
+        "hello.md",
+      ]);
+    } finally {
+      await target.close();
+    }
+  }, 120_000);
 });
