@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startBoatSimulator } from "@drydock/boat-provider/simulator";
-import { openCheckpointStore, openSagaStore } from "@drydock/restore-saga";
+import { acquireWorkspaceLock, openCheckpointStore, openSagaStore } from "@drydock/restore-saga";
 import { MIGRATE_CRASH_POINTS, openStorage, type StorageExport } from "@drydock/storage";
 import { pgWorkspacesOf, postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
@@ -236,6 +236,33 @@ describe("storage migrate --to postgres", () => {
     }
     expect(snapshotTree(dir)).toEqual(before);
     expect(await exportOf(dir, "postgres", schema)).toEqual({ creates: [], deletes: [], meta: {}, bots: [] });
+  }, 120_000);
+
+  it("refuses while a workspace is locked by a live process (a workspace edit in flight): nothing changed", async () => {
+    const dir = await seedDir();
+    const schema = newSchema();
+    const lock = await acquireWorkspaceLock({
+      dataDir: dir,
+      workspaceRoot: join(dir, "workspaces", "bob"),
+      transactionId: "edit-1",
+      purpose: "workspace-edit",
+    });
+    try {
+      const before = snapshotTree(dir);
+      const refused = await cli(migrate(dir), envOf(schema));
+      expect(refused.code).toBe(EXIT_CODES.UNSAFE);
+      expect(refused.err).toContain("Workspaces are locked");
+      expect(refused.err).toContain(`pid ${process.pid}`);
+      expect(snapshotTree(dir)).toEqual(before);
+      expect(await exportOf(dir, "postgres", schema)).toEqual({
+        creates: [],
+        deletes: [],
+        meta: {},
+        bots: [],
+      });
+    } finally {
+      lock.release();
+    }
   }, 120_000);
 
   it("refuses without a postgres URL, and never prints the password of a refused one", async () => {
