@@ -55,10 +55,12 @@ export function registerCommands(program: Command, run: Runner, plain: PlainRunn
     .command("storage")
     .description("the data directory's storage backend")
     .command("migrate")
-    .description("move the journals, bots and meta to another backend (offline, verified; only with --yes)")
+    .description(
+      "move the journals, bots and meta (to postgres: and the workspaces) to another backend (offline, verified; only with --yes)",
+    )
     .addOption(
       new Option("--to <backend>", "the backend to move to")
-        .choices(["file", "sqlite"])
+        .choices(["file", "sqlite", "postgres"])
         .makeOptionMandatory(),
     )
     .option("--expected-state <digest>", "the state digest printed by the preview")

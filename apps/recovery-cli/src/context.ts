@@ -93,6 +93,10 @@ export interface CommandContext {
    * first use; every journal and meta read goes through it. `close()` releases it (main does, after the command).
    */
   storage(): Promise<Storage>;
+  /** `--storage`, else DRYDOCK_STORAGE / DRYDOCK_STORAGE_FILE (as given: a postgres URL holds a password). */
+  storageSetting(): string | undefined;
+  /** DRYDOCK_POSTGRES_SCHEMA, when set. */
+  postgresSchema: string | undefined;
   close(): Promise<void>;
   /** The environment id (the storage's meta); throws ENVIRONMENT_ID_MISSING when the server never wrote it. */
   environmentId(): Promise<string>;
@@ -296,6 +300,8 @@ export function createContext(globals: GlobalOptions, options: MainOptions): Com
     c: colors(colorOn),
     now,
     options: globals,
+    storageSetting: () => globals.storage ?? storageSettingFromEnv(env),
+    postgresSchema: env.DRYDOCK_POSTGRES_SCHEMA === "" ? undefined : env.DRYDOCK_POSTGRES_SCHEMA,
     providerConfigured: Boolean(provider.url && provider.token),
     client() {
       const { url, token } = checkedProvider(provider, dataDir);

@@ -79,6 +79,7 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   "storage migrate": [
     "drydock storage migrate --to sqlite             # preview: counts and the fenced command (servers stopped)",
     `drydock storage migrate --to sqlite --yes --expected-state ${HASH}`,
+    "drydock storage migrate --to postgres           # URL from DRYDOCK_STORAGE_FILE; workspaces move too",
   ],
   instances: ["drydock instances list"],
   "instances list": ["drydock instances list", "drydock instances list --json"],

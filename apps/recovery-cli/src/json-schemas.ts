@@ -282,6 +282,15 @@ const MigrateCountsSchema = z.strictObject({
   meta: z.number().int().min(0),
 });
 
+const MigrateWorkspacesSchema = z.strictObject({
+  workspaces: z.int().min(0),
+  files: z.int().min(0),
+  checkpoints: z.int().min(0),
+  bytes: z.int().min(0),
+  /** Deleted bots' retired workspaces: not moved. */
+  retired: z.int().min(0),
+});
+
 /**
  * `storage migrate`: the preview (what would move and the fence to echo), the directory already bound to
  * the target (nothing to do), or the migration applied (`outcome`: migrated, or resumed after a crash).
@@ -302,6 +311,10 @@ export const StorageMigrateDocumentSchema = z.union([
         at: z.number(),
       })
       .optional(),
+    /** `--to postgres`: the workspaces that move (live bots') and how many retired ones stay behind. */
+    workspaces: MigrateWorkspacesSchema.optional(),
+    /** `--to postgres`: the database, its password as `***`. */
+    target: z.string().optional(),
     expectedState: z.string().regex(/^sha256:[0-9a-f]{64}$/),
     command: z.string(),
   }),
@@ -314,6 +327,8 @@ export const StorageMigrateDocumentSchema = z.union([
     to: StorageKindSchema,
     outcome: z.enum(["migrated", "resumed", "unchanged"]),
     counts: MigrateCountsSchema,
+    workspaces: MigrateWorkspacesSchema.optional(),
+    target: z.string().optional(),
   }),
 ]);
 

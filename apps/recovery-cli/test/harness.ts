@@ -1,8 +1,10 @@
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { openStorage } from "@drydock/storage";
 import { build } from "tsup";
 import { bufferIo, main } from "../src/index.js";
 
@@ -134,4 +136,27 @@ export async function runMain(args: readonly string[], env: Record<string, strin
   const io = bufferIo();
   const code = await main(args, { io, env });
   return { code, out: io.out(), err: io.err() };
+}
+
+/**
+ * A data directory on the file backend with rows of every kind: two bots (ada, bob), their create rows, one
+ * deletion fence and the environment id — written through the real file backend, as a server would.
+ */
+export async function seedFileRows(dir: string): Promise<void> {
+  const storage = await openStorage({ dataDir: dir, storage: "file" });
+  const body = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
+  try {
+    await storage.meta.getOrCreate("environment-id", randomUUID);
+    await storage.bots.create({ botId: "ada", name: "Ada" });
+    await storage.bots.create({ botId: "bob", name: "Bob" });
+    await storage.createJournal.beginBoatCreate("ada", body);
+    await storage.createJournal.beginBoatCreate("bob", body);
+    await storage.deleteJournal.prepareBoatDeletion({
+      boxId: "bx_aaaaaaaa",
+      name: "n-ada",
+      ownerBotId: "ada",
+    });
+  } finally {
+    await storage.close();
+  }
 }

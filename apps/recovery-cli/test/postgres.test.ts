@@ -210,12 +210,12 @@ describe("drydock on postgres", () => {
     const before = JSON.stringify(await storage.exportAll());
     const binding = readFileSync(join(dir, "storage.json"), "utf8");
     const env = { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: "cli_migrate" };
-    for (const to of ["sqlite", "file"]) {
+    for (const to of ["sqlite", "file", "postgres"]) {
       for (const yes of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
         const run = await cli(["storage", "migrate", "--to", to, ...yes, "--data-dir", dir], env);
         expect(run.code, run.out + run.err).toBe(EXIT_CODES.USAGE);
         expect(run.err).toContain(
-          `is bound to the postgres storage backend; drydock storage migrate moves state between file and sqlite only`,
+          `is bound to the postgres storage backend; drydock storage migrate moves state from file or sqlite to any backend, but not out of PostgreSQL yet`,
         );
         expect(run.err).toContain("Nothing was read or changed.");
         expect(run.out + run.err).not.toContain(password);

@@ -6,7 +6,6 @@
  * command holding its storage open with --yes (exit 5, STORAGE_IN_USE naming the pid). In-process `main`
  * with buffer streams, except the server, which is the real one started through tsx.
  */
-import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,14 +18,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 // The bot server's own helper, which starts it as its tests do (a real process, its own group).
 import { type ServerChild, spawnServer } from "../../bot-server/test/helpers.js";
 import { type BufferIo, bufferIo, EXIT_CODES, main, StorageMigrateDocumentSchema } from "../src/index.js";
-import { snapshotTree } from "./harness.js";
+import { seedFileRows, snapshotTree } from "./harness.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = join(HERE, "..", "..", "..");
 const SERVER_MAIN = join(REPO_ROOT, "apps", "bot-server", "src", "main.ts");
 /** storage-sqlite's migration worker: migrateStorage stopped dead at a crash point, for the parent to SIGKILL. */
 const MIGRATE_WORKER = join(REPO_ROOT, "packages", "storage-sqlite", "test", "fixtures", "migrate-worker.ts");
-const BODY = JSON.stringify({ ttlSeconds: 28_800, noEnv: true });
 const JOURNAL_FILES = ["bots.json", "box-create-requests.json", "box-delete-requests.json"];
 
 const dirs: string[] = [];
@@ -58,28 +56,11 @@ async function exported(dir: string, kind: StorageKind): Promise<StorageExport> 
   }
 }
 
-/**
- * A data directory on the file backend with rows of every kind: two bots, two create rows, one deletion
- * fence and the environment id — written through the real file backend, as a server would.
- */
+/** A data directory on the file backend with rows of every kind (harness.ts `seedFileRows`). */
 async function fileDir(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "drydock-cli-migrate-"));
   dirs.push(dir);
-  const storage = await openKind(dir, "file");
-  try {
-    await storage.meta.getOrCreate("environment-id", randomUUID);
-    await storage.bots.create({ botId: "ada", name: "Ada" });
-    await storage.bots.create({ botId: "bob", name: "Bob" });
-    await storage.createJournal.beginBoatCreate("ada", BODY);
-    await storage.createJournal.beginBoatCreate("bob", BODY);
-    await storage.deleteJournal.prepareBoatDeletion({
-      boxId: "bx_aaaaaaaa",
-      name: "n-ada",
-      ownerBotId: "ada",
-    });
-  } finally {
-    await storage.close();
-  }
+  await seedFileRows(dir);
   return dir;
 }
 
@@ -416,7 +397,7 @@ describe("a migration killed mid-way (SIGKILL at each durable step): the operato
         /^Preview: a migration from file to sqlite started at \S+ was interrupted /,
       );
       expect(resumed.out).toContain(
-        point === "migrate:marked" || point === "migrate:imported"
+        point === "migrate:marked" || point === "migrate:imported" || point === "migrate:workspaces"
           ? "while copying: the partial sqlite store is not trusted and the migration starts over"
           : "after its copy was verified: only retiring the old store and rebinding the directory remain",
       );

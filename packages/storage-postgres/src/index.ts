@@ -21,14 +21,13 @@ import {
   type Storage,
   StorageError,
   type StorageExport,
-  type WorkspaceStore,
 } from "@drydock/storage";
 import { pgBotRegistry } from "./bots.js";
 import { createTable, pgCreateJournal } from "./create-journal.js";
 import { lockKey, openDatabase, type PgTx, SCHEMA_NAME, type Writer } from "./database.js";
 import { deleteTable, pgDeleteJournal } from "./delete-journal.js";
 import { type InstanceRegistry, pgInstances } from "./instances.js";
-import { pgWorkspaces } from "./workspaces.js";
+import { type PgWorkspaceStore, pgWorkspaces } from "./workspaces.js";
 
 export { lockKey as advisoryLockKey, type Writer } from "./database.js";
 export { redactText, redactUrl, toStorageError } from "./errors.js";
@@ -44,6 +43,7 @@ export {
   type RenewResult,
 } from "./instances.js";
 export { SCHEMA_VERSION } from "./schema.js";
+export type { PgWorkspaceStore, WorkspaceImport } from "./workspaces.js";
 
 /** Rows per journal (and bots) at most, by default: far above any real installation, and configurable. */
 export const DEFAULT_MAX_ROWS = 1_000_000;
@@ -99,9 +99,10 @@ export interface PostgresStorage extends Storage {
   readonly instances: InstanceRegistry;
   /**
    * Workspaces as blobs and a versioned head manifest, every change one compare-and-set (see README,
-   * "Workspaces"). Not in the export yet: `migrateStorage` does not move workspaces.
+   * "Workspaces"). Not in the export: `drydock storage migrate --to postgres` moves them with
+   * `importWorkspace` (migration only).
    */
-  readonly workspaces: WorkspaceStore;
+  readonly workspaces: PgWorkspaceStore;
   exportAll(): Promise<StorageExport & { bots: Bot[] }>;
   /** Writes an export verbatim into an empty store in one transaction; a non-empty store is refused. */
   importAll(data: StorageExport & { bots?: Bot[] }): Promise<void>;
@@ -301,6 +302,12 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
 export function instancesOf(storage: Storage): InstanceRegistry | null {
   const instances = (storage as Partial<PostgresStorage>).instances;
   return storage.kind === "postgres" && instances !== undefined ? instances : null;
+}
+
+/** The workspaces (with the migration-only import and export) of a postgres storage, or null elsewhere. */
+export function pgWorkspacesOf(storage: Storage): PgWorkspaceStore | null {
+  const workspaces = (storage as Partial<PostgresStorage>).workspaces;
+  return storage.kind === "postgres" && workspaces?.importWorkspace !== undefined ? workspaces : null;
 }
 
 /** For `openStorage({ storage: "postgres://…", backends: { postgres: postgresBackend } })`. */

@@ -80,10 +80,39 @@ function pathClash(files: readonly WorkspaceFile[], path: string): string | unde
   return files.find((f) => path.startsWith(`${f.path}/`) || f.path.startsWith(`${path}/`))?.path;
 }
 
+/**
+ * What `drydock storage migrate --to postgres` writes for one bot: its local tree as the head, and each of its
+ * restore-saga checkpoints under its own id and creation time. `blobs` holds every file's bytes by sha256.
+ */
+export interface WorkspaceImport {
+  files: WorkspaceFile[];
+  checkpoints: { checkpointId: string; createdAt: number; files: WorkspaceFile[] }[];
+  blobs: ReadonlyMap<string, Uint8Array>;
+}
+
+/** A postgres store's workspaces, with the migration-only import (not part of the WorkspaceStore contract). */
+export interface PgWorkspaceStore extends WorkspaceStore {
+  /**
+   * Migration only: writes `input` as `botId`'s head (version 1) and checkpoints in one transaction.
+   * Idempotent (a re-run after a crash): a head or checkpoint already holding exactly this manifest is kept;
+   * one holding anything else is WORKSPACE_ID_CONFLICT and nothing is changed.
+   */
+  importWorkspace(botId: string, input: WorkspaceImport): Promise<void>;
+  /**
+   * Migration only: `botId`'s head manifest and every checkpoint's (id, createdAt, manifest), read in one
+   * snapshot, and the sha256 of every blob they name that is missing or does not hash to its name.
+   */
+  exportWorkspace(botId: string): Promise<{
+    files: WorkspaceFile[];
+    checkpoints: { checkpointId: string; createdAt: number; files: WorkspaceFile[] }[];
+    badBlobs: string[];
+  }>;
+}
+
 export function pgWorkspaces(
   handle: PgHandle,
   options: { live: () => void; maxFileBytes: number },
-): WorkspaceStore {
+): PgWorkspaceStore {
   const corrupt = (what: string) => corruptFailure(handle.where, what);
 
   async function headOf(tx: PgTx, botId: string, forUpdate: boolean): Promise<Head> {
@@ -159,6 +188,92 @@ export function pgWorkspaces(
     );
 
   return {
+    async importWorkspace(botId, input) {
+      options.live();
+      check.botId(botId);
+      for (const c of input.checkpoints) check.checkpointId(c.checkpointId);
+      const all = [...input.files, ...input.checkpoints.flatMap((c) => c.files)];
+      for (const file of all) {
+        const bytes = input.blobs.get(file.sha256);
+        if (bytes === undefined || bytes.byteLength !== file.size || sha256Of(bytes) !== file.sha256) {
+          throw new WorkspaceError(
+            "WORKSPACE_INVALID_ARGUMENT",
+            `the bytes of '${file.path}' (bot ${botId}) do not hash to its manifest's sha256. Nothing was changed.`,
+          );
+        }
+      }
+      const same = (stored: unknown, files: WorkspaceFile[]) =>
+        JSON.stringify(parseWorkspaceManifest(stored)) === JSON.stringify(files);
+      await handle.write(`workspace:${botId}`, async (tx) => {
+        for (const sha of new Set(all.map((f) => f.sha256))) {
+          const bytes = input.blobs.get(sha) as Uint8Array;
+          await tx.query(
+            "INSERT INTO ws_blobs (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
+            [sha, bytes.byteLength, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)],
+          );
+        }
+        const head = (
+          await tx.query<{ manifest: unknown }>(
+            "SELECT manifest FROM ws_heads WHERE bot_id = $1 FOR UPDATE",
+            [botId],
+          )
+        )[0];
+        if (head === undefined) {
+          await tx.query("INSERT INTO ws_heads (bot_id, version, manifest) VALUES ($1, 1, $2::jsonb)", [
+            botId,
+            JSON.stringify(input.files),
+          ]);
+        } else if (!same(head.manifest, input.files)) {
+          throw idConflict(
+            `bot ${botId} already has a workspace in ${handle.where} that is not the one imported`,
+          );
+        }
+        for (const c of input.checkpoints) {
+          const row = (
+            await tx.query<{ bot_id: string; manifest: unknown }>(
+              "SELECT bot_id, manifest FROM ws_checkpoints WHERE checkpoint_id = $1",
+              [c.checkpointId],
+            )
+          )[0];
+          if (row === undefined) {
+            await tx.query(
+              "INSERT INTO ws_checkpoints (checkpoint_id, bot_id, version, manifest, created_at) VALUES ($1, $2, 0, $3::jsonb, to_timestamp($4::float8 / 1000))",
+              [c.checkpointId, botId, JSON.stringify(c.files), c.createdAt],
+            );
+          } else if (row.bot_id !== botId || !same(row.manifest, c.files)) {
+            throw idConflict(`the checkpoint id '${c.checkpointId}' is already taken in ${handle.where}`);
+          }
+        }
+      });
+    },
+
+    async exportWorkspace(botId) {
+      options.live();
+      check.botId(botId);
+      return handle.read(async (tx) => {
+        const head = await headOf(tx, botId, false);
+        const rows = await tx.query<{ checkpoint_id: string; created_at: number; manifest: unknown }>(
+          `SELECT checkpoint_id, ${ms("created_at")} AS created_at, manifest FROM ws_checkpoints WHERE bot_id = $1 ORDER BY created_at, checkpoint_id`,
+          [botId],
+        );
+        const checkpoints = rows.map((row) => {
+          const files = parseWorkspaceManifest(row.manifest);
+          if (files === null)
+            throw corrupt(`the manifest of checkpoint ${row.checkpoint_id} breaks its format`);
+          return { checkpointId: row.checkpoint_id, createdAt: row.created_at, files };
+        });
+        const named = [
+          ...new Set([...head.files, ...checkpoints.flatMap((c) => c.files)].map((f) => f.sha256)),
+        ];
+        const blobs = await tx.query<{ sha256: string; bytes: Buffer }>(
+          "SELECT sha256, bytes FROM ws_blobs WHERE sha256 = ANY($1::text[])",
+          [named],
+        );
+        const good = new Set(blobs.filter((b) => sha256Of(b.bytes) === b.sha256).map((b) => b.sha256));
+        return { files: head.files, checkpoints, badBlobs: named.filter((sha) => !good.has(sha)) };
+      });
+    },
+
     async head(botId) {
       options.live();
       check.botId(botId);

@@ -6,7 +6,7 @@ import { acquireLock, isLockError, type LockHandle } from "@drydock/file-lock";
 import { writeFileAtomic } from "@drydock/json-journal";
 import { migrateCommand, readStorageBinding } from "./binding.js";
 import type { BackendFactory, Storage, StorageExport, StorageKind } from "./contract.js";
-import { isStorageError, StorageError } from "./errors.js";
+import { isStorageError, notEmptyFailure, StorageError } from "./errors.js";
 import { openFileStorage } from "./file/backend.js";
 import { osOrUnknown } from "./file/meta.js";
 import { listClaims, migrateLockPath } from "./presence.js";
@@ -28,13 +28,22 @@ import { listClaims, migrateLockPath } from "./presence.js";
  *    Retiring first means no crash ever leaves both stores writable: between the two steps neither is, and
  *    the re-run finishes.
  *
+ * To postgres (a database other hosts share): the target must be empty (checked, with the caller's
+ * `checkTarget`, before the progress record is written, so a re-run never mistakes someone else's rows for its
+ * own), and an interrupted import is never removed: importAll is one transaction, so a re-run finds the
+ * target empty (imports again) or holding exactly the source's export (goes on); anything else is refused.
+ * `copyWorkspaces` (the caller's: workspaces are not in the export) runs after the import on every attempt
+ * and must be idempotent and verify what it wrote.
+ *
  * Crash points (test-only `crash` hook), one per durable step: migrate:marked, migrate:imported,
- * migrate:verified, migrate:retired, migrate:rebound. After a crash anywhere: run the same command again.
+ * migrate:workspaces, migrate:verified, migrate:retired, migrate:rebound. After a crash anywhere: run the same
+ * command again.
  */
 
 export const MIGRATE_CRASH_POINTS = [
   "migrate:marked",
   "migrate:imported",
+  "migrate:workspaces",
   "migrate:verified",
   "migrate:retired",
   "migrate:rebound",
@@ -52,6 +61,16 @@ export interface MigrateStorageOptions {
   now?: () => number;
   /** How long to wait for another migration's lock, ms (default 2,000). */
   lockWaitMs?: number;
+  /**
+   * Refuses a target that must not be migrated into (e.g. postgres instances holding live leases): called on
+   * the opened target before anything is written. Throw to refuse; nothing is changed.
+   */
+  checkTarget?: (target: Storage) => Promise<void>;
+  /**
+   * Moves what lives beside the journals (workspaces) into the target after its import, on every attempt
+   * (idempotent), verifying what it wrote; throwing fails the migration with the source still bound.
+   */
+  copyWorkspaces?: (target: Storage) => Promise<void>;
   /** Test-only: called at each crash point. */
   crash?: (point: (typeof MIGRATE_CRASH_POINTS)[number]) => void;
 }
@@ -136,12 +155,16 @@ export async function migrateStorage(options: MigrateStorageOptions): Promise<Mi
       await finish(dataDir, open, progress, progressPath, crash);
       return { from, to, outcome: "resumed", counts: await countsOf(open, to) };
     }
+    if (progress !== null && progress.from === from && progress.to === to && to === "postgres") {
+      // Importing into a shared database, interrupted: resumed in place, never removed (see above).
+      return await migrateFresh({ dataDir, from, to, open, now, crash, progressPath, options, resume: true });
+    }
     if (progress !== null) {
       // An earlier attempt stopped while importing (or aimed elsewhere): its target is not trusted.
       await removeTarget(dataDir, open, progress.to, progress.from, now());
       unlinkSync(progressPath);
     }
-    return await migrateFresh({ dataDir, from, to, open, now, crash, progressPath });
+    return await migrateFresh({ dataDir, from, to, open, now, crash, progressPath, options, resume: false });
   } finally {
     lock.release();
   }
@@ -155,8 +178,11 @@ async function migrateFresh(input: {
   now: () => number;
   crash: NonNullable<MigrateStorageOptions["crash"]>;
   progressPath: string;
+  options: MigrateStorageOptions;
+  /** A postgres import interrupted earlier: the target holds nothing or exactly the source's export. */
+  resume: boolean;
 }): Promise<MigrateStorageResult> {
-  const { dataDir, from, to, open, now, crash, progressPath } = input;
+  const { dataDir, from, to, open, now, crash, progressPath, options, resume } = input;
   const source = await open(from);
   let exported: StorageExport;
   try {
@@ -164,18 +190,37 @@ async function migrateFresh(input: {
   } finally {
     await source.close();
   }
-  await prepareTarget(dataDir, open, to);
-  const progress: Progress = { version: 1, from, to, phase: "importing", at: now() };
-  writeProgress(progressPath, progress);
-  crash("migrate:marked");
+  const progress: Progress = resume
+    ? (readProgress(progressPath) as Progress)
+    : { version: 1, from, to, phase: "importing", at: now() };
+  if (!resume) {
+    await prepareTarget(dataDir, open, to, options);
+    writeProgress(progressPath, progress);
+    crash("migrate:marked");
+  }
   let imported: StorageExport;
   const target = await open(to);
   try {
-    await target.importAll(exported);
+    if (resume) await options.checkTarget?.(target);
+    const found = resume ? await target.exportAll() : null;
+    if (found === null || isEmptyExport(found)) {
+      await target.importAll(exported);
+    } else if (!isDeepStrictEqual(found, exported)) {
+      throw failed(
+        `an interrupted migration of ${dataDir} to ${to} finds the target holding rows that are not the ${from} store's (${describeDifference(exported, found)}), so nothing more was changed. The ${from} store is untouched and still in use. Empty the target by hand (it was empty when the migration started), then run ${migrateCommand(dataDir, to)} again`,
+      );
+    }
     crash("migrate:imported");
+    await options.copyWorkspaces?.(target);
+    crash("migrate:workspaces");
     imported = await target.exportAll();
   } catch (error) {
     await target.close();
+    if (to === "postgres") {
+      // Never removed (a shared database); the record stays, so a re-run resumes after the cause is fixed.
+      if (isStorageError(error) && error.code === "STORAGE_NOT_EMPTY") unlinkSync(progressPath);
+      throw error;
+    }
     if (isStorageError(error) && error.code === "STORAGE_NOT_EMPTY") {
       // importAll checks before it writes: nothing of ours is in the target.
       unlinkSync(progressPath);
@@ -187,6 +232,11 @@ async function migrateFresh(input: {
   }
   await target.close();
   if (!isDeepStrictEqual(imported, exported)) {
+    if (to === "postgres") {
+      throw failed(
+        `The migration of ${dataDir} from ${from} to postgres was not verified: the database did not export what the ${from} store holds (${describeDifference(exported, imported)}). The ${from} store is untouched and still in use; the database was left as it is. Report this as a bug in drydock.`,
+      );
+    }
     await removeTarget(dataDir, open, to, from, now());
     unlinkSync(progressPath);
     throw failed(
@@ -196,7 +246,7 @@ async function migrateFresh(input: {
   writeProgress(progressPath, { ...progress, phase: "verified" });
   crash("migrate:verified");
   await finish(dataDir, open, { ...progress, phase: "verified" }, progressPath, crash);
-  return { from, to, outcome: "migrated", counts: countsIn(exported) };
+  return { from, to, outcome: resume ? "resumed" : "migrated", counts: countsIn(exported) };
 }
 
 /** Retire the source, rebind to the target, drop the progress record. Each step idempotent. */
@@ -238,12 +288,31 @@ async function retireSource(
   }
 }
 
-/** Before the progress record: an SQLite target retired by an earlier migration is moved aside (kept). */
+/**
+ * Before the progress record: an SQLite target retired by an earlier migration is moved aside (kept); a
+ * postgres target must be empty and pass the caller's `checkTarget` (STORAGE_NOT_EMPTY, nothing written).
+ */
 async function prepareTarget(
   dataDir: string,
   open: (kind: StorageKind) => Promise<Storage>,
   to: StorageKind,
+  options: MigrateStorageOptions,
 ) {
+  if (to === "postgres") {
+    const target = await open(to);
+    try {
+      if (!isEmptyExport(await target.exportAll())) {
+        throw notEmptyFailure(
+          (target as { where?: string }).where ?? "the postgres store",
+          "rows (journals, bots or meta), so it is not migrated into",
+        );
+      }
+      await options.checkTarget?.(target);
+    } finally {
+      await target.close();
+    }
+    return;
+  }
   if (to !== "sqlite") return;
   try {
     await (await open(to)).close();
@@ -382,6 +451,10 @@ async function writeBinding(dataDir: string, kind: StorageKind): Promise<void> {
   } catch (error) {
     throw osOrUnknown(error, path);
   }
+}
+
+function isEmptyExport(data: StorageExport): boolean {
+  return data.creates.length + data.deletes.length + data.bots.length + Object.keys(data.meta).length === 0;
 }
 
 function countsIn(data: StorageExport): MigrateStorageResult["counts"] {

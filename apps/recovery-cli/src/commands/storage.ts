@@ -7,22 +7,49 @@ import {
   type StorageExport,
   type StorageKind,
 } from "@drydock/storage";
+import { postgresBackend, redactUrl } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import type { Rendered } from "../render.js";
+import {
+  copyWorkspaces,
+  refuseLiveInstances,
+  type WorkspacesToMove,
+  workspacesToMove,
+} from "../shared/migrate-workspaces.js";
 import { openCliStorage } from "../storage.js";
 
-const TARGETS = ["file", "sqlite"] as const;
+const TARGETS = ["file", "sqlite", "postgres"] as const;
 
 /**
  * The fence of a migration: a digest of everything the source holds (its whole export). The apply migrates
  * only when the export it finds is the one the preview showed, so nothing written after the preview is
  * carried across unseen.
  */
-function exportDigest(data: StorageExport): string {
-  return `sha256:${createHash("sha256").update("drydock-storage-migrate-v1\0").update(JSON.stringify(data)).digest("hex")}`;
+function exportDigest(data: StorageExport, workspaces?: WorkspacesToMove): string {
+  const hash = createHash("sha256").update("drydock-storage-migrate-v1\0").update(JSON.stringify(data));
+  if (workspaces !== undefined) hash.update("\0workspaces\0").update(workspaces.digest);
+  return `sha256:${hash.digest("hex")}`;
 }
+
+/**
+ * `--to postgres`: the database URL is the server's own setting (`--storage postgres://…`, DRYDOCK_STORAGE or
+ * DRYDOCK_STORAGE_FILE; schema DRYDOCK_POSTGRES_SCHEMA), so the migrated directory starts with exactly it.
+ */
+function postgresTarget(ctx: CommandContext): { url: string; where: string } {
+  const setting = ctx.storageSetting();
+  if (setting === undefined || !/^postgres(ql)?:\/\//.test(setting)) {
+    throw new CliError(
+      "USAGE",
+      "--to postgres takes the database URL as the server will be started with it: --storage postgres://…, DRYDOCK_STORAGE=postgres://… or DRYDOCK_STORAGE_FILE (a file holding the URL), and DRYDOCK_POSTGRES_SCHEMA for a schema other than drydock. Nothing was read or changed.",
+    );
+  }
+  return { url: setting, where: `${redactUrl(setting)} (schema ${ctx.postgresSchema ?? "drydock"})` };
+}
+
+const workspaceSummary = (w: WorkspacesToMove) =>
+  `${w.counts.workspaces} bot workspace(s) (${w.counts.files} file(s), ${w.counts.checkpoints} checkpoint(s), ${w.counts.bytes} byte(s)); ${w.retired} retired workspace(s) of deleted bots stay behind, not moved`;
 
 function counts(data: StorageExport) {
   return {
@@ -42,10 +69,7 @@ function counts(data: StorageExport) {
  */
 export async function storageMigrate(ctx: CommandContext, to: string | undefined): Promise<Rendered> {
   if (to === undefined || !(TARGETS as readonly string[]).includes(to)) {
-    throw new CliError(
-      "USAGE",
-      `--to must be one of ${TARGETS.join(", ")} (drydock storage migrate does not move state to or from postgres). Nothing was changed.`,
-    );
+    throw new CliError("USAGE", `--to must be one of ${TARGETS.join(", ")}. Nothing was changed.`);
   }
   const target = to as StorageKind;
   // A migration killed mid-way: its source may be retired already (it refuses to be read), so the preview
@@ -59,7 +83,7 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     // an unknown DRYDOCK_STORAGE, blaming a variable the operator had set right.
     throw new CliError(
       "USAGE",
-      `The data directory ${ctx.dataDir} is bound to the postgres storage backend; drydock storage migrate moves state between file and sqlite only, so its state stays in PostgreSQL. Nothing was read or changed.`,
+      `The data directory ${ctx.dataDir} is bound to the postgres storage backend; drydock storage migrate moves state from file or sqlite to any backend, but not out of PostgreSQL yet, so its state stays there. Nothing was read or changed.`,
     );
   }
   const source = await openCliStorage(ctx.dataDir, from, ctx.now);
@@ -69,9 +93,11 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   } finally {
     await source.close();
   }
-  const digest = exportDigest(data);
+  const pg = target === "postgres" ? postgresTarget(ctx) : null;
+  const ws = pg === null ? undefined : await workspacesToMove(ctx.dataDir, ctx.commandPrefix);
+  const digest = exportDigest(data, ws);
   const moved = counts(data);
-  const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)`;
+  const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)${ws === undefined ? "" : `, ${workspaceSummary(ws)}`}`;
   const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
   // A directory no backend was bound to is read as file (the server binds it at its first start): moving
   // it "from file to file" would only write storage.json.
@@ -96,27 +122,58 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     return fencedPreview(
       command,
       digest,
-      { from, to: target, counts: moved },
-      `Preview: move ${summary} from ${from} to ${target}.`,
+      { from, to: target, counts: moved, ...postgresFields(pg, ws) },
+      `Preview: move ${summary} from ${from} to ${pg === null ? target : `postgres ${pg.where}`}.${pg === null ? "" : " The target must be empty and no bot-server instance live in it. Afterwards the local workspace tree is left in place, and the server on postgres never reads it."}`,
     );
   }
   checkFence(ctx, digest);
-  return applied(ctx, target, summary);
+  return applied(ctx, target, summary, ws);
 }
 
-async function applied(ctx: CommandContext, target: StorageKind, summary: string | null): Promise<Rendered> {
+function postgresFields(pg: { where: string } | null, ws: WorkspacesToMove | undefined) {
+  if (pg === null || ws === undefined) return {};
+  return { target: pg.where, workspaces: { ...ws.counts, retired: ws.retired } };
+}
+
+async function applied(
+  ctx: CommandContext,
+  target: StorageKind,
+  summary: string | null,
+  planned?: WorkspacesToMove,
+): Promise<Rendered> {
+  const pg = target === "postgres" ? postgresTarget(ctx) : null;
+  // Read again on a resumed migration: the local workspaces are never changed by one.
+  const ws = pg === null ? undefined : (planned ?? (await workspacesToMove(ctx.dataDir, ctx.commandPrefix)));
   const result = await migrateStorage({
     dataDir: ctx.dataDir,
     to: target,
-    backends: { sqlite: sqliteBackend },
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
     now: ctx.now,
+    ...(pg === null || ws === undefined
+      ? {}
+      : {
+          url: pg.url,
+          ...(ctx.postgresSchema === undefined ? {} : { backendOptions: { schema: ctx.postgresSchema } }),
+          checkTarget: (store) => refuseLiveInstances(store, ctx.commandPrefix),
+          copyWorkspaces: (store) => copyWorkspaces(store, ws),
+        }),
   });
   const what =
     summary ??
     `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  const start =
+    pg === null
+      ? `DRYDOCK_STORAGE=${result.to}`
+      : "the same postgres URL (DRYDOCK_STORAGE_FILE or DRYDOCK_STORAGE) and DRYDOCK_POSTGRES_SCHEMA";
   return {
-    data: { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result },
-    human: `Migrated ${what} from ${result.from} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal. The data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
+    data: {
+      ok: true,
+      preview: false,
+      changed: result.outcome !== "unchanged",
+      ...result,
+      ...postgresFields(pg, ws),
+    },
+    human: `Migrated ${what} from ${result.from} to ${pg === null ? result.to : `postgres ${pg.where}`} (${result.outcome}); the export of both sides was compared and is equal${ws === undefined ? "" : ", and every workspace head and checkpoint read back equals the local one"}. The data directory is now bound to ${result.to}; start the server with ${start}.${ws === undefined ? "" : " The local workspace tree is left in place; the server on postgres never reads it."}\n`,
   };
 }
 
