@@ -1,8 +1,10 @@
-import { createHash, randomBytes } from "node:crypto";
 import {
   checkWorkspaceInput as check,
   corruptFailure,
   parseWorkspaceManifest,
+  pathClashError,
+  retiredNameOf,
+  sha256Of,
   versionConflict,
   type WorkspaceCheckpoint,
   WorkspaceError,
@@ -10,6 +12,9 @@ import {
   type WorkspaceRestore,
   type WorkspaceStore,
   type WorkspaceWriteOptions,
+  workspaceFileOf,
+  workspaceIdConflict,
+  workspacePathClash,
 } from "@drydock/storage";
 import type { PgHandle, PgTx } from "./database.js";
 
@@ -72,13 +77,6 @@ const restoreOf = (raw: RestoreRaw): WorkspaceRestore => ({
   startedAt: raw.started_at,
   completedAt: raw.completed_at,
 });
-
-const sha256Of = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
-
-/** Files are at leaves: `a` and `a/b` cannot both be files (a local workspace could not hold them either). */
-function pathClash(files: readonly WorkspaceFile[], path: string): string | undefined {
-  return files.find((f) => path.startsWith(`${f.path}/`) || f.path.startsWith(`${path}/`))?.path;
-}
 
 export function pgWorkspaces(
   handle: PgHandle,
@@ -152,11 +150,7 @@ export function pgWorkspaces(
       ])
     )[0];
 
-  const idConflict = (what: string) =>
-    new WorkspaceError(
-      "WORKSPACE_ID_CONFLICT",
-      `${what}. Nothing was changed. Use a fresh id for a new one; retry with the same id only what was asked with it.`,
-    );
+  const idConflict = workspaceIdConflict;
 
   return {
     async head(botId) {
@@ -190,34 +184,10 @@ export function pgWorkspaces(
 
     async writeFile(botId, path, bytes, writeOptions) {
       check.path(path);
-      if (!(bytes instanceof Uint8Array)) {
-        throw new WorkspaceError(
-          "WORKSPACE_INVALID_ARGUMENT",
-          "a file's bytes are a Uint8Array. Nothing was changed.",
-        );
-      }
-      if (bytes.byteLength > options.maxFileBytes) {
-        throw new WorkspaceError(
-          "WORKSPACE_FILE_TOO_LARGE",
-          `The file is ${bytes.byteLength} bytes; this server accepts at most ${options.maxFileBytes}. Nothing was changed.`,
-        );
-      }
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      const file: WorkspaceFile = {
-        type: "file",
-        path,
-        size: data.length,
-        mode: 0o600,
-        sha256: sha256Of(data),
-      };
+      const { data, file } = workspaceFileOf(path, bytes, options.maxFileBytes);
       return change(botId, writeOptions, async (tx, head) => {
-        const clash = pathClash(head.files, path);
-        if (clash !== undefined) {
-          throw new WorkspaceError(
-            "WORKSPACE_INVALID_ARGUMENT",
-            `'${path}' cannot be a file: '${clash}' is ${clash.length < path.length ? "a file on its path" : "a file under it"}. Nothing was changed.`,
-          );
-        }
+        const clash = workspacePathClash(head.files, path);
+        if (clash !== undefined) throw pathClashError(path, clash);
         await tx.query(
           "INSERT INTO ws_blobs (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
           [file.sha256, file.size, data],
@@ -357,8 +327,7 @@ export function pgWorkspaces(
       return change(botId, undefined, async (tx, head) => {
         const owned = await tx.query("SELECT 1 FROM ws_checkpoints WHERE bot_id = $1 LIMIT 1", [botId]);
         if (head.files.length === 0 && owned.length === 0) return { retiredAs: null };
-        // A bot id never holds '.', so no live bot (and no checkpoint id) can name a retired workspace.
-        const retiredAs = `${botId}.retired-${tx.now}-${randomBytes(4).toString("hex")}`;
+        const retiredAs = retiredNameOf(botId, tx.now);
         await tx.query(
           `WITH c AS (UPDATE ws_checkpoints SET bot_id = $2 WHERE bot_id = $1),
                 r AS (UPDATE ws_restores SET bot_id = $2 WHERE bot_id = $1)
