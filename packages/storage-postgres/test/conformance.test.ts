@@ -27,10 +27,10 @@ describeStorageConformance({
       client.on("error", () => {});
       await client.connect();
       try {
-        await client.query(`UPDATE ${schemaFor(dataDir)}.ws_blobs SET bytes = $1 WHERE sha256 = $2`, [
-          Buffer.from(bytes),
-          sha256,
-        ]);
+        await client.query(
+          `UPDATE ${schemaFor(dataDir)}.ws_blobs SET bytes = $1::bytea, size = length($1::bytea) WHERE sha256 = $2`,
+          [Buffer.from(bytes), sha256],
+        );
       } finally {
         await client.end();
       }
