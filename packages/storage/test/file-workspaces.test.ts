@@ -16,7 +16,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type FileOpName, failNthCall, nodeFileOps } from "@drydock/file-lock";
 import { afterEach, describe, expect, it } from "vitest";
-import { isStorageError, isWorkspaceError, openFileStorage, STORE_WORKSPACES_DIR } from "../src/index.js";
+import {
+  isStorageError,
+  isWorkspaceError,
+  openFileStorage,
+  STORE_WORKSPACES_DIR,
+  workspacesOf,
+} from "../src/index.js";
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -153,6 +159,15 @@ describe("the file backend's workspaces", () => {
       await storage.close();
     });
   }
+
+  it("workspacesOf: the bot server's choice is by kind — the store's on postgres, local files (null) on file and sqlite", async () => {
+    const storage = await openFileStorage({ dataDir: dataDir() });
+    expect(storage.workspaces).toBeDefined();
+    expect(workspacesOf(storage)).toBeNull();
+    expect(workspacesOf({ kind: "sqlite", workspaces: storage.workspaces })).toBeNull();
+    expect(workspacesOf({ kind: "postgres", workspaces: storage.workspaces })).toBe(storage.workspaces);
+    await storage.close();
+  });
 
   it("a blob file that went missing: STORAGE_CORRUPT on read, a restore from it refused whole", async () => {
     const dir = dataDir();
