@@ -1,6 +1,7 @@
 import {
   checkWorkspaceInput as check,
   corruptFailure,
+  idConflicts,
   parseWorkspaceManifest,
   pathClashError,
   retiredNameOf,
@@ -13,7 +14,6 @@ import {
   type WorkspaceStore,
   type WorkspaceWriteOptions,
   workspaceFileOf,
-  workspaceIdConflict,
   workspacePathClash,
 } from "@drydock/storage";
 import type { PgHandle, PgTx } from "./database.js";
@@ -150,8 +150,6 @@ export function pgWorkspaces(
       ])
     )[0];
 
-  const idConflict = workspaceIdConflict;
-
   return {
     async head(botId) {
       options.live();
@@ -218,8 +216,7 @@ export function pgWorkspaces(
       const recorded = async (tx: PgTx) => {
         const row = await checkpointRow(tx, checkpointId);
         if (row === undefined) return undefined;
-        if (row.bot_id !== botId)
-          throw idConflict(`the checkpoint id '${checkpointId}' belongs to another bot`);
+        if (row.bot_id !== botId) throw idConflicts.checkpointOfAnotherBot(checkpointId);
         return checkpointOf(row);
       };
       return change(
@@ -231,7 +228,7 @@ export function pgWorkspaces(
             [checkpointId, botId, head.version, JSON.stringify(head.files)],
           );
           // Another bot's transaction took the id meanwhile (its own lock is not ours).
-          if (inserted.length === 0) throw idConflict(`the checkpoint id '${checkpointId}' was just taken`);
+          if (inserted.length === 0) throw idConflicts.justTaken("checkpoint id", checkpointId);
           return checkpointOf((await checkpointRow(tx, checkpointId)) as CheckpointRaw);
         },
         recorded,
@@ -265,9 +262,7 @@ export function pgWorkspaces(
         const row = await restoreRow(tx, operationId);
         if (row === undefined) return undefined;
         if (row.bot_id !== botId || row.checkpoint_id !== checkpointId) {
-          throw idConflict(
-            `the restore operation id '${operationId}' already restored checkpoint '${row.checkpoint_id}' of bot '${row.bot_id}'`,
-          );
+          throw idConflicts.restoreRecorded(operationId, row.checkpoint_id, row.bot_id);
         }
         return restoreOf(row);
       };
@@ -305,8 +300,7 @@ export function pgWorkspaces(
             [operationId, botId, checkpointId, head.version, toVersion, tx.now],
           );
           // Another bot's restore took the id meanwhile: this transaction (and its head change) rolls back.
-          if (inserted[0] === undefined)
-            throw idConflict(`the restore operation id '${operationId}' was just taken`);
+          if (inserted[0] === undefined) throw idConflicts.justTaken("restore operation id", operationId);
           return restoreOf(inserted[0]);
         },
         recorded,

@@ -80,6 +80,7 @@ export {
 } from "./presence.js";
 export { parseRetired, RETIRED_VERSION, type RetiredMarker, retiredError } from "./retired.js";
 export {
+  idConflicts,
   pathClashError,
   retiredNameOf,
   type StoredCheckpoint,

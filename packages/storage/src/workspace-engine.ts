@@ -92,6 +92,18 @@ export function workspaceIdConflict(what: string): WorkspaceError {
   );
 }
 
+/** The id refusals every backend answers (nothing changed). */
+export const idConflicts = {
+  checkpointOfAnotherBot: (checkpointId: string) =>
+    workspaceIdConflict(`the checkpoint id '${checkpointId}' belongs to another bot`),
+  restoreRecorded: (operationId: string, checkpointId: string, botId: string) =>
+    workspaceIdConflict(
+      `the restore operation id '${operationId}' already restored checkpoint '${checkpointId}' of bot '${botId}'`,
+    ),
+  justTaken: (what: "checkpoint id" | "restore operation id", id: string) =>
+    workspaceIdConflict(`the ${what} '${id}' was just taken`),
+};
+
 /** A file's bytes checked against the size limit: the bytes as a Buffer and the manifest entry. */
 export function workspaceFileOf(
   path: string,
@@ -212,8 +224,7 @@ export function workspaceStoreOver(p: WorkspacePrimitives): WorkspaceStore {
       const recorded = (tx: WorkspaceTx) => {
         const existing = tx.checkpoint(checkpointId);
         if (existing === undefined) return undefined;
-        if (existing.owner !== botId)
-          throw workspaceIdConflict(`the checkpoint id '${checkpointId}' belongs to another bot`);
+        if (existing.owner !== botId) throw idConflicts.checkpointOfAnotherBot(checkpointId);
         return summary(existing);
       };
       return change(
@@ -259,9 +270,7 @@ export function workspaceStoreOver(p: WorkspacePrimitives): WorkspaceStore {
         const done = tx.restore(operationId);
         if (done === undefined) return undefined;
         if (done.botId !== botId || done.checkpointId !== checkpointId) {
-          throw workspaceIdConflict(
-            `the restore operation id '${operationId}' already restored checkpoint '${done.checkpointId}' of bot '${done.botId}'`,
-          );
+          throw idConflicts.restoreRecorded(operationId, done.checkpointId, done.botId);
         }
         return done;
       };

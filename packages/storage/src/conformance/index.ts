@@ -388,6 +388,24 @@ export async function spawnRace(
   }
 }
 
+/** Runs the worker's `mode` in a child process and SIGKILLs it once it stands still at crash point `point`. */
+export async function killAtPoint(
+  target: ConformanceTarget,
+  dataDir: string,
+  workerPath: string,
+  mode: string,
+  point: string,
+): Promise<void> {
+  const worker = spawnWorker(workerPath, [target.workerModule, dataDir, "-", mode, point]);
+  try {
+    await worker.waitFor((line) => line === "at-point");
+    worker.kill();
+    expect((await worker.exited).signal).toBe("SIGKILL");
+  } finally {
+    worker.kill();
+  }
+}
+
 /** A writer SIGKILLed at each of the backend's crash points. */
 function describeCrashes(target: ConformanceTarget, fresh: Fresh): void {
   for (const { point, leaves } of target.crashPoints) {
@@ -403,14 +421,7 @@ function describeCrashes(target: ConformanceTarget, fresh: Fresh): void {
         });
         const before = await seed.exportAll();
         await seed.close();
-        const worker = spawnWorker(WORKER, [target.workerModule, dir.dataDir, "-", `crash-${mode}`, point]);
-        try {
-          await worker.waitFor((line) => line === "at-point");
-          worker.kill();
-          expect((await worker.exited).signal).toBe("SIGKILL");
-        } finally {
-          worker.kill();
-        }
+        await killAtPoint(target, dir.dataDir, WORKER, `crash-${mode}`, point);
         const after = await target.open(dir.dataDir);
         try {
           const stored = await after.exportAll();

@@ -1,11 +1,10 @@
 import { createHash } from "node:crypto";
-import { spawnWorker } from "@drydock/test-kit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Storage } from "../contract.js";
 import { isStorageError } from "../errors.js";
 import { isWorkspaceError, type WorkspaceStore } from "../workspaces.js";
-import { type ConformanceTarget, type Fresh, spawnRace } from "./index.js";
+import { type ConformanceTarget, type Fresh, killAtPoint, spawnRace } from "./index.js";
 
 /**
  * The workspace part of the conformance suite, written against `WorkspaceStore` only: random command
@@ -576,20 +575,7 @@ export function describeWorkspaces(target: ConformanceTarget, fresh: Fresh, work
         await ws.writeFile("ada", "extra", bytes("extra"));
         const before = await contents(ws, "ada");
         await seed.close();
-        const worker = spawnWorker(workerPath, [
-          target.workerModule,
-          dir.dataDir,
-          "-",
-          "crash-ws-restore",
-          point,
-        ]);
-        try {
-          await worker.waitFor((line) => line === "at-point");
-          worker.kill();
-          expect((await worker.exited).signal).toBe("SIGKILL");
-        } finally {
-          worker.kill();
-        }
+        await killAtPoint(target, dir.dataDir, workerPath, "crash-ws-restore", point);
         const after = await target.open(dir.dataDir);
         try {
           const restored = { version: 4, files: { "plan.md": "old plan" } };

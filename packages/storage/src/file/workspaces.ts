@@ -11,9 +11,9 @@ import {
   StorageError,
 } from "../errors.js";
 import {
+  idConflicts,
   type StoredCheckpoint,
   type WorkspaceTx,
-  workspaceIdConflict,
   workspaceStoreOver,
 } from "../workspace-engine.js";
 import {
@@ -227,15 +227,13 @@ export function openFileWorkspaces(dataDir: string, options: FileWorkspaceOption
       addCheckpoint: (c) => {
         if (c.owner === botId) {
           const other = claim(`cp-${c.checkpointId}`, botId);
-          if (other !== undefined)
-            throw workspaceIdConflict(`the checkpoint id '${c.checkpointId}' was just taken`);
+          if (other !== undefined) throw idConflicts.justTaken("checkpoint id", c.checkpointId);
         }
         edit({ checkpoints: [...next.checkpoints, c] });
       },
       addRestore: (r) => {
         const other = claim(`op-${r.operationId}`, botId);
-        if (other !== undefined)
-          throw workspaceIdConflict(`the restore operation id '${r.operationId}' was just taken`);
+        if (other !== undefined) throw idConflicts.justTaken("restore operation id", r.operationId);
         edit({ restores: [...next.restores, r] });
       },
       retire: (retiredAs) =>
