@@ -4,7 +4,7 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { CrashHook } from "@drydock/restore-saga";
-import type { Storage } from "@drydock/storage";
+import { type Storage, workspacesOf } from "@drydock/storage";
 import { staticTokens, type TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { RecoverySource, ServerDeps } from "./deps.js";
@@ -129,9 +129,10 @@ export function createServerContext(deps: ServerDeps): ServerContext {
     // Replaced below: the local backend needs the whole context it is part of.
     workspace: undefined as unknown as WorkspaceBackend,
   };
-  // Chosen once: the storage's own workspaces when it has them (postgres), local files otherwise.
-  const store = deps.storage?.workspaces;
+  // Chosen once, by the storage's kind (workspacesOf): the store's workspaces on postgres; local files under
+  // the restore saga on file and sqlite, whose store-held workspaces the server does not use (STORAGE.md).
+  const store = deps.storage === undefined ? null : workspacesOf(deps.storage);
   (ctx as { workspace: WorkspaceBackend }).workspace =
-    store === undefined ? localWorkspaces(ctx) : storeWorkspaces(store, { bots: deps.bots });
+    store === null ? localWorkspaces(ctx) : storeWorkspaces(store, { bots: deps.bots });
   return ctx;
 }

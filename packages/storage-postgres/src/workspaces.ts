@@ -1,8 +1,11 @@
-import { createHash, randomBytes } from "node:crypto";
 import {
   checkWorkspaceInput as check,
   corruptFailure,
+  idConflicts,
   parseWorkspaceManifest,
+  pathClashError,
+  retiredNameOf,
+  sha256Of,
   versionConflict,
   type WorkspaceCheckpoint,
   WorkspaceError,
@@ -10,6 +13,8 @@ import {
   type WorkspaceRestore,
   type WorkspaceStore,
   type WorkspaceWriteOptions,
+  workspaceFileOf,
+  workspacePathClash,
 } from "@drydock/storage";
 import type { PgHandle, PgTx } from "./database.js";
 
@@ -72,13 +77,6 @@ const restoreOf = (raw: RestoreRaw): WorkspaceRestore => ({
   startedAt: raw.started_at,
   completedAt: raw.completed_at,
 });
-
-const sha256Of = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
-
-/** Files are at leaves: `a` and `a/b` cannot both be files (a local workspace could not hold them either). */
-function pathClash(files: readonly WorkspaceFile[], path: string): string | undefined {
-  return files.find((f) => path.startsWith(`${f.path}/`) || f.path.startsWith(`${path}/`))?.path;
-}
 
 /**
  * What `drydock storage migrate --to postgres` writes for one bot: its local tree as the head, and each of its
@@ -181,6 +179,7 @@ export function pgWorkspaces(
       ])
     )[0];
 
+  /** An import that finds something else under its ids (migration only). */
   const idConflict = (what: string) =>
     new WorkspaceError(
       "WORKSPACE_ID_CONFLICT",
@@ -305,34 +304,10 @@ export function pgWorkspaces(
 
     async writeFile(botId, path, bytes, writeOptions) {
       check.path(path);
-      if (!(bytes instanceof Uint8Array)) {
-        throw new WorkspaceError(
-          "WORKSPACE_INVALID_ARGUMENT",
-          "a file's bytes are a Uint8Array. Nothing was changed.",
-        );
-      }
-      if (bytes.byteLength > options.maxFileBytes) {
-        throw new WorkspaceError(
-          "WORKSPACE_FILE_TOO_LARGE",
-          `The file is ${bytes.byteLength} bytes; this server accepts at most ${options.maxFileBytes}. Nothing was changed.`,
-        );
-      }
-      const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-      const file: WorkspaceFile = {
-        type: "file",
-        path,
-        size: data.length,
-        mode: 0o600,
-        sha256: sha256Of(data),
-      };
+      const { data, file } = workspaceFileOf(path, bytes, options.maxFileBytes);
       return change(botId, writeOptions, async (tx, head) => {
-        const clash = pathClash(head.files, path);
-        if (clash !== undefined) {
-          throw new WorkspaceError(
-            "WORKSPACE_INVALID_ARGUMENT",
-            `'${path}' cannot be a file: '${clash}' is ${clash.length < path.length ? "a file on its path" : "a file under it"}. Nothing was changed.`,
-          );
-        }
+        const clash = workspacePathClash(head.files, path);
+        if (clash !== undefined) throw pathClashError(path, clash);
         await tx.query(
           "INSERT INTO ws_blobs (sha256, size, bytes) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
           [file.sha256, file.size, data],
@@ -363,8 +338,7 @@ export function pgWorkspaces(
       const recorded = async (tx: PgTx) => {
         const row = await checkpointRow(tx, checkpointId);
         if (row === undefined) return undefined;
-        if (row.bot_id !== botId)
-          throw idConflict(`the checkpoint id '${checkpointId}' belongs to another bot`);
+        if (row.bot_id !== botId) throw idConflicts.checkpointOfAnotherBot(checkpointId);
         return checkpointOf(row);
       };
       return change(
@@ -376,7 +350,7 @@ export function pgWorkspaces(
             [checkpointId, botId, head.version, JSON.stringify(head.files)],
           );
           // Another bot's transaction took the id meanwhile (its own lock is not ours).
-          if (inserted.length === 0) throw idConflict(`the checkpoint id '${checkpointId}' was just taken`);
+          if (inserted.length === 0) throw idConflicts.justTaken("checkpoint id", checkpointId);
           return checkpointOf((await checkpointRow(tx, checkpointId)) as CheckpointRaw);
         },
         recorded,
@@ -410,9 +384,7 @@ export function pgWorkspaces(
         const row = await restoreRow(tx, operationId);
         if (row === undefined) return undefined;
         if (row.bot_id !== botId || row.checkpoint_id !== checkpointId) {
-          throw idConflict(
-            `the restore operation id '${operationId}' already restored checkpoint '${row.checkpoint_id}' of bot '${row.bot_id}'`,
-          );
+          throw idConflicts.restoreRecorded(operationId, row.checkpoint_id, row.bot_id);
         }
         return restoreOf(row);
       };
@@ -450,8 +422,7 @@ export function pgWorkspaces(
             [operationId, botId, checkpointId, head.version, toVersion, tx.now],
           );
           // Another bot's restore took the id meanwhile: this transaction (and its head change) rolls back.
-          if (inserted[0] === undefined)
-            throw idConflict(`the restore operation id '${operationId}' was just taken`);
+          if (inserted[0] === undefined) throw idConflicts.justTaken("restore operation id", operationId);
           return restoreOf(inserted[0]);
         },
         recorded,
@@ -472,8 +443,7 @@ export function pgWorkspaces(
       return change(botId, undefined, async (tx, head) => {
         const owned = await tx.query("SELECT 1 FROM ws_checkpoints WHERE bot_id = $1 LIMIT 1", [botId]);
         if (head.files.length === 0 && owned.length === 0) return { retiredAs: null };
-        // A bot id never holds '.', so no live bot (and no checkpoint id) can name a retired workspace.
-        const retiredAs = `${botId}.retired-${tx.now}-${randomBytes(4).toString("hex")}`;
+        const retiredAs = retiredNameOf(botId, tx.now);
         await tx.query(
           `WITH c AS (UPDATE ws_checkpoints SET bot_id = $2 WHERE bot_id = $1),
                 r AS (UPDATE ws_restores SET bot_id = $2 WHERE bot_id = $1)

@@ -3,6 +3,7 @@
 import { randomUUID } from "node:crypto";
 import type { BoatCreateRequest } from "@drydock/boat-create-journal";
 import type { BoatDeletionRecord } from "@drydock/boat-delete-journal";
+import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import {
   assertMetaKey,
   type BackendFactory,
@@ -20,6 +21,7 @@ import { sqliteCreateJournal } from "./create-journal.js";
 import { openDatabase } from "./database.js";
 import { sqliteDeleteJournal } from "./delete-journal.js";
 import { importInto } from "./import.js";
+import { sqliteWorkspaces } from "./workspaces.js";
 
 export { SCHEMA_VERSION, SQLITE_FILE } from "./database.js";
 
@@ -49,9 +51,11 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
   const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
   const maxRows = options.maxRows ?? DEFAULT_MAX_ROWS;
   const maxBots = options.maxBots ?? DEFAULT_MAX_BOTS;
+  const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   for (const [name, value] of [
     ["maxRows", maxRows],
     ["maxBots", maxBots],
+    ["maxFileBytes", maxFileBytes],
   ] as const) {
     if (!Number.isSafeInteger(value) || value < 1) {
       throw new StorageError({
@@ -87,6 +91,7 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
     createJournal: sqliteCreateJournal(handle, { ...common, newKey: options.newKey ?? randomUUID }),
     deleteJournal: sqliteDeleteJournal(handle, common),
     bots: sqliteBotRegistry(handle, { now: common.now, maxBots, live }),
+    workspaces: sqliteWorkspaces(handle, { now: common.now, live, maxFileBytes }),
     meta: {
       async get(key) {
         live();

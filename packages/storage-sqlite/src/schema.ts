@@ -52,4 +52,33 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE TABLE retired (to_kind TEXT NOT NULL, at INTEGER NOT NULL);
   `,
+  // 3: workspaces held by the store (as on postgres): blobs by sha256, one head per bot (version and its
+  // manifest as JSON), checkpoints (a recorded manifest; bot_id is a retired name after retireWorkspace) and
+  // restores, recorded in the transaction that applied them.
+  `
+  CREATE TABLE ws_blobs (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL CHECK (size >= 0), bytes BLOB NOT NULL);
+  CREATE TABLE ws_heads (
+    bot_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL CHECK (version >= 1),
+    manifest TEXT NOT NULL
+  );
+  CREATE TABLE ws_checkpoints (
+    checkpoint_id TEXT PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    version INTEGER NOT NULL CHECK (version >= 0),
+    manifest TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE INDEX ws_checkpoints_by_bot ON ws_checkpoints (bot_id);
+  CREATE TABLE ws_restores (
+    operation_id TEXT PRIMARY KEY,
+    bot_id TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    from_version INTEGER NOT NULL,
+    to_version INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    completed_at INTEGER NOT NULL
+  );
+  CREATE INDEX ws_restores_by_bot ON ws_restores (bot_id);
+  `,
 ];

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isBoatCreateJournalError } from "@drydock/boat-create-journal";
 import { isBoatDeleteJournalError } from "@drydock/boat-delete-journal";
-import { isStorageError, type Storage } from "@drydock/storage";
+import { isStorageError, isWorkspaceError, type Storage } from "@drydock/storage";
 import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSqliteStorage, SCHEMA_VERSION, SQLITE_FILE } from "../src/index.js";
@@ -337,7 +337,7 @@ describe("the bot registry on SQLite", () => {
 });
 
 describe("schema migration 2 (the bot registry)", () => {
-  it("a version-1 database (journals only) opens at version 2 with its rows intact and a working registry", async () => {
+  it("a version-1 database (journals only) opens at the current version with its rows intact and a working registry", async () => {
     const dir = dataDir();
     mkdirSync(dir, { recursive: true });
     const db = new Database(join(dir, SQLITE_FILE));
@@ -347,13 +347,121 @@ describe("schema migration 2 (the bot registry)", () => {
     db.prepare("INSERT INTO meta (key, value) VALUES ('environment-id', 'kept')").run();
     db.close();
     const storage = await openSqliteStorage({ dataDir: dir });
-    expect(SCHEMA_VERSION).toBe(2);
+    expect(SCHEMA_VERSION).toBe(3);
     expect(await storage.meta.get("environment-id")).toBe("kept");
     await storage.bots.create({ botId: "ada", name: "Ada" });
     expect((await storage.exportAll()).bots.map((b) => b.botId)).toEqual(["ada"]);
     await storage.close();
     const check = new Database(join(dir, SQLITE_FILE), { readonly: true });
-    expect(check.prepare("SELECT version FROM schema_version").pluck().get()).toBe(2);
+    expect(check.prepare("SELECT version FROM schema_version").pluck().get()).toBe(3);
     check.close();
+  });
+});
+
+describe("schema migration 3 (workspaces)", () => {
+  it("a version-2 database with bots opens at version 3, its rows intact, and workspaces work", async () => {
+    const dir = dataDir();
+    mkdirSync(dir, { recursive: true });
+    const db = new Database(join(dir, SQLITE_FILE));
+    db.pragma("journal_mode = WAL");
+    db.exec(MIGRATIONS[0] as string);
+    db.exec(MIGRATIONS[1] as string);
+    db.exec("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (2)");
+    db.prepare("INSERT INTO meta (key, value) VALUES ('environment-id', 'kept')").run();
+    db.close();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    expect(await storage.meta.get("environment-id")).toBe("kept");
+    expect((await storage.workspaces.writeFile("ada", "f", Buffer.from("x"))).version).toBe(1);
+    expect(Buffer.from((await storage.workspaces.readFile("ada", "f")).bytes).toString()).toBe("x");
+    await storage.close();
+    const check = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    expect(check.prepare("SELECT version FROM schema_version").pluck().get()).toBe(3);
+    check.close();
+  });
+});
+
+describe("workspaces on SQLite: faults", () => {
+  const codeOf = async (call: () => Promise<unknown>) => {
+    const error = await refusal(call);
+    return isStorageError(error) || isWorkspaceError(error) ? error.code : `not typed: ${String(error)}`;
+  };
+
+  it("a damaged head manifest row is STORAGE_CORRUPT on read and write, never read as empty, the row unchanged", async () => {
+    const dir = dataDir();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    await storage.workspaces.writeFile("ada", "f", Buffer.from("x"));
+    const raw = new Database(join(dir, SQLITE_FILE));
+    const damaged = '[{"type":"file","path":"/etc"}]';
+    raw.prepare("UPDATE ws_heads SET manifest = ? WHERE bot_id = 'ada'").run(damaged);
+    expect(await codeOf(() => storage.workspaces.head("ada"))).toBe("STORAGE_CORRUPT");
+    expect(await codeOf(() => storage.workspaces.writeFile("ada", "g", Buffer.from("g")))).toBe(
+      "STORAGE_CORRUPT",
+    );
+    expect(await codeOf(() => storage.workspaces.restore("ada", "cp", "op"))).toBe("STORAGE_CORRUPT");
+    expect(raw.prepare("SELECT version, manifest FROM ws_heads").all()).toEqual([
+      { version: 1, manifest: damaged },
+    ]);
+    expect(raw.prepare("SELECT count(*) FROM ws_blobs").pluck().get()).toBe(1);
+    raw.close();
+    await storage.close();
+  });
+
+  it("a missing blob: a restore from it is refused whole (STORAGE_CORRUPT), the head unchanged, nothing recorded", async () => {
+    const dir = dataDir();
+    const storage = await openSqliteStorage({ dataDir: dir });
+    const ws = storage.workspaces;
+    await ws.writeFile("ada", "g", Buffer.from("g"));
+    await ws.checkpoint("ada", "cp-2");
+    await ws.deleteFile("ada", "g");
+    const raw = new Database(join(dir, SQLITE_FILE));
+    raw.prepare("DELETE FROM ws_blobs").run();
+    raw.close();
+    const head = await ws.head("ada");
+    expect(await codeOf(() => ws.restore("ada", "cp-2", "op-2"))).toBe("STORAGE_CORRUPT");
+    expect(await ws.head("ada")).toEqual(head);
+    expect(await ws.getRestore("op-2")).toBeNull();
+    await storage.close();
+  });
+
+  it("a database busy beyond the bounded wait: STORAGE_BUSY, the head unchanged, the next write works", async () => {
+    const dir = dataDir();
+    const storage = await openSqliteStorage({ dataDir: dir, busyTimeoutMs: 50 });
+    await storage.workspaces.writeFile("ada", "f", Buffer.from("one"));
+    const holder = new Database(join(dir, SQLITE_FILE));
+    holder.exec("BEGIN IMMEDIATE");
+    try {
+      const error = await refusal(() => storage.workspaces.writeFile("ada", "f", Buffer.from("two")));
+      expect(isStorageError(error) && [error.code, error.retryable]).toEqual(["STORAGE_BUSY", true]);
+      expect((error as Error).message).toMatch(/Nothing was changed\. Retry/);
+      // A reader is not blocked (WAL).
+      expect((await storage.workspaces.head("ada")).version).toBe(1);
+    } finally {
+      holder.exec("ROLLBACK");
+      holder.close();
+    }
+    expect(
+      (await storage.workspaces.writeFile("ada", "f", Buffer.from("two"), { expectedVersion: 1 })).version,
+    ).toBe(2);
+    await storage.close();
+  });
+
+  it("a full disk during a blob write: ENOSPC in words that never say invalid, the head unchanged", async () => {
+    const dir = dataDir();
+    const plain = await openSqliteStorage({ dataDir: dir });
+    await plain.workspaces.writeFile("ada", "kept", Buffer.from("kept"));
+    await plain.close();
+    const storage = await openSqliteStorage({
+      dataDir: dir,
+      configure: (db) => db.pragma(`max_page_count = ${db.pragma("page_count", { simple: true })}`),
+    });
+    const error = await refusal(() =>
+      storage.workspaces.writeFile("ada", "big", Buffer.alloc(256 * 1024, 7)),
+    );
+    expect(isStorageError(error) && error.errno).toBe("ENOSPC");
+    expect((error as Error).message).toMatch(/Nothing was changed/);
+    expect((error as Error).message).not.toMatch(/invalid|repair/i);
+    const head = await storage.workspaces.head("ada");
+    expect([head.version, head.files.map((f) => f.path)]).toEqual([1, ["kept"]]);
+    await storage.close();
   });
 });

@@ -52,10 +52,11 @@ export interface Storage {
   readonly meta: MetaStore;
   readonly bots: BotRegistryStore;
   /**
-   * Workspaces as blobs and a versioned head manifest (see workspaces.ts). Only postgres has them for now;
-   * absent, the workspace lives on the host's disk under the restore saga.
+   * Workspaces as blobs and a versioned head manifest (see workspaces.ts), on every backend. The bot server
+   * serves its workspaces from it on postgres only; on file and sqlite it keeps local files under the restore
+   * saga (docs/decisions/0014-store-held-workspaces-on-every-backend.md).
    */
-  readonly workspaces?: WorkspaceStore;
+  readonly workspaces: WorkspaceStore;
   /** One consistent reading of everything stored (a read transaction, or each file under its lock). */
   exportAll(): Promise<StorageExport>;
   /**
@@ -82,6 +83,8 @@ export interface BackendOptions {
   newKey?: () => string;
   /** Test-only crash points. */
   crash?: StorageCrashHook;
+  /** A workspace file's size at most, bytes (default facts' DEFAULT_MAX_FILE_BYTES, 8 MiB). */
+  maxFileBytes?: number;
 }
 
 /** How `openStorage` reaches a backend that lives in another package (see README: no hard dependency). */

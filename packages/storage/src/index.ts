@@ -58,6 +58,7 @@ export {
   type FileBotRegistryOptions,
   openFileBotRegistry,
 } from "./file/bots.js";
+export { STORE_WORKSPACES_DIR, WORKSPACE_CRASH_POINTS } from "./file/workspaces.js";
 export { assertMetaKey, META_KEY, META_VALUE, mintedValue, NOT_META_FILES } from "./meta-rules.js";
 export {
   MIGRATE_CRASH_POINTS,
@@ -78,6 +79,20 @@ export {
   migrateLockPath,
 } from "./presence.js";
 export { parseRetired, RETIRED_VERSION, type RetiredMarker, retiredError } from "./retired.js";
+export {
+  idConflicts,
+  pathClashError,
+  retiredNameOf,
+  type StoredCheckpoint,
+  sha256Of,
+  type WorkspaceHeadState,
+  type WorkspacePrimitives,
+  type WorkspaceTx,
+  workspaceFileOf,
+  workspaceIdConflict,
+  workspacePathClash,
+  workspaceStoreOver,
+} from "./workspace-engine.js";
 export {
   checkWorkspaceInput,
   isWorkspaceError,

@@ -8,8 +8,9 @@ import { brand, isBranded } from "./errors.js";
  * are a content-addressed blob, a bot's workspace is a versioned head manifest, and every change (a write, a
  * delete, a restore) is ONE transaction that compares-and-sets the head's version. Nothing authoritative is on
  * a host's disk, so any server reaches any bot's files, a restore cannot be half-applied (one CAS replaces the
- * manifest), and a writer holding a stale version changes nothing. Only the postgres backend has it for now
- * (`Storage.workspaces`); on `file` and `sqlite` the workspace stays on local files under the restore saga.
+ * manifest), and a writer holding a stale version changes nothing. Every backend has it (`Storage.workspaces`,
+ * checked by the conformance suite); the bot server uses it on postgres only (`workspacesOf`), and on `file`
+ * and `sqlite` keeps the workspace on local files under the restore saga.
  */
 
 /** A file of a workspace: restore-saga's checkpoint manifest entry (path, mode, size, hex sha256). */
@@ -145,13 +146,16 @@ export function isWorkspaceError(value: unknown): value is WorkspaceError {
   return isBranded(value, "WorkspaceError");
 }
 
+/** A refused input as text for a message: never throws (an object whose toString is broken is not a string). */
+const shown = (value: unknown): string => (typeof value === "string" ? value : `a ${typeof value}`);
+
 const invalid = (message: string) =>
   new WorkspaceError("WORKSPACE_INVALID_ARGUMENT", `${message}. Nothing was changed.`);
 
 /** The inputs every backend checks first (fail closed: nothing is read or written for a refused input). */
 export const checkWorkspaceInput = {
   botId(botId: unknown): string {
-    if (typeof botId !== "string" || !BOT_ID.test(botId)) throw invalid(`'${String(botId)}' is not a bot id`);
+    if (typeof botId !== "string" || !BOT_ID.test(botId)) throw invalid(`'${shown(botId)}' is not a bot id`);
     return botId;
   },
   path(path: unknown): string {
@@ -168,13 +172,13 @@ export const checkWorkspaceInput = {
   },
   checkpointId(checkpointId: unknown): string {
     if (typeof checkpointId !== "string" || !CHECKPOINT_ID.test(checkpointId)) {
-      throw invalid(`'${String(checkpointId)}' is not a checkpoint id`);
+      throw invalid(`'${shown(checkpointId)}' is not a checkpoint id`);
     }
     return checkpointId;
   },
   operationId(operationId: unknown): string {
     if (typeof operationId !== "string" || !RESTORE_OPERATION_ID.test(operationId)) {
-      throw invalid(`'${String(operationId)}' is not a restore operation id`);
+      throw invalid(`'${shown(operationId)}' is not a restore operation id`);
     }
     return operationId;
   },
@@ -211,7 +215,11 @@ export function versionConflict(botId: string, expected: number, current: number
   );
 }
 
-/** The workspace store of a storage, or null on a backend without one (file, sqlite: local files). */
-export function workspacesOf(storage: Storage): WorkspaceStore | null {
-  return storage.workspaces ?? null;
+/**
+ * The workspace store the bot server serves workspaces from: the store's on postgres, null on file and
+ * sqlite, where the server keeps local files under the restore saga (STORAGE.md; their store-held
+ * `Storage.workspaces` exists, conforms, and is not what the server uses).
+ */
+export function workspacesOf(storage: Pick<Storage, "kind" | "workspaces">): WorkspaceStore | null {
+  return storage.kind === "postgres" ? storage.workspaces : null;
 }

@@ -22,6 +22,7 @@ import {
   registryCommandArb,
 } from "./commands.js";
 import { describeRegistry } from "./registry.js";
+import { describeWorkspaces, type WorkspaceConformanceHooks } from "./workspaces.js";
 
 export {
   applyToModel,
@@ -44,6 +45,7 @@ export {
 } from "./commands.js";
 export { CreateModel, DeleteModel, type Outcome } from "./model.js";
 export { RegistryModel } from "./registry-model.js";
+export type { WorkspaceConformanceHooks } from "./workspaces.js";
 
 export interface ConformanceOpenOptions {
   now?: () => number;
@@ -51,6 +53,8 @@ export interface ConformanceOpenOptions {
   crash?: StorageCrashHook;
   /** The registry's limit, for a backend whose limit is configurable (the file backend's is 4,096). */
   maxBots?: number;
+  /** A workspace file's size at most (the workspace part opens a store with a small one). */
+  maxFileBytes?: number;
 }
 
 export interface ConformanceTarget {
@@ -74,6 +78,10 @@ export interface ConformanceTarget {
    * opened with (`maxBots`).
    */
   botLimit: number;
+  /** The test-only hooks of the workspace part (without them, the corrupted-blob test does not run). */
+  workspaces?: WorkspaceConformanceHooks;
+  /** The crash points a workspace restore passes, and what each leaves (default `crashPoints`). */
+  workspaceCrashPoints?: { point: string; leaves: "before" | "after" }[];
 }
 
 // The sources (tests, tsx) or the built dist/ next to this module.
@@ -134,6 +142,7 @@ export function describeStorageConformance(target: ConformanceTarget): void {
     describeRaces(target, fresh);
     describeCrashes(target, fresh);
     describeRegistry(target, fresh, WORKER);
+    describeWorkspaces(target, fresh, WORKER);
   });
 }
 
@@ -346,6 +355,23 @@ export async function runRace(
   mode: string,
   argsPerWorker: string[][],
 ): Promise<{ results: Record<string, unknown>[]; stored: StorageExport }> {
+  const results = await spawnRace(target, dir, workerPath, mode, argsPerWorker);
+  const after = await target.open(dir.dataDir);
+  try {
+    return { results, stored: await after.exportAll() };
+  } finally {
+    await after.close();
+  }
+}
+
+/** Starts one process per `argsPerWorker`, lets them act at the same moment, and returns their answers. */
+export async function spawnRace(
+  target: ConformanceTarget,
+  dir: { dataDir: string; root: string },
+  workerPath: string,
+  mode: string,
+  argsPerWorker: string[][],
+): Promise<Record<string, unknown>[]> {
   const goFile = join(dir.root, "go");
   const workers: Worker[] = [];
   try {
@@ -356,15 +382,27 @@ export async function runRace(
     writeFileSync(goFile, "go");
     const exits = await Promise.all(workers.map((w) => w.exited));
     for (const exit of exits) expect(exit).toEqual({ code: 0, signal: null, stderr: "" });
-    const results = workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
-    const after = await target.open(dir.dataDir);
-    try {
-      return { results, stored: await after.exportAll() };
-    } finally {
-      await after.close();
-    }
+    return workers.map((w) => JSON.parse(w.lines.at(-1) as string) as Record<string, unknown>);
   } finally {
     for (const w of workers) w.kill();
+  }
+}
+
+/** Runs the worker's `mode` in a child process and SIGKILLs it once it stands still at crash point `point`. */
+export async function killAtPoint(
+  target: ConformanceTarget,
+  dataDir: string,
+  workerPath: string,
+  mode: string,
+  point: string,
+): Promise<void> {
+  const worker = spawnWorker(workerPath, [target.workerModule, dataDir, "-", mode, point]);
+  try {
+    await worker.waitFor((line) => line === "at-point");
+    worker.kill();
+    expect((await worker.exited).signal).toBe("SIGKILL");
+  } finally {
+    worker.kill();
   }
 }
 
@@ -383,14 +421,7 @@ function describeCrashes(target: ConformanceTarget, fresh: Fresh): void {
         });
         const before = await seed.exportAll();
         await seed.close();
-        const worker = spawnWorker(WORKER, [target.workerModule, dir.dataDir, "-", `crash-${mode}`, point]);
-        try {
-          await worker.waitFor((line) => line === "at-point");
-          worker.kill();
-          expect((await worker.exited).signal).toBe("SIGKILL");
-        } finally {
-          worker.kill();
-        }
+        await killAtPoint(target, dir.dataDir, WORKER, `crash-${mode}`, point);
         const after = await target.open(dir.dataDir);
         try {
           const stored = await after.exportAll();

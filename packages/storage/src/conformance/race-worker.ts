@@ -24,7 +24,8 @@ if (mode.startsWith("crash-")) {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
   };
   const storage = await backend.open(dataDir, { crash });
-  if (mode === "crash-begin") await storage.createJournal.beginBoatCreate("bot-1", BODY);
+  if (mode === "crash-ws-restore") await storage.workspaces.restore("ada", "cp-1", "op-crash");
+  else if (mode === "crash-begin") await storage.createJournal.beginBoatCreate("bot-1", BODY);
   else
     await storage.deleteJournal.prepareBoatDeletion({
       boxId: "bx_aaaaaaaa",
@@ -69,6 +70,17 @@ if (mode.startsWith("crash-")) {
       ownerBotId: "bot-1",
     });
     line = { prepared: once.prepared };
+  } else if (mode === "ws-write") {
+    // Both processes compare-and-set the same head version: one wins, the other is told the current one.
+    line = await storage.workspaces
+      .writeFile("ada", "f", Buffer.from(arg as string), { expectedVersion: 1 })
+      .then(
+        (done) => ({ version: done.version }),
+        (error: { code?: string; currentVersion?: number }) => ({
+          code: error.code,
+          currentVersion: error.currentVersion,
+        }),
+      );
   } else {
     line = { value: await storage.meta.getOrCreate("environment-id", () => arg as string) };
   }

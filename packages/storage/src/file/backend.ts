@@ -19,6 +19,7 @@ import {
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
+import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
 import { byBotId } from "../bot-rules.js";
@@ -36,6 +37,7 @@ import { readRetired, retiredError } from "../retired.js";
 import { openBotsDocument, openFileBotRegistry } from "./bots.js";
 import { documentSpecs, documentState, retiredText, writeDocumentLocked } from "./documents.js";
 import { createOnce, openFileMeta, osOrUnknown } from "./meta.js";
+import { openFileWorkspaces } from "./workspaces.js";
 
 export interface FileBackendOptions extends BackendOptions {
   /** File system seam for the journals and their locks (default the real one). */
@@ -116,6 +118,14 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
   const live = () => {
     if (closed) throw closedError();
   };
+  const workspaces = openFileWorkspaces(dataDir, {
+    fs: baseFs,
+    now: options.now ?? Date.now,
+    live,
+    maxFileBytes: options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
+    ...(options.lockWaitMs === undefined ? {} : { lockWaitMs: options.lockWaitMs }),
+    ...(options.crash === undefined ? {} : { crash: options.crash }),
+  });
   const guard = <T extends object>(journal: "create" | "delete", target: T): T =>
     wrapMethods(
       target,
@@ -131,6 +141,7 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     deleteJournal: guard<BoatDeleteJournal>("delete", deleteJournal),
     meta: wrapMethods(meta, live, (error) => error),
     bots: { ...wrapMethods(bots, live, (error) => error), liveMarks: bots.liveMarks },
+    workspaces,
     async exportAll() {
       live();
       let creates: BoatCreateJournalFile;
