@@ -171,19 +171,30 @@ function describeModelAndFuzz(target: ConformanceTarget, runs: number, fresh: Fr
       ),
       { numRuns: runs },
     );
-  it("model-based command sequences (both journals, the registry, restarts, clock moves) match the reference model", async () => {
-    await modelRuns(journalCommandArb);
-  });
+  // A hang guard, not a timing goal: a run takes 1–6 s, but on a loaded CI machine one exceeded vitest's 60 s
+  // default, and a failing run must have time to shrink to its counterexample rather than time out silently.
+  const MODEL_HANG_GUARD_MS = 300_000;
+  it(
+    "model-based command sequences (both journals, the registry, restarts, clock moves) match the reference model",
+    async () => {
+      await modelRuns(journalCommandArb);
+    },
+    MODEL_HANG_GUARD_MS,
+  );
 
-  it("model-based registry sequences (create, remove, marks, pages, count, get, restarts) match the model", async () => {
-    await modelRuns(
-      fc.oneof(
-        { weight: 12, arbitrary: registryCommandArb as fc.Arbitrary<JournalCommand> },
-        { weight: 1, arbitrary: fc.constant({ op: "restart" as const }) },
-        { weight: 1, arbitrary: fc.constant({ op: "advance" as const, ms: 1_000 }) },
-      ),
-    );
-  });
+  it(
+    "model-based registry sequences (create, remove, marks, pages, count, get, restarts) match the model",
+    async () => {
+      await modelRuns(
+        fc.oneof(
+          { weight: 12, arbitrary: registryCommandArb as fc.Arbitrary<JournalCommand> },
+          { weight: 1, arbitrary: fc.constant({ op: "restart" as const }) },
+          { weight: 1, arbitrary: fc.constant({ op: "advance" as const, ms: 1_000 }) },
+        ),
+      );
+    },
+    MODEL_HANG_GUARD_MS,
+  );
 
   it("fuzzed arguments are refused as INVALID_ARGUMENT and change nothing", async () => {
     const dir = fresh();
