@@ -723,10 +723,10 @@ holders and is not zero; "nothing lost" means all checks passed and every such f
 
 ${backendTable()}
 
-Only the checks that touch the storage contract (the Boat journals, the bot registry, meta) are counted
-here; "—" means the check does not run on that backend. Restore sagas, checkpoints and blobs are files on
-every backend (the saga store is not on the storage contract yet), so the restore kill loop
-(restore-saga) and the power-loss, lock and journal-file checks do not depend on the backend and are not
+Only the checks that touch the storage contract (the Boat journals, the bot registry, meta, the store-held
+workspaces of the conformance suite) are counted here; "—" means the check does not run on that backend. On
+file and sqlite the bot server keeps each workspace as local files under the restore saga, so the restore
+kill loop (restore-saga) and the power-loss, lock and journal-file checks do not depend on the backend and are not
 repeated per backend; restores do run against each backend's server: the crash-restart suite kills the
 server at every restore crash point, and the chaos test interrupts restores, on file and on sqlite. On
 postgres workspaces are the storage's (one transaction per change, no saga): the crash-restart suite runs its
