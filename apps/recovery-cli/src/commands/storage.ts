@@ -81,8 +81,9 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   if (pending !== null) return finishInterrupted(ctx, target, pending);
   const binding = await readStorageBinding(ctx.dataDir);
   const from = binding?.kind ?? "file";
-  const back = from === "postgres" && target !== "postgres" ? postgresTarget(ctx, "from") : null;
-  const source = await openCliStorage(ctx.dataDir, back === null ? from : back.url, ctx.now, {
+  const pgSource = from === "postgres" ? postgresTarget(ctx, "from") : null;
+  const back = target === "postgres" ? null : pgSource;
+  const source = await openCliStorage(ctx.dataDir, pgSource === null ? from : pgSource.url, ctx.now, {
     postgresSchema: ctx.postgresSchema,
   });
   let data: StorageExport;
