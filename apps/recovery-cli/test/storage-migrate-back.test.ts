@@ -8,6 +8,7 @@
  * instance refuses with nothing changed; a SIGKILL at crash points then the same command finishes it; the
  * URL's password is never printed.
  */
+import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -200,6 +201,14 @@ describe("storage migrate --to sqlite from postgres", () => {
   it("refuses while an instance is live in the database, and while the local side holds workspaces: nothing changed", async () => {
     const schema = newSchema();
     const { dir, source } = await pgInstallation(schema);
+    // The fenced command is printed before the instance registers: the apply's own check must refuse too.
+    const printed = (
+      await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"], envOf(schema))
+    ).out
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("drydock "))
+      .at(-1) as string;
     const store = await openPg(schema);
     const live = await instancesOf(store)?.register({ host: "other-host", pid: 4242, ttlMs: 600_000 });
     await store.close();
@@ -210,7 +219,20 @@ describe("storage migrate --to sqlite from postgres", () => {
     expect(refused.err).toContain("live bot-server instances");
     expect(refused.err).toContain("other-host pid 4242");
     expect(refused.err).not.toContain(password);
-    expect(snapshotTree(dir)).toEqual(before);
+    const apply = await cli(printed.split(" ").slice(1), envOf(schema));
+    expect(apply.code, apply.out).toBe(EXIT_CODES.UNSAFE);
+    expect(apply.err).toContain("other-host pid 4242");
+    // migrateStorage's own check of the source (inside the migration's lock), without the CLI's read before it.
+    const direct = spawnSync(
+      process.execPath,
+      ["--conditions=@drydock/source", "--import", "tsx", WORKER, dir, url, schema, "none"],
+      { encoding: "utf8" },
+    );
+    expect(direct.status, direct.stdout).not.toBe(0);
+    expect(direct.stderr).toContain("live bot-server instances");
+    expect(direct.stdout).not.toContain("finished");
+    // Only the migration lock's (empty) directory is new: no progress record, no sqlite, no workspace.
+    expect(snapshotTree(dir)).toEqual({ ...before, "locks/": "" });
     expect(await reopen(schema)).toBe("opened");
     const after = await openPg(schema);
     try {
