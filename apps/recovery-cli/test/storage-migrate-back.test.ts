@@ -9,49 +9,33 @@
  * URL's password is never printed.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startBoatSimulator } from "@drydock/boat-provider/simulator";
 import { openCheckpointStore } from "@drydock/restore-saga";
 import { openStorage, type StorageExport } from "@drydock/storage";
 import { instancesOf, pgWorkspacesOf, postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { killWorkerAt } from "@drydock/test-kit";
-import { createDatabaseAt } from "@drydock/test-kit/postgres";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { spawnServer } from "../../bot-server/test/helpers.js";
 import { EXIT_CODES, StorageMigrateDocumentSchema } from "../src/index.js";
 import { runMain as cli, seedFileRows, snapshotTree } from "./harness.js";
+import { pgMigrateKit } from "./migrate-pg-kit.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SERVER_MAIN = join(HERE, "..", "..", "bot-server", "src", "main.ts");
 const WORKER = join(HERE, "fixtures", "migrate-back-worker.ts");
 
-const dirs: string[] = [];
-let url = "";
-let password = "";
-let sim: Awaited<ReturnType<typeof startBoatSimulator>>;
-beforeAll(async () => {
-  url = await createDatabaseAt(inject("postgresUrl"), "migback");
-  password = new URL(url).password;
-  expect(password.length).toBeGreaterThan(0);
-  sim = await startBoatSimulator({ provisionMs: 0 });
-});
-afterAll(async () => {
-  await sim?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-let schemas = 0;
-const newSchema = () => `migback_${process.pid}_${++schemas}`;
+const kit = pgMigrateKit("migback");
+const { dirs, newSchema } = kit;
 const tempDir = (name: string) => {
   const dir = mkdtempSync(join(tmpdir(), `drydock-cli-migback-${name}-`));
   dirs.push(dir);
   return dir;
 };
-const envOf = (schema: string) => ({ DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: schema });
+const envOf = (schema: string) => ({ DRYDOCK_STORAGE: kit.url, DRYDOCK_POSTGRES_SCHEMA: schema });
 const binding = (dir: string) => JSON.parse(readFileSync(join(dir, "storage.json"), "utf8"));
 
 /** Preview (nothing changed, no password), then the pasted command; returns both outputs. */
@@ -72,7 +56,7 @@ async function previewAndApply(dir: string, to: string, env: Record<string, stri
 async function openPg(schema: string) {
   return openStorage({
     dataDir: tempDir("read"),
-    storage: url,
+    storage: kit.url,
     backends: { postgres: postgresBackend },
     backendOptions: { schema },
   });
@@ -168,7 +152,7 @@ describe("storage migrate --to sqlite from postgres", () => {
     expect(applied.code, applied.err).toBe(0);
     expect(applied.out).toContain("The postgres schema is retired");
     for (const text of [json.out, preview.out, preview.err, applied.out, applied.err]) {
-      expect(text).not.toContain(password);
+      expect(text).not.toContain(kit.password);
     }
     expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
     expect(await sqliteExport(dir)).toEqual(source);
@@ -177,7 +161,7 @@ describe("storage migrate --to sqlite from postgres", () => {
 
     const server = await spawnServer(
       dir,
-      { DRYDOCK_STORAGE: "sqlite", BOAT_API_URL: sim.apiUrl, BOAT_API_TOKEN: sim.token },
+      { DRYDOCK_STORAGE: "sqlite", BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
       { entry: SERVER_MAIN },
     );
     try {
@@ -218,14 +202,14 @@ describe("storage migrate --to sqlite from postgres", () => {
     expect(refused.code).toBe(EXIT_CODES.UNSAFE);
     expect(refused.err).toContain("live bot-server instances");
     expect(refused.err).toContain("other-host pid 4242");
-    expect(refused.err).not.toContain(password);
+    expect(refused.err).not.toContain(kit.password);
     const apply = await cli(printed.split(" ").slice(1), envOf(schema));
     expect(apply.code, apply.out).toBe(EXIT_CODES.UNSAFE);
     expect(apply.err).toContain("other-host pid 4242");
     // migrateStorage's own check of the source (inside the migration's lock), without the CLI's read before it.
     const direct = spawnSync(
       process.execPath,
-      ["--conditions=@drydock/source", "--import", "tsx", WORKER, dir, url, schema, "none"],
+      ["--conditions=@drydock/source", "--import", "tsx", WORKER, dir, kit.url, schema, "none"],
       { encoding: "utf8" },
     );
     expect(direct.status, direct.stdout).not.toBe(0);
@@ -256,7 +240,7 @@ describe("a migration out of postgres killed (SIGKILL) at a durable step: the sa
     it(`killed at ${point}`, async () => {
       const schema = newSchema();
       const { dir, source, checkpointId } = await pgInstallation(schema);
-      const ended = await killWorkerAt(WORKER, [dir, url, schema, point], (line) =>
+      const ended = await killWorkerAt(WORKER, [dir, kit.url, schema, point], (line) =>
         line.startsWith("at-point "),
       );
       expect(ended.signal).toBe("SIGKILL");

@@ -54,6 +54,9 @@ function postgresTarget(ctx: CommandContext, side: "to" | "from" = "to"): { url:
 const workspaceSummary = (w: WorkspacesToMove) =>
   `${w.counts.workspaces} bot workspace(s) (${w.counts.files} file(s), ${w.counts.checkpoints} checkpoint(s), ${w.counts.bytes} byte(s)); ${w.retired} retired workspace(s) of deleted bots stay behind, not moved`;
 
+const movedSentence = (c: ReturnType<typeof counts>) =>
+  `${c.creates} create row(s), ${c.deletes} deletion fence(s), ${c.bots} bot(s), ${c.meta} meta value(s)`;
+
 function counts(data: StorageExport) {
   return {
     creates: data.creates.length,
@@ -102,7 +105,7 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   if (pg !== null) ws = await workspacesToMove(ctx.dataDir, ctx.commandPrefix);
   const digest = exportDigest(data, ws);
   const moved = counts(data);
-  const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)${ws === undefined ? "" : `, ${workspaceSummary(ws)}`}`;
+  const summary = `${movedSentence(moved)}${ws === undefined ? "" : `, ${workspaceSummary(ws)}`}`;
   const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
   // A directory no backend was bound to is read as file (the server binds it at its first start): moving
   // it "from file to file" would only write storage.json.
@@ -170,9 +173,7 @@ async function applied(
           copyWorkspaces: (store) => copyWorkspaces(store, ws),
         }),
   });
-  const what =
-    summary ??
-    `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  const what = summary ?? movedSentence(result.counts);
   const start =
     pg === null
       ? `DRYDOCK_STORAGE=${result.to}`
@@ -261,17 +262,10 @@ async function appliedBack(
       await writeWorkspacesBack(ctx.dataDir, planned ?? (await readPgWorkspaces(ctx, back.url)));
     },
   });
-  const what =
-    summary ??
-    `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  const what = summary ?? movedSentence(result.counts);
+  const data = { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result };
   return {
-    data: {
-      ok: true,
-      preview: false,
-      changed: result.outcome !== "unchanged",
-      ...result,
-      source: back.where,
-    },
+    data: { ...data, source: back.where },
     human: `Migrated ${what} from postgres ${back.where} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal, and every workspace head and checkpoint written locally reads back equal to the database's. The postgres schema is retired (every later open of it refuses); the data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
   };
 }
