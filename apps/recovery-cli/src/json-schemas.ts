@@ -315,6 +315,8 @@ export const StorageMigrateDocumentSchema = z.union([
     workspaces: MigrateWorkspacesSchema.optional(),
     /** `--to postgres`: the database, its password as `***`. */
     target: z.string().optional(),
+    /** Out of postgres (`--to file|sqlite`): the database, its password as `***`. */
+    source: z.string().optional(),
     expectedState: z.string().regex(/^sha256:[0-9a-f]{64}$/),
     command: z.string(),
   }),
@@ -329,6 +331,7 @@ export const StorageMigrateDocumentSchema = z.union([
     counts: MigrateCountsSchema,
     workspaces: MigrateWorkspacesSchema.optional(),
     target: z.string().optional(),
+    source: z.string().optional(),
   }),
 ]);
 

@@ -205,22 +205,25 @@ describe("drydock on postgres", () => {
     expect(sim.stats().deleteRequests).toBe(deletes);
   });
 
-  it("storage migrate on a postgres-bound directory is refused in words that say so (exit 2): the binding and the rows stay", async () => {
+  it("storage migrate on a postgres-bound directory: a preview and a stale fence change nothing (the binding and the rows stay)", async () => {
     const { dir, storage } = await postgresDir("cli_migrate", ["fay"]);
     const before = JSON.stringify(await storage.exportAll());
     const binding = readFileSync(join(dir, "storage.json"), "utf8");
     const env = { DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: "cli_migrate" };
-    for (const to of ["sqlite", "file", "postgres"]) {
-      for (const yes of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
-        const run = await cli(["storage", "migrate", "--to", to, ...yes, "--data-dir", dir], env);
-        expect(run.code, run.out + run.err).toBe(EXIT_CODES.USAGE);
-        expect(run.err).toContain(
-          `is bound to the postgres storage backend; drydock storage migrate moves state from file or sqlite to any backend, but not out of PostgreSQL yet`,
-        );
-        expect(run.err).toContain("Nothing was read or changed.");
-        expect(run.out + run.err).not.toContain(password);
-      }
+    for (const to of ["sqlite", "file"]) {
+      const preview = await cli(["storage", "migrate", "--to", to, "--data-dir", dir], env);
+      expect(preview.code, preview.out + preview.err).toBe(EXIT_CODES.OK);
+      expect(preview.out).toContain(`from postgres postgres://`);
+      expect(preview.out).toContain("Nothing was changed.");
+      const stale = ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`];
+      const run = await cli(["storage", "migrate", "--to", to, ...stale, "--data-dir", dir], env);
+      expect(run.code, run.out + run.err).toBe(EXIT_CODES.STATE_CHANGED);
+      expect(run.err).toContain("Nothing was changed.");
+      expect(preview.out + preview.err + run.out + run.err).not.toContain(password);
     }
+    const same = await cli(["storage", "migrate", "--to", "postgres", "--data-dir", dir], env);
+    expect(same.code, same.out + same.err).toBe(EXIT_CODES.OK);
+    expect(same.out).toContain("already bound to postgres");
     expect(readFileSync(join(dir, "storage.json"), "utf8")).toBe(binding);
     expect(JSON.stringify(await storage.exportAll())).toBe(before);
   });

@@ -7,6 +7,7 @@ export type { TornLock } from "@drydock/file-lock";
 export {
   type CapturedWorkspace,
   type CaptureOptions,
+  type CheckpointImport,
   type CheckpointStore,
   type CheckpointStoreOptions,
   type CheckpointSummary,

@@ -18,9 +18,12 @@ import {
   META_VALUE,
   mintedValue,
   notEmptyFailure,
+  RETIRED_VERSION,
+  retiredError,
   type Storage,
   StorageError,
   type StorageExport,
+  type StorageKind,
 } from "@drydock/storage";
 import { pgBotRegistry } from "./bots.js";
 import { createTable, pgCreateJournal } from "./create-journal.js";
@@ -151,6 +154,20 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
     now: options.now,
     crash: options.crash,
   });
+  // A schema `drydock storage migrate` moved away from refuses every open, naming where its state went.
+  const retired = await handle
+    .read((tx) => tx.query<{ value: string }>("SELECT value FROM meta WHERE key = $1", [RETIRED_META_KEY]))
+    .catch(async (error) => {
+      await handle.close();
+      throw error;
+    });
+  const marker = parseRetiredMeta(retired[0]?.value);
+  if (retired[0] !== undefined) {
+    await handle.close();
+    throw marker === null
+      ? corruptFailure(handle.where, `meta ${RETIRED_META_KEY} is not a retirement marker`)
+      : retiredError(handle.where, marker);
+  }
   let closed = false;
   const live = () => {
     if (closed)
@@ -291,11 +308,33 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
         await tx.query("UPDATE journal_state SET version = version + 1");
       });
     },
+    async retire(to, at) {
+      live();
+      await handle.write("meta", async (tx) => {
+        await tx.query("INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", [
+          RETIRED_META_KEY,
+          `${to}@${at}`,
+        ]);
+      });
+    },
     async close() {
       closed = true;
       await handle.close();
     },
   };
+}
+
+/**
+ * The retirement marker of a schema `drydock storage migrate` moved away from: the meta row
+ * `storage-retired` = `<to>@<ms>`, written after the move was verified. Every later open refuses
+ * (STORAGE_BACKEND_MISMATCH) naming where the state went, so no server writes to the schema again.
+ */
+export const RETIRED_META_KEY = "storage-retired";
+
+function parseRetiredMeta(value: string | undefined) {
+  const match = /^(file|sqlite|postgres)@(\d{1,15})$/.exec(value ?? "");
+  if (match === null) return null;
+  return { version: RETIRED_VERSION, to: match[1] as StorageKind, at: Number(match[2]) } as const;
 }
 
 /** The instance registry of a storage opened by `openStorage`, or null on a backend without instances. */

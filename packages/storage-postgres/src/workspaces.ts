@@ -98,12 +98,17 @@ export interface PgWorkspaceStore extends WorkspaceStore {
   importWorkspace(botId: string, input: WorkspaceImport): Promise<void>;
   /**
    * Migration only: `botId`'s head manifest and every checkpoint's (id, createdAt, manifest), read in one
-   * snapshot, and the sha256 of every blob they name that is missing or does not hash to its name.
+   * snapshot, and the sha256 of every blob they name that is missing or does not hash to its name. With
+   * `{ blobs: true }` (`storage migrate` out of postgres) also the bytes of every good blob, by sha256.
    */
-  exportWorkspace(botId: string): Promise<{
+  exportWorkspace(
+    botId: string,
+    options?: { blobs?: boolean },
+  ): Promise<{
     files: WorkspaceFile[];
     checkpoints: { checkpointId: string; createdAt: number; files: WorkspaceFile[] }[];
     badBlobs: string[];
+    blobs?: Map<string, Uint8Array>;
   }>;
 }
 
@@ -246,7 +251,7 @@ export function pgWorkspaces(
       });
     },
 
-    async exportWorkspace(botId) {
+    async exportWorkspace(botId, exportOptions) {
       options.live();
       check.botId(botId);
       return handle.read(async (tx) => {
@@ -268,8 +273,16 @@ export function pgWorkspaces(
           "SELECT sha256, bytes FROM ws_blobs WHERE sha256 = ANY($1::text[])",
           [named],
         );
-        const good = new Set(blobs.filter((b) => sha256Of(b.bytes) === b.sha256).map((b) => b.sha256));
-        return { files: head.files, checkpoints, badBlobs: named.filter((sha) => !good.has(sha)) };
+        const goodBlobs = blobs.filter((b) => sha256Of(b.bytes) === b.sha256);
+        const good = new Set(goodBlobs.map((b) => b.sha256));
+        return {
+          files: head.files,
+          checkpoints,
+          badBlobs: named.filter((sha) => !good.has(sha)),
+          ...(exportOptions?.blobs === true
+            ? { blobs: new Map(goodBlobs.map((b) => [b.sha256, new Uint8Array(b.bytes)])) }
+            : {}),
+        };
       });
     },
 

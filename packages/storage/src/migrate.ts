@@ -35,6 +35,10 @@ import { listClaims, migrateLockPath } from "./presence.js";
  * `copyWorkspaces` (the caller's: workspaces are not in the export) runs after the import on every attempt
  * and must be idempotent and verify what it wrote.
  *
+ * From postgres (a several-host installation shrinking to one host): the caller's `checkSource` refuses while
+ * any instance is live; the source is retired with a marker row that makes every later open of its schema
+ * refuse, naming where the state went.
+ *
  * Crash points (test-only `crash` hook), one per durable step: migrate:marked, migrate:imported,
  * migrate:workspaces, migrate:verified, migrate:retired, migrate:rebound. After a crash anywhere: run the same
  * command again.
@@ -66,6 +70,11 @@ export interface MigrateStorageOptions {
    * the opened target before anything is written. Throw to refuse; nothing is changed.
    */
   checkTarget?: (target: Storage) => Promise<void>;
+  /**
+   * Refuses a source that must not be migrated away from (e.g. postgres instances holding live leases):
+   * called on the opened source before anything is written, on every attempt that copies. Throw to refuse.
+   */
+  checkSource?: (source: Storage) => Promise<void>;
   /**
    * Moves what lives beside the journals (workspaces) into the target after its import, on every attempt
    * (idempotent), verifying what it wrote; throwing fails the migration with the source still bound.
@@ -186,6 +195,7 @@ async function migrateFresh(input: {
   const source = await open(from);
   let exported: StorageExport;
   try {
+    await options.checkSource?.(source);
     exported = await source.exportAll();
   } finally {
     await source.close();

@@ -12,6 +12,7 @@ import { sqliteBackend } from "@drydock/storage-sqlite";
 import type { CommandContext } from "../context.js";
 import { CliError } from "../errors.js";
 import type { Rendered } from "../render.js";
+import { pgWorkspacesToMove, refuseLocalWorkspaces, writeWorkspacesBack } from "../shared/migrate-back.js";
 import {
   copyWorkspaces,
   refuseLiveInstances,
@@ -37,12 +38,14 @@ function exportDigest(data: StorageExport, workspaces?: WorkspacesToMove): strin
  * `--to postgres`: the database URL is the server's own setting (`--storage postgres://…`, DRYDOCK_STORAGE or
  * DRYDOCK_STORAGE_FILE; schema DRYDOCK_POSTGRES_SCHEMA), so the migrated directory starts with exactly it.
  */
-function postgresTarget(ctx: CommandContext): { url: string; where: string } {
+function postgresTarget(ctx: CommandContext, side: "to" | "from" = "to"): { url: string; where: string } {
   const setting = ctx.storageSetting();
   if (setting === undefined || !/^postgres(ql)?:\/\//.test(setting)) {
     throw new CliError(
       "USAGE",
-      "--to postgres takes the database URL as the server will be started with it: --storage postgres://…, DRYDOCK_STORAGE=postgres://… or DRYDOCK_STORAGE_FILE (a file holding the URL), and DRYDOCK_POSTGRES_SCHEMA for a schema other than drydock. Nothing was read or changed.",
+      side === "from"
+        ? `The data directory ${ctx.dataDir} is bound to postgres: migrating out of it takes the database URL as the server was started with it: --storage postgres://…, DRYDOCK_STORAGE=postgres://… or DRYDOCK_STORAGE_FILE (a file holding the URL), and DRYDOCK_POSTGRES_SCHEMA for a schema other than drydock. Nothing was read or changed.`
+        : "--to postgres takes the database URL as the server will be started with it: --storage postgres://…, DRYDOCK_STORAGE=postgres://… or DRYDOCK_STORAGE_FILE (a file holding the URL), and DRYDOCK_POSTGRES_SCHEMA for a schema other than drydock. Nothing was read or changed.",
     );
   }
   return { url: setting, where: `${redactUrl(setting)} (schema ${ctx.postgresSchema ?? "drydock"})` };
@@ -50,6 +53,9 @@ function postgresTarget(ctx: CommandContext): { url: string; where: string } {
 
 const workspaceSummary = (w: WorkspacesToMove) =>
   `${w.counts.workspaces} bot workspace(s) (${w.counts.files} file(s), ${w.counts.checkpoints} checkpoint(s), ${w.counts.bytes} byte(s)); ${w.retired} retired workspace(s) of deleted bots stay behind, not moved`;
+
+const movedSentence = (c: ReturnType<typeof counts>) =>
+  `${c.creates} create row(s), ${c.deletes} deletion fence(s), ${c.bots} bot(s), ${c.meta} meta value(s)`;
 
 function counts(data: StorageExport) {
   return {
@@ -78,26 +84,28 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   if (pending !== null) return finishInterrupted(ctx, target, pending);
   const binding = await readStorageBinding(ctx.dataDir);
   const from = binding?.kind ?? "file";
-  if (from === "postgres") {
-    // migrateStorage moves file <-> sqlite; read as a `--storage` value, "postgres" (no URL) was refused as
-    // an unknown DRYDOCK_STORAGE, blaming a variable the operator had set right.
-    throw new CliError(
-      "USAGE",
-      `The data directory ${ctx.dataDir} is bound to the postgres storage backend; drydock storage migrate moves state from file or sqlite to any backend, but not out of PostgreSQL yet, so its state stays there. Nothing was read or changed.`,
-    );
-  }
-  const source = await openCliStorage(ctx.dataDir, from, ctx.now);
+  const pgSource = from === "postgres" ? postgresTarget(ctx, "from") : null;
+  const back = target === "postgres" ? null : pgSource;
+  const source = await openCliStorage(ctx.dataDir, pgSource === null ? from : pgSource.url, ctx.now, {
+    postgresSchema: ctx.postgresSchema,
+  });
   let data: StorageExport;
+  let ws: WorkspacesToMove | undefined;
   try {
     data = await source.exportAll();
+    if (back !== null) {
+      await refuseLiveInstances(source, ctx.commandPrefix);
+      refuseLocalWorkspaces(ctx.dataDir);
+      ws = await pgWorkspacesToMove(source, data);
+    }
   } finally {
     await source.close();
   }
   const pg = target === "postgres" ? postgresTarget(ctx) : null;
-  const ws = pg === null ? undefined : await workspacesToMove(ctx.dataDir, ctx.commandPrefix);
+  if (pg !== null) ws = await workspacesToMove(ctx.dataDir, ctx.commandPrefix);
   const digest = exportDigest(data, ws);
   const moved = counts(data);
-  const summary = `${moved.creates} create row(s), ${moved.deletes} deletion fence(s), ${moved.bots} bot(s), ${moved.meta} meta value(s)${ws === undefined ? "" : `, ${workspaceSummary(ws)}`}`;
+  const summary = `${movedSentence(moved)}${ws === undefined ? "" : `, ${workspaceSummary(ws)}`}`;
   const command = `${ctx.commandPrefix} storage migrate --to ${target} --yes --expected-state ${digest}`;
   // A directory no backend was bound to is read as file (the server binds it at its first start): moving
   // it "from file to file" would only write storage.json.
@@ -122,12 +130,12 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
     return fencedPreview(
       command,
       digest,
-      { from, to: target, counts: moved, ...postgresFields(pg, ws) },
-      `Preview: move ${summary} from ${from} to ${pg === null ? target : `postgres ${pg.where}`}.${pg === null ? "" : " The target must be empty and no bot-server instance live in it. Afterwards the local workspace tree is left in place, and the server on postgres never reads it."}`,
+      { from, to: target, counts: moved, ...postgresFields(pg, ws), ...sourceFields(back, ws) },
+      `Preview: move ${summary} from ${back === null ? from : `postgres ${back.where}`} to ${pg === null ? target : `postgres ${pg.where}`}.${pg === null ? "" : " The target must be empty and no bot-server instance live in it. Afterwards the local workspace tree is left in place, and the server on postgres never reads it."}${back === null ? "" : ` No bot-server instance may be live in the database, and the local ${target} store, workspaces and checkpoints must be empty. Afterwards the postgres schema is retired: every later open of it refuses.`}`,
     );
   }
   checkFence(ctx, digest);
-  return applied(ctx, target, summary, ws);
+  return applied(ctx, from, target, summary, ws);
 }
 
 function postgresFields(pg: { where: string } | null, ws: WorkspacesToMove | undefined) {
@@ -135,12 +143,19 @@ function postgresFields(pg: { where: string } | null, ws: WorkspacesToMove | und
   return { target: pg.where, workspaces: { ...ws.counts, retired: ws.retired } };
 }
 
+function sourceFields(back: { where: string } | null, ws: WorkspacesToMove | undefined) {
+  if (back === null || ws === undefined) return {};
+  return { source: back.where, workspaces: { ...ws.counts, retired: ws.retired } };
+}
+
 async function applied(
   ctx: CommandContext,
+  from: StorageKind,
   target: StorageKind,
   summary: string | null,
   planned?: WorkspacesToMove,
 ): Promise<Rendered> {
+  if (from === "postgres" && target !== "postgres") return appliedBack(ctx, target, summary, planned);
   const pg = target === "postgres" ? postgresTarget(ctx) : null;
   // Read again on a resumed migration: the local workspaces are never changed by one.
   const ws = pg === null ? undefined : (planned ?? (await workspacesToMove(ctx.dataDir, ctx.commandPrefix)));
@@ -158,9 +173,7 @@ async function applied(
           copyWorkspaces: (store) => copyWorkspaces(store, ws),
         }),
   });
-  const what =
-    summary ??
-    `${result.counts.creates} create row(s), ${result.counts.deletes} deletion fence(s), ${result.counts.bots} bot(s), ${result.counts.meta} meta value(s)`;
+  const what = summary ?? movedSentence(result.counts);
   const start =
     pg === null
       ? `DRYDOCK_STORAGE=${result.to}`
@@ -211,7 +224,50 @@ async function finishInterrupted(
     );
   }
   checkFence(ctx, digest);
-  return applied(ctx, target, null);
+  return applied(ctx, pending.from, target, null);
+}
+
+/** The postgres source's workspaces, read again (a resumed migration). */
+async function readPgWorkspaces(ctx: CommandContext, url: string): Promise<WorkspacesToMove> {
+  const source = await openCliStorage(ctx.dataDir, url, ctx.now, { postgresSchema: ctx.postgresSchema });
+  try {
+    return await pgWorkspacesToMove(source, await source.exportAll());
+  } finally {
+    await source.close();
+  }
+}
+
+/**
+ * Out of postgres (`--to file|sqlite`): refused while any instance is live in the database; the workspaces
+ * are written as local trees and checkpoints after the journals' import (verified, idempotent), then the
+ * schema is retired and the directory rebound. A resumed migration reads the workspaces again (the source
+ * is retired only after everything was verified, so it still opens while anything remains to copy).
+ */
+async function appliedBack(
+  ctx: CommandContext,
+  target: StorageKind,
+  summary: string | null,
+  planned?: WorkspacesToMove,
+): Promise<Rendered> {
+  const back = postgresTarget(ctx, "from");
+  const result = await migrateStorage({
+    dataDir: ctx.dataDir,
+    to: target,
+    backends: { sqlite: sqliteBackend, postgres: postgresBackend },
+    now: ctx.now,
+    url: back.url,
+    ...(ctx.postgresSchema === undefined ? {} : { backendOptions: { schema: ctx.postgresSchema } }),
+    checkSource: (store) => refuseLiveInstances(store, ctx.commandPrefix),
+    copyWorkspaces: async () => {
+      await writeWorkspacesBack(ctx.dataDir, planned ?? (await readPgWorkspaces(ctx, back.url)));
+    },
+  });
+  const what = summary ?? movedSentence(result.counts);
+  const data = { ok: true, preview: false, changed: result.outcome !== "unchanged", ...result };
+  return {
+    data: { ...data, source: back.where },
+    human: `Migrated ${what} from postgres ${back.where} to ${result.to} (${result.outcome}); the export of both sides was compared and is equal, and every workspace head and checkpoint written locally reads back equal to the database's. The postgres schema is retired (every later open of it refuses); the data directory is now bound to ${result.to}; start the server with DRYDOCK_STORAGE=${result.to}.\n`,
+  };
 }
 
 /** The apply's fence: --expected-state must be the digest the preview printed for the state as it is now. */

@@ -40,7 +40,7 @@ const byPath = (a: WorkspaceFile, b: WorkspaceFile) => (a.path < b.path ? -1 : a
 const sha256Of = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 /** The local tree's regular files (directories are implied by paths; anything else is refused). */
-function scanTree(root: string, blobs: Map<string, Uint8Array>): WorkspaceFile[] {
+export function scanTree(root: string, blobs: Map<string, Uint8Array>): WorkspaceFile[] {
   const files: WorkspaceFile[] = [];
   const walk = (dir: string, prefix: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -130,6 +130,11 @@ export async function workspacesToMove(dataDir: string, commandPrefix: string): 
   } catch {
     retired = 0;
   }
+  return summarize(bots, retired);
+}
+
+/** The counts and the fence digest of the workspaces a migration moves (either way). */
+export function summarize(bots: LocalWorkspace[], retired: number): WorkspacesToMove {
   const size = (files: WorkspaceFile[]) => files.reduce((sum, f) => sum + f.size, 0);
   return {
     bots,
@@ -157,7 +162,7 @@ export async function workspacesToMove(dataDir: string, commandPrefix: string): 
   };
 }
 
-/** The target's check: no server instance of this installation is live in the database. */
+/** The check of either side in postgres: no server instance of this installation is live in the database. */
 export async function refuseLiveInstances(target: Storage, commandPrefix: string): Promise<void> {
   const registry = instancesOf(target);
   if (registry === null) return;
@@ -165,7 +170,7 @@ export async function refuseLiveInstances(target: Storage, commandPrefix: string
   if (live.length > 0) {
     throw new CliError(
       "ACTION_NOT_ELIGIBLE",
-      `The postgres store has live bot-server instances (${live.map((i) => `${i.id} on ${i.host} pid ${i.pid}`).join(", ")}), so nothing was migrated into it and nothing was changed. Stop them (or, once a lease has passed, \`${commandPrefix} instances declare-dead\`), then run the migration again.`,
+      `The postgres store has live bot-server instances (${live.map((i) => `${i.id} on ${i.host} pid ${i.pid}`).join(", ")}), so nothing was migrated and nothing was changed. Stop them (or, once a lease has passed, \`${commandPrefix} instances declare-dead\`), then run the migration again.`,
     );
   }
 }

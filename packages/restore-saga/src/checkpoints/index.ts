@@ -1,5 +1,6 @@
 import { captureWorkspace, commitCheckpoint, createCheckpoint } from "./capture.js";
 import { makeContext } from "./context.js";
+import { importCheckpoint } from "./import.js";
 import { listCheckpoints, readBlob, readVerifiedManifest } from "./read.js";
 import { hasCheckpointsOf, retireCheckpoints } from "./retire.js";
 import type { CheckpointStore, CheckpointStoreOptions } from "./types.js";
@@ -10,6 +11,7 @@ export { assertDataDirOutside, canonicalWorkspaceRoot } from "./failures.js";
 export type {
   CapturedWorkspace,
   CaptureOptions,
+  CheckpointImport,
   CheckpointStore,
   CheckpointStoreOptions,
   CheckpointSummary,
@@ -33,5 +35,6 @@ export function openCheckpointStore(options: CheckpointStoreOptions): Checkpoint
     readManifest: async (checkpointId) => readVerifiedManifest(ctx, checkpointId).manifest,
     readVerifiedManifest: (checkpointId) => readVerifiedManifest(ctx, checkpointId),
     readBlob: (entry) => readBlob(ctx, entry),
+    importCheckpoint: (input) => importCheckpoint(ctx, input),
   } satisfies CheckpointStore);
 }

@@ -75,7 +75,30 @@ export interface CaptureOptions {
   verifyReused?: (entry: Extract<ManifestEntry, { type: "file" }>) => boolean;
 }
 
+/** A checkpoint taken elsewhere (a postgres store), for `CheckpointStore.importCheckpoint`. */
+export interface CheckpointImport {
+  /** Kept as it is (the original id). */
+  checkpointId: string;
+  /** The local workspace it belongs to (must exist, outside the data directory's checkpoints). */
+  workspaceRoot: string;
+  /** The original creation time, ms since the epoch. */
+  createdAt: number;
+  kind?: "user" | "safety";
+  /** Its files (directories are implied by their paths and recorded with mode 0755). */
+  files: { path: string; size: number; mode: number; sha256: string }[];
+  /** The bytes of every file, by sha256; each is verified before anything is written. */
+  blobs: ReadonlyMap<string, Uint8Array>;
+}
+
 export interface CheckpointStore {
+  /**
+   * Writes a checkpoint taken elsewhere under its original id and createdAt (`drydock storage migrate` out
+   * of postgres): every blob verified against its sha256, blobs durable before the manifest. Idempotent for
+   * the same checkpoint ("unchanged"); a different one under the same id is ALREADY_EXISTS, nothing changed.
+   */
+  importCheckpoint(
+    input: CheckpointImport,
+  ): Promise<{ checkpointId: string; outcome: "imported" | "unchanged" }>;
   /** `captureWorkspace` then `commitCheckpoint`. */
   createCheckpoint(workspaceRoot: string, options?: { kind?: "user" | "safety" }): Promise<CreatedCheckpoint>;
   /**

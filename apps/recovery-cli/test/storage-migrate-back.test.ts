@@ -1,0 +1,258 @@
+/**
+ * `drydock storage migrate --to sqlite` out of PostgreSQL (issue #24: a several-host installation shrinking
+ * to one host), against a real PostgreSQL (the project's global setup; each case its own schema). A postgres
+ * store with bots, create rows, a deletion fence, workspace files (one written through the store API) and a
+ * checkpoint moves to a fresh data directory bound to it: journals verified, each head written as the local
+ * tree and each checkpoint under its original id; the schema is retired (every later open refuses, naming
+ * sqlite); a real drydock-server on sqlite serves the same files and restores the checkpoint. A live
+ * instance refuses with nothing changed; a SIGKILL at crash points then the same command finishes it; the
+ * URL's password is never printed.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { openCheckpointStore } from "@drydock/restore-saga";
+import { openStorage, type StorageExport } from "@drydock/storage";
+import { instancesOf, pgWorkspacesOf, postgresBackend } from "@drydock/storage-postgres";
+import { sqliteBackend } from "@drydock/storage-sqlite";
+import { killWorkerAt } from "@drydock/test-kit";
+import { describe, expect, it } from "vitest";
+import { spawnServer } from "../../bot-server/test/helpers.js";
+import { EXIT_CODES, StorageMigrateDocumentSchema } from "../src/index.js";
+import { runMain as cli, seedFileRows, snapshotTree } from "./harness.js";
+import { pgMigrateKit } from "./migrate-pg-kit.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const SERVER_MAIN = join(HERE, "..", "..", "bot-server", "src", "main.ts");
+const WORKER = join(HERE, "fixtures", "migrate-back-worker.ts");
+
+const kit = pgMigrateKit("migback");
+const { dirs, newSchema } = kit;
+const tempDir = (name: string) => {
+  const dir = mkdtempSync(join(tmpdir(), `drydock-cli-migback-${name}-`));
+  dirs.push(dir);
+  return dir;
+};
+const envOf = (schema: string) => ({ DRYDOCK_STORAGE: kit.url, DRYDOCK_POSTGRES_SCHEMA: schema });
+const binding = (dir: string) => JSON.parse(readFileSync(join(dir, "storage.json"), "utf8"));
+
+/** Preview (nothing changed, no password), then the pasted command; returns both outputs. */
+async function previewAndApply(dir: string, to: string, env: Record<string, string>) {
+  const before = snapshotTree(dir);
+  const preview = await cli(["--data-dir", dir, "storage", "migrate", "--to", to], env);
+  expect(preview.code, preview.err).toBe(0);
+  expect(snapshotTree(dir)).toEqual(before);
+  const line = preview.out
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith("drydock "))
+    .at(-1) as string;
+  expect(line, preview.out).toBeDefined();
+  return { preview, applied: await cli(line.split(" ").slice(1), env) };
+}
+
+async function openPg(schema: string) {
+  return openStorage({
+    dataDir: tempDir("read"),
+    storage: kit.url,
+    backends: { postgres: postgresBackend },
+    backendOptions: { schema },
+  });
+}
+
+/**
+ * A postgres installation: a file directory (two bots, two create rows, a deletion fence, ada's checkpoint
+ * taken before her notes changed) moved to `schema` with `--to postgres`, then a file written through the
+ * store API; and the surviving host's fresh data directory bound to postgres.
+ */
+async function pgInstallation(schema: string) {
+  const old = tempDir("old");
+  await seedFileRows(old);
+  const ada = join(old, "workspaces", "ada");
+  mkdirSync(join(ada, "notes"), { recursive: true });
+  writeFileSync(join(ada, "notes", "todo.txt"), "before the checkpoint\n");
+  writeFileSync(join(ada, "run.sh"), "#!/bin/sh\n");
+  const { chmodSync } = await import("node:fs");
+  chmodSync(join(ada, "run.sh"), 0o750);
+  await openCheckpointStore({ dataDir: old, durable: false }).createCheckpoint(ada);
+  writeFileSync(join(ada, "notes", "todo.txt"), "after the checkpoint\n");
+  mkdirSync(join(old, "workspaces", "bob"), { recursive: true });
+  writeFileSync(join(old, "workspaces", "bob", "hello.md"), "# bob\n");
+  const forward = await previewAndApply(old, "postgres", envOf(schema));
+  expect(forward.applied.code, forward.applied.err).toBe(0);
+  const store = await openPg(schema);
+  let source: StorageExport;
+  try {
+    await pgWorkspacesOf(store)?.writeFile("bob", "docs/pg.txt", Buffer.from("written on postgres\n"));
+    source = await store.exportAll();
+  } finally {
+    await store.close();
+  }
+  const checkpointId = (
+    await openCheckpointStore({ dataDir: old }).listCheckpoints(join(old, "workspaces", "ada"))
+  )[0]?.checkpointId as string;
+  const dir = tempDir("new");
+  writeFileSync(join(dir, "storage.json"), `${JSON.stringify({ version: 1, kind: "postgres" })}\n`);
+  return { dir, source, checkpointId };
+}
+
+async function sqliteExport(dir: string): Promise<StorageExport> {
+  const opened = await openStorage({ dataDir: dir, storage: "sqlite", backends: { sqlite: sqliteBackend } });
+  try {
+    return await opened.exportAll();
+  } finally {
+    await opened.close();
+  }
+}
+
+/** Opening the schema again: the refusal's code and message, or "opened". */
+async function reopen(schema: string): Promise<string> {
+  return openPg(schema).then(
+    async (s) => {
+      await s.close();
+      return "opened";
+    },
+    (error: { code?: string; message: string }) => `${error.code}: ${error.message}`,
+  );
+}
+
+function expectLocal(dir: string, checkpointId: string) {
+  const ws = join(dir, "workspaces");
+  expect(readFileSync(join(ws, "ada", "notes", "todo.txt"), "utf8")).toBe("after the checkpoint\n");
+  expect(statSync(join(ws, "ada", "run.sh")).mode & 0o777).toBe(0o750);
+  expect(readFileSync(join(ws, "bob", "hello.md"), "utf8")).toBe("# bob\n");
+  expect(readFileSync(join(ws, "bob", "docs", "pg.txt"), "utf8")).toBe("written on postgres\n");
+  const store = openCheckpointStore({ dataDir: dir });
+  expect(store.readVerifiedManifest(checkpointId).manifest.entries.map((e) => e.path)).toEqual([
+    "notes",
+    "notes/todo.txt",
+    "run.sh",
+  ]);
+}
+
+describe("storage migrate --to sqlite from postgres", () => {
+  it("moves journals, registry, meta and workspaces; retires the schema; a real server on sqlite serves them and restores the checkpoint", async () => {
+    const schema = newSchema();
+    const { dir, source, checkpointId } = await pgInstallation(schema);
+    const json = await cli(
+      ["--data-dir", dir, "storage", "migrate", "--to", "sqlite", "--json"],
+      envOf(schema),
+    );
+    expect(json.code, json.err).toBe(0);
+    expect(StorageMigrateDocumentSchema.parse(JSON.parse(json.out))).toMatchObject({
+      preview: true,
+      from: "postgres",
+      to: "sqlite",
+      counts: { creates: 2, deletes: 1, bots: 2, meta: 1 },
+      workspaces: { workspaces: 2, files: 4, checkpoints: 1 },
+    });
+    const { preview, applied } = await previewAndApply(dir, "sqlite", envOf(schema));
+    expect(applied.code, applied.err).toBe(0);
+    expect(applied.out).toContain("The postgres schema is retired");
+    for (const text of [json.out, preview.out, preview.err, applied.out, applied.err]) {
+      expect(text).not.toContain(kit.password);
+    }
+    expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
+    expect(await sqliteExport(dir)).toEqual(source);
+    expectLocal(dir, checkpointId);
+    expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*sqlite/);
+
+    const server = await spawnServer(
+      dir,
+      { DRYDOCK_STORAGE: "sqlite", BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
+      { entry: SERVER_MAIN },
+    );
+    try {
+      const get = (path: string, init: RequestInit = {}) =>
+        fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
+      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
+      expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
+      const listed = (await (await get("/v1/bots/ada/checkpoints")).json()) as {
+        checkpoints: { checkpointId: string }[];
+      };
+      expect(listed.checkpoints.map((c) => c.checkpointId)).toEqual([checkpointId]);
+      const restored = await get(`/v1/bots/ada/checkpoints/${checkpointId}/restore`, { method: "POST" });
+      expect(restored.status, await restored.clone().text()).toBe(200);
+      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("before the checkpoint\n");
+    } finally {
+      server.kill();
+      await server.exited;
+    }
+  }, 240_000);
+
+  it("refuses while an instance is live in the database, and while the local side holds workspaces: nothing changed", async () => {
+    const schema = newSchema();
+    const { dir, source } = await pgInstallation(schema);
+    // The fenced command is printed before the instance registers: the apply's own check must refuse too.
+    const printed = (
+      await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"], envOf(schema))
+    ).out
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.startsWith("drydock "))
+      .at(-1) as string;
+    const store = await openPg(schema);
+    const live = await instancesOf(store)?.register({ host: "other-host", pid: 4242, ttlMs: 600_000 });
+    await store.close();
+    expect(live).toBeDefined();
+    const before = snapshotTree(dir);
+    const refused = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"], envOf(schema));
+    expect(refused.code).toBe(EXIT_CODES.UNSAFE);
+    expect(refused.err).toContain("live bot-server instances");
+    expect(refused.err).toContain("other-host pid 4242");
+    expect(refused.err).not.toContain(kit.password);
+    const apply = await cli(printed.split(" ").slice(1), envOf(schema));
+    expect(apply.code, apply.out).toBe(EXIT_CODES.UNSAFE);
+    expect(apply.err).toContain("other-host pid 4242");
+    // migrateStorage's own check of the source (inside the migration's lock), without the CLI's read before it.
+    const direct = spawnSync(
+      process.execPath,
+      ["--conditions=@drydock/source", "--import", "tsx", WORKER, dir, kit.url, schema, "none"],
+      { encoding: "utf8" },
+    );
+    expect(direct.status, direct.stdout).not.toBe(0);
+    expect(direct.stderr).toContain("live bot-server instances");
+    expect(direct.stdout).not.toContain("finished");
+    // Only the migration lock's (empty) directory is new: no progress record, no sqlite, no workspace.
+    expect(snapshotTree(dir)).toEqual({ ...before, "locks/": "" });
+    expect(await reopen(schema)).toBe("opened");
+    const after = await openPg(schema);
+    try {
+      expect(await after.exportAll()).toEqual(source);
+      await instancesOf(after)?.stop(live?.id as string, live?.epoch as number);
+    } finally {
+      await after.close();
+    }
+    mkdirSync(join(dir, "workspaces", "stray"), { recursive: true });
+    const local = snapshotTree(dir);
+    const occupied = await cli(["--data-dir", dir, "storage", "migrate", "--to", "sqlite"], envOf(schema));
+    expect(occupied.code).toBe(EXIT_CODES.UNSAFE);
+    expect(occupied.err).toContain("already holds local workspaces");
+    expect(snapshotTree(dir)).toEqual(local);
+    expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });
+  }, 240_000);
+});
+
+describe("a migration out of postgres killed (SIGKILL) at a durable step: the same command again finishes it", () => {
+  for (const point of ["migrate:marked", "migrate:workspaces", "migrate:retired"] as const) {
+    it(`killed at ${point}`, async () => {
+      const schema = newSchema();
+      const { dir, source, checkpointId } = await pgInstallation(schema);
+      const ended = await killWorkerAt(WORKER, [dir, kit.url, schema, point], (line) =>
+        line.startsWith("at-point "),
+      );
+      expect(ended.signal).toBe("SIGKILL");
+      const { applied } = await previewAndApply(dir, "sqlite", envOf(schema));
+      expect(applied.code, applied.err).toBe(0);
+      // Killed while copying, the partial sqlite store is untrusted and the migration starts over (the local
+      // files written again, the checkpoints found equal); killed after it was verified, only the rest is done.
+      expect(applied.out).toContain(point === "migrate:retired" ? "(resumed)" : "(migrated)");
+      expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
+      expect(await sqliteExport(dir)).toEqual(source);
+      expectLocal(dir, checkpointId);
+      expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: /);
+    }, 240_000);
+  }
+});
