@@ -1,8 +1,11 @@
 // The assertions live in the shared suite (packages/storage/src/conformance): every backend runs the same ones.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeStorageConformance } from "@drydock/storage/conformance";
 import pg from "pg";
-import { beforeAll } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { open, schemaFor } from "./fixtures/postgres-backend.js";
 import { freshDatabase } from "./helpers.js";
 
@@ -36,4 +39,19 @@ describeStorageConformance({
       }
     },
   },
+});
+
+// The wrapper's own check: its fixture opens the backend this file is named for, with its workspaces, so the
+// shared suite above cannot pass against another backend by a wrong fixture.
+it("the fixture opens the postgres backend, workspaces included", async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "conformance-kind-"));
+  const storage = await open(dataDir);
+  try {
+    expect(storage.kind).toBe("postgres");
+    expect(storage.workspaces).toBeDefined();
+    expect((await storage.workspaces.head("bot-kind")).version).toBe(0);
+  } finally {
+    await storage.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });

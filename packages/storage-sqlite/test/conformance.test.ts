@@ -1,8 +1,11 @@
 // The assertions live in the shared suite (packages/storage/src/conformance): every backend runs the same ones.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeStorageConformance } from "@drydock/storage/conformance";
 import Database from "better-sqlite3";
+import { expect, it } from "vitest";
 import { SQLITE_FILE } from "../src/database.js";
 import { open } from "./fixtures/sqlite-backend.js";
 
@@ -27,4 +30,19 @@ describeStorageConformance({
       }
     },
   },
+});
+
+// The wrapper's own check: its fixture opens the backend this file is named for, with its workspaces, so the
+// shared suite above cannot pass against another backend by a wrong fixture.
+it("the fixture opens the sqlite backend, workspaces included", async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "conformance-kind-"));
+  const storage = await open(dataDir);
+  try {
+    expect(storage.kind).toBe("sqlite");
+    expect(storage.workspaces).toBeDefined();
+    expect((await storage.workspaces.head("bot-kind")).version).toBe(0);
+  } finally {
+    await storage.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });

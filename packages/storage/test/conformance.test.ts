@@ -1,7 +1,9 @@
 // The assertions live in the shared suite (packages/storage/src/conformance): every backend runs the same ones.
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { expect, it } from "vitest";
 import { describeStorageConformance } from "../src/conformance/index.js";
 import { MAX_FILE_BOTS, STORE_WORKSPACES_DIR } from "../src/index.js";
 import { open } from "./fixtures/file-backend.js";
@@ -23,4 +25,19 @@ describeStorageConformance({
     corruptBlob: (dataDir, sha256, bytes) =>
       writeFileSync(join(dataDir, STORE_WORKSPACES_DIR, "blobs", sha256), bytes),
   },
+});
+
+// The wrapper's own check: its fixture opens the backend this file is named for, with its workspaces, so the
+// shared suite above cannot pass against another backend by a wrong fixture.
+it("the fixture opens the file backend, workspaces included", async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "conformance-kind-"));
+  const storage = await open(dataDir);
+  try {
+    expect(storage.kind).toBe("file");
+    expect(storage.workspaces).toBeDefined();
+    expect((await storage.workspaces.head("bot-kind")).version).toBe(0);
+  } finally {
+    await storage.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });
