@@ -38,7 +38,10 @@ export interface SqliteHandle {
   write<T>(body: () => T): T;
   /** Runs `body` in one read transaction (a consistent snapshot); faults become StorageErrors. */
   read<T>(body: () => T): T;
-  /** Changes whenever anything committed (this connection or another): memo key for peeks. */
+  /**
+   * Changes whenever anything may have committed (another connection's commits by SQLite's data_version,
+   * this one's by a count of write attempts): memo key for peeks and Storage.changeToken.
+   */
   version(): string;
   close(): void;
 }
@@ -88,6 +91,9 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteHandle {
       } catch (error) {
         throw toStorageError(error, path, options.busyTimeoutMs);
       }
+      // Counted before the body runs: a write that failed at COMMIT (an I/O error may leave it committed)
+      // still moves version(), so a reader that memoises on it reads again rather than trusting its copy.
+      commits += 1;
       let result: ReturnType<typeof body>;
       try {
         crash("sqlite:after-begin");
@@ -104,7 +110,6 @@ export function openDatabase(options: OpenDatabaseOptions): SqliteHandle {
         }
         throw toStorageError(error, path, options.busyTimeoutMs);
       }
-      commits += 1;
       crash("sqlite:after-commit");
       return result;
     },

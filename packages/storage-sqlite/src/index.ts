@@ -147,6 +147,12 @@ export async function openSqliteStorage(options: SqliteStorageOptions): Promise<
         }
       });
     },
+    // SQLite's data_version (another connection's commits) and this connection's commit count: every write
+    // of the registry, the journals and meta goes through `handle.write`, on this one connection.
+    changeToken() {
+      live();
+      return handle.version();
+    },
     async close() {
       closed = true;
       handle.close();

@@ -11,6 +11,7 @@ import { open } from "./fixtures/sqlite-backend.js";
 
 describeStorageConformance({
   name: "sqlite",
+  changeToken: true,
   open,
   // A small configurable limit, so the limit test reaches it (the default is 1,000,000).
   botLimit: 5,

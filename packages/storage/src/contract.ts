@@ -71,6 +71,15 @@ export interface Storage {
    * without it cannot be migrated from.
    */
   retire?(to: StorageKind, at: number): Promise<void>;
+  /**
+   * A token that changes whenever the bot registry or either journal may have changed, by this process or
+   * any other: equal tokens from the same Storage object mean nothing in them changed in between (a change
+   * may also change it for nothing). Cheap enough to call on every request, so a reader may keep what it
+   * derived from those rows until the token moves (the bot server's listing memo). Tokens of different
+   * Storage objects are not comparable. Optional: a backend that cannot tell cheaply (file, postgres) leaves
+   * it out, and readers read again. Throws as a read does (e.g. STORAGE_CLOSED).
+   */
+  changeToken?(): string;
   /** Releases the backend's handles; calls after it fail. Idempotent. */
   close(): Promise<void>;
 }

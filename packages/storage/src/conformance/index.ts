@@ -8,6 +8,7 @@ import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Storage, StorageCrashHook, StorageExport } from "../contract.js";
 import { isStorageError } from "../errors.js";
+import { describeChangeToken } from "./change-token.js";
 import {
   applyToModel,
   applyToStorage,
@@ -82,6 +83,8 @@ export interface ConformanceTarget {
   workspaces?: WorkspaceConformanceHooks;
   /** The crash points a workspace restore passes, and what each leaves (default `crashPoints`). */
   workspaceCrashPoints?: { point: string; leaves: "before" | "after" }[];
+  /** Whether the backend offers Storage.changeToken (default false: the suite checks it is left out). */
+  changeToken?: boolean;
 }
 
 // The sources (tests, tsx) or the built dist/ next to this module.
@@ -109,15 +112,25 @@ export async function runAgainstModel(target: ConformanceTarget, commands: Journ
       this.current = await target.open(dir.dataDir, options);
     },
   };
+  // Storage.changeToken, where offered: an unchanged token (same Storage object) means an unchanged export.
+  let seen: { of: Storage; token: string; rows: string } | null = null;
   try {
     for (const command of commands) {
       const expected = applyToModel(models, modelState, command);
       const actual = await applyToStorage(storage, storageState, command);
       expect(actual, JSON.stringify(command)).toEqual(expected);
+      const token = storage.current.changeToken?.();
       const stored = await storage.current.exportAll();
       expect(stored.creates).toEqual(models.create.rows);
       expect(stored.deletes).toEqual(models.delete.rows);
       expect((canonicalExport(stored) as { bots: unknown }).bots).toEqual(models.registry.exported());
+      if (token !== undefined) {
+        const rows = JSON.stringify([stored.creates, stored.deletes, canonicalExport(stored)]);
+        if (seen !== null && seen.of === storage.current && seen.token === token) {
+          expect(rows, `changeToken did not move across ${JSON.stringify(command)}`).toBe(seen.rows);
+        }
+        seen = { of: storage.current, token, rows };
+      }
     }
   } finally {
     await storage.current.close();
@@ -143,6 +156,7 @@ export function describeStorageConformance(target: ConformanceTarget): void {
     describeCrashes(target, fresh);
     describeRegistry(target, fresh, WORKER);
     describeWorkspaces(target, fresh, WORKER);
+    describeChangeToken(target, fresh, WORKER);
   });
 }
 
