@@ -49,37 +49,46 @@ export function registeredRoutes(app: FastifyInstance): readonly RegisteredRoute
 /** Methods a `read` token may use; every other one is a write (403 `forbidden` for a read token). */
 const READ_METHODS = new Set(["GET", "HEAD"]);
 
+/** Why a request is refused before its route runs: 401 (no or unknown token) or 403 (a read token writing). */
+interface Refusal {
+  status: 401 | 403;
+  body: { ok: false; error: { code: "unauthorized" | "forbidden"; message: string } };
+}
+
 /**
  * Who may call what: probes, the OpenAPI document and its page are open; /metrics is open unless
  * DRYDOCK_METRICS_TOKEN is set (then it takes that token or any API token); everything else needs an API
  * token (401), and a write needs an `admin` one (403). A route that does not exist answers 401 without a
  * token and 404 with any, so an unauthenticated caller learns nothing about the routes.
  */
-async function authorize(ctx: ServerContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+function refusal(ctx: ServerContext, request: FastifyRequest): Refusal | null {
   const route = request.routeOptions.url;
-  if (route !== undefined && isPublicRoute(route)) return;
+  if (route !== undefined && isPublicRoute(route)) return null;
   const presented = bearerToken(request.headers.authorization);
   const principal = presented === null ? null : ctx.auth.lookup(presented);
   if (route === "/metrics") {
-    if (ctx.metricsToken === undefined || principal !== null) return;
-    if (presented !== null && sameToken(ctx.metricsToken, presented)) return;
+    if (ctx.metricsToken === undefined || principal !== null) return null;
+    if (presented !== null && sameToken(ctx.metricsToken, presented)) return null;
   }
   if (principal === null) {
-    await reply
-      .code(401)
-      .header("www-authenticate", "Bearer")
-      .send({ ok: false, error: { code: "unauthorized", message: "Send Authorization: Bearer <token>." } });
-    return;
+    return {
+      status: 401,
+      body: { ok: false, error: { code: "unauthorized", message: "Send Authorization: Bearer <token>." } },
+    };
   }
   if (route !== undefined && principal.role !== "admin" && !READ_METHODS.has(request.method)) {
-    await reply.code(403).send({
-      ok: false,
-      error: {
-        code: "forbidden",
-        message: `The token '${principal.name}' may only read (role ${principal.role}); changes need an admin token.`,
+    return {
+      status: 403,
+      body: {
+        ok: false,
+        error: {
+          code: "forbidden",
+          message: `The token '${principal.name}' may only read (role ${principal.role}); changes need an admin token.`,
+        },
       },
-    });
+    };
   }
+  return null;
 }
 
 /** The request id goes into every error body (`error.requestId`), as in the header and the log lines. */
@@ -136,18 +145,27 @@ export async function buildServer(deps: ServerDeps): Promise<FastifyInstance> {
 /**
  * Every request: its id in the response header, the token check, the request id put into error bodies,
  * `Connection: close` once closing, and on its end the request metrics and the access log line.
+ *
+ * The hooks take Fastify's `done` callback rather than being async: none of them waits for anything, and an
+ * async hook costs each request a promise and a turn of the microtask queue (bench/suites/bots-page.ts).
  */
 function addRequestHooks(app: FastifyInstance, ctx: ServerContext, deps: ServerDeps): void {
   // First: the request's scope (its epoch on postgres), entered with `done` so every later hook and the
   // handler run inside it.
   const scope = deps.requestScope;
   if (scope !== undefined) app.addHook("onRequest", (_request, _reply, done) => scope(done));
-  app.addHook("onRequest", async (request, reply) => {
+  app.addHook("onRequest", (request, reply, done) => {
     reply.header(REQUEST_ID_HEADER, request.id);
-    await authorize(ctx, request, reply);
+    const refused = refusal(ctx, request);
+    if (refused === null) return done();
+    // Answered here: a hook that sends the reply does not call `done`, and the request goes no further.
+    if (refused.status === 401) reply.header("www-authenticate", "Bearer");
+    void reply.code(refused.status).send(refused.body);
   });
 
-  app.addHook("preSerialization", async (request, _reply, payload) => withRequestId(request, payload));
+  app.addHook("preSerialization", (request, _reply, payload, done) =>
+    done(null, withRequestId(request, payload)),
+  );
 
   // Once closing, every answer still sent closes its connection: a client's keep-alive connection would
   // otherwise hold the close (and so the shutdown) until Fastify's keep-alive timeout.
@@ -155,12 +173,12 @@ function addRequestHooks(app: FastifyInstance, ctx: ServerContext, deps: ServerD
   app.addHook("preClose", async () => {
     closing = true;
   });
-  app.addHook("onSend", async (_request, reply, payload) => {
+  app.addHook("onSend", (_request, reply, payload, done) => {
     if (closing) reply.header("connection", "close");
-    return payload;
+    done(null, payload);
   });
 
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
     const status = reply.statusCode;
     ctx.metrics.httpRequests.inc({ method: request.method, route, status: String(status) });
@@ -177,6 +195,7 @@ function addRequestHooks(app: FastifyInstance, ctx: ServerContext, deps: ServerD
       },
       "request",
     );
+    done();
   });
 }
 

@@ -8,14 +8,9 @@ import { type Storage, workspacesOf } from "@drydock/storage";
 import { staticTokens, type TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { RecoverySource, ServerDeps } from "./deps.js";
-import {
-  type ComputerView,
-  computerView,
-  type Journals,
-  journalReader,
-  ListingMemo,
-} from "./domain/computer-view.js";
+import { type ComputerView, computerView, type Journals, journalReader } from "./domain/computer-view.js";
 import { BotExclusivity } from "./domain/exclusive.js";
+import { ListingMemo } from "./domain/listing-memo.js";
 import { localWorkspaces, type WorkspaceBackend } from "./domain/workspace-backend.js";
 import { storeWorkspaces } from "./domain/workspace-store.js";
 import { openWorkspaceContext, type WorkspaceContext } from "./domain/workspaces.js";
@@ -48,7 +43,7 @@ export type ServerContext = WorkspaceContext & {
   readonly createJournal: BoatCreateJournal;
   readonly deleteJournal: BoatDeleteJournal;
   /** See ServerDeps.storage. */
-  readonly storage: Pick<Storage, "kind" | "meta" | "workspaces"> | undefined;
+  readonly storage: ServerDeps["storage"];
   /** Where bots' workspaces live: local files, or the storage's WorkspaceStore (postgres). */
   readonly workspace: WorkspaceBackend;
   readonly client: BoatClient;
@@ -66,6 +61,11 @@ export type ServerContext = WorkspaceContext & {
   /** The bot's computer as the journals and this process's busy bots show it. */
   computerView(botId: string, journals: Journals, now?: number): ComputerView;
   readonly listing: ListingMemo;
+  /**
+   * The storage's change token (Storage.changeToken) now, or undefined when it offers none or could not
+   * tell (the caller then reads the rows, which report the fault as a read does).
+   */
+  changeToken(): string | undefined;
   readonly recoveryGauge: RecoveryGauge;
 };
 
@@ -125,6 +125,13 @@ export function createServerContext(deps: ServerDeps): ServerContext {
         commandPrefix,
       }),
     listing: new ListingMemo(),
+    changeToken: () => {
+      try {
+        return deps.storage?.changeToken?.();
+      } catch {
+        return undefined;
+      }
+    },
     recoveryGauge: { countedAt: null, recount: null },
     // Replaced below: the local backend needs the whole context it is part of.
     workspace: undefined as unknown as WorkspaceBackend,

@@ -29,10 +29,11 @@ export interface ServerDeps {
   createJournal: BoatCreateJournal;
   deleteJournal: BoatDeleteJournal;
   /**
-   * The Storage the journals come from (startServer's): GET /readyz reads it (one meta read) on every
-   * backend. Unset (a server built around bare journals): no storage check.
+   * The Storage the journals and the bot registry come from (startServer's): GET /readyz reads it (one meta
+   * read) on every backend, and its change token, where it offers one, lets GET /v1/bots re-send a page
+   * without reading a row. Unset (a server built around bare journals): no storage check.
    */
-  storage?: Pick<Storage, "kind" | "meta" | "workspaces">;
+  storage?: Pick<Storage, "kind" | "meta" | "workspaces" | "changeToken">;
   client: BoatClient;
   metrics: Metrics;
   /** Boat recovery plan (recovery-controller); restores are listed by the server itself. */

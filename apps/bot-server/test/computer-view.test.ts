@@ -9,9 +9,9 @@ import {
   type DeletionRow,
   indexJournals,
   journalReader,
-  ListingMemo,
   nextExpiry,
 } from "../src/domain/computer-view.js";
+import { ListingMemo } from "../src/domain/listing-memo.js";
 
 const T0 = 1_800_000_000_000;
 const create = (row: Partial<CreateRow> & { botId: string }): CreateRow =>
@@ -114,25 +114,73 @@ describe("the memos", () => {
     expect([...second.creates.keys()]).toEqual(["b"]);
   });
 
-  it("ListingMemo re-renders when the busy bots change or the expiry comes, and only then", () => {
-    const bots = [{ botId: "a", name: "A", createdAt: T0 }] as unknown as readonly Readonly<Bot>[];
-    const journals = indexJournals([create({ botId: "a" })], []);
-    const memo = new ListingMemo();
-    let renders = 0;
+  const oneBot = [{ botId: "a", name: "A", createdAt: T0 }] as unknown as readonly Readonly<Bot>[];
+  const counted = () => {
+    const calls = { renders: 0 };
     const view = () => {
-      renders += 1;
+      calls.renders += 1;
       return { status: "none" as const };
     };
-    const body = memo.body(bots, journals, 0, T0, view);
-    expect(JSON.parse(body)).toEqual({
+    return { calls, view };
+  };
+
+  it("ListingMemo re-renders when the rows, the busy bots or the expiry change, and only then", () => {
+    const journals = indexJournals([create({ botId: "a" })], []);
+    const memo = new ListingMemo();
+    const { calls, view } = counted();
+    const body = memo.body("100:", undefined, oneBot, journals, 0, T0, view);
+    expect(JSON.parse(body.toString("utf8"))).toEqual({
       ok: true,
       bots: [{ botId: "a", name: "A", createdAt: new Date(T0).toISOString(), computer: { status: "none" } }],
     });
-    expect(memo.body(bots, journals, 0, T0 + 1, view)).toBe(body);
-    expect(renders).toBe(1);
-    memo.body(bots, journals, 1, T0 + 1, view);
-    expect(renders).toBe(2);
-    memo.body(bots, journals, 1, keyTrustDeadline(T0), view);
-    expect(renders).toBe(3);
+    expect(memo.body("100:", undefined, [...oneBot], journals, 0, T0 + 1, view)).toBe(body);
+    expect(calls.renders).toBe(1);
+    memo.body("100:", undefined, oneBot, journals, 1, T0 + 1, view);
+    expect(calls.renders).toBe(2);
+    memo.body("100:", undefined, oneBot, journals, 1, keyTrustDeadline(T0), view);
+    expect(calls.renders).toBe(3);
+    memo.body("100:", undefined, oneBot, indexJournals([create({ botId: "a" })], []), 1, T0 + 2, view);
+    expect(calls.renders).toBe(4);
+    memo.body("100:", undefined, [{ ...oneBot[0] } as Readonly<Bot>], journals, 1, T0 + 2, view);
+    expect(calls.renders).toBe(5);
+  });
+
+  it("ListingMemo answers `fresh` only under the token, busy version and expiry a page was rendered with", () => {
+    const journals = indexJournals([create({ botId: "a" })], []);
+    const memo = new ListingMemo();
+    const { view } = counted();
+    // No token (file, postgres): never fresh, the rows are always read.
+    memo.body("100:", undefined, oneBot, journals, 0, T0, view);
+    expect(memo.fresh("100:", undefined, 0, T0)).toBeUndefined();
+    const body = memo.body("100:", "7:1", oneBot, journals, 0, T0, view);
+    expect(memo.fresh("100:", "7:1", 0, T0 + 1)).toBe(body);
+    expect(memo.fresh("100:", "8:1", 0, T0 + 1), "another token").toBeUndefined();
+    expect(memo.fresh("100:", "7:1", 1, T0 + 1), "another bot busy").toBeUndefined();
+    expect(memo.fresh("100:", "7:1", 0, keyTrustDeadline(T0)), "its expiry").toBeUndefined();
+    expect(memo.fresh("5:", "7:1", 0, T0 + 1), "another page").toBeUndefined();
+    // Re-sent after reading the same rows under a newer token: fresh under that one, not the old.
+    expect(memo.body("100:", "8:1", oneBot, journals, 0, T0 + 1, view)).toBe(body);
+    expect(memo.fresh("100:", "8:1", 0, T0 + 1)).toBe(body);
+    expect(memo.fresh("100:", "7:1", 0, T0 + 1)).toBeUndefined();
+  });
+
+  it("ListingMemo keeps each page apart and at most its capacity of them, dropping the least recent", () => {
+    const journals = indexJournals([], []);
+    const memo = new ListingMemo(2);
+    const { calls, view } = counted();
+    const bots = (id: string) => [{ botId: id, name: id, createdAt: T0 }] as unknown as Readonly<Bot>[];
+    const a = bots("a");
+    const b = bots("b");
+    const c = bots("c");
+    const first = memo.body("1:", "t", a, journals, 0, T0, view);
+    const second = memo.body("1:x", "t", b, journals, 0, T0, view, "x");
+    expect(JSON.parse(memo.fresh("1:", "t", 0, T0)?.toString("utf8") ?? "null").bots[0].botId).toBe("a");
+    expect(memo.fresh("1:x", "t", 0, T0)).toBe(second);
+    expect(memo.body("1:", "t", a, journals, 0, T0, view)).toBe(first); // now the most recent
+    memo.body("1:y", "t", c, journals, 0, T0, view, "y");
+    expect(calls.renders).toBe(3);
+    expect(memo.fresh("1:x", "t", 0, T0), "dropped: the least recent").toBeUndefined();
+    expect(memo.fresh("1:", "t", 0, T0)).toBe(first);
+    expect(memo.fresh("1:y", "t", 0, T0)).toBeDefined();
   });
 });

@@ -259,13 +259,16 @@ export function api(url: string, token: string | null): Api {
 export function inProcessServer(
   label: string,
   onStart: (server: RunningServer) => void,
+  /** More of the server's environment, e.g. DRYDOCK_STORAGE. */
+  env: NodeJS.ProcessEnv = {},
 ): { dir: string; cleanup(): void } {
   const tmp = tempDir(label);
   let running: RunningServer | undefined;
   beforeAll(async () => {
-    running = await startServer(loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent" }), {
-      print: () => {},
-    });
+    running = await startServer(
+      loadConfig({ DRYDOCK_DATA_DIR: tmp.dir, PORT: "0", LOG_LEVEL: "silent", ...env }),
+      { print: () => {} },
+    );
     await running.startup;
     onStart(running);
   });

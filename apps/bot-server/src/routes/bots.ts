@@ -74,6 +74,32 @@ const deleteBotSchema = {
   },
 };
 
+/** A page of GET /v1/bots read from the registry and the journals, rendered (or re-sent) by the memo. */
+async function renderPage(
+  ctx: ServerContext,
+  key: string,
+  token: string | undefined,
+  limit: number,
+  cursor: string | undefined,
+): Promise<Buffer> {
+  const after = decodeCursor(cursor);
+  const [page, journals] = await Promise.all([
+    ctx.bots.page({ ...(after === undefined ? {} : { after }), limit }),
+    ctx.readJournals(),
+  ]);
+  const now = ctx.now();
+  return ctx.listing.body(
+    key,
+    token,
+    page.bots,
+    journals,
+    ctx.exclusivity.version,
+    now,
+    (botId) => ctx.computerView(botId, journals, now),
+    page.next === null ? null : encodeCursor(page.next),
+  );
+}
+
 /** POST/GET /v1/bots, GET/DELETE /v1/bots/:botId. */
 export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) => {
   app.post("/v1/bots", createBotSchema, async (request, reply) => {
@@ -94,26 +120,23 @@ export const botRoutes: FastifyPluginAsyncZod<ServerContext> = async (app, ctx) 
     return reply.code(201).send({ ok: true, bot: botView(bot) });
   });
 
-  // Re-sent from the listing memo while nothing it was rendered from changed (see ListingMemo).
+  // Re-sent from the listing memo while nothing it was rendered from changed (see ListingMemo): without
+  // reading a row while the storage's change token stands still.
   // Pages are botId ascending and a cursor is the last botId answered: a bot that existed throughout is on
   // exactly one page whatever is created or deleted between pages (ids are unique and never reordered).
-  app.get("/v1/bots", listBotsSchema, async (request, reply) => {
-    const after = decodeCursor(request.query.cursor);
-    const [page, journals] = await Promise.all([
-      ctx.bots.page({ ...(after === undefined ? {} : { after }), limit: request.query.limit }),
-      ctx.readJournals(),
-    ]);
-    const now = ctx.now();
-    const nextCursor = page.next === null ? null : encodeCursor(page.next);
-    const body = ctx.listing.body(
-      page.bots,
-      journals,
-      ctx.exclusivity.version,
-      now,
-      (botId) => ctx.computerView(botId, journals, now),
-      nextCursor,
-    );
-    return reply.type("application/json; charset=utf-8").send(body);
+  // Not async: a page sent from the memo takes no promise, only one that is read and rendered does.
+  app.get("/v1/bots", listBotsSchema, (request, reply) => {
+    reply.type("application/json; charset=utf-8");
+    const { limit, cursor } = request.query;
+    // Only a cursor this server decoded and answered with is ever a key of a remembered page.
+    const key = `${limit}:${cursor ?? ""}`;
+    const token = ctx.changeToken();
+    const fresh = ctx.listing.fresh(key, token, ctx.exclusivity.version, ctx.now());
+    if (fresh !== undefined) {
+      reply.send(fresh);
+      return;
+    }
+    return renderPage(ctx, key, token, limit, cursor);
   });
 
   app.get("/v1/bots/:botId", getBotSchema, async (request) => {
