@@ -2,10 +2,17 @@
  * A GET route of the server against a bare Fastify route sending the same bytes (same content type), with
  * autocannon on loopback: bounded (10 connections, `seconds` per round) and interleaved (bare, server, bare,
  * server …), so a drifting machine weighs on both alike. The difference is drydock's per-request work.
+ *
+ * The bare route runs in a process of its own (bench/workers/bare-route.ts), as the server does: in the
+ * bench's own process it would share one thread with autocannon, which capped it and flattered the ratio.
  */
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import autocannon from "autocannon";
-import Fastify from "fastify";
+import { BENCH_ROOT, REPO_ROOT, scratchDir } from "./dirs.js";
 import type { Table } from "./report.js";
+import { stopChild, waitForLine } from "./server-process.js";
 import { fmtRatio } from "./stats.js";
 
 export interface GetComparison {
@@ -46,12 +53,23 @@ export async function compareGet(options: {
   if (sample.status !== 200) throw new Error(`GET ${path} answered ${sample.status}: ${await sample.text()}`);
   const contentType = sample.headers.get("content-type") ?? "application/json";
   const body = Buffer.from(await sample.arrayBuffer());
-  const bare = Fastify({ logger: false });
-  bare.get(new URL(path, "http://x").pathname, async (_req, reply) =>
-    reply.header("content-type", contentType).send(body),
+  const { dir, cleanup } = scratchDir("bare-route");
+  const bodyFile = join(dir, "body");
+  writeFileSync(bodyFile, body);
+  const bare = spawn(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      join(BENCH_ROOT, "workers", "bare-route.ts"),
+      new URL(path, "http://x").pathname,
+      contentType,
+      bodyFile,
+    ],
+    { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] },
   );
   try {
-    const bareUrl = await bare.listen({ host: "127.0.0.1", port: 0 });
+    const bareUrl = (await waitForLine(bare, /listening (http:\/\/\S+)/, "the bare route"))[1];
     const rounds: { bare: autocannon.Result[]; server: autocannon.Result[] } = { bare: [], server: [] };
     for (let round = 0; round < (options.rounds ?? 2); round++) {
       rounds.bare.push(await load(`${bareUrl}${path}`, token, seconds));
@@ -74,7 +92,8 @@ export async function compareGet(options: {
       overhead: bareSummary.reqPerSec / serverSummary.reqPerSec,
     };
   } finally {
-    await bare.close();
+    await stopChild(bare);
+    cleanup();
   }
 }
 
