@@ -24,6 +24,7 @@ export {
   newerFormatDetail,
   openJsonJournal,
   TRANSIENTLY_UNREADABLE,
+  trustedFileIdentity,
 } from "./journal.js";
 // OS-level refusals: what each means and what to do (one table, also @drydock/storage's)
 export { OS_CAUSES, type OsCause, osCauseDetail } from "./os-causes.js";

@@ -129,6 +129,19 @@ function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
   );
 }
 
+/**
+ * A file's identity as `peek` trusts it (device, inode, size, mtime and ctime, as one string; "absent" when
+ * there is no file), or null when its ctime is within the racy window of `nowMs`: a later change could then
+ * keep every one of them, so the identity proves nothing. For memo keys kept outside a journal (the file
+ * backend's Storage.changeToken). Throws what `statSync` throws, other than ENOENT.
+ */
+export function trustedFileIdentity(file: string, nowMs: number): string | null {
+  const stats = nodeFs.statSync(file, { bigint: true, throwIfNoEntry: false });
+  if (stats === undefined) return "absent";
+  if (BigInt(Math.floor(nowMs)) * 1_000_000n - stats.ctimeNs < RACY_WINDOW_NS) return null;
+  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+}
+
 /** Marks errors raised inside the critical section, so they are never mistaken for the lock's own. */
 class Inner {
   constructor(readonly error: unknown) {}

@@ -76,8 +76,10 @@ export interface Storage {
    * any other: equal tokens from the same Storage object mean nothing in them changed in between (a change
    * may also change it for nothing). Cheap enough to call on every request, so a reader may keep what it
    * derived from those rows until the token moves (the bot server's listing memo). Tokens of different
-   * Storage objects are not comparable. Optional: a backend that cannot tell cheaply (file, postgres) leaves
-   * it out, and readers read again. Throws as a read does (e.g. STORAGE_CLOSED).
+   * Storage objects are not comparable. sqlite: SQLite's data_version and this connection's writes. file:
+   * each document's identity as the peeks trust it, and a token never handed out before while a document
+   * changed within the last 2 s. Optional: a backend that cannot tell cheaply (postgres) leaves it out, and
+   * readers read again. Throws as a read does (e.g. STORAGE_CLOSED).
    */
   changeToken?(): string;
   /** Releases the backend's handles; calls after it fail. Idempotent. */

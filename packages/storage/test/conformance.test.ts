@@ -10,6 +10,7 @@ import { open } from "./fixtures/file-backend.js";
 
 describeStorageConformance({
   name: "file",
+  changeToken: true,
   open,
   botLimit: MAX_FILE_BOTS,
   workerModule: fileURLToPath(new URL("./fixtures/file-backend.ts", import.meta.url)),

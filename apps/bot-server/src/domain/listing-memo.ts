@@ -23,10 +23,11 @@ interface RenderedPage {
  * interrupted create turns "older than 24 hours" at a known instant), and a listing is polled far more often
  * than a bot or its computer changes, so a page is re-sent while none of those changed. Two ways to know:
  *
- * - `fresh`: the storage's change token (Storage.changeToken: SQLite's data_version and its own commits).
+ * - `fresh`: the storage's change token (Storage.changeToken: on sqlite its data_version and own commits, on
+ *   file the documents' identities).
  *   Equal to the one read before the page was rendered, with the same bots busy: nothing it came from
  *   changed, and the page is sent without reading a row. This is what a page at 100,000 bots costs.
- * - `body`: after the rows were read (a backend without a token: file, postgres), the same row objects (the
+ * - `body`: after the rows were read (a backend without a token: postgres), the same row objects (the
  *   registry and json-journal's peeks hand out the very same frozen objects while nothing changed).
  *
  * Bodies are kept as bytes: Fastify sends a Buffer as it is, where a string is measured and encoded again

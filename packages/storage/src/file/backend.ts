@@ -19,9 +19,9 @@ import {
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
-import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
+import { BOTS_FILE, DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
-import { openJsonJournal, toJournalStateError } from "@drydock/json-journal";
+import { openJsonJournal, toJournalStateError, trustedFileIdentity } from "@drydock/json-journal";
 import { byBotId } from "../bot-rules.js";
 import type { BackendOptions, Storage, StorageCrashHook, StorageExport } from "../contract.js";
 import {
@@ -134,9 +134,24 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
       },
       (error) => reword(journal, dataDir, error),
     );
+  // Storage.changeToken: each document's identity as the peeks trust it. While a document changed within
+  // the racy window (2 s) nothing can be proven, and the token is one never handed out before.
+  const documents = [CREATE_JOURNAL_FILE, DELETE_JOURNAL_FILE, BOTS_FILE].map((name) => join(dataDir, name));
+  let unproven = 0;
   return {
     kind: "file",
     dataDir,
+    changeToken() {
+      live();
+      const now = Date.now();
+      const identities: string[] = [];
+      for (const file of documents) {
+        const identity = trustedFileIdentity(file, now);
+        if (identity === null) return `changing:${++unproven}`;
+        identities.push(identity);
+      }
+      return identities.join("|");
+    },
     createJournal: guard<BoatCreateJournal>("create", createJournal),
     deleteJournal: guard<BoatDeleteJournal>("delete", deleteJournal),
     meta: wrapMethods(meta, live, (error) => error),
