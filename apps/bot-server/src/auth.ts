@@ -64,30 +64,43 @@ export function parseTokenList(text: string): TokenEntry[] {
 
 const digest = (value: string) => createHash("sha256").update(value).digest();
 
-/**
- * Looks `presented` up among `entries`, comparing SHA-256 digests in constant time and always against every
- * entry, so neither a token's bytes nor its position can be learnt from response timing.
- */
-function findEntry(
-  entries: readonly { entry: Principal; digest: Buffer }[],
-  presented: string,
-): Principal | null {
-  const given = digest(presented);
-  let found: Principal | null = null;
-  for (const candidate of entries) {
-    if (timingSafeEqual(given, candidate.digest) && found === null) found = candidate.entry;
-  }
-  return found;
-}
+/** Tokens of DRYDOCK_TOKENS are at most 512 characters; a table is at least this wide. */
+const MIN_TABLE_WIDTH = 512;
 
-function digested(entries: readonly TokenEntry[]) {
-  return entries.map((e) => ({ entry: { name: e.name, role: e.role }, digest: digest(e.token) }));
+/**
+ * Accepted tokens laid out for a constant-time lookup: each one's bytes zero-padded to one width (the longest
+ * token, at least 512 bytes). A presented token is padded the same way into a scratch buffer and compared with
+ * every entry by `timingSafeEqual` over the whole width, and its byte length compared as a number. So the time
+ * a lookup takes depends neither on a token's bytes, nor on its length, nor on its position. A presented token
+ * longer than the width matches nothing, and that is all its timing shows (its length is the caller's own).
+ * Hashing both sides with SHA-256 gave the same guarantee, but ran OpenSSL's hash on every request, a
+ * measurable part of a cheap GET (bench/lib/history.md).
+ */
+function tokenTable(entries: readonly TokenEntry[]): (presented: string) => Principal | null {
+  const width = Math.max(MIN_TABLE_WIDTH, ...entries.map((e) => Buffer.byteLength(e.token)));
+  const table = entries.map((e) => {
+    const padded = Buffer.alloc(width);
+    padded.write(e.token, "utf8");
+    return { principal: { name: e.name, role: e.role }, padded, length: Buffer.byteLength(e.token) };
+  });
+  const scratch = Buffer.alloc(width);
+  return (presented) => {
+    const length = Buffer.byteLength(presented);
+    if (length > width) return null;
+    scratch.fill(0);
+    scratch.write(presented, "utf8");
+    let found: Principal | null = null;
+    for (const entry of table) {
+      const equal = timingSafeEqual(scratch, entry.padded);
+      if (equal && entry.length === length && found === null) found = entry.principal;
+    }
+    return found;
+  };
 }
 
 /** A fixed set of tokens (DRYDOCK_TOKEN, `<dataDir>/server-token`, DRYDOCK_TOKENS). */
 export function staticTokens(entries: readonly TokenEntry[]): TokenSource {
-  const list = digested(entries);
-  return { lookup: (presented) => findEntry(list, presented) };
+  return { lookup: tokenTable(entries) };
 }
 
 /**
@@ -103,8 +116,8 @@ export function fileTokens(
   warn: (message: string) => void,
   fixed: readonly TokenEntry[] = [],
 ): TokenSource {
-  const fixedList = digested(fixed);
-  let list = digested(initial);
+  const fixedTable = tokenTable(fixed);
+  let table = tokenTable(initial);
   let seen = signature(path);
   return {
     lookup(presented) {
@@ -112,14 +125,17 @@ export function fileTokens(
       if (now !== seen) {
         seen = now;
         try {
-          list = digested(parseTokenList(readFileSync(path, "utf8")));
+          table = tokenTable(parseTokenList(readFileSync(path, "utf8")));
         } catch (error) {
           warn(
             `DRYDOCK_TOKENS_FILE could not be used after a change (${(error as Error).message}); the previous tokens stay valid`,
           );
         }
       }
-      return findEntry(fixedList, presented) ?? findEntry(list, presented);
+      // Both tables, always: which one holds the token must not show in the time taken either.
+      const fixedEntry = fixedTable(presented);
+      const fileEntry = table(presented);
+      return fixedEntry ?? fileEntry;
     },
   };
 }
