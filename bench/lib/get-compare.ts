@@ -1,7 +1,7 @@
 /**
  * A GET route of the server against a bare Fastify route sending the same bytes (same content type), with
- * autocannon on loopback: bounded (10 connections, `seconds` per round) and interleaved (bare, server, bare,
- * server …), so a drifting machine weighs on both alike. The difference is drydock's per-request work.
+ * autocannon on loopback: bounded (10 connections, `seconds` per round), after an untimed second of each, and
+ * interleaved (bare, server, bare, server …), so a drifting machine weighs on both alike. The difference is drydock's per-request work.
  *
  * The bare route runs in a process of its own (bench/workers/bare-route.ts), as the server does: in the
  * bench's own process it would share one thread with autocannon, which capped it and flattered the ratio.
@@ -70,6 +70,9 @@ export async function compareGet(options: {
   );
   try {
     const bareUrl = (await waitForLine(bare, /listening (http:\/\/\S+)/, "the bare route"))[1];
+    // One untimed second of each first: both run their route's code hot (JIT-compiled) when timing starts.
+    await load(`${bareUrl}${path}`, token, 1);
+    await load(`${serverUrl}${path}`, token, 1);
     const rounds: { bare: autocannon.Result[]; server: autocannon.Result[] } = { bare: [], server: [] };
     for (let round = 0; round < (options.rounds ?? 2); round++) {
       rounds.bare.push(await load(`${bareUrl}${path}`, token, seconds));
