@@ -80,7 +80,7 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
       },
       notes: [
         "Overhead = bare route's requests/s ÷ the server's; target under 2×.",
-        "Each GET /v1/bots reads bots.json and both journals without their locks (json-journal peek: one stat per file proves it unchanged) and re-sends the last rendered body while the bot rows and journal rows are the same objects, no bot's busy state changed and no create row reached its 24-hour instant.",
+        "Each GET /v1/bots asks the file backend's change token (one stat of bots.json and of each journal: their identities, trusted once older than 2 s, as json-journal's peek does) and re-sends the page's remembered bytes while it, the busy bots and the 24-hour instants are unchanged; the bare route runs in a process of its own, as the server does.",
       ],
     };
   } finally {
