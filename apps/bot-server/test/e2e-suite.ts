@@ -722,5 +722,30 @@ export function e2eSuite(storage: E2eStorage): void {
       expect(res.text).toContain(`drydock_journal_capacity{journal="delete"} ${cap}`);
       expect(res.text).toContain('drydock_journal_capacity{journal="bots"} 4096');
     });
+
+    it("GET /metrics counts every answered request by method, route and status, and observes its duration", async () => {
+      const call = api(server.url, server.token);
+      const sample = async (series: string): Promise<number> => {
+        const text = (await call("GET", "/metrics")).text;
+        const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+        return line === undefined ? 0 : Number(line.slice(series.length + 1));
+      };
+      const ok = 'drydock_http_requests_total{method="GET",route="/v1/bots/:botId",status="200"}';
+      const missing = 'drydock_http_requests_total{method="GET",route="/v1/bots/:botId",status="404"}';
+      const observed = 'drydock_http_request_duration_seconds_count{route="/v1/bots/:botId"}';
+      await call("POST", "/v1/bots", { name: "Counted", botId: "counted" });
+      const before = {
+        ok: await sample(ok),
+        missing: await sample(missing),
+        observed: await sample(observed),
+      };
+      for (let i = 0; i < 3; i++) expect((await call("GET", "/v1/bots/counted")).status).toBe(200);
+      expect((await call("GET", "/v1/bots/nobody-here")).status).toBe(404);
+      expect(await sample(ok)).toBe(before.ok + 3);
+      expect(await sample(missing)).toBe(before.missing + 1);
+      expect(await sample(observed)).toBe(before.observed + 4);
+      // Counted once: a second scrape adds nothing that was not answered since.
+      expect(await sample(ok)).toBe(before.ok + 3);
+    });
   });
 }
