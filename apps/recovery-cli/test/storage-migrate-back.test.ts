@@ -22,7 +22,7 @@ import { describe, expect, it } from "vitest";
 import { spawnServer } from "../../bot-server/test/helpers.js";
 import { EXIT_CODES, StorageMigrateDocumentSchema } from "../src/index.js";
 import { runMain as cli, seedFileRows, snapshotTree } from "./harness.js";
-import { pgMigrateKit } from "./migrate-pg-kit.js";
+import { expectMigratedCheckpointRestores, pgMigrateKit, previewAndApply } from "./migrate-pg-kit.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SERVER_MAIN = join(HERE, "..", "..", "bot-server", "src", "main.ts");
@@ -37,21 +37,6 @@ const tempDir = (name: string) => {
 };
 const envOf = (schema: string) => ({ DRYDOCK_STORAGE: kit.url, DRYDOCK_POSTGRES_SCHEMA: schema });
 const binding = (dir: string) => JSON.parse(readFileSync(join(dir, "storage.json"), "utf8"));
-
-/** Preview (nothing changed, no password), then the pasted command; returns both outputs. */
-async function previewAndApply(dir: string, to: string, env: Record<string, string>) {
-  const before = snapshotTree(dir);
-  const preview = await cli(["--data-dir", dir, "storage", "migrate", "--to", to], env);
-  expect(preview.code, preview.err).toBe(0);
-  expect(snapshotTree(dir)).toEqual(before);
-  const line = preview.out
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l.startsWith("drydock "))
-    .at(-1) as string;
-  expect(line, preview.out).toBeDefined();
-  return { preview, applied: await cli(line.split(" ").slice(1), env) };
-}
 
 async function openPg(schema: string) {
   return openStorage({
@@ -169,13 +154,7 @@ describe("storage migrate --to sqlite from postgres", () => {
         fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
       expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
       expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
-      const listed = (await (await get("/v1/bots/ada/checkpoints")).json()) as {
-        checkpoints: { checkpointId: string }[];
-      };
-      expect(listed.checkpoints.map((c) => c.checkpointId)).toEqual([checkpointId]);
-      const restored = await get(`/v1/bots/ada/checkpoints/${checkpointId}/restore`, { method: "POST" });
-      expect(restored.status, await restored.clone().text()).toBe(200);
-      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("before the checkpoint\n");
+      await expectMigratedCheckpointRestores(get, checkpointId);
     } finally {
       server.kill();
       await server.exited;

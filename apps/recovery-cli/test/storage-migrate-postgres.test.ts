@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { spawnServer } from "../../bot-server/test/helpers.js";
 import { EXIT_CODES, StorageMigrateDocumentSchema } from "../src/index.js";
 import { runMain as cli, seedFileRows, snapshotTree } from "./harness.js";
+import { expectMigratedCheckpointRestores, previewAndApply } from "./migrate-pg-kit.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SERVER_MAIN = join(HERE, "..", "..", "bot-server", "src", "main.ts");
@@ -104,22 +105,6 @@ const migrate = (dir: string, ...rest: string[]) => [
 ];
 const envOf = (schema: string) => ({ DRYDOCK_STORAGE: url, DRYDOCK_POSTGRES_SCHEMA: schema });
 
-/** Preview (nothing changed, no password), then the pasted command; returns both outputs. */
-async function previewAndApply(dir: string, schema: string) {
-  const before = snapshotTree(dir);
-  const preview = await cli(migrate(dir), envOf(schema));
-  expect(preview.code, preview.err).toBe(0);
-  expect(snapshotTree(dir)).toEqual(before);
-  const line = preview.out
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l.startsWith("drydock "))
-    .at(-1) as string;
-  expect(line, preview.out).toBeDefined();
-  const applied = await cli(line.split(" ").slice(1), envOf(schema));
-  return { preview, applied };
-}
-
 const binding = (dir: string) => JSON.parse(readFileSync(join(dir, "storage.json"), "utf8"));
 
 describe("storage migrate --to postgres", () => {
@@ -139,7 +124,7 @@ describe("storage migrate --to postgres", () => {
       counts: { creates: 2, deletes: 1, bots: 2, meta: 1 },
       workspaces: { workspaces: 2, files: 3, checkpoints: 1, retired: 1 },
     });
-    const { preview, applied } = await previewAndApply(dir, schema);
+    const { preview, applied } = await previewAndApply(dir, "postgres", envOf(schema));
     expect(preview.out).toContain("1 retired workspace(s) of deleted bots stay behind");
     expect(applied.code, applied.err).toBe(0);
     expect(applied.out).toContain("the server on postgres never reads it");
@@ -166,13 +151,7 @@ describe("storage migrate --to postgres", () => {
         Buffer.from([0, 1, 2, 255]),
       );
       expect(await (await get("/v1/bots/bob/files/hello.md")).text()).toBe("# bob\n");
-      const listed = (await (await get("/v1/bots/ada/checkpoints")).json()) as {
-        checkpoints: { checkpointId: string }[];
-      };
-      expect(listed.checkpoints.map((c) => c.checkpointId)).toEqual([checkpointId]);
-      const restored = await get(`/v1/bots/ada/checkpoints/${checkpointId}/restore`, { method: "POST" });
-      expect(restored.status, await restored.clone().text()).toBe(200);
-      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("before the checkpoint\n");
+      await expectMigratedCheckpointRestores(get, checkpointId);
       // The local tree is left in place, untouched by the server on postgres.
       expect(readFileSync(join(dir, "workspaces", "ada", "notes", "todo.txt"), "utf8")).toBe(
         "after the checkpoint\n",
@@ -197,7 +176,7 @@ describe("storage migrate --to postgres", () => {
     await other.close();
     const targetBefore = await exportOf(dir, "postgres", schema);
     const before = snapshotTree(dir);
-    const { applied } = await previewAndApply(dir, schema);
+    const { applied } = await previewAndApply(dir, "postgres", envOf(schema));
     expect(applied.code).toBe(EXIT_CODES.UNSAFE);
     expect(applied.err).toContain("already holds rows (journals, bots or meta), so it is not migrated into");
     expect(applied.err).toContain("nothing was changed");
@@ -283,7 +262,7 @@ describe("a migration to postgres killed (SIGKILL) at each durable step: the sam
         line.startsWith("at-point "),
       );
       expect(ended.signal).toBe("SIGKILL");
-      const { applied } = await previewAndApply(dir, schema);
+      const { applied } = await previewAndApply(dir, "postgres", envOf(schema));
       expect(applied.code, applied.err).toBe(0);
       expect(applied.out).toContain("resumed");
       expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });
@@ -314,7 +293,7 @@ describe("storage migrate --to postgres from sqlite", () => {
       .at(-1) as string;
     expect((await cli(line.split(" ").slice(1))).code).toBe(0);
     expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
-    const { applied } = await previewAndApply(dir, schema);
+    const { applied } = await previewAndApply(dir, "postgres", envOf(schema));
     expect(applied.code, applied.err).toBe(0);
     expect(applied.out).toContain("from sqlite to postgres");
     expect(binding(dir)).toEqual({ version: 1, kind: "postgres" });

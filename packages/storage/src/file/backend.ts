@@ -143,6 +143,7 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     dataDir,
     changeToken() {
       live();
+      // The wall clock, never options.now: the window is measured against the kernel's ctimes.
       const now = Date.now();
       const identities: string[] = [];
       for (const file of documents) {
