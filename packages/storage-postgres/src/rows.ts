@@ -70,7 +70,8 @@ export function rowTable<Row>(spec: RowTableSpec<Row>): RowTable<Row> {
   const select = async (tx: PgTx, where: string, values: unknown[]) =>
     (
       await tx.query<{ seq: string; row_json: string }>(
-        `SELECT seq::text AS seq, row_json FROM ${spec.table} WHERE ${where} ORDER BY seq`,
+        // Ordered by the table's bigint column: a bare `ORDER BY seq` names the text alias, and "10" < "9".
+        `SELECT seq::text AS seq, row_json FROM ${spec.table} WHERE ${where} ORDER BY ${spec.table}.seq`,
         values,
       )
     ).map(parse);

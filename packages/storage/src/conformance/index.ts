@@ -316,6 +316,29 @@ function describeMetaAndPeeks(target: ConformanceTarget, fresh: Fresh): void {
     }
   });
 
+  it("both journals keep their order past nine rows (a row's place compares as a number, not as text)", async () => {
+    const dir = fresh();
+    const storage = await target.open(dir.dataDir);
+    try {
+      const bots = Array.from({ length: 12 }, (_, i) => `bot-${String.fromCharCode(108 - i)}`);
+      const boxes = Array.from({ length: 12 }, (_, i) => `bx_${("nmkjhgfedcba"[i] as string).repeat(8)}`);
+      for (const bot of bots) await storage.createJournal.beginBoatCreate(bot, BODY);
+      for (const [i, boxId] of boxes.entries()) {
+        await storage.deleteJournal.prepareBoatDeletion({
+          boxId,
+          name: `n-${i}`,
+          ownerBotId: bots[i] as string,
+        });
+      }
+      const snapshot = await storage.createJournal.boatCreateRecoverySnapshot();
+      expect(snapshot.map((row) => row.botId)).toEqual(bots);
+      expect((await storage.createJournal.peekBoatCreates()).map((row) => row.botId)).toEqual(bots);
+      expect((await storage.deleteJournal.peekBoatDeletions()).map((row) => row.boxId)).toEqual(boxes);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it("a call after close() fails STORAGE_CLOSED", async () => {
     const dir = fresh();
     const storage = await target.open(dir.dataDir);
