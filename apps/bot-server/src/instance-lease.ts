@@ -24,6 +24,12 @@ export interface InstanceLease {
    * earlier epoch. Called before every create POST and DELETE.
    */
   gate(): void;
+  /**
+   * The gate bound to the running request's epoch as of now, to be checked later in any async context: the
+   * provider fetch takes it when a request is dispatched and checks it as undici writes the request to the
+   * socket (`leaseGatedFetch`), so a pause anywhere between the first gate and the write sends nothing.
+   */
+  boundGate(): () => void;
   /** Stops the heartbeat and marks the instance stopped (best effort: a lapsed lease says the same). */
   close(): Promise<void>;
 }
@@ -102,25 +108,30 @@ export async function startInstanceLease(options: InstanceLeaseOptions): Promise
 
   const requests = new AsyncLocalStorage<{ id: string; epoch: number }>();
   const current = () => ({ id: me.id, epoch: me.epoch });
+  /** The side-effect gate for a request that began under `began` (undefined: not a request's work). */
+  const check = (began: { id: string; epoch: number } | undefined): void => {
+    if (began !== undefined && began.epoch !== me.epoch) {
+      throw new HttpProblem(
+        503,
+        LEASE_LOST,
+        `This request began under this server's instance epoch ${began.epoch}, whose lease was lost (the server was paused or cut off); the server has re-registered since (epoch ${me.epoch}), and a request never continues under a new epoch, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Retry the request.`,
+      );
+    }
+    if (monotonic() < validUntil) return;
+    throw new HttpProblem(
+      503,
+      LEASE_LOST,
+      "This server could not renew its instance lease in time, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Another instance serves the bot; retry there, or here once this server has re-registered.",
+    );
+  };
   return {
     current,
     scope: (next) => requests.run(current(), next),
     writer: () => requests.getStore() ?? current(),
-    gate() {
+    gate: () => check(requests.getStore()),
+    boundGate() {
       const began = requests.getStore();
-      if (began !== undefined && began.epoch !== me.epoch) {
-        throw new HttpProblem(
-          503,
-          LEASE_LOST,
-          `This request began under this server's instance epoch ${began.epoch}, whose lease was lost (the server was paused or cut off); the server has re-registered since (epoch ${me.epoch}), and a request never continues under a new epoch, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Retry the request.`,
-        );
-      }
-      if (monotonic() < validUntil) return;
-      throw new HttpProblem(
-        503,
-        LEASE_LOST,
-        "This server could not renew its instance lease in time, so it starts no side effect (no computer is created or deleted; nothing was sent to boat.dev). Another instance serves the bot; retry there, or here once this server has re-registered.",
-      );
+      return () => check(began);
     },
     async close() {
       closed = true;

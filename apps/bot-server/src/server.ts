@@ -36,6 +36,7 @@ import {
   saveEmbeddedProvider,
 } from "./data-dir.js";
 import { DEFAULT_LEASE_TTL_MS, type InstanceLease, startInstanceLease } from "./instance-lease.js";
+import { leaseGatedFetch } from "./lease-gated-fetch.js";
 import { countingFetch, createMetrics } from "./metrics.js";
 import { drydockCommandPrefix } from "./recovery.js";
 import { sweepStaleWorkspaceTemps } from "./workspace-files.js";
@@ -224,6 +225,7 @@ function openCollaborators(
   boatDev: BoatDev,
   logs: LogSink,
   lease: InstanceLease | null,
+  providerFetch: typeof fetch,
 ) {
   const now = options.now ?? Date.now;
   // The journals' caps are the backend's: the file backend's 4,096 rows, sqlite's and postgres's limit.
@@ -233,7 +235,7 @@ function openCollaborators(
   const client = createBoatClient({
     baseUrl: boatDev.provider.apiUrl,
     token: boatDev.provider.token,
-    fetch: countingFetch(metrics),
+    fetch: countingFetch(metrics, providerFetch),
   });
   const { createJournal, deleteJournal } = storage;
   // The bot registry is the Storage's (bots.json on file, the bots table on sqlite), answering in HTTP terms.
@@ -389,6 +391,9 @@ async function start(
     // new epoch when it re-registers; a request keeps the epoch it began under (lease.scope, below).
     (storage as PostgresStorage).fenceWith(() => lease.writer());
   }
+  // The lease is checked again as each create POST or DELETE is written to boat.dev's socket.
+  const gatedFetch = lease === null ? null : leaseGatedFetch(lease);
+  if (gatedFetch !== null) taken.push(() => gatedFetch.close());
 
   const boatDev = await provideBoatDev(config, taken);
   // Several hosts share a postgres store: all of them must use one boat.dev (checked after the data
@@ -408,6 +413,7 @@ async function start(
     boatDev,
     logs,
     lease,
+    gatedFetch?.fetch ?? fetch,
   );
 
   let startupReport: RecoveryReport | null = null;
@@ -478,6 +484,7 @@ async function start(
       await app.close();
       // The instance is marked stopped once no request can start a side effect any more.
       await lease?.close();
+      await gatedFetch?.close();
       // The simulator goes with this server: so does the file that tells drydock where it was.
       if (simulator) removeEmbeddedProvider(config.dataDir);
       await simulator?.close();

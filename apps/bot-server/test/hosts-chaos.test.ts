@@ -20,7 +20,9 @@
  *   - instance epochs only increased: an instance's epoch never changes, the greatest epoch never goes down,
  *     each server process's registrations have increasing epochs, the zombie's lapsed row is not live and its
  *     re-registration has a greater epoch;
- *   - the zombie started no side effect (create POST or DELETE) from its resumption until it re-registered;
+ *   - the zombie started no side effect (create POST or DELETE) from its resumption until it re-registered
+ *     (its lease is checked before each and again as undici writes it: leaseGatedFetch; a request the pause
+ *     caught between its gate and its write is refused on resume, not sent);
  *   - every acknowledged bot creation is in the registry, every acknowledged bot deletion is not, and an
  *     acknowledged provision nothing deleted afterwards is the bot's create row and a live Boat;
  *   - `drydock status --json`, `creates list --json` and `deletions list --json` against the same database

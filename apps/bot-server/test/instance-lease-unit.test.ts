@@ -137,4 +137,37 @@ describe("the instance lease (no database)", () => {
     expect(lease.writer().epoch).toBe(2);
     await lease.close();
   });
+
+  it("boundGate keeps the epoch of the request that took it, checked later from any async context (the socket write)", async () => {
+    const { registry, renewals } = fakeRegistry();
+    let now = 0;
+    const lease = await leaseOn(registry, () => now);
+    let bound: () => void = () => {};
+    lease.scope(() => {
+      bound = lease.boundGate();
+    });
+    const background = lease.boundGate(); // taken outside any request: follows the current lease
+    expect(() => bound()).not.toThrow();
+    now = TTL; // a pause past the local lease: both closed
+    expect(() => bound()).toThrow(HttpProblem);
+    expect(() => background()).toThrow(HttpProblem);
+    renewals.push({ renewed: false, reason: "expired", state: "live" });
+    await vi.advanceTimersByTimeAsync(TTL / 3);
+    expect(lease.current().epoch).toBe(2);
+    // Re-registered: the request's bound gate stays closed (checked here, outside its scope); work outside
+    // any request may go on under the new epoch.
+    let refused: unknown;
+    try {
+      bound();
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toMatchObject({
+      status: 503,
+      code: "lease_lost",
+      message: expect.stringContaining("epoch 1"),
+    });
+    expect(() => background()).not.toThrow();
+    await lease.close();
+  });
 });

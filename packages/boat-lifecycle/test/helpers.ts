@@ -80,6 +80,8 @@ export interface Harness {
   }>;
   /** Rewrites the next answers matching a predicate (malformed provider answers). */
   tamper(fn: Tamper | null): void;
+  /** Requests matching this fail as a refused connection would (proven not sent); null: none. */
+  unreachable(fn: ((request: WireRequest) => boolean) | null): void;
   createFile(): { version: number; requests: Array<Record<string, unknown>> } | null;
   deleteFile(): { version: number; records: Array<Record<string, unknown>> } | null;
   /** A second client on the same provider, for acting behind the lifecycle's back. */
@@ -152,6 +154,7 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
   const wire: WireRequest[] = [];
   const sleeps: number[] = [];
   let tamper: Tamper | null = null;
+  let unreachable: ((request: WireRequest) => boolean) | null = null;
 
   const observed = async (input: string, init: RequestInit): Promise<Response> => {
     const url = new URL(input);
@@ -164,6 +167,11 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
       body: typeof init.body === "string" ? JSON.parse(init.body) : null,
     };
     wire.push(request);
+    if (unreachable?.(request)) {
+      // What undici says when the connection is refused: proof that nothing was sent.
+      const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+      throw new TypeError("fetch failed", { cause: refused });
+    }
     const response = await fetch(input, init);
     return tamper === null ? response : tamper(request, response);
   };
@@ -291,6 +299,9 @@ export async function harness(options: HarnessOptions = {}): Promise<Harness> {
     journalsAt,
     tamper(fn) {
       tamper = fn;
+    },
+    unreachable(fn) {
+      unreachable = fn;
     },
     createFile: () => readJson(join(dataDir, "box-create-requests.json")),
     deleteFile: () => readJson(join(dataDir, "box-delete-requests.json")),

@@ -52,4 +52,24 @@ describe("beforeSideEffect", () => {
     expect(h.stats()).toMatchObject({ live: 1, deleteRequests: 0 });
     expect(h.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
   });
+
+  it("a DELETE proven not sent while the gate closed meanwhile (refused at the write): the gate's own refusal, the fence prepared", async () => {
+    h = await harness();
+    const { boxId, name } = await h.lifecycle.provision("bot-1");
+    let asked = 0;
+    const gated = h.restart({
+      beforeSideEffect: () => {
+        asked += 1;
+        // Open when the lifecycle asks before the DELETE, closed by the time it went to the socket.
+        if (asked > 1) throw new LeaseLost("the lease passed before the DELETE was written");
+      },
+    });
+    h.unreachable((request) => request.method === "DELETE");
+    await expect(gated.deleteBoat({ boxId, confirmName: name, ownerBotId: "bot-1" })).rejects.toThrow(
+      "the lease passed before the DELETE was written",
+    );
+    expect(asked).toBe(2);
+    expect(h.stats()).toMatchObject({ live: 1, deleteRequests: 0 });
+    expect(h.deleteFile()?.records).toEqual([expect.objectContaining({ boxId, phase: "prepared" })]);
+  });
 });

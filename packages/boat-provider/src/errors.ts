@@ -114,7 +114,29 @@ export interface BoatTransportErrorInit {
   aborted?: boolean;
   /** `METHOD /path` of the request, never with a query string, header or body. */
   request: string;
+  /** Phase connect only: what refused to write the request (a `SendRefusedError`'s reason). */
+  refusal?: string;
   cause?: unknown;
+}
+
+/** The code a `SendRefusedError` carries, which `classifyFetchFailure` reads as proof of "not sent". */
+export const SEND_REFUSED_CODE = "ERR_DRYDOCK_SEND_REFUSED";
+
+/**
+ * What a caller's dispatcher aborts a request with when it refuses to write it (a server whose instance
+ * lease has passed, checked at the moment undici would write the request to the socket). With undici's
+ * own word that the request was never written, the client classifies the failure as `phase: "connect"`:
+ * nothing reached boat.dev. `reason` says why, for a person; `cause` is the refusal itself.
+ */
+export class SendRefusedError extends Error {
+  override readonly name = "SendRefusedError";
+  readonly code = SEND_REFUSED_CODE;
+  constructor(
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(reason, options);
+  }
 }
 
 /**
@@ -136,11 +158,13 @@ export class BoatTransportError extends Error {
 
   constructor(init: BoatTransportErrorInit) {
     const what =
-      init.phase === "connect"
-        ? `boat.dev could not be reached for ${init.request}${init.timedOut ? " before the timeout" : ""}; the request was never sent, so nothing changed. Retry when boat.dev is reachable.`
-        : /^(GET|HEAD) /.test(init.request)
-          ? `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}. A read changes nothing at boat.dev: retry it when boat.dev answers.`
-          : `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}; the request may or may not have taken effect. Reconcile before acting again${/^POST \/sandboxes(\?|$)/.test(init.request) ? " (retry a create only with the same idempotency key)" : ""}.`;
+      init.phase === "connect" && init.refusal !== undefined
+        ? `${init.request} was not sent to boat.dev, so nothing changed there: ${init.refusal}`
+        : init.phase === "connect"
+          ? `boat.dev could not be reached for ${init.request}${init.timedOut ? " before the timeout" : ""}; the request was never sent, so nothing changed. Retry when boat.dev is reachable.`
+          : /^(GET|HEAD) /.test(init.request)
+            ? `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}. A read changes nothing at boat.dev: retry it when boat.dev answers.`
+            : `The answer from boat.dev to ${init.request} was lost${init.timedOut ? " (timed out)" : ""}; the request may or may not have taken effect. Reconcile before acting again${/^POST \/sandboxes(\?|$)/.test(init.request) ? " (retry a create only with the same idempotency key)" : ""}.`;
     super(init.aborted ? `${init.request} was cancelled. ${what}` : what, { cause: init.cause });
     this.phase = init.phase;
     this.timedOut = init.timedOut;

@@ -26,6 +26,8 @@ export {
   isBoatApiError,
   isBoatTransportError,
   provesAbsence,
+  SEND_REFUSED_CODE,
+  SendRefusedError,
   type TransportPhase,
 } from "./errors.js";
 // Schemas and types

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import diagnosticsChannel from "node:diagnostics_channel";
-import { BoatTransportError } from "./errors.js";
+import { BoatTransportError, SEND_REFUSED_CODE, SendRefusedError } from "./errors.js";
 
 /**
  * Failure causes that prove the request never left this machine: the connection (or the name lookup,
@@ -69,6 +69,12 @@ function causeCodes(error: unknown, depth = 0): string[] {
   return codes;
 }
 
+function refusalOf(error: unknown, depth = 0): string {
+  if (error instanceof SendRefusedError) return error.reason;
+  const cause = (error as { cause?: unknown } | null)?.cause;
+  return depth < 4 && cause !== undefined ? refusalOf(cause, depth + 1) : "a dispatcher refused to send it";
+}
+
 function isConnectCode(code: string): boolean {
   return CONNECT_CAUSE_CODES.has(code) || code === "BAD_PORT";
 }
@@ -80,6 +86,8 @@ function isConnectCode(code: string): boolean {
  * - undici `fetch failed` caused by ECONNREFUSED / ENOTFOUND / EHOSTUNREACH / connect timeout / TLS
  *   handshake failure → connect (never sent);
  * - a timeout or abort while undici proved it had not written the request yet → connect, timedOut;
+ * - a `SendRefusedError` (the caller's dispatcher refused to write it) while undici proved it had not
+ *   written the request → connect, with the refusal's reason;
  * - `terminated`, `other side closed`, ECONNRESET, EPIPE, socket closed, any body read error, a timeout
  *   after the request was written or whose progress is unknown → response (outcome unknown);
  * - anything else (an unknown error shape) → response.
@@ -96,6 +104,9 @@ export function classifyFetchFailure(error: unknown, context: FailureContext): B
   // Once undici wrote the request, or the answer began to arrive, nothing can prove it was not committed.
   if (context.afterHeaders || context.sent === true) {
     return new BoatTransportError({ ...common, phase: "response" });
+  }
+  if (context.sent === false && codes.includes(SEND_REFUSED_CODE)) {
+    return new BoatTransportError({ ...common, phase: "connect", refusal: refusalOf(error) });
   }
   if (context.timedOut || context.aborted) {
     return new BoatTransportError({ ...common, phase: context.sent === false ? "connect" : "response" });

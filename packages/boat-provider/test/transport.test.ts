@@ -10,6 +10,7 @@ import {
   createBoatClient,
   type FailureContext,
   isBoatTransportError,
+  SendRefusedError,
 } from "@drydock/boat-provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { type AttemptProgress, createSendTracker } from "../src/transport.js";
@@ -92,6 +93,24 @@ describe("classifyFetchFailure: one verdict per undici quirk", () => {
     });
     // An injected fetch that reports nothing: unknown progress is never "not sent".
     expect(classifyFetchFailure(abort, { ...base, timedOut: true, sent: undefined }).phase).toBe("response");
+  });
+
+  it("a dispatcher's SendRefusedError → connect only when undici also proved it never wrote the request", () => {
+    const refused = fetchFailed(new SendRefusedError("this server's instance lease has passed"));
+    const verdict = classifyFetchFailure(refused, { ...base, sent: false });
+    expect(verdict).toMatchObject({ phase: "connect", code: "transport_connect_failed", timedOut: false });
+    expect(verdict.message).toBe(
+      "POST /sandboxes was not sent to boat.dev, so nothing changed there: this server's instance lease has passed",
+    );
+    // Written, or progress unknown: the refusal proves nothing about this request.
+    expect(classifyFetchFailure(refused, { ...base, sent: true }).phase).toBe("response");
+    expect(classifyFetchFailure(refused, { ...base, sent: undefined }).phase).toBe("response");
+    // Undici itself wraps the abort reason no deeper than this; a code alone (no class) still counts.
+    const bare = Object.assign(new Error("refused"), { code: "ERR_DRYDOCK_SEND_REFUSED" });
+    expect(classifyFetchFailure(fetchFailed(bare), { ...base, sent: false })).toMatchObject({
+      phase: "connect",
+      message: expect.stringContaining("a dispatcher refused to send it"),
+    });
   });
 
   it("an unknown error shape → response", () => {

@@ -392,6 +392,9 @@ export async function requestDeletion(
     }
     if (failure.kind === "transport") {
       if (!failure.committed) {
+        // Proven not sent. The caller's gate may itself have refused at the write (bot-server checks its
+        // lease again as the request goes onto the socket): asked again, it answers in its own words.
+        ctx.beforeSideEffect({ kind: "delete", boxId: target.boxId });
         throw new LifecycleError({
           code: "provider_unavailable",
           status: 503,
