@@ -1,12 +1,12 @@
 /**
- * `drydock storage migrate --to sqlite` out of PostgreSQL (issue #24: a several-host installation shrinking
- * to one host), against a real PostgreSQL (the project's global setup; each case its own schema). A postgres
+ * `drydock storage migrate --to sqlite` (and `--to file`) out of PostgreSQL (issue #24: a several-host
+ * installation shrinking to one host), against a real PostgreSQL (the project's global setup; each case its own schema). A postgres
  * store with bots, create rows, a deletion fence, workspace files (one written through the store API) and a
  * checkpoint moves to a fresh data directory bound to it: journals verified, each head written as the local
  * tree and each checkpoint under its original id; the schema is retired (every later open refuses, naming
  * sqlite); a real drydock-server on sqlite serves the same files and restores the checkpoint. A live
- * instance refuses with nothing changed; a SIGKILL at crash points then the same command finishes it; the
- * URL's password is never printed.
+ * instance refuses with nothing changed; a SIGKILL at each of the six crash points, towards either backend,
+ * then the same command finishes it; the URL's password is never printed.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openCheckpointStore } from "@drydock/restore-saga";
-import { openStorage, type StorageExport } from "@drydock/storage";
+import { MIGRATE_CRASH_POINTS, openStorage, type StorageExport } from "@drydock/storage";
 import { instancesOf, pgWorkspacesOf, postgresBackend } from "@drydock/storage-postgres";
 import { sqliteBackend } from "@drydock/storage-sqlite";
 import { killWorkerAt } from "@drydock/test-kit";
@@ -83,8 +83,8 @@ async function pgInstallation(schema: string) {
   return { dir, source, checkpointId };
 }
 
-async function sqliteExport(dir: string): Promise<StorageExport> {
-  const opened = await openStorage({ dataDir: dir, storage: "sqlite", backends: { sqlite: sqliteBackend } });
+async function localExport(dir: string, kind: "sqlite" | "file" = "sqlite"): Promise<StorageExport> {
+  const opened = await openStorage({ dataDir: dir, storage: kind, backends: { sqlite: sqliteBackend } });
   try {
     return await opened.exportAll();
   } finally {
@@ -140,7 +140,7 @@ describe("storage migrate --to sqlite from postgres", () => {
       expect(text).not.toContain(kit.password);
     }
     expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
-    expect(await sqliteExport(dir)).toEqual(source);
+    expect(await localExport(dir)).toEqual(source);
     expectLocal(dir, checkpointId);
     expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*sqlite/);
 
@@ -152,6 +152,39 @@ describe("storage migrate --to sqlite from postgres", () => {
     try {
       const get = (path: string, init: RequestInit = {}) =>
         fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
+      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
+      expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
+      await expectMigratedCheckpointRestores(get, checkpointId);
+    } finally {
+      server.kill();
+      await server.exited;
+    }
+  }, 240_000);
+
+  it("--to file: the seed-compatible JSON files hold the same rows; a real server on file serves the files and restores the checkpoint", async () => {
+    const schema = newSchema();
+    const { dir, source, checkpointId } = await pgInstallation(schema);
+    const { applied } = await previewAndApply(dir, "file", envOf(schema));
+    expect(applied.code, applied.err).toBe(0);
+    expect(applied.out).toContain("The postgres schema is retired");
+    expect(binding(dir)).toEqual({ version: 1, kind: "file" });
+    expect(await localExport(dir, "file")).toEqual(source);
+    // The journals as the seeds wrote them: one JSON document each.
+    expect(JSON.parse(readFileSync(join(dir, "box-create-requests.json"), "utf8")).requests).toHaveLength(2);
+    expect(JSON.parse(readFileSync(join(dir, "box-delete-requests.json"), "utf8")).records).toHaveLength(1);
+    expectLocal(dir, checkpointId);
+    expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*file/);
+
+    const server = await spawnServer(
+      dir,
+      { DRYDOCK_STORAGE: "file", BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
+      { entry: SERVER_MAIN },
+    );
+    try {
+      const get = (path: string, init: RequestInit = {}) =>
+        fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
+      const bots = (await (await get("/v1/bots")).json()) as { bots: { botId: string }[] };
+      expect(bots.bots.map((b) => b.botId).sort()).toEqual(source.bots.map((b) => b.botId).sort());
       expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
       expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
       await expectMigratedCheckpointRestores(get, checkpointId);
@@ -214,22 +247,27 @@ describe("storage migrate --to sqlite from postgres", () => {
   }, 240_000);
 });
 
-describe("a migration out of postgres killed (SIGKILL) at a durable step: the same command again finishes it", () => {
-  for (const point of ["migrate:marked", "migrate:workspaces", "migrate:retired"] as const) {
-    it(`killed at ${point}`, async () => {
+describe("a migration out of postgres killed (SIGKILL) at each durable step: the same command again finishes it", () => {
+  const cases = (["sqlite", "file"] as const).flatMap((to) =>
+    MIGRATE_CRASH_POINTS.map((point) => ({ point, to })),
+  );
+  for (const { point, to } of cases) {
+    it(`--to ${to}, killed at ${point}`, async () => {
       const schema = newSchema();
       const { dir, source, checkpointId } = await pgInstallation(schema);
-      const ended = await killWorkerAt(WORKER, [dir, kit.url, schema, point], (line) =>
+      const ended = await killWorkerAt(WORKER, [dir, kit.url, schema, point, to], (line) =>
         line.startsWith("at-point "),
       );
       expect(ended.signal).toBe("SIGKILL");
-      const { applied } = await previewAndApply(dir, "sqlite", envOf(schema));
+      const { applied } = await previewAndApply(dir, to, envOf(schema));
       expect(applied.code, applied.err).toBe(0);
-      // Killed while copying, the partial sqlite store is untrusted and the migration starts over (the local
-      // files written again, the checkpoints found equal); killed after it was verified, only the rest is done.
-      expect(applied.out).toContain(point === "migrate:retired" ? "(resumed)" : "(migrated)");
-      expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
-      expect(await sqliteExport(dir)).toEqual(source);
+      // Killed while copying, the partial local store is untrusted and the migration starts over (the local
+      // files written again, the checkpoints found equal); killed once it was verified, only the rest is done.
+      const verified =
+        point === "migrate:verified" || point === "migrate:retired" || point === "migrate:rebound";
+      expect(applied.out).toContain(verified ? "(resumed)" : "(migrated)");
+      expect(binding(dir)).toEqual({ version: 1, kind: to });
+      expect(await localExport(dir, to)).toEqual(source);
       expectLocal(dir, checkpointId);
       expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: /);
     }, 240_000);
