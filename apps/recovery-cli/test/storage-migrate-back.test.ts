@@ -117,6 +117,32 @@ function expectLocal(dir: string, checkpointId: string) {
   ]);
 }
 
+/** A real drydock-server on the migrated directory lists the bots, serves both files and restores the checkpoint. */
+async function expectServedOn(
+  dir: string,
+  kind: "sqlite" | "file",
+  source: StorageExport,
+  checkpointId: string,
+) {
+  const server = await spawnServer(
+    dir,
+    { DRYDOCK_STORAGE: kind, BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
+    { entry: SERVER_MAIN },
+  );
+  try {
+    const get = (path: string, init: RequestInit = {}) =>
+      fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
+    const bots = (await (await get("/v1/bots")).json()) as { bots: { botId: string }[] };
+    expect(bots.bots.map((b) => b.botId).sort()).toEqual(source.bots.map((b) => b.botId).sort());
+    expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
+    expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
+    await expectMigratedCheckpointRestores(get, checkpointId);
+  } finally {
+    server.kill();
+    await server.exited;
+  }
+}
+
 describe("storage migrate --to sqlite from postgres", () => {
   it("moves journals, registry, meta and workspaces; retires the schema; a real server on sqlite serves them and restores the checkpoint", async () => {
     const schema = newSchema();
@@ -144,21 +170,7 @@ describe("storage migrate --to sqlite from postgres", () => {
     expectLocal(dir, checkpointId);
     expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*sqlite/);
 
-    const server = await spawnServer(
-      dir,
-      { DRYDOCK_STORAGE: "sqlite", BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
-      { entry: SERVER_MAIN },
-    );
-    try {
-      const get = (path: string, init: RequestInit = {}) =>
-        fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
-      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
-      expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
-      await expectMigratedCheckpointRestores(get, checkpointId);
-    } finally {
-      server.kill();
-      await server.exited;
-    }
+    await expectServedOn(dir, "sqlite", source, checkpointId);
   }, 240_000);
 
   it("--to file: the seed-compatible JSON files hold the same rows; a real server on file serves the files and restores the checkpoint", async () => {
@@ -175,23 +187,7 @@ describe("storage migrate --to sqlite from postgres", () => {
     expectLocal(dir, checkpointId);
     expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*file/);
 
-    const server = await spawnServer(
-      dir,
-      { DRYDOCK_STORAGE: "file", BOAT_API_URL: kit.sim.apiUrl, BOAT_API_TOKEN: kit.sim.token },
-      { entry: SERVER_MAIN },
-    );
-    try {
-      const get = (path: string, init: RequestInit = {}) =>
-        fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}` } });
-      const bots = (await (await get("/v1/bots")).json()) as { bots: { botId: string }[] };
-      expect(bots.bots.map((b) => b.botId).sort()).toEqual(source.bots.map((b) => b.botId).sort());
-      expect(await (await get("/v1/bots/ada/files/notes/todo.txt")).text()).toBe("after the checkpoint\n");
-      expect(await (await get("/v1/bots/bob/files/docs/pg.txt")).text()).toBe("written on postgres\n");
-      await expectMigratedCheckpointRestores(get, checkpointId);
-    } finally {
-      server.kill();
-      await server.exited;
-    }
+    await expectServedOn(dir, "file", source, checkpointId);
   }, 240_000);
 
   it("refuses while an instance is live in the database, and while the local side holds workspaces: nothing changed", async () => {
