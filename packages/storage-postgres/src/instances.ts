@@ -180,6 +180,11 @@ export function pgInstances(handle: PgHandle, options: { live: () => void }): In
       checkTtl(ttlMs);
       if (!UUID.test(id)) throw invalid("an instance id is a UUID");
       return handle.write("instances", async (tx): Promise<RenewResult> => {
+        // The row locked first, the lease judged after: every fenced write holds this row FOR SHARE, and an
+        // UPDATE that waits for such a holder and finds the row unchanged afterwards is not re-checked by
+        // PostgreSQL (its WHERE was judged before the wait). A renewal sent just before the server paused
+        // mid-write would then revive the lease it judged alive, once the paused write rolled back.
+        await tx.query("SELECT 1 FROM instances WHERE id = $1 FOR NO KEY UPDATE", [id]);
         const renewed = await tx.query<{ lease_until: number }>(
           `UPDATE instances SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
            WHERE id = $1 AND epoch = $2 AND state = 'live' AND lease_until > clock_timestamp()

@@ -113,4 +113,35 @@ describe("instances", () => {
       await client.end();
     }
   });
+
+  it("a renewal that waited for a row lock across the lease's end is refused (the lease is judged after the wait, never revived)", async () => {
+    const storage = await stores.open();
+    const one = await storage.instances.register({ host: "h", pid: 6, ttlMs: 1_500 });
+    // A fenced write of this instance holds its row FOR SHARE (as every write does), and its process is
+    // paused mid-transaction: the transaction stays open.
+    const holder = new pg.Client({ connectionString: stores.url() });
+    await holder.connect();
+    stores.later(() => holder.end());
+    await holder.query("BEGIN");
+    await holder.query(`SELECT 1 FROM ${storage.schema}.instances WHERE id = $1 FOR SHARE`, [one.id]);
+    // The heartbeat's renewal, sent while the lease held, waits for that lock.
+    const renewal = storage.instances.renew(one.id, one.epoch, 60_000);
+    const watcher = new pg.Client({ connectionString: stores.url() });
+    await watcher.connect();
+    stores.later(() => watcher.end());
+    for (let i = 0; ; i += 1) {
+      const waiting = await watcher.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+      );
+      if (waiting.rows[0].n > 0) break;
+      if (i > 500) throw new Error("the renewal never waited for the row lock");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await untilExpired(storage.instances, one.id);
+    // The paused write is refused at its commit (its lease passed) and rolls back: the lock is free.
+    await holder.query("ROLLBACK");
+    expect(await renewal).toEqual({ renewed: false, reason: "expired", state: "live" });
+    const row = (await storage.instances.list()).instances.find((r) => r.id === one.id);
+    expect(row?.leaseLeftMs).toBeLessThanOrEqual(0);
+  });
 });
