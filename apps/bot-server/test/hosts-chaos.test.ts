@@ -200,6 +200,8 @@ interface Pause {
   newEpoch: number;
   /** The operation id of the restore of ZOMBIE_BOT asked of it while paused, when that answered 200. */
   probeRestore: string | null;
+  /** This process's registrations once it re-registered (for messages). */
+  registrations: string;
 }
 
 class Hosts {
@@ -499,10 +501,13 @@ class Hosts {
       if (res === null) this.figures.zombieRestoresRefused += 1;
       return res?.status === 200 ? (res.json?.operationId as string) : null;
     });
-    await this.until(`server ${slot.index}'s lease has passed by the database's clock`, async () => {
-      const row = (await this.instances()).find((x) => x.id === old.id);
-      return row !== undefined && row.leaseLeftMs <= 0 ? row : undefined;
-    });
+    const passed = await this.until(
+      `server ${slot.index}'s lease has passed by the database's clock`,
+      async () => {
+        const row = (await this.instances()).find((x) => x.id === old.id);
+        return row !== undefined && row.leaseLeftMs <= 0 ? row : undefined;
+      },
+    );
     await sleep(r.int(0, 500));
     const contAt = Date.now();
     process.kill(-pid, "SIGCONT");
@@ -512,9 +517,21 @@ class Hosts {
     );
     await probes;
     const probeOperation = await probeRestore;
-    const lapsed = (await this.instances()).find((row) => row.id === old.id);
+    const after = await this.instances();
+    const lapsed = after.find((row) => row.id === old.id);
     if (lapsed?.state === "live" && lapsed.leaseLeftMs > 0)
       this.violation(`server ${slot.index}'s lapsed instance ${old.id} holds a lease again after its pause`);
+    // Nothing renews a lease once it has passed (a renewal that waited across its end included).
+    if (lapsed !== undefined && lapsed.leaseUntil !== passed.leaseUntil)
+      this.violation(
+        `server ${slot.index}'s lapsed instance ${old.id} was renewed after its lease passed (lease end ${passed.leaseUntil}, then ${lapsed.leaseUntil})`,
+      );
+    // Every registration of this process, for a violation's message: epoch, state, start, lease end.
+    const registrations = after
+      .filter((row) => row.pid === pid)
+      .sort((a, b) => a.epoch - b.epoch)
+      .map((row) => `epoch ${row.epoch} ${row.state} from ${row.startedAt} until ${row.leaseUntil}`)
+      .join("; ");
     this.pauses.push({
       slot: slot.index,
       gen: slot.gen,
@@ -524,6 +541,7 @@ class Hosts {
       reRegisteredAt: renewed.startedAt,
       newEpoch: renewed.epoch,
       probeRestore: probeOperation,
+      registrations,
     });
   }
 
@@ -1000,7 +1018,7 @@ class Hosts {
           row.started_ms < pause.reRegisteredAt
         )
           this.violation(
-            `restore ${row.operation_id} of ${ZOMBIE_BOT} started at ${row.started_ms}, after server ${pause.slot} (zombie) resumed at ${pause.contAt} and before it registered again at ${pause.reRegisteredAt}`,
+            `restore ${row.operation_id} of ${ZOMBIE_BOT} started at ${row.started_ms}, after server ${pause.slot} (zombie) resumed at ${pause.contAt} and before it registered again at ${pause.reRegisteredAt} (its registrations: ${pause.registrations})`,
           );
       }
       const probe = pause.probeRestore === null ? undefined : recorded.get(pause.probeRestore);
