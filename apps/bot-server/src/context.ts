@@ -4,7 +4,7 @@ import type { BoatDeleteJournal } from "@drydock/boat-delete-journal";
 import type { BoatLifecycle, RecoveryReport } from "@drydock/boat-lifecycle";
 import type { BoatClient } from "@drydock/boat-provider";
 import type { CrashHook } from "@drydock/restore-saga";
-import { type Storage, workspacesOf } from "@drydock/storage";
+import { workspacesOf } from "@drydock/storage";
 import { staticTokens, type TokenSource } from "./auth.js";
 import type { BotRegistry } from "./bots.js";
 import type { RecoverySource, ServerDeps } from "./deps.js";
