@@ -44,6 +44,15 @@ export interface PgHandle {
    * written. Set once per store.
    */
   fence(writer: () => Writer): void;
+  /**
+   * Runs `statements` as ONE simple-protocol query: BEGIN, `lock`'s advisory lock, the statements, COMMIT.
+   * The server runs them and commits without waiting for this process between them, so a check among them
+   * still holds at the commit even if this process is paused meanwhile (a `write` checks, then commits in a
+   * later round trip). Values are inlined: the caller validates every one first. No `ops` row: a lost
+   * connection leaves the outcome unknown (STORAGE_UNAVAILABLE); use it only where a retry is harmless.
+   * Answers each statement's rows.
+   */
+  atomic(lock: LockName, statements: string[]): Promise<Record<string, unknown>[][]>;
   /** Runs `body` in one REPEATABLE READ, READ ONLY transaction: one consistent snapshot. */
   read<R>(body: (tx: PgTx) => Promise<R>): Promise<R>;
   close(): Promise<void>;
@@ -339,6 +348,30 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
           }
           throw fail(error);
         }
+      }
+    },
+    async atomic(lock, statements) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        throw fail(error);
+      }
+      const text = [
+        "BEGIN ISOLATION LEVEL READ COMMITTED",
+        `SELECT pg_advisory_xact_lock(${lockKey(options.schema, lock)}::bigint)`,
+        ...statements,
+        "COMMIT",
+      ].join("; ");
+      try {
+        const results = (await client.query(text)) as unknown as pg.QueryResult[];
+        client.release();
+        return results.slice(2, 2 + statements.length).map((result) => result.rows);
+      } catch (error) {
+        // An error ends the query string where it happened: the transaction is rolled back with the
+        // connection, which is not reused.
+        client.release(true);
+        throw fail(error);
       }
     },
     async read(body) {

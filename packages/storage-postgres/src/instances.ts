@@ -179,19 +179,24 @@ export function pgInstances(handle: PgHandle, options: { live: () => void }): In
       options.live();
       checkTtl(ttlMs);
       if (!UUID.test(id)) throw invalid("an instance id is a UUID");
-      return handle.write("instances", async (tx): Promise<RenewResult> => {
-        // The row locked first, the lease judged after: every fenced write holds this row FOR SHARE, and an
-        // UPDATE that waits for such a holder and finds the row unchanged afterwards is not re-checked by
-        // PostgreSQL (its WHERE was judged before the wait). A renewal sent just before the server paused
-        // mid-write would then revive the lease it judged alive, once the paused write rolled back.
-        await tx.query("SELECT 1 FROM instances WHERE id = $1 FOR NO KEY UPDATE", [id]);
-        const renewed = await tx.query<{ lease_until: number }>(
-          `UPDATE instances SET lease_until = clock_timestamp() + $3 * interval '1 millisecond'
-           WHERE id = $1 AND epoch = $2 AND state = 'live' AND lease_until > clock_timestamp()
-           RETURNING ${ms("lease_until")} AS lease_until`,
-          [id, epoch, ttlMs],
-        );
-        if (renewed[0] !== undefined) return { renewed: true, leaseUntil: renewed[0].lease_until };
+      if (!Number.isSafeInteger(epoch)) throw invalid("an instance epoch is an integer");
+      // One round trip that commits where it checks (handle.atomic): the row locked first, then the lease
+      // judged, then COMMIT, with no turn of this process in between.
+      // - Locked first: every fenced write holds this row FOR SHARE, and an UPDATE that waits for such a
+      //   holder and finds the row unchanged afterwards is not judged again by PostgreSQL (its WHERE was
+      //   judged before the wait), so a renewal queued behind a paused server's write would revive a lease
+      //   that passed meanwhile.
+      // - Committed in the same round trip: a renewal judged in time but committed in a later round trip
+      //   (the server paused in between) would extend, after the pause, a lease others saw pass.
+      const [, updated] = await handle.atomic("instances", [
+        `SELECT 1 FROM instances WHERE id = '${id}'::uuid FOR NO KEY UPDATE`,
+        `UPDATE instances SET lease_until = clock_timestamp() + ${ttlMs} * interval '1 millisecond'
+         WHERE id = '${id}'::uuid AND epoch = ${epoch} AND state = 'live' AND lease_until > clock_timestamp()
+         RETURNING ${ms("lease_until")} AS lease_until`,
+      ]);
+      const renewed = updated?.[0] as { lease_until: number } | undefined;
+      if (renewed !== undefined) return { renewed: true, leaseUntil: renewed.lease_until };
+      return handle.read(async (tx): Promise<RenewResult> => {
         const row = await one(tx, id, false);
         if (row === undefined) return { renewed: false, reason: "missing", state: null };
         const reason = row.state !== "live" ? "not_live" : Number(row.epoch) !== epoch ? "epoch" : "expired";
