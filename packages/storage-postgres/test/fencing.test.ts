@@ -223,6 +223,38 @@ describe("the writer fence", () => {
   }, 240_000);
 });
 
+describe("renewals under pauses", () => {
+  it("a renewal never moves a lease's end once the lease has passed, wherever its process was paused (SIGSTOP at random points of a back-to-back renewal loop)", async () => {
+    const schema = stores.schema();
+    const observer = await stores.open({ schema });
+    const worker = spawnWriter(schema, "renew-loop:300");
+    const { pid } = await readyOf(worker, observer);
+    const ownRows = async () =>
+      (await observer.instances.list()).instances
+        .filter((row) => row.pid === pid)
+        .sort((a, b) => b.epoch - a.epoch);
+    for (let pause = 0; pause < 12; pause += 1) {
+      // A random delay chooses where in a renewal the pause lands (the loop renews back to back).
+      await sleep(1 + Math.floor(Math.random() * 30));
+      process.kill(pid, "SIGSTOP");
+      await until("the renewing process is stopped", () => stateOf(pid) === "T");
+      const latest = (await ownRows())[0];
+      if (latest === undefined) throw new Error("the renewing process has no instance row");
+      await untilExpired(observer.instances, latest.id);
+      const passed = (await ownRows()).find((row) => row.id === latest.id)?.leaseUntil;
+      process.kill(pid, "SIGCONT");
+      // Resumed, it finds its lease passed and registers again; the lapsed row's lease end stays.
+      await until("the renewing process registered again", async () =>
+        (await ownRows()).some((row) => row.epoch > latest.epoch),
+      );
+      const after = (await ownRows()).find((row) => row.id === latest.id);
+      expect(after?.leaseUntil, `pause ${pause}: the lease end of ${latest.id} moved after it passed`).toBe(
+        passed,
+      );
+    }
+  }, 120_000);
+});
+
 describe("deletion marks by instance", () => {
   it("a mark names its writer's instance and is judged by that instance's lease alone — whatever pid the mark or the reader has", async () => {
     const schema = stores.schema();
