@@ -10,15 +10,17 @@ const READS = new Set(["GET", "HEAD"]);
  * lapse (a pause, a cut-off host). The lifecycle asks the lease's gate before each create POST and DELETE,
  * but a pause can land after that check and before the request is written: on resume the request would go
  * out from a server whose lease another instance may already have taken over. So every call that changes
- * something at boat.dev (anything but GET and HEAD) is checked again where nothing can come in between:
- * in undici's `onConnect`, which undici runs synchronously just before it writes the request to the socket
- * (and refuses to write a request aborted there). A refusal aborts with a `SendRefusedError`, which the
- * boat.dev client classifies as "not sent" (undici never announced writing it), and the lifecycle then
- * answers with the gate's own 503 `lease_lost`.
+ * something at boat.dev (anything but GET and HEAD) is checked again where no I/O or timer can come in
+ * between: in undici's `onConnect`, which undici runs synchronously just before it writes the request to
+ * the socket (and refuses to write a request aborted there). A refusal aborts with a `SendRefusedError`,
+ * which the boat.dev client classifies as "not sent" (undici never announced writing it), and the lifecycle
+ * then answers with the gate's own 503 `lease_lost`.
  *
- * What is left is the few microseconds of that one synchronous step; boat.dev takes no fencing token, so
- * no check on this side can remove it. The gate is bound at dispatch to the epoch of the request that sent
- * the call (`boundGate`): a request that began before a pause never writes under a newer epoch.
+ * What is left is one uninterrupted run of JavaScript from that check to the write (for a request with a
+ * body, a few promise turns while undici takes its first chunk; no I/O, no timer): a pause inside it still
+ * sends the request on resume, and since boat.dev takes no fencing token, no check on this side can remove
+ * it. The gate is bound at dispatch to the epoch of the request that sent the call (`boundGate`): a request
+ * that began before a pause never writes under a newer epoch.
  *
  * Written here on undici's own Agent and DecoratorHandler (the library's interceptor API), with undici's
  * fetch of the same version, so the handler interface always matches.
