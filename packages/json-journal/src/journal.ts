@@ -138,8 +138,15 @@ function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
 export function trustedFileIdentity(file: string, nowMs: number): string | null {
   const stats = nodeFs.statSync(file, { bigint: true, throwIfNoEntry: false });
   if (stats === undefined) return "absent";
-  if (BigInt(Math.floor(nowMs)) * 1_000_000n - stats.ctimeNs < RACY_WINDOW_NS) return null;
-  return `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+  const identity = trustedIdentity(stats, nowMs);
+  return identity === null
+    ? null
+    : `${identity.dev}:${identity.ino}:${identity.size}:${identity.mtimeNs}:${identity.ctimeNs}`;
+}
+
+/** The identity `peek` may key its cache on, or null while the file's ctime is within the racy window. */
+function trustedIdentity(stats: nodeFs.BigIntStats, nowMs: number): FileIdentity | null {
+  return BigInt(Math.floor(nowMs)) * 1_000_000n - stats.ctimeNs < RACY_WINDOW_NS ? null : identityOf(stats);
 }
 
 /** Marks errors raised inside the critical section, so they are never mistaken for the lock's own. */
@@ -323,9 +330,9 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
         // A read-only descriptor: nothing of ours is lost if its close fails.
       }
     }
-    const ageNs = BigInt(Math.floor(now())) * 1_000_000n - stats.ctimeNs;
+    const identity = trustedIdentity(stats, now());
     if (validated?.bytes.equals(bytes)) {
-      cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: validated.doc } : null;
+      cache = identity === null ? null : { identity, doc: validated.doc };
       return validated.doc;
     }
     let text: string;
@@ -350,7 +357,7 @@ export function openJsonJournal<T>(options: JsonJournalOptions<T>): JsonJournal<
     const result = validate(raw);
     if (!result.ok) throw stateError(result.detail, result.cause);
     validated = { bytes, doc: deepFreeze(result.doc) };
-    cache = ageNs >= RACY_WINDOW_NS ? { identity: identityOf(stats), doc: validated.doc } : null;
+    cache = identity === null ? null : { identity, doc: validated.doc };
     return validated.doc;
   }
 
