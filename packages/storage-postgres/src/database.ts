@@ -49,7 +49,8 @@ export interface PgHandle {
    * The server runs them and commits without waiting for this process between them, so a check among them
    * still holds at the commit even if this process is paused meanwhile (a `write` checks, then commits in a
    * later round trip). Values are inlined: the caller validates every one first. No `ops` row: a lost
-   * connection leaves the outcome unknown (STORAGE_UNAVAILABLE); use it only where a retry is harmless.
+   * connection leaves the outcome unknown, so it is tried again on a fresh one (bounded), then
+   * STORAGE_UNAVAILABLE; use it only where a retry is harmless.
    * Answers each statement's rows.
    */
   atomic(lock: LockName, statements: string[]): Promise<Record<string, unknown>[][]>;
@@ -351,27 +352,32 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
       }
     },
     async atomic(lock, statements) {
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (error) {
-        throw fail(error);
-      }
       const text = [
         "BEGIN ISOLATION LEVEL READ COMMITTED",
         `SELECT pg_advisory_xact_lock(${lockKey(options.schema, lock)}::bigint)`,
         ...statements,
         "COMMIT",
       ].join("; ");
-      try {
-        const results = (await client.query(text)) as unknown as pg.QueryResult[];
-        client.release();
-        return results.slice(2, 2 + statements.length).map((result) => result.rows);
-      } catch (error) {
-        // An error ends the query string where it happened: the transaction is rolled back with the
-        // connection, which is not reused.
-        client.release(true);
-        throw fail(error);
+      // A lost connection (a pooled one that died silently) is tried again on a fresh one, bounded: its
+      // outcome is unknown, which is why `atomic` is only for calls whose retry is harmless.
+      for (let tries = 0; ; tries += 1) {
+        let client: pg.PoolClient;
+        try {
+          client = await pool.connect();
+        } catch (error) {
+          throw fail(error);
+        }
+        try {
+          const results = (await client.query(text)) as unknown as pg.QueryResult[];
+          client.release();
+          return results.slice(2, 2 + statements.length).map((result) => result.rows);
+        } catch (error) {
+          // An error ends the query string where it happened: the transaction is rolled back with the
+          // connection, which is not reused.
+          client.release(true);
+          if (tries < STALE_RETRIES && isConnectionFailure(error)) continue;
+          throw fail(error);
+        }
       }
     },
     async read(body) {

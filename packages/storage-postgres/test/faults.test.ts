@@ -227,6 +227,15 @@ describe("through a TCP proxy that injects network faults", () => {
     await afterFault(storage, before, "bot-1");
   });
 
+  it("a pooled connection that died silently under a renewal: it times out and the renewal runs on a fresh one", async () => {
+    const storage = await openAt(proxy.url(url), { queryTimeoutMs: 800 });
+    const me = await storage.instances.register({ host: "h", pid: 4, ttlMs: 60_000 });
+    proxy.set({ kind: "blackhole-on", match: "BEGIN" });
+    const renewed = await storage.instances.renew(me.id, me.epoch, 60_000);
+    expect(renewed).toEqual({ renewed: true, leaseUntil: expect.any(Number) });
+    expect((renewed as { leaseUntil: number }).leaseUntil).toBeGreaterThan(me.leaseUntil);
+  });
+
   it("a blackholed network before a call: it fails typed, nothing changed, and after it heals the next call works", async () => {
     const storage = await openAt(proxy.url(url), { queryTimeoutMs: 800, connectTimeoutMs: 500 });
     const direct = await openAt(url, { schema: storage.schema });
