@@ -3,6 +3,7 @@
 // checks each kind of write, reads, and another process's writes.
 import { setTimeout as sleep } from "node:timers/promises";
 import { expect, it } from "vitest";
+import type { Storage } from "../contract.js";
 import type { ConformanceTarget, Fresh } from "./index.js";
 import { spawnRace } from "./index.js";
 
@@ -23,26 +24,31 @@ async function settled(token: () => string): Promise<string> {
 }
 
 export function describeChangeToken(target: ConformanceTarget, fresh: Fresh, workerPath: string): void {
-  it(`changeToken is ${target.changeToken ? "offered" : "left out"}, as the target declares`, async () => {
-    const dir = fresh();
+  /** `body` with a store opened on `dir` (closed after), and its token as a function. */
+  const opened = async (
+    dir: ReturnType<Fresh>,
+    body: (storage: Storage, token: () => string) => Promise<void>,
+  ): Promise<void> => {
     const storage = await target.open(dir.dataDir);
     try {
-      expect(typeof storage.changeToken).toBe(target.changeToken ? "function" : "undefined");
+      await body(storage, () => (storage.changeToken as () => string)());
     } finally {
       await storage.close();
     }
-  });
+  };
+
+  it(`changeToken is ${target.changeToken ? "offered" : "left out"}, as the target declares`, () =>
+    opened(fresh(), async (storage) => {
+      expect(typeof storage.changeToken).toBe(target.changeToken ? "function" : "undefined");
+    }));
   if (!target.changeToken) return;
 
   // A hang guard, not a timing goal: the file backend's token settles 2 s after each write.
   const SETTLING_MS = 120_000;
   it(
     "changeToken stays while only reads happen, and moves with every write of the registry and the journals",
-    async () => {
-      const dir = fresh();
-      const storage = await target.open(dir.dataDir);
-      const token = () => (storage.changeToken as () => string)();
-      try {
+    () =>
+      opened(fresh(), async (storage, token) => {
         // From a settled token each time: a write must move a token that had stopped moving.
         const moves = async (what: string, write: () => Promise<unknown>) => {
           const before = await settled(token);
@@ -77,20 +83,15 @@ export function describeChangeToken(target: ConformanceTarget, fresh: Fresh, wor
         await storage.deleteJournal.peekBoatDeletions();
         await storage.exportAll();
         expect(token(), "reads must leave the token").toBe(still);
-      } finally {
-        await storage.close();
-      }
-    },
+      }),
     SETTLING_MS,
   );
 
   it(
     "changeToken moves when another process writes the registry or a journal",
-    async () => {
+    () => {
       const dir = fresh();
-      const storage = await target.open(dir.dataDir);
-      const token = () => (storage.changeToken as () => string)();
-      try {
+      return opened(dir, async (storage, token) => {
         await storage.exportAll();
         for (const [mode, arg] of [
           ["bot-create", "cy"],
@@ -103,9 +104,7 @@ export function describeChangeToken(target: ConformanceTarget, fresh: Fresh, wor
           expect(token(), `another process's ${mode} must move the token`).not.toBe(before);
         }
         expect((await storage.bots.list()).map((b) => b.botId)).toEqual(["cy"]);
-      } finally {
-        await storage.close();
-      }
+      });
     },
     SETTLING_MS,
   );
