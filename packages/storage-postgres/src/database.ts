@@ -224,6 +224,31 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
     });
   }
 
+  /**
+   * `run` on a pooled connection, released after; a connection that failed is never reused, and a lost one
+   * (a pooled connection that died silently, a restart) runs `run` again on a fresh one, bounded. Only for
+   * calls whose repetition is harmless: a read changes nothing, and `atomic` says so of its callers.
+   */
+  async function repeatable<R>(run: (client: pg.PoolClient) => Promise<R>): Promise<R> {
+    for (let tries = 0; ; tries += 1) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        throw fail(error);
+      }
+      try {
+        const value = await run(client);
+        client.release();
+        return value;
+      } catch (error) {
+        client.release(true);
+        if (tries < STALE_RETRIES && isConnectionFailure(error)) continue;
+        throw fail(error);
+      }
+    }
+  }
+
   async function attempt<R>(lock: LockName, body: (tx: PgTx) => Promise<R>, writer: Writer | null) {
     let client: pg.PoolClient;
     try {
@@ -358,52 +383,22 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<PgHand
         ...statements,
         "COMMIT",
       ].join("; ");
-      // A lost connection (a pooled one that died silently) is tried again on a fresh one, bounded: its
-      // outcome is unknown, which is why `atomic` is only for calls whose retry is harmless.
-      for (let tries = 0; ; tries += 1) {
-        let client: pg.PoolClient;
-        try {
-          client = await pool.connect();
-        } catch (error) {
-          throw fail(error);
-        }
-        try {
-          const results = (await client.query(text)) as unknown as pg.QueryResult[];
-          client.release();
-          return results.slice(2, 2 + statements.length).map((result) => result.rows);
-        } catch (error) {
-          // An error ends the query string where it happened: the transaction is rolled back with the
-          // connection, which is not reused.
-          client.release(true);
-          if (tries < STALE_RETRIES && isConnectionFailure(error)) continue;
-          throw fail(error);
-        }
-      }
+      // An error ends the query string where it happened: the transaction is rolled back with the connection.
+      return repeatable(async (client) => {
+        const results = (await client.query(text)) as unknown as pg.QueryResult[];
+        return results.slice(2, 2 + statements.length).map((result) => result.rows);
+      });
     },
-    async read(body) {
-      // A read changes nothing, so one that lost its connection is simply run again (bounded).
-      for (let tries = 0; ; tries += 1) {
-        let client: pg.PoolClient;
-        try {
-          client = await pool.connect();
-        } catch (error) {
-          throw fail(error);
-        }
-        try {
-          const begun = (await client.query(
-            `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY${options.now ? "" : `; ${NOW_SQL}`}`,
-          )) as unknown as pg.QueryResult[];
-          const now = options.now ? options.now() : clockOf(begun[1]);
-          const value = await body(txOf(client, now));
-          await client.query("COMMIT");
-          client.release();
-          return value;
-        } catch (error) {
-          client.release(true);
-          if (tries < STALE_RETRIES && isConnectionFailure(error)) continue;
-          throw fail(error);
-        }
-      }
+    read(body) {
+      return repeatable(async (client) => {
+        const begun = (await client.query(
+          `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY${options.now ? "" : `; ${NOW_SQL}`}`,
+        )) as unknown as pg.QueryResult[];
+        const now = options.now ? options.now() : clockOf(begun[1]);
+        const value = await body(txOf(client, now));
+        await client.query("COMMIT");
+        return value;
+      });
     },
     async close() {
       if (ownsPool) await pool.end().catch(() => {});
