@@ -190,6 +190,54 @@ describe("storage migrate --to sqlite from postgres", () => {
     await expectServedOn(dir, "file", source, checkpointId);
   }, 240_000);
 
+  it("more rows than a file holds (4,096): --to sqlite moves them all; --to file refuses, nothing changed", async () => {
+    const schema = newSchema();
+    const n = 5_000;
+    const source: StorageExport = {
+      creates: Array.from({ length: n }, (_, i) => ({
+        botId: `b${i}`,
+        requestBody: '{"ttlSeconds":28800,"noEnv":true}',
+        idempotencyKey: `00000000-0000-4000-8000-${i.toString(16).padStart(12, "0")}`,
+        createdAt: 1_767_000_000_000 + i,
+      })),
+      deletes: [],
+      meta: {},
+      bots: Array.from({ length: n }, (_, i) => ({
+        botId: `b${i}`,
+        name: `Bot ${i}`,
+        createdAt: 1_767_000_000_000 + i,
+      })).sort((a, b) => (a.botId < b.botId ? -1 : 1)),
+    };
+    const store = await openPg(schema);
+    try {
+      await store.importAll(source);
+    } finally {
+      await store.close();
+    }
+    const dir = tempDir("big");
+    writeFileSync(join(dir, "storage.json"), `${JSON.stringify({ version: 1, kind: "postgres" })}\n`);
+    const before = snapshotTree(dir);
+    // Refused at the preview, naming what is over and where it can go; with --yes too: nothing changed.
+    for (const args of [[], ["--yes", "--expected-state", `sha256:${"0".repeat(64)}`]]) {
+      const toFile = await cli(
+        ["--data-dir", dir, "storage", "migrate", "--to", "file", ...args],
+        envOf(schema),
+      );
+      expect(toFile.code, toFile.out).toBe(EXIT_CODES.USAGE);
+      expect(toFile.err).toContain(
+        `holds 5000 create rows and 5000 bots, more than the file backend can (at most 4096 rows a journal and 4096 bots), so nothing was changed. Keep it on postgres, or move it to sqlite, which has no such cap: drydock storage migrate --data-dir ${JSON.stringify(dir)} --to sqlite`,
+      );
+      expect(toFile.out).not.toContain("To apply it");
+      expect(snapshotTree(dir)).toEqual(before);
+      expect(await reopen(schema)).toBe("opened");
+    }
+    // SQLite holds them all (its import was held to a file's 4,096 rows until this was fixed).
+    const { applied } = await previewAndApply(dir, "sqlite", envOf(schema));
+    expect(applied.code, applied.err).toBe(0);
+    expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
+    expect(await localExport(dir)).toEqual(source);
+  }, 240_000);
+
   it("refuses while an instance is live in the database, and while the local side holds workspaces: nothing changed", async () => {
     const schema = newSchema();
     const { dir, source } = await pgInstallation(schema);

@@ -2,9 +2,7 @@
 // @drydock/storage's openStorage (a postgres:// setting), or call openPostgresStorage directly.
 import { randomUUID } from "node:crypto";
 import { type BoatCreateRequest, BoatCreateRequestSchema } from "@drydock/boat-create-journal";
-import { checkCreateJournal } from "@drydock/boat-create-journal/logic";
 import { type BoatDeletionRecord, BoatDeletionRecordSchema } from "@drydock/boat-delete-journal";
-import { checkDeleteJournal } from "@drydock/boat-delete-journal/logic";
 import { DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import {
   assertMetaKey,
@@ -13,8 +11,8 @@ import {
   type Bot,
   type BotRegistryStore,
   BotSchema,
+  checkImport,
   corruptFailure,
-  META_KEY,
   META_VALUE,
   mintedValue,
   notEmptyFailure,
@@ -137,6 +135,7 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
   const schema = options.schema ?? DEFAULTS.schema;
   if (!SCHEMA_NAME.test(schema)) throw invalid(`invalid schema name (expected ${SCHEMA_NAME.source})`);
   const maxRows = positive("maxRows", options.maxRows, DEFAULT_MAX_ROWS);
+  const maxBots = positive("maxBots", options.maxBots, DEFAULT_MAX_ROWS);
   const handle = await openDatabase({
     url: options.url,
     schema,
@@ -222,7 +221,7 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
     dataDir: options.dataDir,
     createJournal: pgCreateJournal(handle, { newKey: options.newKey ?? randomUUID, maxRows, live }),
     deleteJournal: pgDeleteJournal(handle, { maxRows, live }),
-    bots: pgBotRegistry(handle, { maxBots: positive("maxBots", options.maxBots, DEFAULT_MAX_ROWS), live }),
+    bots: pgBotRegistry(handle, { maxBots, live }),
     fenceWith(writer) {
       live();
       if (typeof writer !== "function") throw invalid("fenceWith needs a function answering { id, epoch }");
@@ -261,23 +260,7 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
     },
     async importAll(data) {
       live();
-      const creates = BoatCreateRequestSchema.array().safeParse(data?.creates);
-      const deletes = BoatDeletionRecordSchema.array().safeParse(data?.deletes);
-      const bots = BotSchema.array().safeParse(data?.bots ?? []);
-      const meta = Object.entries(data?.meta ?? {});
-      if (
-        !creates.success ||
-        !deletes.success ||
-        !bots.success ||
-        checkCreateJournal({ version: 1, requests: creates.data }) !== null ||
-        checkDeleteJournal({ version: 1, records: deletes.data }) !== null ||
-        new Set(bots.data.map((b) => b.botId)).size !== bots.data.length ||
-        meta.some(([k, v]) => !META_KEY.test(k) || typeof v !== "string" || !META_VALUE.test(v))
-      ) {
-        throw invalid(
-          `the export to import into ${handle.where} is not a valid drydock export (a row breaks its format or a journal invariant). Nothing was changed.`,
-        );
-      }
+      const checked = checkImport(data, { maxRows, maxBots });
       await handle.write("import", async (tx) => {
         for (const name of ["create", "delete", "meta", "bots"]) {
           await tx.query("SELECT pg_advisory_xact_lock($1::bigint)", [lockKey(schema, name)]);
@@ -294,12 +277,12 @@ export async function openPostgresStorage(options: PostgresStorageOptions): Prom
         }
         const createRows = createTable(handle.where);
         const deleteRows = deleteTable(handle.where);
-        for (const row of creates.data) await createRows.insert(tx, row);
-        for (const row of deletes.data) await deleteRows.insert(tx, row);
-        for (const [key, value] of meta) {
+        for (const row of checked.creates) await createRows.insert(tx, row);
+        for (const row of checked.deletes) await deleteRows.insert(tx, row);
+        for (const [key, value] of Object.entries(checked.meta)) {
           await tx.query("INSERT INTO meta (key, value) VALUES ($1, $2)", [key, value]);
         }
-        for (const bot of bots.data) {
+        for (const bot of checked.bots) {
           await tx.query("INSERT INTO bots (bot_id, row_json) VALUES ($1, $2)", [
             bot.botId,
             JSON.stringify(bot),

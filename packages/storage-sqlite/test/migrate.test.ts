@@ -185,6 +185,36 @@ describe("migrateStorage", () => {
     expect(existsSync(join(dataDir, "locks", "storage-migrate.json"))).toBe(false);
   });
 
+  it("sqlite → file of more bots than a file holds (4,096) is refused before anything is written, naming the cap", async () => {
+    const dataDir = fresh();
+    await migrateStorage({ dataDir, to: "sqlite", backends });
+    const store = await openStorage({ dataDir, storage: "sqlite", backends });
+    const bots = Array.from({ length: 4_097 }, (_, i) => ({
+      botId: `b${i}`,
+      name: `Bot ${i}`,
+      createdAt: 1 + i,
+    }));
+    try {
+      await store.importAll({ creates: [], deletes: [], meta: {}, bots });
+    } finally {
+      await store.close();
+    }
+    const before = await exportOf(dataDir, "sqlite");
+    const bytes = bytesOf(dataDir);
+    const refusal = await migrateStorage({ dataDir, to: "file", backends }).then(
+      () => null,
+      (e: unknown) => e as { code: string; message: string },
+    );
+    expect(refusal).toMatchObject({
+      code: "STORAGE_INVALID_ARGUMENT",
+      message: `The sqlite store of ${dataDir} holds 4097 bots, more than the file backend can (at most 4096 rows a journal and 4096 bots), so nothing was changed. Keep it on sqlite.`,
+    });
+    expect(bytesOf(dataDir)).toEqual(bytes);
+    expect(await binding(dataDir)).toBe("sqlite");
+    expect(await exportOf(dataDir, "sqlite")).toEqual(before);
+    expect(existsSync(join(dataDir, "locks", "storage-migrate.json"))).toBe(false);
+  });
+
   it("a difference found by the verification removes the new database and leaves the source bound and untouched", async () => {
     const { dataDir, before } = await seedFormatDataDir();
     const bytes = bytesOf(dataDir);

@@ -51,7 +51,7 @@ export {
   StorageError,
   type StorageErrorCode,
 } from "./errors.js";
-export { type FileBackendOptions, openFileStorage } from "./file/backend.js";
+export { FILE_STORE_LIMITS, type FileBackendOptions, openFileStorage } from "./file/backend.js";
 export {
   type BotsFile,
   BotsFileSchema,
@@ -59,6 +59,7 @@ export {
   openFileBotRegistry,
 } from "./file/bots.js";
 export { STORE_WORKSPACES_DIR, WORKSPACE_CRASH_POINTS } from "./file/workspaces.js";
+export { checkImport, type ImportLimits } from "./import-check.js";
 export { assertMetaKey, META_KEY, META_VALUE, mintedValue, NOT_META_FILES } from "./meta-rules.js";
 export {
   MIGRATE_CRASH_POINTS,
@@ -67,6 +68,7 @@ export {
   migrateStorage,
   type PendingMigration,
   pendingMigration,
+  refuseOverFileLimits,
 } from "./migrate.js";
 export { type OpenStorageOptions, openStorage, parseStorageSetting, type StorageSetting } from "./open.js";
 export {

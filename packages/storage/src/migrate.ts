@@ -7,7 +7,7 @@ import { writeFileAtomic } from "@drydock/json-journal";
 import { migrateCommand, readStorageBinding } from "./binding.js";
 import type { BackendFactory, Storage, StorageExport, StorageKind } from "./contract.js";
 import { isStorageError, notEmptyFailure, StorageError } from "./errors.js";
-import { openFileStorage } from "./file/backend.js";
+import { FILE_STORE_LIMITS, openFileStorage } from "./file/backend.js";
 import { osOrUnknown } from "./file/meta.js";
 import { listClaims, migrateLockPath } from "./presence.js";
 
@@ -123,6 +123,32 @@ export function pendingMigration(dataDir: string): PendingMigration | null {
 
 const PROGRESS_FILE = "storage-migrate.json";
 
+/**
+ * A store the file backend cannot hold (more than 4,096 rows in a journal, or bots), refused before a
+ * migration to `file` changes anything (and by the CLI's preview): which lists are over, and where the rows
+ * can go instead. Without this the import would refuse only after the migration had started.
+ */
+export function refuseOverFileLimits(dataDir: string, from: StorageKind, data: StorageExport): void {
+  const { maxRows, maxBots } = FILE_STORE_LIMITS;
+  const over = (
+    [
+      ["create rows", data.creates.length, maxRows],
+      ["deletion fences", data.deletes.length, maxRows],
+      ["bots", data.bots.length, maxBots],
+    ] as const
+  ).filter(([, count, cap]) => count > cap);
+  if (over.length === 0) return;
+  const held = over.map(([what, count]) => `${count} ${what}`).join(" and ");
+  const instead =
+    from === "sqlite"
+      ? ""
+      : `, or move it to sqlite, which has no such cap: ${migrateCommand(dataDir, "sqlite")}`;
+  throw new StorageError({
+    code: "STORAGE_INVALID_ARGUMENT",
+    message: `The ${from} store of ${dataDir} holds ${held}, more than the file backend can (at most ${maxRows} rows a journal and ${maxBots} bots), so nothing was changed. Keep it on ${from}${instead}.`,
+  });
+}
+
 function failed(message: string, cause?: unknown): StorageError {
   return new StorageError({ code: "STORAGE_MIGRATION_FAILED", message, cause });
 }
@@ -200,6 +226,7 @@ async function migrateFresh(input: {
   } finally {
     await source.close();
   }
+  if (to === "file") refuseOverFileLimits(dataDir, from, exported);
   const progress: Progress = resume
     ? (readProgress(progressPath) as Progress)
     : { version: 1, from, to, phase: "importing", at: now() };

@@ -4,6 +4,7 @@ import {
   type PendingMigration,
   pendingMigration,
   readStorageBinding,
+  refuseOverFileLimits,
   type StorageExport,
   type StorageKind,
 } from "@drydock/storage";
@@ -101,6 +102,8 @@ export async function storageMigrate(ctx: CommandContext, to: string | undefined
   } finally {
     await source.close();
   }
+  // Before the preview: a store the file backend cannot hold is never offered a command that would fail.
+  if (target === "file") refuseOverFileLimits(ctx.dataDir, from, data);
   const pg = target === "postgres" ? postgresTarget(ctx) : null;
   if (pg !== null) ws = await workspacesToMove(ctx.dataDir, ctx.commandPrefix);
   const digest = exportDigest(data, ws);

@@ -54,6 +54,8 @@ export interface ConformanceOpenOptions {
   crash?: StorageCrashHook;
   /** The registry's limit, for a backend whose limit is configurable (the file backend's is 4,096). */
   maxBots?: number;
+  /** Each journal's row limit, for a backend whose limit is configurable (the file formats' is 4,096). */
+  maxRows?: number;
   /** A workspace file's size at most (the workspace part opens a store with a small one). */
   maxFileBytes?: number;
 }
@@ -79,6 +81,12 @@ export interface ConformanceTarget {
    * opened with (`maxBots`).
    */
   botLimit: number;
+  /**
+   * Each journal's row limit the import test reaches: the backend's fixed cap (default: the file formats'
+   * 4,096), or one it is opened with (`maxRows`). A row backend's should be above 4,096, so the test also shows
+   * that its import is not held to a file's cap.
+   */
+  rowLimit?: number;
   /** The test-only hooks of the workspace part (without them, the corrupted-blob test does not run). */
   workspaces?: WorkspaceConformanceHooks;
   /** The crash points a workspace restore passes, and what each leaves (default `crashPoints`). */

@@ -4,7 +4,15 @@ import { expect, it } from "vitest";
 import type { Bot, DeletionMark } from "../bots.js";
 import type { Storage, StorageExport } from "../contract.js";
 import { isStorageError } from "../errors.js";
-import { applyToStorage, type JournalCommand, journalCommandArb, keyOf, newRunState } from "./commands.js";
+import {
+  applyToStorage,
+  BODIES,
+  type JournalCommand,
+  journalCommandArb,
+  keyOf,
+  newRunState,
+  T0,
+} from "./commands.js";
 import { type ConformanceTarget, type Fresh, runRace } from "./index.js";
 
 /** The bot registry's part of the conformance suite (the model-based runs include it too). */
@@ -183,33 +191,120 @@ export function describeRegistry(target: ConformanceTarget, fresh: Fresh, worker
     const storage = await target.open(dir.dataDir);
     try {
       const empty: StorageExport = { creates: [], deletes: [], meta: {}, bots: [] };
-      const bad: StorageExport[] = [
-        { ...empty, bots: [{ botId: "no spaces", name: "x", createdAt: 1 }] },
-        {
-          ...empty,
-          bots: [
-            { botId: "twice", name: "x", createdAt: 1 },
-            { botId: "twice", name: "y", createdAt: 2 },
-          ],
-        },
-        { ...empty, meta: { "environment-id": "has space" } },
-        {
-          ...empty,
-          creates: [{ botId: "a", requestBody: "{}", idempotencyKey: "not-a-uuid", createdAt: 1 }],
-        },
+      // Each refusal names the first row at fault and what is wrong with it.
+      const bad: [StorageExport, RegExp][] = [
+        [
+          { ...empty, bots: [{ botId: "no spaces", name: "x", createdAt: 1 }] },
+          /^importAll was given bot 0 \(botId "no spaces"\) that breaks its format \(botId: .+\); nothing was imported$/,
+        ],
+        [
+          {
+            ...empty,
+            bots: [
+              { botId: "twice", name: "x", createdAt: 1 },
+              { botId: "twice", name: "y", createdAt: 2 },
+            ],
+          },
+          /^importAll was given the bot "twice" twice; nothing was imported$/,
+        ],
+        [
+          { ...empty, meta: { "environment-id": "has space" } },
+          /an invalid value for the meta key environment-id/,
+        ],
+        [
+          {
+            ...empty,
+            creates: [{ botId: "a", requestBody: "{}", idempotencyKey: "not-a-uuid", createdAt: 1 }],
+          },
+          /^importAll was given create row 0 \(botId "a"\) that breaks its format \(idempotencyKey: .+\); nothing was imported$/,
+        ],
+        [
+          {
+            ...empty,
+            creates: [
+              { botId: "a", requestBody: "{}", idempotencyKey: keyOf(1), createdAt: 1 },
+              { botId: "a", requestBody: "{}", idempotencyKey: keyOf(2), createdAt: 2 },
+            ],
+          },
+          /create rows that break the create journal's rules \(one row per bot and request body/,
+        ],
       ];
-      for (const data of bad) {
+      for (const [data, reason] of bad) {
         const error = await storage.importAll(data).then(
           () => null,
           (e: unknown) => e,
         );
         expect(isStorageError(error) && error.code).toBe("STORAGE_INVALID_ARGUMENT");
+        expect((error as Error).message).toMatch(reason);
       }
       expect(await storage.exportAll()).toEqual(empty);
       await storage.meta.getOrCreate("environment-id", () => "mine");
       expect(await codeOf(storage.importAll({ ...empty, meta: { "environment-id": "theirs" } }))).toBe(
         "STORAGE_NOT_EMPTY",
       );
+    } finally {
+      await storage.close();
+    }
+  });
+
+  const rowLimit = target.rowLimit ?? 4_096;
+  it(`import: up to the store's limits (${rowLimit} rows a journal, ${target.botLimit} bots); one more is refused naming the limit`, async () => {
+    const alphabet = "23456789abcdefghjkmnpqrstuvwxyz";
+    const boatOf = (i: number) =>
+      `bx_${Array.from({ length: 8 }, (_, k) => alphabet[Math.floor(i / alphabet.length ** k) % alphabet.length]).join("")}`;
+    const creates = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        botId: `r${i}`,
+        requestBody: BODIES[0],
+        idempotencyKey: keyOf(i + 1),
+        createdAt: T0 + i,
+      }));
+    const deletes = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        boxId: boatOf(i),
+        name: `ogb-r${i}`,
+        ownerBotId: `r${i}`,
+        phase: "prepared" as const,
+        requestedAt: T0 + i,
+        updatedAt: T0 + i,
+      }));
+    const bots = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ botId: `b${i}`, name: `Bot ${i}`, createdAt: T0 + i }));
+    const empty: StorageExport = { creates: [], deletes: [], meta: {}, bots: [] };
+    const refusals: [StorageExport, string][] = [
+      [
+        { ...empty, creates: creates(rowLimit + 1) },
+        `${rowLimit + 1} create rows, more than this store holds (maxRows ${rowLimit})`,
+      ],
+      [
+        { ...empty, deletes: deletes(rowLimit + 1) },
+        `${rowLimit + 1} deletion fences, more than this store holds (maxRows ${rowLimit})`,
+      ],
+      [
+        { ...empty, bots: bots(target.botLimit + 1) },
+        `${target.botLimit + 1} bots, more than this store holds (maxBots ${target.botLimit})`,
+      ],
+    ];
+    const dir = fresh();
+    const storage = await target.open(dir.dataDir, { maxRows: rowLimit, maxBots: target.botLimit });
+    try {
+      for (const [data, reason] of refusals) {
+        const error = await storage.importAll(data).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(isStorageError(error) && error.code).toBe("STORAGE_INVALID_ARGUMENT");
+        expect((error as Error).message).toBe(`importAll was given ${reason}; nothing was imported`);
+        expect(await storage.exportAll()).toEqual(empty);
+      }
+      const full: StorageExport = {
+        creates: creates(rowLimit),
+        deletes: deletes(rowLimit),
+        meta: {},
+        bots: bots(target.botLimit).sort((a, b) => (a.botId < b.botId ? -1 : 1)),
+      };
+      await storage.importAll(full);
+      expect(await storage.exportAll()).toEqual(full);
     } finally {
       await storage.close();
     }

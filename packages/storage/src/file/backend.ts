@@ -6,6 +6,7 @@ import {
   CREATE_JOURNAL_FILE,
   CREATE_JOURNAL_LOCK_FILE,
   isBoatCreateJournalError,
+  MAX_REQUESTS,
   openBoatCreateJournal,
 } from "@drydock/boat-create-journal";
 import { checkCreateJournal, createPaused } from "@drydock/boat-create-journal/logic";
@@ -16,6 +17,7 @@ import {
   DELETE_JOURNAL_FILE,
   DELETE_JOURNAL_LOCK_FILE,
   isBoatDeleteJournalError,
+  MAX_RECORDS,
   openBoatDeleteJournal,
 } from "@drydock/boat-delete-journal";
 import { checkDeleteJournal, deletePaused } from "@drydock/boat-delete-journal/logic";
@@ -23,7 +25,8 @@ import { BOTS_FILE, DEFAULT_MAX_FILE_BYTES } from "@drydock/facts";
 import { type FileOps, nodeFileOps } from "@drydock/file-lock";
 import { openJsonJournal, toJournalStateError, trustedFileIdentity } from "@drydock/json-journal";
 import { byBotId } from "../bot-rules.js";
-import type { BackendOptions, Storage, StorageCrashHook, StorageExport } from "../contract.js";
+import { MAX_FILE_BOTS } from "../bots.js";
+import type { BackendOptions, Storage, StorageCrashHook } from "../contract.js";
 import {
   asJournalError,
   isStorageError,
@@ -32,7 +35,7 @@ import {
   StorageError,
   unpublishedOsCause,
 } from "../errors.js";
-import { assertMetaKey, META_VALUE } from "../meta-rules.js";
+import { checkImport, type ImportLimits } from "../import-check.js";
 import { readRetired, retiredError } from "../retired.js";
 import { openBotsDocument, openFileBotRegistry } from "./bots.js";
 import { documentSpecs, documentState, retiredText, writeDocumentLocked } from "./documents.js";
@@ -50,6 +53,12 @@ export interface FileBackendOptions extends BackendOptions {
    */
   acceptRetired?: boolean;
 }
+
+/** The file formats' own caps: each journal and the bot registry hold at most 4,096 rows. */
+export const FILE_STORE_LIMITS: ImportLimits = {
+  maxRows: Math.min(MAX_REQUESTS, MAX_RECORDS),
+  maxBots: MAX_FILE_BOTS,
+};
 
 /**
  * The `file` backend: today's files, locks and formats, unchanged — an adapter over
@@ -182,7 +191,11 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     },
     async importAll(data) {
       live();
-      checkImport(specs, data);
+      // The file formats' own caps: each journal and the registry hold at most 4,096 rows.
+      const checked = checkImport(data, {
+        maxRows: Math.min(MAX_REQUESTS, MAX_RECORDS),
+        maxBots: MAX_FILE_BOTS,
+      });
       const existing = await meta.all();
       const emptyState = (state: ReturnType<typeof documentState>) =>
         state.kind === "absent" || state.kind === "retired" || (state.kind === "live" && state.rows === 0);
@@ -190,19 +203,19 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
         if (!emptyState(documentState(spec))) throw notEmptyFailure(spec.file, `a ${spec.name} with rows`);
       }
       for (const [key, value] of Object.entries(existing)) {
-        if (data.meta[key] !== value) throw notEmptyFailure(dataDir, `the singleton ${key}`);
+        if (checked.meta[key] !== value) throw notEmptyFailure(dataDir, `the singleton ${key}`);
       }
       for (const spec of specs) {
         await writeDocumentLocked(
           spec,
           (state) => {
             if (!emptyState(state)) throw notEmptyFailure(spec.file, `a ${spec.name} with rows`);
-            return `${JSON.stringify(spec.build(data), null, 2)}\n`;
+            return `${JSON.stringify(spec.build(checked), null, 2)}\n`;
           },
           writeOptions,
         );
       }
-      for (const [key, value] of Object.entries(data.meta)) {
+      for (const [key, value] of Object.entries(checked.meta)) {
         if (existing[key] === value) continue;
         try {
           await createOnce(join(dataDir, key), value);
@@ -226,24 +239,6 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
       closed = true;
     },
   };
-}
-
-/** The export to import is checked whole (the journals' schemas and invariants) before anything is written. */
-function checkImport(specs: ReturnType<typeof documentSpecs>, data: StorageExport): void {
-  const bad = (what: string) =>
-    new StorageError({
-      code: "STORAGE_INVALID_ARGUMENT",
-      message: `importAll was given ${what}; nothing was imported`,
-    });
-  if (typeof data !== "object" || data === null) throw bad("no export");
-  for (const list of [data.creates, data.deletes, data.bots])
-    if (!Array.isArray(list)) throw bad("an export without its lists");
-  for (const spec of specs)
-    if (!spec.valid(spec.build(data))) throw bad(`a ${spec.name} that breaks its format`);
-  for (const [key, value] of Object.entries(data.meta ?? {})) {
-    assertMetaKey(key);
-    if (typeof value !== "string" || !META_VALUE.test(value)) throw bad(`an invalid value for ${key}`);
-  }
 }
 
 function closedError(): StorageError {
