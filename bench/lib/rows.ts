@@ -24,7 +24,7 @@ export function createRow(i: number) {
     idempotencyKey: randomUUID(),
     createdAt: 1_700_000_000_000 + i,
     boxId: boatId(i),
-    resolved: true,
+    resolved: true as const,
   };
 }
 
@@ -34,9 +34,9 @@ export function fenceRow(i: number) {
     boxId: boatId(i),
     name: `ogb-bench-${i}`,
     ownerBotId: `bot-${i}`,
-    phase: "accepted",
+    phase: "accepted" as const,
     operationId: `bdop_${i.toString(16).padStart(32, "0")}`,
-    status: "pending",
+    status: "pending" as const,
     requestedAt: 1_700_000_000_000 + i,
     updatedAt: 1_700_000_000_000 + i,
   };
