@@ -40,6 +40,8 @@ function firstBadRow<T>(
   });
 }
 
+const lengthOf = (list: unknown) => (Array.isArray(list) ? list.length : 0);
+
 const named = (key: string) => (row: unknown) => {
   const value = typeof row === "object" && row !== null ? (row as Record<string, unknown>)[key] : undefined;
   return typeof value === "string" ? ` (${key} ${JSON.stringify(value.slice(0, 80))})` : "";
@@ -54,6 +56,14 @@ const named = (key: string) => (row: unknown) => {
 export function checkImport(data: unknown, limits: ImportLimits): StorageExport {
   if (typeof data !== "object" || data === null) throw refused("no export");
   const given = data as Partial<Record<keyof StorageExport, unknown>>;
+  // The sizes first: an export over the store's limits is refused before a row of it is parsed.
+  for (const [list, count, cap, option] of [
+    ["create rows", lengthOf(given.creates), limits.maxRows, "maxRows"],
+    ["deletion fences", lengthOf(given.deletes), limits.maxRows, "maxRows"],
+    ["bots", lengthOf(given.bots), limits.maxBots, "maxBots"],
+  ] as const) {
+    if (count > cap) throw refused(`${count} ${list}, more than this store holds (${option} ${cap})`);
+  }
   const creates = firstBadRow(given.creates, BoatCreateRequestSchema, "create row", named("botId"));
   const deletes = firstBadRow(given.deletes, BoatDeletionRecordSchema, "deletion fence", named("boxId"));
   const bots = firstBadRow(given.bots, BotSchema, "bot", named("botId"));
@@ -72,15 +82,6 @@ export function checkImport(data: unknown, limits: ImportLimits): StorageExport 
     if (seen.has(bot.botId)) throw refused(`the bot ${JSON.stringify(bot.botId)} twice`);
     seen.add(bot.botId);
   }
-  for (const [list, count] of [
-    ["create rows", creates.length],
-    ["deletion fences", deletes.length],
-  ] as const) {
-    if (count > limits.maxRows)
-      throw refused(`${count} ${list}, more than this store holds (maxRows ${limits.maxRows})`);
-  }
-  if (bots.length > limits.maxBots)
-    throw refused(`${bots.length} bots, more than this store holds (maxBots ${limits.maxBots})`);
   const meta = given.meta ?? {};
   if (typeof meta !== "object" || meta === null || Array.isArray(meta))
     throw refused("meta that is not a map");
