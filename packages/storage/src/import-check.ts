@@ -42,6 +42,24 @@ function firstBadRow<T>(
 
 const lengthOf = (list: unknown) => (Array.isArray(list) ? list.length : 0);
 
+/** The lists of an export longer than a store's limits allow (none: it fits). */
+export function overLimits(
+  data: Partial<Record<keyof StorageExport, unknown>>,
+  limits: ImportLimits,
+): { what: string; count: number; cap: number; option: keyof ImportLimits }[] {
+  const sizes = [
+    { what: "create rows", count: lengthOf(data.creates), cap: limits.maxRows, option: "maxRows" as const },
+    {
+      what: "deletion fences",
+      count: lengthOf(data.deletes),
+      cap: limits.maxRows,
+      option: "maxRows" as const,
+    },
+    { what: "bots", count: lengthOf(data.bots), cap: limits.maxBots, option: "maxBots" as const },
+  ];
+  return sizes.filter((size) => size.count > size.cap);
+}
+
 const named = (key: string) => (row: unknown) => {
   const value = typeof row === "object" && row !== null ? (row as Record<string, unknown>)[key] : undefined;
   return typeof value === "string" ? ` (${key} ${JSON.stringify(value.slice(0, 80))})` : "";
@@ -57,12 +75,9 @@ export function checkImport(data: unknown, limits: ImportLimits): StorageExport 
   if (typeof data !== "object" || data === null) throw refused("no export");
   const given = data as Partial<Record<keyof StorageExport, unknown>>;
   // The sizes first: an export over the store's limits is refused before a row of it is parsed.
-  for (const [list, count, cap, option] of [
-    ["create rows", lengthOf(given.creates), limits.maxRows, "maxRows"],
-    ["deletion fences", lengthOf(given.deletes), limits.maxRows, "maxRows"],
-    ["bots", lengthOf(given.bots), limits.maxBots, "maxBots"],
-  ] as const) {
-    if (count > cap) throw refused(`${count} ${list}, more than this store holds (${option} ${cap})`);
+  const over = overLimits(given, limits)[0];
+  if (over !== undefined) {
+    throw refused(`${over.count} ${over.what}, more than this store holds (${over.option} ${over.cap})`);
   }
   const creates = firstBadRow(given.creates, BoatCreateRequestSchema, "create row", named("botId"));
   const deletes = firstBadRow(given.deletes, BoatDeletionRecordSchema, "deletion fence", named("boxId"));

@@ -9,6 +9,7 @@ import type { BackendFactory, Storage, StorageExport, StorageKind } from "./cont
 import { isStorageError, notEmptyFailure, StorageError } from "./errors.js";
 import { FILE_STORE_LIMITS, openFileStorage } from "./file/backend.js";
 import { osOrUnknown } from "./file/meta.js";
+import { overLimits } from "./import-check.js";
 import { listClaims, migrateLockPath } from "./presence.js";
 
 /**
@@ -129,23 +130,16 @@ const PROGRESS_FILE = "storage-migrate.json";
  * can go instead. Without this the import would refuse only after the migration had started.
  */
 export function refuseOverFileLimits(dataDir: string, from: StorageKind, data: StorageExport): void {
-  const { maxRows, maxBots } = FILE_STORE_LIMITS;
-  const over = (
-    [
-      ["create rows", data.creates.length, maxRows],
-      ["deletion fences", data.deletes.length, maxRows],
-      ["bots", data.bots.length, maxBots],
-    ] as const
-  ).filter(([, count, cap]) => count > cap);
+  const over = overLimits(data, FILE_STORE_LIMITS);
   if (over.length === 0) return;
-  const held = over.map(([what, count]) => `${count} ${what}`).join(" and ");
+  const held = over.map(({ what, count }) => `${count} ${what}`).join(" and ");
   const instead =
     from === "sqlite"
       ? ""
       : `, or move it to sqlite, which has no such cap: ${migrateCommand(dataDir, "sqlite")}`;
   throw new StorageError({
     code: "STORAGE_INVALID_ARGUMENT",
-    message: `The ${from} store of ${dataDir} holds ${held}, more than the file backend can (at most ${maxRows} rows a journal and ${maxBots} bots), so nothing was changed. Keep it on ${from}${instead}.`,
+    message: `The ${from} store of ${dataDir} holds ${held}, more than the file backend can (at most ${FILE_STORE_LIMITS.maxRows} rows a journal and ${FILE_STORE_LIMITS.maxBots} bots), so nothing was changed. Keep it on ${from}${instead}.`,
   });
 }
 
