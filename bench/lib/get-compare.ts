@@ -2,12 +2,14 @@
  * A GET route of the server against a bare Fastify route sending the same bytes (same content type), with
  * autocannon on loopback: bounded (10 connections, `seconds` per round), after an untimed second of each, and
  * interleaved (bare, server, bare, server …), so a drifting machine weighs on both alike. The difference is drydock's per-request work.
+ * Besides req/s, each side's CPU time per request (its process's /proc/<pid>/stat over the timed rounds):
+ * when autocannon is what bounds the faster route, the req/s ratio flattens towards 1× and the CPU ratio does not.
  *
  * The bare route runs in a process of its own (bench/workers/bare-route.ts), as the server does: in the
  * bench's own process it would share one thread with autocannon, which capped it and flattered the ratio.
  */
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import { BENCH_ROOT, REPO_ROOT, scratchDir } from "./dirs.js";
@@ -15,13 +17,51 @@ import type { Table } from "./report.js";
 import { stopChild, waitForLine } from "./server-process.js";
 import { fmtRatio } from "./stats.js";
 
+interface Side {
+  reqPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** The process's CPU time (user + system, all threads) per request over the timed rounds; null off Linux. */
+  cpuUsPerRequest: number | null;
+}
+
 export interface GetComparison {
   path: string;
   bytes: number;
-  bare: { reqPerSec: number; p50Ms: number; p99Ms: number };
-  server: { reqPerSec: number; p50Ms: number; p99Ms: number };
+  bare: Side;
+  server: Side;
   /** bare req/s ÷ server req/s (target under 2×). */
   overhead: number;
+  /**
+   * server CPU per request ÷ bare CPU per request. Unlike the req/s ratio it does not flatten when autocannon
+   * (one thread of the bench process) is what bounds the faster route; null when either was not measured.
+   */
+  cpuRatio: number | null;
+}
+
+/**
+ * A process's CPU time so far in clock ticks (utime + stime of /proc/<pid>/stat, every thread), or null where
+ * there is no /proc. USER_HZ is 100 on Linux: a tick is 10 ms.
+ */
+function cpuTicks(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // After the command name (in parentheses, which may hold spaces): state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return null;
+  }
+}
+const US_PER_TICK = 10_000;
+
+/** One timed round against `pid`'s route: autocannon's result and the CPU ticks the process spent in it. */
+async function timedRound(url: string, token: string, seconds: number, pid: number | undefined) {
+  const before = cpuTicks(pid);
+  const result = await load(url, token, seconds);
+  const after = cpuTicks(pid);
+  return { result, ticks: before === null || after === null ? null : after - before };
 }
 
 async function load(url: string, token: string, seconds: number): Promise<autocannon.Result> {
@@ -47,6 +87,8 @@ export async function compareGet(options: {
   token: string;
   seconds: number;
   rounds?: number;
+  /** The server's process, for its CPU per request (omit for a server in the bench's own process). */
+  serverPid?: number;
 }): Promise<GetComparison> {
   const { serverUrl, path, token, seconds } = options;
   const sample = await fetch(`${serverUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
@@ -73,18 +115,26 @@ export async function compareGet(options: {
     // One untimed second of each first: both run their route's code hot (JIT-compiled) when timing starts.
     await load(`${bareUrl}${path}`, token, 1);
     await load(`${serverUrl}${path}`, token, 1);
-    const rounds: { bare: autocannon.Result[]; server: autocannon.Result[] } = { bare: [], server: [] };
+    type Round = Awaited<ReturnType<typeof timedRound>>;
+    const rounds: { bare: Round[]; server: Round[] } = { bare: [], server: [] };
     for (let round = 0; round < (options.rounds ?? 2); round++) {
-      rounds.bare.push(await load(`${bareUrl}${path}`, token, seconds));
-      rounds.server.push(await load(`${serverUrl}${path}`, token, seconds));
+      rounds.bare.push(await timedRound(`${bareUrl}${path}`, token, seconds, bare.pid));
+      rounds.server.push(await timedRound(`${serverUrl}${path}`, token, seconds, options.serverPid));
     }
-    const mean = (results: autocannon.Result[], pick: (r: autocannon.Result) => number) =>
-      results.reduce((sum, r) => sum + pick(r), 0) / results.length;
-    const summary = (results: autocannon.Result[]) => ({
-      reqPerSec: mean(results, (r) => r.requests.average),
-      p50Ms: mean(results, (r) => r.latency.p50),
-      p99Ms: mean(results, (r) => r.latency.p99),
-    });
+    const mean = (results: Round[], pick: (r: autocannon.Result) => number) =>
+      results.reduce((sum, r) => sum + pick(r.result), 0) / results.length;
+    const summary = (results: Round[]): Side => {
+      const requests = results.reduce((sum, r) => sum + r.result.requests.total, 0);
+      const ticks = results.every((r) => r.ticks !== null)
+        ? results.reduce((sum, r) => sum + (r.ticks as number), 0)
+        : null;
+      return {
+        reqPerSec: mean(results, (r) => r.requests.average),
+        p50Ms: mean(results, (r) => r.latency.p50),
+        p99Ms: mean(results, (r) => r.latency.p99),
+        cpuUsPerRequest: ticks === null || requests === 0 ? null : (ticks * US_PER_TICK) / requests,
+      };
+    };
     const bareSummary = summary(rounds.bare);
     const serverSummary = summary(rounds.server);
     return {
@@ -93,6 +143,10 @@ export async function compareGet(options: {
       bare: bareSummary,
       server: serverSummary,
       overhead: bareSummary.reqPerSec / serverSummary.reqPerSec,
+      cpuRatio:
+        bareSummary.cpuUsPerRequest === null || serverSummary.cpuUsPerRequest === null
+          ? null
+          : serverSummary.cpuUsPerRequest / bareSummary.cpuUsPerRequest,
     };
   } finally {
     await stopChild(bare);
@@ -102,12 +156,15 @@ export async function compareGet(options: {
 
 /** The bare row and the server row of one comparison, in the suites' table format. */
 export function comparisonRows(c: GetComparison, label = "drydock bot server"): string[][] {
+  const cpu = (side: Side) => (side.cpuUsPerRequest === null ? "—" : side.cpuUsPerRequest.toFixed(1));
   return [
     [
       "bare Fastify route, same body",
       c.bare.reqPerSec.toFixed(0),
       String(c.bare.p50Ms),
       String(c.bare.p99Ms),
+      cpu(c.bare),
+      "—",
       "—",
     ],
     [
@@ -115,7 +172,9 @@ export function comparisonRows(c: GetComparison, label = "drydock bot server"): 
       c.server.reqPerSec.toFixed(0),
       String(c.server.p50Ms),
       String(c.server.p99Ms),
+      cpu(c.server),
       fmtRatio(c.overhead),
+      c.cpuRatio === null ? "—" : fmtRatio(c.cpuRatio),
     ],
   ];
 }
@@ -123,7 +182,15 @@ export function comparisonRows(c: GetComparison, label = "drydock bot server"): 
 export function comparisonTable(title: string, rows: string[][]): Table {
   return {
     title,
-    columns: ["server", "req/s", "latency p50 ms", "latency p99 ms", "bare ÷ drydock (overhead)"],
+    columns: [
+      "server",
+      "req/s",
+      "latency p50 ms",
+      "latency p99 ms",
+      "CPU µs per request",
+      "bare ÷ drydock req/s (overhead)",
+      "drydock ÷ bare CPU",
+    ],
     rows,
   };
 }

@@ -1,8 +1,9 @@
 import { startServer } from "@drydock/bot-server";
 import { scratchDir } from "../lib/dirs.js";
 import { describeEnvironment } from "../lib/env.js";
-import { compareGet, comparisonRows, comparisonTable } from "../lib/get-compare.js";
+import { compareGet, comparisonRows, comparisonTable, type GetComparison } from "../lib/get-compare.js";
 import type { SuiteResult } from "../lib/report.js";
+import { startBuiltServer } from "../lib/server-process.js";
 import { fmtMs, summarize } from "../lib/stats.js";
 
 export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> {
@@ -44,8 +45,11 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
     const provision = summarize(latencies);
 
     // GET /v1/bots (journals read, every bot's computer state) against a bare Fastify route that returns the
-    // same bytes: the difference is drydock's per-request work (auth, journals, schema).
-    const get = await compareGet({ serverUrl: server.url, path: "/v1/bots", token: server.token, seconds });
+    // same bytes: the difference is drydock's per-request work (auth, journals, schema). On the built server
+    // in a process of its own, on the same data directory, as the bare route has one: in this process it
+    // would share a thread with autocannon.
+    await server.close();
+    const get = await compareOnBuiltServer(dir, bots, seconds);
     return {
       id: "server",
       title: "Bot server: concurrent provisioning and GET throughput",
@@ -77,14 +81,41 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
         getBotsReqPerSec: get.server.reqPerSec,
         bareReqPerSec: get.bare.reqPerSec,
         getBotsOverheadRatio: get.overhead,
+        ...(get.cpuRatio === null ? {} : { getBotsCpuRatio: get.cpuRatio }),
       },
       notes: [
-        "Overhead = bare route's requests/s ÷ the server's; target under 2×.",
-        "Each GET /v1/bots asks the file backend's change token (one stat of bots.json and of each journal: their identities, trusted once older than 2 s, as json-journal's peek does) and re-sends the page's remembered bytes while it, the busy bots and the 24-hour instants are unchanged; the bare route runs in a process of its own, as the server does.",
+        "Overhead = bare route's requests/s ÷ the server's; target under 2×. CPU per request: each process's user + system time (/proc/<pid>/stat) over the timed rounds ÷ its requests; where autocannon (one thread of the bench process) bounds both routes, the req/s ratio reads near 1× and only the CPU ratio shows drydock's own work.",
+        "Each GET /v1/bots asks the file backend's change token (one stat of bots.json and of each journal: their identities, trusted once older than 2 s, as json-journal's peek does) and re-sends the page's remembered bytes while it, the busy bots and the 24-hour instants are unchanged; the built server (node apps/bot-server/dist/main.js, LOG_LEVEL=silent) and the bare route each run in a process of their own, on the data directory the provisioning above left.",
       ],
     };
   } finally {
     await server.close();
     cleanup();
+  }
+}
+
+/** The GET comparison against the built server started on `dataDir`, once it lists every bot with a Boat. */
+async function compareOnBuiltServer(dataDir: string, bots: number, seconds: number): Promise<GetComparison> {
+  const built = await startBuiltServer({ dataDir, storage: "file" });
+  try {
+    const res = await fetch(`${built.url}/v1/bots?limit=500`, {
+      headers: { authorization: `Bearer ${built.token}` },
+    });
+    const page = (await res.json()) as { bots?: { computer?: { status?: string } }[] };
+    const ready = page.bots?.filter((b) => b.computer?.status === "ready").length ?? 0;
+    if (res.status !== 200 || ready !== bots) {
+      throw new Error(
+        `the built server lists ${ready} bots with a ready computer (status ${res.status}) after ${bots} were provisioned: nothing was measured`,
+      );
+    }
+    return await compareGet({
+      serverUrl: built.url,
+      path: "/v1/bots",
+      token: built.token,
+      seconds,
+      serverPid: built.pid,
+    });
+  } finally {
+    await built.close();
   }
 }
