@@ -6,11 +6,11 @@ import type { SuiteResult } from "../lib/report.js";
 import { startBuiltServer } from "../lib/server-process.js";
 import { fmtMs, summarize } from "../lib/stats.js";
 
-export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> {
-  const { dir, cleanup } = scratchDir("server");
-  const environment = describeEnvironment(dir);
-  const bots = opts.quick ? 20 : 100;
-  const seconds = opts.quick ? 2 : 5;
+/**
+ * `bots` bots created, then provisioned at the same moment (each its own Boat, against the embedded
+ * simulator), on a server in this process, closed after: the data directory keeps the bots and their Boats.
+ */
+async function provisionAll(dir: string, bots: number) {
   const server = await startServer(
     { dataDir: dir, host: "127.0.0.1", port: 0, logLevel: "silent", maxFileBytes: 8 * 1024 * 1024 },
     { print: () => {} },
@@ -43,12 +43,23 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
     const totalMs = performance.now() - t0;
     const billed = server.simulator?.stats().createsCommitted ?? Number.NaN;
     const provision = summarize(latencies);
+    return { totalMs, billed, provision };
+  } finally {
+    await server.close();
+  }
+}
 
+export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> {
+  const { dir, cleanup } = scratchDir("server");
+  const environment = describeEnvironment(dir);
+  const bots = opts.quick ? 20 : 100;
+  const seconds = opts.quick ? 2 : 5;
+  try {
+    const { totalMs, billed, provision } = await provisionAll(dir, bots);
     // GET /v1/bots (journals read, every bot's computer state) against a bare Fastify route that returns the
     // same bytes: the difference is drydock's per-request work (auth, journals, schema). On the built server
     // in a process of its own, on the same data directory, as the bare route has one: in this process it
     // would share a thread with autocannon.
-    await server.close();
     const get = await compareOnBuiltServer(dir, bots, seconds);
     return {
       id: "server",
@@ -89,7 +100,6 @@ export async function runServer(opts: { quick: boolean }): Promise<SuiteResult> 
       ],
     };
   } finally {
-    await server.close();
     cleanup();
   }
 }

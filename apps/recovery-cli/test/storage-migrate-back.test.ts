@@ -143,6 +143,28 @@ async function expectServedOn(
   }
 }
 
+/**
+ * A migration out of postgres applied: it succeeded and retired the schema, the directory is bound to `kind`
+ * and holds the source's rows (and `also`'s), the workspaces and checkpoint are local, the schema refuses to
+ * open naming `kind`, and a real server on `kind` serves it all.
+ */
+async function expectMovedOut(
+  dir: string,
+  kind: "sqlite" | "file",
+  applied: { code: number; out: string; err: string },
+  moved: { schema: string; source: StorageExport; checkpointId: string },
+  also: () => void = () => {},
+) {
+  expect(applied.code, applied.err).toBe(0);
+  expect(applied.out).toContain("The postgres schema is retired");
+  expect(binding(dir)).toEqual({ version: 1, kind });
+  expect(await localExport(dir, kind)).toEqual(moved.source);
+  also();
+  expectLocal(dir, moved.checkpointId);
+  expect(await reopen(moved.schema)).toMatch(new RegExp(`^STORAGE_BACKEND_MISMATCH: .*retired.*${kind}`));
+  await expectServedOn(dir, kind, moved.source, moved.checkpointId);
+}
+
 describe("storage migrate --to sqlite from postgres", () => {
   it("moves journals, registry, meta and workspaces; retires the schema; a real server on sqlite serves them and restores the checkpoint", async () => {
     const schema = newSchema();
@@ -160,34 +182,23 @@ describe("storage migrate --to sqlite from postgres", () => {
       workspaces: { workspaces: 2, files: 4, checkpoints: 1 },
     });
     const { preview, applied } = await previewAndApply(dir, "sqlite", envOf(schema));
-    expect(applied.code, applied.err).toBe(0);
-    expect(applied.out).toContain("The postgres schema is retired");
     for (const text of [json.out, preview.out, preview.err, applied.out, applied.err]) {
       expect(text).not.toContain(kit.password);
     }
-    expect(binding(dir)).toEqual({ version: 1, kind: "sqlite" });
-    expect(await localExport(dir)).toEqual(source);
-    expectLocal(dir, checkpointId);
-    expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*sqlite/);
-
-    await expectServedOn(dir, "sqlite", source, checkpointId);
+    await expectMovedOut(dir, "sqlite", applied, { schema, source, checkpointId });
   }, 240_000);
 
   it("--to file: the seed-compatible JSON files hold the same rows; a real server on file serves the files and restores the checkpoint", async () => {
     const schema = newSchema();
     const { dir, source, checkpointId } = await pgInstallation(schema);
     const { applied } = await previewAndApply(dir, "file", envOf(schema));
-    expect(applied.code, applied.err).toBe(0);
-    expect(applied.out).toContain("The postgres schema is retired");
-    expect(binding(dir)).toEqual({ version: 1, kind: "file" });
-    expect(await localExport(dir, "file")).toEqual(source);
     // The journals as the seeds wrote them: one JSON document each.
-    expect(JSON.parse(readFileSync(join(dir, "box-create-requests.json"), "utf8")).requests).toHaveLength(2);
-    expect(JSON.parse(readFileSync(join(dir, "box-delete-requests.json"), "utf8")).records).toHaveLength(1);
-    expectLocal(dir, checkpointId);
-    expect(await reopen(schema)).toMatch(/^STORAGE_BACKEND_MISMATCH: .*retired.*file/);
-
-    await expectServedOn(dir, "file", source, checkpointId);
+    await expectMovedOut(dir, "file", applied, { schema, source, checkpointId }, () => {
+      expect(JSON.parse(readFileSync(join(dir, "box-create-requests.json"), "utf8")).requests).toHaveLength(
+        2,
+      );
+      expect(JSON.parse(readFileSync(join(dir, "box-delete-requests.json"), "utf8")).records).toHaveLength(1);
+    });
   }, 240_000);
 
   it("more rows than a file holds (4,096): --to sqlite moves them all; --to file refuses, nothing changed", async () => {

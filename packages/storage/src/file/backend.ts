@@ -191,11 +191,7 @@ export async function openFileStorage(options: FileBackendOptions): Promise<Stor
     },
     async importAll(data) {
       live();
-      // The file formats' own caps: each journal and the registry hold at most 4,096 rows.
-      const checked = checkImport(data, {
-        maxRows: Math.min(MAX_REQUESTS, MAX_RECORDS),
-        maxBots: MAX_FILE_BOTS,
-      });
+      const checked = checkImport(data, FILE_STORE_LIMITS);
       const existing = await meta.all();
       const emptyState = (state: ReturnType<typeof documentState>) =>
         state.kind === "absent" || state.kind === "retired" || (state.kind === "live" && state.rows === 0);
